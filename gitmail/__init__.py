@@ -1,0 +1,49 @@
+"""gitmail: mail and coordination for coding agents, stored in git.
+
+The public API is what this module exports; everything else is internal and
+may change. Layers, from the bottom: records and paths, the repository engine
+(:class:`Archive`), the store of projects (:class:`Store`), then the mail
+domain, the MCP server and the CLI on top.
+"""
+
+from .clock import HLC, HybridClock
+from .engine import Archive, Change, Committed
+from .errors import GitmailError
+from .ids import new_id
+from .records import (
+    Agent,
+    Contact,
+    JournalEntry,
+    Message,
+    Project,
+    Receipt,
+    Record,
+    Reservation,
+    Seat,
+)
+from .snapshot import Snapshot
+from .store import Store, slug_for
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "Archive",
+    "Change",
+    "Committed",
+    "Contact",
+    "GitmailError",
+    "HLC",
+    "HybridClock",
+    "JournalEntry",
+    "Message",
+    "Project",
+    "Receipt",
+    "Record",
+    "Reservation",
+    "Seat",
+    "Snapshot",
+    "Store",
+    "new_id",
+    "slug_for",
+]

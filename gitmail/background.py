@@ -1,0 +1,59 @@
+"""A debounced background worker: many pokes, one run at a time.
+
+Used for the jobs that follow commits but must never hold up a writer:
+refreshing the human checkout and consolidating packs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+_log = logging.getLogger("gitmail.background")
+
+
+class Debounced:
+    """Runs ``job`` in a daemon thread at most once per ``delay`` after a poke."""
+
+    def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05):
+        self.name = name
+        self.job = job
+        self.delay = delay
+        self._wanted = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def poke(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread.start()
+        self._idle.clear()
+        self._wanted.set()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            self._wanted.wait()
+            if self._stop:
+                break
+            time.sleep(self.delay)
+            self._wanted.clear()
+            try:
+                self.job()
+            except Exception:  # noqa: BLE001 - a failed run is retried on the next poke
+                _log.exception("%s failed", self.name)
+            if not self._wanted.is_set():
+                self._idle.set()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no run is pending or running (for shutdown and tests)."""
+        return self._idle.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop = True
+        self._wanted.set()

@@ -1,0 +1,75 @@
+"""The human checkout: files to grep and open, never a way to lose records.
+
+The database is the bare ``archive.git``. Beside it, ``checkout/`` is an
+ordinary clone (sharing the archive's objects, so it costs no copy) that a
+background refresher fast-forwards to ``main`` shortly after each commit.
+
+Humans may edit and commit in the checkout. Their commits land on the
+checkout's own branch; they reach the database only by ``git push``, which
+the archive accepts only as a fast-forward (``receive.denyNonFastForwards``).
+A commit made from a stale checkout is therefore rejected on push instead of
+silently deleting the records written since: the human pulls (a merge that
+keeps both sides) and pushes again. The refresher never touches a checkout
+that has local commits or uncommitted edits.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from .background import Debounced
+
+
+def _git(*args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check, env=env)
+
+
+def protect_archive(git_dir: str) -> None:
+    """Refuse pushes that rewrite or delete ``main`` in the archive."""
+    _git("--git-dir", git_dir, "config", "receive.denyNonFastForwards", "true")
+    _git("--git-dir", git_dir, "config", "receive.denyDeletes", "true")
+
+
+def refresh(archive_dir: str, checkout_dir: str) -> str:
+    """Bring the checkout up to the archive's main.
+
+    Returns ``"created"``, ``"updated"``, ``"current"``, or ``"held"`` when
+    the human has local commits or edits there (nothing is touched then).
+    """
+    if not os.path.isdir(os.path.join(checkout_dir, ".git")):
+        tmp = checkout_dir + ".tmp"
+        _git("clone", "-q", "--shared", "--branch", "main", archive_dir, tmp)
+        os.replace(tmp, checkout_dir)
+        return "created"
+    _git("fetch", "-q", "origin", "main", cwd=checkout_dir)
+    head = _git("rev-parse", "HEAD", cwd=checkout_dir, check=False).stdout.strip()
+    upstream = _git("rev-parse", "FETCH_HEAD", cwd=checkout_dir).stdout.strip()
+    if head == upstream:
+        return "current"
+    if head and _git("merge-base", "--is-ancestor", upstream, head, cwd=checkout_dir, check=False).returncode == 0:
+        return "held"  # the human's commits are ahead of main: leave them be
+    if _git("status", "--porcelain", "--untracked-files=no", cwd=checkout_dir).stdout.strip():
+        return "held"
+    if head and _git("merge-base", "--is-ancestor", head, upstream, cwd=checkout_dir, check=False).returncode != 0:
+        return "held"  # diverged: the human must pull and push
+    _git("merge", "-q", "--ff-only", "FETCH_HEAD", cwd=checkout_dir)
+    return "updated"
+
+
+class CheckoutRefresher:
+    """Refreshes a checkout in the background after commits."""
+
+    def __init__(self, archive_dir: str, checkout_dir: str, delay: float = 0.05):
+        self.archive_dir = archive_dir
+        self.checkout_dir = checkout_dir
+        self.last_state = ""
+        self.worker = Debounced(f"gitmail-checkout:{os.path.basename(os.path.dirname(checkout_dir))}",
+                                self._run, delay=delay)
+
+    def on_commit(self, old: str | None, new: str) -> None:
+        self.worker.poke()
+
+    def _run(self) -> None:
+        self.last_state = refresh(self.archive_dir, self.checkout_dir)

@@ -1,0 +1,19 @@
+"""The ``gitmail`` command: a thin layer over the library.
+
+Each command module registers its commands on :data:`cli`; every command takes
+``--json`` and prints either a human rendering or one JSON document. Expected
+failures (:class:`GitmailError`) print their code and advice and exit with 2.
+"""
+
+from __future__ import annotations
+
+from . import _app
+from ._app import cli
+from . import store_cmds  # noqa: F401  (registers commands)
+
+
+def main() -> None:
+    _app.run()
+
+
+__all__ = ["cli", "main"]

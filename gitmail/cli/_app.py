@@ -1,0 +1,69 @@
+"""Shared plumbing of the CLI: the root group, ``--json`` and error rendering."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+from ..errors import GitmailError
+from ..store import Store
+
+
+class Context:
+    def __init__(self, home: str | None):
+        self.home = home
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.home)
+        return self._store
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", envvar="GITMAIL_HOME", type=click.Path(file_okay=False),
+              help="Store folder holding the project archives (default: $GITMAIL_HOME or ~/.gitmail).")
+@click.version_option(package_name="gitmail")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """gitmail: mail and coordination for coding agents, stored in git."""
+    ctx.obj = Context(home)
+
+
+def command(group: click.Group = cli, **settings: Any) -> Callable[[Callable[..., Any]], click.Command]:
+    """Register a command that takes ``--json`` and returns what to print.
+
+    The wrapped function returns ``(data, text)``: ``data`` is printed as JSON
+    with ``--json``, ``text`` otherwise. A returned exit code may follow.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> click.Command:
+        @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
+        @click.pass_obj
+        @functools.wraps(fn)
+        def wrapper(obj: Context, as_json: bool, **kwargs: Any) -> None:
+            try:
+                outcome = fn(obj, **kwargs)
+            except GitmailError as exc:
+                if as_json:
+                    click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
+                else:
+                    click.echo(f"error [{exc.code}]: {exc.message}", err=True)
+                sys.exit(2)
+            data, text, *rest = outcome
+            click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+            if rest and rest[0]:
+                sys.exit(rest[0])
+
+        return group.command(**settings)(wrapper)
+
+    return decorate
+
+
+def run() -> None:
+    cli(prog_name="gitmail")

@@ -1,0 +1,97 @@
+"""Text encodings for records: plain YAML, and YAML front matter over Markdown.
+
+The YAML dialect is deliberately small: timestamps stay strings (no implicit
+conversion to datetime), keys keep the order the record declares, long strings
+are never folded, and Unicode is written as is. Files gitmail writes therefore
+parse back to the same values and serialize to the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _without_timestamps(cls: type) -> None:
+    cls.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in cls.yaml_implicit_resolvers.copy().items()
+    }
+
+
+_without_timestamps(_Loader)
+_without_timestamps(_Dumper)
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+FRONT_MATTER = "---\n"
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed document of the expected shape."""
+
+
+def load_yaml(data: bytes) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise DecodeError(f"invalid YAML{where}: {problem}") from None
+    if not isinstance(value, dict):
+        raise DecodeError("expected a YAML mapping of field: value")
+    return value
+
+
+def dump_yaml(value: dict[str, Any]) -> bytes:
+    text = yaml.dump(
+        value,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=10_000,
+    )
+    return text.encode("utf-8")
+
+
+def split_front_matter(data: bytes) -> tuple[dict[str, Any], str]:
+    """Split a Markdown document into its YAML front matter and its body."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not text.startswith(FRONT_MATTER):
+        raise DecodeError("missing YAML front matter (the file must start with a '---' line)")
+    end = text.find("\n---\n", len(FRONT_MATTER) - 1)
+    if end < 0:
+        raise DecodeError("unterminated YAML front matter (no closing '---' line)")
+    header = text[len(FRONT_MATTER) : end + 1]
+    body = text[end + len("\n---\n") :]
+    if body.startswith("\n"):
+        body = body[1:]
+    return load_yaml(header.encode("utf-8")), body
+
+
+def join_front_matter(header: dict[str, Any], body: str) -> bytes:
+    return FRONT_MATTER.encode() + dump_yaml(header) + b"---\n\n" + body.encode("utf-8")

@@ -1,0 +1,340 @@
+"""The write path: transactions committed into git by compare-and-swap.
+
+A transaction is a function that reads a :class:`Snapshot` of the tip and
+returns a :class:`Change` (files to put or delete, a line for the commit
+message, the acting agent) or raises a :class:`GitmailError`. The engine turns
+changes into git objects, writes them as one durable pack, and advances
+``refs/heads/main`` only if it still points at the commit the functions read.
+If another writer got there first, the functions run again on the new tip, so
+their validation always sees the state they commit onto.
+
+Writers in one process form a group commit: while one commit is in flight,
+new transactions queue, and the next leader commits all of them at once (one
+pack, one ref update, one set of fsyncs); consecutive changes by the same
+agent share a commit, different agents get one commit each in the chain, so
+``git log --author`` stays truthful. Writers in different processes on one
+host queue on an ``flock`` held only while a commit is built and swapped;
+compare-and-swap remains the guard against everyone else (git itself, other
+hosts' pushes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pygit2
+
+from .errors import RETRY_EXHAUSTED, GitmailError
+from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
+from .records import Record
+from .snapshot import Snapshot
+from .treeedit import TreeEditor, check_path
+
+_log = logging.getLogger("gitmail.engine")
+
+MAIN = "refs/heads/main"
+SYSTEM_AUTHOR = "gitmail"
+MAX_ATTEMPTS = 64
+_STALE_LOCK_SECONDS = 2.0
+
+
+@dataclass
+class Change:
+    """What a transaction wants committed, and what its caller gets back."""
+
+    message: str
+    author: str | None = None
+    edits: dict[str, bytes | None] = field(default_factory=dict)
+    result: Any = None
+
+    def put(self, path: str, content: bytes | Record) -> "Change":
+        self.edits[check_path(path)] = content.to_bytes() if isinstance(content, Record) else content
+        return self
+
+    def put_record(self, record: Record) -> "Change":
+        return self.put(record.path(), record)
+
+    def delete(self, path: str) -> "Change":
+        self.edits[check_path(path)] = None
+        return self
+
+
+Transaction = Callable[[Snapshot], Change]
+
+
+@dataclass
+class Committed:
+    """The outcome of one transaction: its result and the commit holding it."""
+
+    result: Any
+    commit: str | None  # None when the change had no edits
+    attempts: int = 1
+
+
+class _Pending:
+    __slots__ = ("fn", "done", "outcome", "error", "change")
+
+    def __init__(self, fn: Transaction):
+        self.fn = fn
+        self.done = False
+        self.outcome: Committed | None = None
+        self.error: BaseException | None = None
+        self.change: Change | None = None
+
+
+CommitListener = Callable[[str | None, str], None]
+
+
+class Archive:
+    """One project's git repository, used as a database."""
+
+    def __init__(self, path: str, *, node: str = "local", durable: bool = True):
+        self.path = os.path.abspath(path)
+        self.node = node
+        self.durable = durable
+        self._local = threading.local()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._leader_active = False
+        self._wakeups = threading.Condition(self._queue_lock)
+        self._listeners: list[CommitListener] = []
+        self.retries = 0  # lost compare-and-swap races, for reports and benchmarks
+        repo = self.repo
+        self.git_dir = repo.path.rstrip("/")
+        self._lock_path = os.path.join(self.git_dir, "gitmail-write.lock")
+        self._pack_dir = os.path.join(self.git_dir, "objects", "pack")
+        os.makedirs(self._pack_dir, exist_ok=True)
+
+    # -- repository access ----------------------------------------------------
+    @classmethod
+    def init(cls, path: str, **kwargs: Any) -> "Archive":
+        """Create a bare repository whose ``main`` is the database."""
+        if not os.path.exists(os.path.join(path, "HEAD")):
+            pygit2.init_repository(path, bare=True, initial_head="main")
+        return cls(path, **kwargs)
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """A repository handle private to the calling thread."""
+        repo = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._local.repo = pygit2.Repository(self.path)
+        return repo
+
+    def tip(self) -> str | None:
+        try:
+            return str(self.repo.references[MAIN].target)
+        except KeyError:
+            return None
+
+    def snapshot(self, commit: str | None = None) -> Snapshot:
+        """A consistent view at ``commit`` (default: the current tip)."""
+        return Snapshot(self.repo, commit if commit is not None else self.tip())
+
+    def add_listener(self, listener: CommitListener) -> None:
+        """Call ``listener(old_tip, new_tip)`` after each commit this process makes."""
+        self._listeners.append(listener)
+
+    # -- the write path -------------------------------------------------------
+    def transact(self, fn: Transaction) -> Committed:
+        """Run ``fn`` against the tip and commit its change; see the module docs."""
+        pending = _Pending(fn)
+        with self._queue_lock:
+            self._queue.append(pending)
+            while not pending.done and self._leader_active:
+                self._wakeups.wait()
+            if pending.done:
+                return self._outcome(pending)
+            # Lead: everything queued so far (our own item included) goes into
+            # the next commit. Items queued meanwhile wait for the next leader.
+            self._leader_active = True
+            batch, self._queue = self._queue, []
+        try:
+            self._commit_batch(batch)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must hear about it
+            for item in batch:
+                if not item.done:
+                    item.error, item.done = exc, True
+        finally:
+            with self._queue_lock:
+                self._leader_active = False
+                self._wakeups.notify_all()
+        return self._outcome(pending)
+
+    @staticmethod
+    def _outcome(pending: _Pending) -> Committed:
+        if pending.error is not None:
+            raise pending.error
+        assert pending.outcome is not None
+        return pending.outcome
+
+    def _commit_batch(self, batch: list[_Pending]) -> None:
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            with _FileLock(self._lock_path):
+                done = self._try_commit(batch, attempt)
+            if done:
+                return
+            self.retries += 1
+            time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+        error = GitmailError(
+            RETRY_EXHAUSTED,
+            f"gave up after {MAX_ATTEMPTS} attempts because other writers kept moving main first; "
+            "nothing was written, so the call can simply be retried",
+            {"attempts": MAX_ATTEMPTS},
+        )
+        for item in batch:
+            if not item.done:
+                item.error, item.done = error, True
+
+    def _try_commit(self, batch: list[_Pending], attempt: int) -> bool:
+        """One attempt; True when every item of the batch is settled."""
+        repo = self.repo
+        ref = _lookup(repo)
+        base = str(ref.target) if ref is not None else None
+        overlay: dict[str, bytes | None] = {}
+        accepted: list[_Pending] = []
+        for item in batch:
+            item.error, item.change = None, None
+            try:
+                change = item.fn(Snapshot(repo, base, overlay.copy() if overlay else None))
+                if not isinstance(change, Change):
+                    raise TypeError(f"a transaction must return a Change, not {type(change).__name__}")
+            except BaseException as exc:  # noqa: BLE001 - reported to that caller only
+                item.error = exc
+                continue
+            item.change = change
+            overlay.update(change.edits)
+            accepted.append(item)
+        writers = [item for item in accepted if item.change.edits]  # type: ignore[union-attr]
+        if not writers:
+            self._settle(batch, attempt)
+            return True
+        pack = PackBuffer()
+        editor = TreeEditor(repo, repo[base].peel(pygit2.Commit).tree_id.raw if base else None, pack)
+        parent = bytes.fromhex(base) if base else None
+        now = int(time.time())
+        for group in _by_author(writers):
+            for item in group:
+                for path, data in item.change.edits.items():  # type: ignore[union-attr]
+                    editor.set(path, data)
+            tree = editor.flush()
+            author = group[0].change.author or SYSTEM_AUTHOR  # type: ignore[union-attr]
+            message = _commit_message(author, [item.change for item in group])  # type: ignore[misc]
+            signature = Signature(author, f"{author}@gitmail", now)
+            committer = Signature("gitmail", f"gitmail@{self.node}", now)
+            parent = pack.add(COMMIT, encode_commit(tree, [parent] if parent else [], signature, committer, message))
+            for item in group:
+                item.outcome = Committed(item.change.result, parent.hex(), attempt)  # type: ignore[union-attr]
+        pack.write(self._pack_dir, durable=self.durable)
+        new_tip = pygit2.Oid(raw=parent)
+        if not self._swap(repo, ref, new_tip):
+            return False
+        if self.durable:
+            self._sync_ref()
+        for listener in self._listeners:
+            try:
+                listener(base, str(new_tip))
+            except Exception:  # noqa: BLE001 - the commit stands; derived state catches up later
+                _log.exception("commit listener failed after %s", new_tip)
+        self._settle(batch, attempt)
+        return True
+
+    @staticmethod
+    def _settle(batch: list[_Pending], attempt: int) -> None:
+        for item in batch:
+            if item.error is None and item.outcome is None:
+                item.outcome = Committed(item.change.result if item.change else None, None, attempt)
+            item.done = True
+
+    def _swap(self, repo: pygit2.Repository, ref: pygit2.Reference | None, new_tip: pygit2.Oid) -> bool:
+        """Compare-and-swap main; False if another writer moved it first."""
+        try:
+            if ref is None:
+                repo.references.create(MAIN, new_tip, force=False)
+            else:
+                ref.set_target(new_tip, "gitmail: commit")
+            return True
+        except pygit2.AlreadyExistsError:
+            return False
+        except (pygit2.GitError, OSError) as exc:
+            text = str(exc)
+            if "lock" in text:
+                self._clear_stale_lock()
+                return False
+            if "does not match" in text or "modified" in text or "exists" in text:
+                return False
+            raise
+
+    def _clear_stale_lock(self) -> None:
+        """Remove a ``main.lock`` left by a writer that died mid-update.
+
+        git and libgit2 hold that lock for well under a millisecond, so one
+        older than a couple of seconds, seen while we hold the write lock,
+        belongs to a process that is gone.
+        """
+        lock = os.path.join(self.git_dir, "refs", "heads", "main.lock")
+        try:
+            if time.time() - os.stat(lock).st_mtime > _STALE_LOCK_SECONDS:
+                os.unlink(lock)
+        except FileNotFoundError:
+            pass
+
+    def _sync_ref(self) -> None:
+        heads = os.path.join(self.git_dir, "refs", "heads")
+        try:
+            fd = os.open(os.path.join(heads, "main"), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(heads)
+
+
+def _lookup(repo: pygit2.Repository) -> pygit2.Reference | None:
+    try:
+        return repo.lookup_reference(MAIN)
+    except KeyError:
+        return None
+
+
+def _by_author(items: list[_Pending]) -> list[list[_Pending]]:
+    groups: list[list[_Pending]] = []
+    for item in items:
+        if groups and groups[-1][0].change.author == item.change.author:  # type: ignore[union-attr]
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def _commit_message(author: str, changes: list[Change]) -> str:
+    if len(changes) == 1:
+        return changes[0].message
+    lines = "\n".join(f"- {change.message}" for change in changes)
+    return f"{author}: {len(changes)} changes\n\n{lines}\n"
+
+
+class _FileLock:
+    """An exclusive ``flock`` the OS releases if the holder dies."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> "_FileLock":
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)

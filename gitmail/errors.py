@@ -1,0 +1,43 @@
+"""Errors that callers can act on.
+
+Every expected failure in gitmail is a :class:`GitmailError` carrying a stable
+``code`` (what kind of failure), a ``message`` that tells the caller what to do
+next, and optional structured ``data``. The MCP server and the CLI render these
+unchanged, so the codes are part of the public contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INVALID_ARGUMENT = "INVALID_ARGUMENT"
+NOT_FOUND = "NOT_FOUND"
+ALREADY_EXISTS = "ALREADY_EXISTS"
+CONFLICT = "CONFLICT"
+RETRY_EXHAUSTED = "RETRY_EXHAUSTED"
+CORRUPT_RECORD = "CORRUPT_RECORD"
+UNAUTHORIZED = "UNAUTHORIZED"
+
+
+class GitmailError(Exception):
+    """A failure with a stable code and advice for the caller."""
+
+    def __init__(self, code: str, message: str, data: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = dict(data or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "data": self.data}
+
+    def __repr__(self) -> str:
+        return f"GitmailError({self.code!r}, {self.message!r})"
+
+
+def invalid(message: str, **data: Any) -> GitmailError:
+    return GitmailError(INVALID_ARGUMENT, message, data)
+
+
+def not_found(message: str, **data: Any) -> GitmailError:
+    return GitmailError(NOT_FOUND, message, data)

@@ -1,0 +1,114 @@
+"""Consistency checks over an archive's tip, plus git's own ``fsck``.
+
+What is checked: every file sits at a path gitmail knows and parses as the
+record that lives there (which also checks that IDs and names agree with the
+path); every inbox and outbox copy is the canonical message (the outbox copy
+may add the sender's bcc list); every copy's owner is a party of the message;
+and references (reply, thread, attachments) resolve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass
+
+from .engine import Archive
+from .errors import GitmailError
+from .ids import is_id
+from .records import Message, classify, message_path
+
+# Files that may sit in an archive without being records.
+_PLAIN_FILES = {".gitattributes", ".gitignore", "README.md"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
+    """All problems found at the tip of ``archive`` (empty when healthy)."""
+    problems: list[Problem] = []
+    snap = archive.snapshot()
+    if snap.commit is None:
+        return problems
+    messages: dict[str, Message] = {}
+    copies: list[tuple[str, str, Message]] = []
+    attachments: set[str] = set()
+    for path in snap.walk():
+        if path in _PLAIN_FILES:
+            continue
+        if path.startswith("attachments/"):
+            attachments.add(path)
+            continue
+        kind = classify(path)
+        if kind is None or kind[1] is None:
+            problems.append(Problem(path, "not a path where gitmail keeps records"))
+            continue
+        role, record_type = kind
+        try:
+            record = record_type.from_bytes(snap.read(path) or b"", path)
+        except GitmailError as exc:
+            problems.append(Problem(path, exc.message.removeprefix(path + ": ")))
+            continue
+        if role == "message":
+            messages[record.id] = record  # type: ignore[attr-defined]
+        elif role in ("inbox", "outbox"):
+            copies.append((path, role, record))  # type: ignore[arg-type]
+    for path, role, copy in copies:
+        owner = path.split("/")[1]
+        canonical_path = message_path(copy.id)
+        canonical = messages.get(copy.id)
+        if canonical is None:
+            problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
+            continue
+        same_blob = snap.blob_id(path) == snap.blob_id(canonical_path)
+        if role == "inbox":
+            if not same_blob:
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner not in canonical.to + canonical.cc and owner not in _bcc_of(copies, copy.id):
+                problems.append(Problem(path, f"{owner} is not a recipient of this message"))
+        else:
+            if not same_blob and copy.public_copy().to_bytes() != snap.read(canonical_path):
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner != canonical.sender:
+                problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
+    for message in messages.values():
+        path = message_path(message.id)
+        if message.reply_to and message.reply_to not in messages:
+            problems.append(Problem(path, f"reply_to {message.reply_to} is not in the archive"))
+        if is_id(message.thread_id) and message.thread_id not in messages and message.thread_id != message.id:
+            problems.append(Problem(path, f"thread_id {message.thread_id} names a message that is not in the archive"))
+        for item in message.attachments:
+            stored = item.get("path")
+            if not isinstance(stored, str) or stored not in attachments:
+                problems.append(Problem(path, f"attachment {stored!r} is not in the archive"))
+                continue
+            digest = hashlib.sha256(snap.read(stored) or b"").hexdigest()
+            if item.get("sha256") != digest:
+                problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
+    if run_git:
+        problems.extend(_git_fsck(archive.git_dir))
+    return problems
+
+
+def _bcc_of(copies: list[tuple[str, str, Message]], message_id: str) -> list[str]:
+    for _, role, copy in copies:
+        if role == "outbox" and copy.id == message_id:
+            return copy.bcc
+    return []
+
+
+def _git_fsck(git_dir: str) -> list[Problem]:
+    proc = subprocess.run(["git", "--git-dir", git_dir, "fsck", "--strict", "--no-progress"],
+                          capture_output=True, text=True)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines()
+             if line.strip() and not line.startswith(("dangling ", "Checking "))]
+    if proc.returncode == 0:
+        return []
+    return [Problem("(git fsck)", line) for line in lines] or [Problem("(git fsck)", f"exited with {proc.returncode}")]

@@ -1,0 +1,452 @@
+"""The typed records that make up an archive, and where each one lives.
+
+One record is one file. Messages and journal entries are Markdown with YAML
+front matter; everything else is YAML. Parsing is strict: an unknown field, a
+missing required field or a value of the wrong shape is an error that names the
+file and the field. Serialization is canonical (declared field order, optional
+empty fields left out), so a file gitmail wrote parses and re-serializes to the
+same bytes.
+
+Paths are sharded by day (``YYYY/MM/DD``) using the UTC time encoded in the
+record's ID, so no directory grows without bound and a commit rewrites only a
+few small trees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from . import codec
+from .clock import HLC, format_ts, parse_ts
+from .errors import CORRUPT_RECORD, GitmailError, invalid
+from .ids import id_time, is_id
+from .names import AGENT_NAME_RE, TOPIC_RE
+
+MAX_SUBJECT = 512
+MAX_BODY_BYTES = 1024 * 1024
+MAX_SHORT = 512
+MAX_TEXT = 64 * 1024
+MAX_LIST = 1000
+
+IMPORTANCE = ("low", "normal", "high", "urgent")
+AGENT_STATUS = ("active", "retired", "deregistered")
+CONTACT_POLICIES = ("open", "auto", "contacts_only", "block_all")
+CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
+ATTACHMENT_POLICIES = ("auto", "inline", "file")
+
+R = TypeVar("R", bound="Record")
+
+
+def _spec(kind: str, *, default: Any = dataclasses.MISSING, key: str | None = None,
+          max_len: int | None = None, choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"kind": kind, "key": key, "max_len": max_len, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=list, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def day_shard(record_id: str) -> str:
+    """``YYYY/MM/DD`` of the UTC day an ID was minted."""
+    return id_time(record_id).strftime("%Y/%m/%d")
+
+
+class FieldError(ValueError):
+    def __init__(self, key: str, reason: str):
+        super().__init__(f"field '{key}': {reason}")
+        self.key = key
+
+
+def _check(kind: str, key: str, value: Any, meta: dict[str, Any]) -> Any:
+    """Validate one value and return its canonical form."""
+    max_len = meta.get("max_len")
+    if kind in ("str", "text"):
+        if not isinstance(value, str):
+            raise FieldError(key, f"expected text, got {type(value).__name__}")
+        limit = max_len or (MAX_TEXT if kind == "text" else MAX_SHORT)
+        if len(value) > limit:
+            raise FieldError(key, f"longer than {limit} characters ({len(value)})")
+        if kind == "str" and ("\n" in value or "\r" in value):
+            raise FieldError(key, "must be a single line")
+        return value
+    if kind == "choice":
+        if value not in meta["choices"]:
+            raise FieldError(key, f"must be one of {', '.join(meta['choices'])}; got {value!r}")
+        return value
+    if kind == "ts":
+        try:
+            return format_ts(parse_ts(value))
+        except ValueError as exc:
+            raise FieldError(key, str(exc)) from None
+    if kind == "id":
+        if not is_id(value):
+            raise FieldError(key, f"not a gitmail ID: {value!r}")
+        return value
+    if kind == "agent":
+        if not isinstance(value, str) or not AGENT_NAME_RE.match(value):
+            raise FieldError(key, f"not a valid agent name: {value!r}")
+        return value
+    if kind == "topic":
+        if not isinstance(value, str) or not TOPIC_RE.match(value):
+            raise FieldError(key, f"not a valid topic: {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise FieldError(key, f"expected true or false, got {value!r}")
+        return value
+    if kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise FieldError(key, f"expected a non-negative integer, got {value!r}")
+        return value
+    if kind == "hlc":
+        if isinstance(value, HLC):
+            return value
+        try:
+            return HLC.parse(value)
+        except ValueError as exc:
+            raise FieldError(key, str(exc)) from None
+    if kind in ("agents", "strs"):
+        if not isinstance(value, list):
+            raise FieldError(key, f"expected a list, got {type(value).__name__}")
+        if len(value) > (max_len or MAX_LIST):
+            raise FieldError(key, f"more than {max_len or MAX_LIST} entries")
+        inner = "agent" if kind == "agents" else "str"
+        return [_check(inner, f"{key}[{i}]", item, {}) for i, item in enumerate(value)]
+    if kind == "maps":
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise FieldError(key, "expected a list of mappings")
+        for i, item in enumerate(value):
+            for k, v in item.items():
+                if not isinstance(k, str) or not isinstance(v, (str, int, bool)):
+                    raise FieldError(f"{key}[{i}]", f"entry {k!r} must map a name to text, a number or a flag")
+        return [dict(item) for item in value]
+    raise AssertionError(f"unknown field kind {kind}")
+
+
+@dataclass
+class Record:
+    """Base of every record type; subclasses declare fields with ``_spec``."""
+
+    KIND: ClassVar[str] = "record"
+    MARKDOWN: ClassVar[bool] = False
+    LOCATED_BY: ClassVar[str] = "id"
+
+    def path(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+    # -- validation ---------------------------------------------------------
+    @classmethod
+    def _fields(cls) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(cls) if f.metadata.get("kind") and f.metadata["kind"] != "body"]
+
+    def validate(self) -> "Record":
+        """Check every field, normalizing values; raise INVALID_ARGUMENT on bad input."""
+        try:
+            for f in self._fields():
+                key = f.metadata["key"] or f.name
+                value = getattr(self, f.name)
+                if value is None:
+                    if _required(f):
+                        raise FieldError(key, "is required")
+                    continue
+                setattr(self, f.name, _check(f.metadata["kind"], key, value, f.metadata))
+            self._check_body()
+        except FieldError as exc:
+            raise invalid(f"{self.KIND}: {exc}", field=exc.key) from None
+        return self
+
+    def _check_body(self) -> None:
+        body = getattr(self, "body", None)
+        if body is None:
+            return
+        if not isinstance(body, str):
+            raise FieldError("body", "expected Markdown text")
+        if len(body.encode("utf-8")) > MAX_BODY_BYTES:
+            raise FieldError("body", f"larger than {MAX_BODY_BYTES} bytes")
+
+    # -- encoding -----------------------------------------------------------
+    def to_fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self._fields():
+            value = getattr(self, f.name)
+            if value is None or (value == [] and f.default_factory is list):
+                continue
+            if isinstance(value, HLC):
+                value = str(value)
+            out[f.metadata["key"] or f.name] = value
+        return out
+
+    def to_bytes(self) -> bytes:
+        self.validate()
+        if self.MARKDOWN:
+            return codec.join_front_matter(self.to_fields(), getattr(self, "body"))
+        return codec.dump_yaml(self.to_fields())
+
+    @classmethod
+    def from_bytes(cls: type[R], data: bytes, path: str = "<record>") -> R:
+        """Parse a file; CORRUPT_RECORD names the file and the field on failure."""
+        try:
+            if cls.MARKDOWN:
+                raw, body = codec.split_front_matter(data)
+            else:
+                raw, body = codec.load_yaml(data), None
+            values: dict[str, Any] = {}
+            known = {}
+            for f in cls._fields():
+                known[f.metadata["key"] or f.name] = f
+            for key in raw:
+                if key not in known and not (isinstance(key, str) and key.startswith("x-")):
+                    raise FieldError(str(key), f"unknown field for a {cls.KIND} record")
+            for key, f in known.items():
+                if key not in raw or raw[key] is None:
+                    if _required(f):
+                        raise FieldError(key, "is required")
+                    continue
+                values[f.name] = _check(f.metadata["kind"], key, raw[key], f.metadata)
+            if cls.MARKDOWN:
+                values["body"] = body
+            record = cls(**values)
+            record._check_body()
+            record._check_consistency(path)
+        except (codec.DecodeError, FieldError) as exc:
+            raise GitmailError(CORRUPT_RECORD, f"{path}: {exc}", {"path": path}) from None
+        return record
+
+    def _check_consistency(self, path: str) -> None:
+        """The file must sit where its own fields say it lives."""
+        if path != "<record>" and path != self.path():
+            raise FieldError(self.LOCATED_BY, f"does not match the file's location (expected {self.path()})")
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+@dataclass
+class Project(Record):
+    KIND: ClassVar[str] = "project"
+    id: str = _spec("id")
+    slug: str = _spec("str")
+    human_key: str = _spec("str", max_len=1024)
+    created_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    archived_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return "project.yaml"
+
+
+@dataclass
+class Agent(Record):
+    KIND: ClassVar[str] = "agent"
+    LOCATED_BY: ClassVar[str] = "name"
+    id: str = _spec("id")
+    name: str = _spec("agent")
+    program: str = _spec("str")
+    model: str = _spec("str")
+    inception_ts: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    task_description: str = _spec("text", default="", max_len=4096)
+    status: str = _spec("choice", default="active", choices=AGENT_STATUS)
+    retired_at: str | None = _spec("ts", default=None)
+    contact_policy: str = _spec("choice", default="auto", choices=CONTACT_POLICIES)
+    attachments_policy: str = _spec("choice", default="auto", choices=ATTACHMENT_POLICIES)
+    capabilities: list[str] = _spec("strs", default=[], max_len=64)
+    asleep: bool = _spec("bool", default=False)
+    token_hash: str | None = _spec("str", default=None)
+
+    def path(self) -> str:
+        return agent_dir(self.name) + "/profile.yaml"
+
+
+@dataclass
+class Message(Record):
+    """A message: immutable once written. ``bcc`` appears only in the sender's outbox copy."""
+
+    KIND: ClassVar[str] = "message"
+    MARKDOWN: ClassVar[bool] = True
+    id: str = _spec("id")
+    thread_id: str = _spec("str", max_len=128)
+    sender: str = _spec("agent", key="from")
+    subject: str = _spec("str", max_len=MAX_SUBJECT)
+    created_ts: str = _spec("ts", key="created")
+    to: list[str] = _spec("agents", default=[])
+    cc: list[str] = _spec("agents", default=[])
+    bcc: list[str] = _spec("agents", default=[])
+    importance: str = _spec("choice", default="normal", choices=IMPORTANCE)
+    ack_required: bool = _spec("bool", default=False)
+    topic: str | None = _spec("topic", default=None)
+    reply_to: str | None = _spec("id", default=None)
+    attachments: list[dict[str, Any]] = _spec("maps", default=[])
+    body: str = field(default="", metadata={"kind": "body"})
+
+    def path(self) -> str:
+        return message_path(self.id)
+
+    def public_copy(self) -> "Message":
+        """The copy every recipient and the canonical file hold (no bcc)."""
+        return dataclasses.replace(self, bcc=[])
+
+    def _check_consistency(self, path: str) -> None:
+        if path == "<record>":
+            return
+        if not path.endswith(f"/{day_shard(self.id)}/{self.id}.md"):
+            raise FieldError("id", f"does not match the file's location ({path})")
+
+
+@dataclass
+class Receipt(Record):
+    """When one recipient read and acknowledged one message."""
+
+    KIND: ClassVar[str] = "receipt"
+    LOCATED_BY: ClassVar[str] = "message_id"
+    message_id: str = _spec("id")
+    agent: str = _spec("agent")
+    hlc: HLC = _spec("hlc")
+    read_at: str | None = _spec("ts", default=None)
+    acked_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return receipt_path(self.agent, self.message_id)
+
+
+
+@dataclass
+class Contact(Record):
+    """A directed contact link: ``requester`` asked to write to ``target``."""
+
+    KIND: ClassVar[str] = "contact"
+    LOCATED_BY: ClassVar[str] = "from"
+    requester: str = _spec("agent", key="from")
+    target: str = _spec("agent", key="to")
+    status: str = _spec("choice", choices=CONTACT_STATUS)
+    requested_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    reason: str = _spec("text", default="", max_len=4096)
+    responded_at: str | None = _spec("ts", default=None)
+    expires_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return contact_path(self.requester, self.target)
+
+
+
+@dataclass
+class Reservation(Record):
+    """A lease on paths or globs of a code repository; a release is final."""
+
+    KIND: ClassVar[str] = "reservation"
+    id: str = _spec("id")
+    agent: str = _spec("agent")
+    path_pattern: str = _spec("str", max_len=1024)
+    created_ts: str = _spec("ts")
+    expires_ts: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    exclusive: bool = _spec("bool", default=True)
+    reason: str = _spec("text", default="", max_len=4096)
+    released_ts: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return reservation_path(self.id)
+
+
+
+@dataclass
+class Seat(Record):
+    """Who currently acts as an agent, fenced by a monotonically rising epoch."""
+
+    KIND: ClassVar[str] = "seat"
+    LOCATED_BY: ClassVar[str] = "agent"
+    agent: str = _spec("agent")
+    epoch: int = _spec("int")
+    holder: str = _spec("str")
+    lease_expires_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    taken_at: str | None = _spec("ts", default=None)
+    released_at: str | None = _spec("ts", default=None)
+    token_hash: str | None = _spec("str", default=None)
+
+    def path(self) -> str:
+        return agent_dir(self.agent) + "/seat.yaml"
+
+
+
+@dataclass
+class JournalEntry(Record):
+    """One dated note an agent leaves for its future self; add-only."""
+
+    KIND: ClassVar[str] = "journal"
+    MARKDOWN: ClassVar[bool] = True
+    id: str = _spec("id")
+    agent: str = _spec("agent")
+    created_ts: str = _spec("ts", key="created")
+    body: str = field(default="", metadata={"kind": "body"})
+
+    def path(self) -> str:
+        return f"{agent_dir(self.agent)}/journal/{day_shard(self.id)}/{self.id}.md"
+
+
+
+# -- paths --------------------------------------------------------------------
+
+def agent_dir(name: str) -> str:
+    return f"agents/{name}"
+
+
+def message_path(message_id: str) -> str:
+    return f"messages/{day_shard(message_id)}/{message_id}.md"
+
+
+def inbox_path(agent: str, message_id: str) -> str:
+    return f"{agent_dir(agent)}/inbox/{day_shard(message_id)}/{message_id}.md"
+
+
+def outbox_path(agent: str, message_id: str) -> str:
+    return f"{agent_dir(agent)}/outbox/{day_shard(message_id)}/{message_id}.md"
+
+
+def receipt_path(agent: str, message_id: str) -> str:
+    return f"{agent_dir(agent)}/receipts/{day_shard(message_id)}/{message_id}.yaml"
+
+
+def contact_path(requester: str, target: str) -> str:
+    return f"contacts/{requester}/{target}.yaml"
+
+
+def reservation_path(reservation_id: str) -> str:
+    return f"reservations/{day_shard(reservation_id)}/{reservation_id}.yaml"
+
+
+_DAY = r"\d{4}/\d{2}/\d{2}"
+_ID = r"[0-9a-z]{23}"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
+    (re.compile(r"^project\.yaml$"), Project, "project"),
+    (re.compile(rf"^messages/{_DAY}/{_ID}\.md$"), Message, "message"),
+    (re.compile(rf"^agents/{_NAME}/profile\.yaml$"), Agent, "agent"),
+    (re.compile(rf"^agents/{_NAME}/inbox/{_DAY}/{_ID}\.md$"), Message, "inbox"),
+    (re.compile(rf"^agents/{_NAME}/outbox/{_DAY}/{_ID}\.md$"), Message, "outbox"),
+    (re.compile(rf"^agents/{_NAME}/receipts/{_DAY}/{_ID}\.yaml$"), Receipt, "receipt"),
+    (re.compile(rf"^agents/{_NAME}/seat\.yaml$"), Seat, "seat"),
+    (re.compile(rf"^agents/{_NAME}/journal/{_DAY}/{_ID}\.md$"), JournalEntry, "journal"),
+    (re.compile(rf"^contacts/{_NAME}/{_NAME}\.yaml$"), Contact, "contact"),
+    (re.compile(rf"^reservations/{_DAY}/{_ID}\.yaml$"), Reservation, "reservation"),
+]
+
+
+def classify(path: str) -> tuple[str, type[Record] | None] | None:
+    """The role and record type of a path in the archive, or None if unknown."""
+    for pattern, record_type, role in PATH_TYPES:
+        if pattern.match(path):
+            return role, record_type
+    return None
+
+
+def parse_path(path: str, data: bytes) -> Record:
+    """Parse the file at ``path`` as whatever record type lives there."""
+    kind = classify(path)
+    if kind is None or kind[1] is None:
+        raise GitmailError(CORRUPT_RECORD, f"{path}: not a path where gitmail keeps records", {"path": path})
+    return kind[1].from_bytes(data, path)

@@ -1,0 +1,91 @@
+"""Consistent read-only views of an archive at one commit.
+
+A :class:`Snapshot` reads files and directory listings straight from git's
+object database (no work tree, no ``.git/index``). During a group commit each
+transaction sees the snapshot overlaid with the edits of the transactions
+queued before it, so validation always sees the state it will commit onto.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, TypeVar
+
+import pygit2
+
+from .records import Record
+
+R = TypeVar("R", bound=Record)
+
+
+class Snapshot:
+    def __init__(self, repo: pygit2.Repository, commit: str | None, pending: dict[str, bytes | None] | None = None):
+        self.repo = repo
+        self.commit = commit
+        self._tree = repo[commit].peel(pygit2.Tree) if commit else None
+        self._pending = pending if pending is not None else {}
+
+    def _entry(self, path: str) -> pygit2.Object | None:
+        if self._tree is None:
+            return None
+        try:
+            return self._tree[path] if path else self._tree
+        except KeyError:
+            return None
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of the file at ``path``, or None if there is none."""
+        if path in self._pending:
+            return self._pending[path]
+        obj = self._entry(path)
+        if obj is None or obj.type != pygit2.GIT_OBJECT_BLOB:
+            return None
+        return obj.data
+
+    def blob_id(self, path: str) -> str | None:
+        """The blob id at ``path`` in the committed tree (pending edits excluded)."""
+        obj = self._entry(path)
+        return str(obj.id) if obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB else None
+
+    def exists(self, path: str) -> bool:
+        """Whether a file (not a folder) is at ``path``."""
+        if path in self._pending:
+            return self._pending[path] is not None
+        obj = self._entry(path)
+        return obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB
+
+    def load(self, path: str, record_type: type[R]) -> R | None:
+        """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable."""
+        data = self.read(path)
+        return None if data is None else record_type.from_bytes(data, path)
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted names (files and folders) directly inside the folder ``path``."""
+        path = path.strip("/")
+        names: set[str] = set()
+        obj = self._entry(path)
+        if obj is not None and obj.type == pygit2.GIT_OBJECT_TREE:
+            names.update(entry.name for entry in obj)
+        prefix = path + "/" if path else ""
+        for pending_path, data in self._pending.items():
+            if not pending_path.startswith(prefix):
+                continue
+            rest = pending_path[len(prefix) :]
+            first, _, deeper = rest.partition("/")
+            if deeper:
+                if data is not None:
+                    names.add(first)
+            elif data is None:
+                names.discard(first)
+            else:
+                names.add(first)
+        return sorted(names)
+
+    def walk(self, path: str = "") -> Iterator[str]:
+        """Every file path under the folder ``path``, depth first, sorted."""
+        path = path.strip("/")
+        for name in self.listdir(path):
+            child = f"{path}/{name}" if path else name
+            if self.exists(child):
+                yield child
+            else:
+                yield from self.walk(child)

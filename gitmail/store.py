@@ -1,0 +1,146 @@
+"""The store: ``$GITMAIL_HOME`` holding one archive per project.
+
+Layout::
+
+    $GITMAIL_HOME/
+      node                      this machine's node name (for clocks and commits)
+      projects/<slug>/archive.git   the database: a bare repository
+      projects/<slug>/checkout/     a read-mostly clone for grep and editors
+      derived/<slug>/               index and caches; safe to delete at any time
+
+A project is named by its ``human_key``. Its slug is readable (derived from the
+key's last path components) and unique (it ends in a hash of the whole key), and
+every machine computes the same slug for the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+
+from .checkout import CheckoutRefresher, protect_archive
+from .clock import HybridClock
+from .engine import Archive
+from .maintenance import Maintainer
+from .errors import NOT_FOUND, GitmailError
+from .names import normalize_human_key
+
+_SLUG_SAFE = re.compile(r"[^a-z0-9]+")
+_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}$")
+
+
+def default_home() -> str:
+    return os.path.abspath(os.path.expanduser(os.environ.get("GITMAIL_HOME") or "~/.gitmail"))
+
+
+def slug_for(human_key: str) -> str:
+    """The project slug for a key: readable words plus 48 bits of its hash."""
+    key = normalize_human_key(human_key)
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+    words = _SLUG_SAFE.sub("-", key.lower()).strip("-")[-40:].strip("-")
+    return f"{words}-{digest}" if words else f"root-{digest}"
+
+
+def is_slug(text: str) -> bool:
+    return bool(_SLUG_RE.match(text))
+
+
+@dataclass(frozen=True)
+class ProjectPaths:
+    slug: str
+    archive: str
+    checkout: str
+    derived: str
+
+
+class Store:
+    """Opens project archives under one home folder; one Archive per project."""
+
+    def __init__(self, home: str | None = None, *, durable: bool = True, background: bool = True):
+        """``background`` keeps checkouts fresh and packs consolidated after commits."""
+        self.home = os.path.abspath(home or default_home())
+        self.durable = durable
+        self.background = background
+        self._workers: list[CheckoutRefresher | Maintainer] = []
+        os.makedirs(os.path.join(self.home, "projects"), exist_ok=True)
+        self.node = self._node_name()
+        self.clock = HybridClock(self.node)
+        self._archives: dict[str, Archive] = {}
+        self._lock = threading.Lock()
+
+    def _node_name(self) -> str:
+        path = os.path.join(self.home, "node")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                name = handle.read().strip()
+            if name:
+                return name
+        except FileNotFoundError:
+            pass
+        host = re.sub(r"[^A-Za-z0-9_.-]+", "-", socket.gethostname())[:32].strip("-.") or "host"
+        name = f"{host}-{secrets.token_hex(3)}"
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(name + "\n")
+        try:
+            os.link(tmp, path)  # first writer wins if two processes race
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+
+    def paths(self, slug: str) -> ProjectPaths:
+        base = os.path.join(self.home, "projects", slug)
+        return ProjectPaths(slug, os.path.join(base, "archive.git"), os.path.join(base, "checkout"),
+                            os.path.join(self.home, "derived", slug))
+
+    def resolve(self, project: str) -> str:
+        """The slug for a human key or an existing slug."""
+        if isinstance(project, str) and is_slug(project) and os.path.isdir(self.paths(project).archive):
+            return project
+        return slug_for(project)
+
+    def exists(self, project: str) -> bool:
+        return os.path.isdir(self.paths(self.resolve(project)).archive)
+
+    def archive(self, project: str, *, create: bool = False) -> Archive:
+        """The archive of a project (by human key or slug)."""
+        slug = self.resolve(project)
+        with self._lock:
+            archive = self._archives.get(slug)
+            if archive is not None:
+                return archive
+            paths = self.paths(slug)
+            if not os.path.isdir(paths.archive):
+                if not create:
+                    raise GitmailError(NOT_FOUND, f"no project {project!r} in {self.home}; create it with ensure_project first",
+                                       {"project": project})
+                os.makedirs(os.path.dirname(paths.archive), exist_ok=True)
+                archive = Archive.init(paths.archive, node=self.node, durable=self.durable)
+                protect_archive(archive.git_dir)
+            else:
+                archive = Archive(paths.archive, node=self.node, durable=self.durable)
+            if self.background:
+                refresher = CheckoutRefresher(paths.archive, paths.checkout)
+                maintainer = Maintainer(archive.git_dir)
+                archive.add_listener(refresher.on_commit)
+                archive.add_listener(maintainer.on_commit)
+                self._workers += [refresher, maintainer]
+            self._archives[slug] = archive
+            return archive
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until background work (checkout refresh, packing) has caught up."""
+        for worker in self._workers:
+            worker.worker.wait_idle(timeout)
+
+    def slugs(self) -> list[str]:
+        root = os.path.join(self.home, "projects")
+        return sorted(name for name in os.listdir(root) if os.path.isdir(os.path.join(root, name, "archive.git")))

@@ -1,0 +1,121 @@
+"""Applying path edits to a git tree, rewriting only the trees on the way.
+
+Editing ``messages/2026/12/01/<id>.md`` reads and rewrites the root, the
+``messages`` tree and the three date trees; every other tree is reused by id.
+Decoded trees are cached by id (trees are immutable), so the hot day folder is
+not re-parsed on every commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import pygit2
+
+from .errors import invalid
+from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, decode_tree, encode_tree
+
+_CACHE_SIZE = 512
+_cache: "OrderedDict[bytes, dict[str, tuple[int, bytes]]]" = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _read_tree(repo: pygit2.Repository, oid: bytes) -> dict[str, tuple[int, bytes]]:
+    with _cache_lock:
+        entries = _cache.get(oid)
+        if entries is not None:
+            _cache.move_to_end(oid)
+            return entries
+    kind, data = repo.odb.read(pygit2.Oid(raw=oid))
+    if int(kind) != TREE:
+        raise ValueError(f"object {oid.hex()} is not a tree")
+    entries = decode_tree(data)
+    with _cache_lock:
+        _cache[oid] = entries
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return entries
+
+
+def check_path(path: str) -> str:
+    """Refuse paths that could escape the archive or confuse git."""
+    parts = path.split("/") if isinstance(path, str) else [""]
+    if not path or any(part in ("", ".", "..", ".git") or "\0" in part or "\\" in part for part in parts):
+        raise invalid(f"{path!r} is not a safe path inside the archive", field="path")
+    return path
+
+
+class _Node:
+    __slots__ = ("oid", "entries", "children")
+
+    def __init__(self, oid: bytes | None):
+        self.oid = oid  # None while dirty (or for a new, empty tree)
+        self.entries: dict[str, tuple[int, bytes]] | None = None if oid else {}
+        self.children: dict[str, _Node] = {}
+
+
+class TreeEditor:
+    """Accumulates edits on top of a base tree; ``flush`` writes the new trees."""
+
+    def __init__(self, repo: pygit2.Repository, root: bytes | None, pack: PackBuffer):
+        self.repo = repo
+        self.pack = pack
+        self.root = _Node(root)
+
+    def _entries(self, node: _Node) -> dict[str, tuple[int, bytes]]:
+        if node.entries is None:
+            node.entries = dict(_read_tree(self.repo, node.oid))  # type: ignore[arg-type]
+        return node.entries
+
+    def set(self, path: str, data: bytes | None) -> None:
+        """Put ``data`` at ``path`` (None deletes it); folders appear and vanish as needed."""
+        parts = check_path(path).split("/")
+        node = self.root
+        trail = [node]
+        for depth, name in enumerate(parts[:-1]):
+            entries = self._entries(node)
+            child = node.children.get(name)
+            if child is None:
+                existing = entries.get(name)
+                if existing is not None and existing[0] != MODE_TREE:
+                    raise invalid(f"{'/'.join(parts[: depth + 1])} is a file, so {path} cannot be created", field="path")
+                if existing is None and data is None:
+                    return  # deleting under a folder that does not exist
+                child = _Node(existing[1] if existing else None)
+                node.children[name] = child
+            node.oid = None
+            node = child
+            trail.append(node)
+        entries = self._entries(node)
+        leaf = parts[-1]
+        if data is None:
+            if leaf in node.children:
+                raise invalid(f"{path} is a folder, not a file", field="path")
+            entries.pop(leaf, None)
+        else:
+            current = entries.get(leaf)
+            if leaf in node.children or (current is not None and current[0] == MODE_TREE):
+                raise invalid(f"{path} is a folder, so a file cannot be written there", field="path")
+            entries[leaf] = (MODE_BLOB, self.pack.add(BLOB, data))
+        node.oid = None
+
+    def flush(self) -> bytes:
+        """Write every changed tree into the pack and return the root tree id."""
+        oid = self._flush(self.root)
+        return oid if oid is not None else self.pack.add(TREE, b"")
+
+    def _flush(self, node: _Node) -> bytes | None:
+        if node.oid is not None:
+            return node.oid
+        entries = self._entries(node)
+        for name, child in node.children.items():
+            child_oid = self._flush(child)
+            if child_oid is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (MODE_TREE, child_oid)
+        if not entries:
+            return None  # git keeps no empty folders
+        node.oid = self.pack.add(TREE, encode_tree(entries))
+        return node.oid
