@@ -53,6 +53,7 @@ class Change:
     author: str | None = None
     edits: dict[str, bytes | None] = field(default_factory=dict)
     result: Any = None
+    merge_parent: str | None = None  # a second parent: the commit this change merges in
 
     def put(self, path: str, content: bytes | Record) -> "Change":
         self.edits[check_path(path)] = content.to_bytes() if isinstance(content, Record) else content
@@ -212,7 +213,7 @@ class Archive:
             item.change = change
             overlay.update(change.edits)
             accepted.append(item)
-        writers = [item for item in accepted if item.change.edits]  # type: ignore[union-attr]
+        writers = [item for item in accepted if item.change.edits or item.change.merge_parent]  # type: ignore[union-attr]
         if not writers:
             self._settle(batch, attempt)
             return True
@@ -229,7 +230,11 @@ class Archive:
             message = _commit_message(author, [item.change for item in group])  # type: ignore[misc]
             signature = Signature(author, f"{author}@gitmail", now)
             committer = Signature("gitmail", f"gitmail@{self.node}", now)
-            parent = pack.add(COMMIT, encode_commit(tree, [parent] if parent else [], signature, committer, message))
+            parents = [parent] if parent else []
+            merged = group[-1].change.merge_parent  # type: ignore[union-attr]
+            if merged:
+                parents.append(bytes.fromhex(merged))
+            parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message))
             for item in group:
                 item.outcome = Committed(item.change.result, parent.hex(), attempt)  # type: ignore[union-attr]
         pack.write(self._pack_dir, durable=self.durable)
@@ -307,9 +312,12 @@ def _lookup(repo: pygit2.Repository) -> pygit2.Reference | None:
 
 
 def _by_author(items: list[_Pending]) -> list[list[_Pending]]:
+    """Consecutive changes by one author share a commit; a merge is a commit of its own."""
     groups: list[list[_Pending]] = []
     for item in items:
-        if groups and groups[-1][0].change.author == item.change.author:  # type: ignore[union-attr]
+        change = item.change
+        last = groups[-1][-1].change if groups else None
+        if last is not None and last.author == change.author and not last.merge_parent and not change.merge_parent:  # type: ignore[union-attr]
             groups[-1].append(item)
         else:
             groups.append([item])
