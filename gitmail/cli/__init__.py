@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import _app
 from ._app import cli
 from . import store_cmds  # noqa: F401  (registers commands)
+from . import serve_cmds  # noqa: F401
 
 
 def main() -> None:

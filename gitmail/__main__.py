@@ -1,0 +1,5 @@
+"""``python -m gitmail`` runs the ``gitmail`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,34 @@
+"""``gitmail serve``: run the MCP server over Streamable HTTP or stdio."""
+
+from __future__ import annotations
+
+import click
+
+from ..server.auth import TOKEN_ENV, check_bind
+from ..server.serve import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, serve_http, serve_stdio
+from ._app import Context, command
+
+
+@command(name="serve")
+@click.option("--host", default=DEFAULT_HOST, show_default=True,
+              help="Address to listen on. Anything but loopback needs a bearer token.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="TCP port to listen on.")
+@click.option("--path", "mcp_path", default=DEFAULT_PATH, show_default=True, help="URL path of the MCP endpoint.")
+@click.option("--stdio", is_flag=True, help="Serve one client over standard input/output instead of HTTP.")
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Bearer token every HTTP request must carry (default: ${TOKEN_ENV}).")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="uvicorn log level.")
+def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token: str | None,
+          log_level: str) -> tuple[object, str]:
+    """Run the MCP server on the store (default http://127.0.0.1:8765/mcp).
+
+    Agents connect with any MCP client over Streamable HTTP, or launch
+    `gitmail serve --stdio` as a subprocess. Runs until interrupted.
+    """
+    if stdio:
+        serve_stdio(ctx.store)
+        return {"stopped": True, "transport": "stdio"}, "gitmail: stdio server stopped"
+    check_bind(host, token)
+    serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level)
+    return {"stopped": True, "transport": "http"}, "gitmail: server stopped"

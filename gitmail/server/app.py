@@ -1,0 +1,52 @@
+"""Builds the MCP server: one FastMCP instance over one store.
+
+Each ``tools_*`` module and :mod:`resources` exposes ``register(mcp, runtime)``
+and adds its part of the surface; :data:`PARTS` lists them in the order they
+appear in ``tools/list``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastmcp import FastMCP
+
+from .. import __version__
+from ..store import Store
+from . import resources, tools_agents, tools_contacts, tools_health, tools_messages, tools_projects, tools_search
+from .auth import BearerToken
+from .identity import Identities
+from .results import ArgumentErrors
+from .runtime import Listen, Runtime
+
+PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_contacts, tools_search, resources)
+
+INSTRUCTIONS = """\
+gitmail is mail for coding agents, stored in a git repository per project.
+Start with macro_start_session (or ensure_project + register_agent) using the
+absolute path of your working directory as project_key; keep the
+registration_token it returns and pass it as sender_token / agent_token on
+later calls (calls made in the same MCP session that registered you need no
+token). Use catch_up when you start or resume work, then read_messages with
+the cursor it returns. Errors come back as JSON {code, message, data}: the
+message says what to do next.
+"""
+
+
+def build_server(store: Store | None = None, *, mail: Any = None, token: str | None = None,
+                 listen: Listen | None = None) -> FastMCP:
+    """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer."""
+    store = store if store is not None else Store()
+    if mail is None:
+        from ..mail import Mail
+
+        mail = Mail(store)
+    listen = listen or Listen()
+    listen.bearer = bool(token)
+    runtime = Runtime(store, mail, Identities(store, mail), listen)
+    mcp = FastMCP("gitmail", instructions=INSTRUCTIONS, version=__version__,
+                  auth=BearerToken(token) if token else None)
+    mcp.add_middleware(ArgumentErrors())
+    for part in PARTS:
+        part.register(mcp, runtime)
+    return mcp

@@ -1,0 +1,29 @@
+"""Typed, described parameters shared by the tools (they become the input schemas)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+ProjectKey = Annotated[str, Field(
+    description="The project: the absolute path of your working directory (e.g. '/data/projects/backend'), "
+                "as passed to ensure_project, or the project's slug.")]
+AgentName = Annotated[str, Field(
+    description="An agent name registered in the project (see resource://agents/{project_key}).")]
+AgentToken = Annotated[str | None, Field(
+    description="Proof that you are agent_name: the registration_token returned when it registered. "
+                "Not needed in the MCP session that registered the agent.")]
+SenderToken = Annotated[str | None, Field(
+    description="Proof that you are sender_name: the registration_token returned when it registered. "
+                "Not needed in the MCP session that registered the agent.")]
+MessageId = Annotated[str, Field(description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
+Recipients = Annotated[list[str] | None, Field(description="Agent names in the project.")]
+Importance = Annotated[Literal["low", "normal", "high", "urgent"], Field(
+    description="How urgent: low, normal, high or urgent (high and urgent show in urgent-only views).")]
+SinceTs = Annotated[str | None, Field(
+    description="Only messages created strictly after this ISO-8601 time (e.g. '2026-12-01T09:00:00Z').")]
+Confirmation = Annotated[str, Field(description="Must be exactly 'I UNDERSTAND': this deletion cannot be undone.")]
+Program = Annotated[str, Field(description="The agent program, e.g. 'claude-code' or 'codex-cli'.")]
+Model = Annotated[str, Field(description="The model behind the agent, e.g. 'opus-4.1' or 'gpt5-codex'.")]
+TaskDescription = Annotated[str, Field(description="What the agent is working on (shown in directory listings).")]

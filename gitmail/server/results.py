@@ -1,0 +1,81 @@
+"""How tool outcomes reach the client: results, error results and annotations.
+
+An expected failure is not a protocol error: the tool returns a normal result
+with ``isError`` set and a JSON body ``{code, message, data}`` both as text and
+as structured content, so an agent can read the stable ``code`` and follow the
+``message``. Domain code raises :class:`GitmailError`; :func:`tool` turns it
+into such a result. Arguments that do not match a tool's schema are caught by
+:class:`ArgumentErrors` and reported the same way with ``INVALID_ARGUMENT``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ValidationError
+from fastmcp.server.middleware import Middleware
+from fastmcp.tools.base import ToolResult
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import INVALID_ARGUMENT, GitmailError
+
+# Tool annotations (hints for clients deciding what needs a human's approval).
+READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
+WRITE = {"readOnlyHint": False, "idempotentHint": False, "destructiveHint": False, "openWorldHint": False}
+IDEMPOTENT = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
+DESTRUCTIVE = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": True, "openWorldHint": False}
+
+
+def error_result(exc: GitmailError) -> ToolResult:
+    body = exc.to_dict()
+    return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)
+
+
+def tool(mcp: FastMCP, hints: dict[str, bool], *, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as a tool whose GitmailErrors become error results.
+
+    The function's docstring is the tool's description and its annotated
+    parameters are the input schema.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except GitmailError as exc:
+                return error_result(exc)
+
+        mcp.tool(guarded, name=name or fn.__name__, annotations=dict(hints))
+        return fn
+
+    return decorate
+
+
+class ArgumentErrors(Middleware):
+    """Report schema violations as INVALID_ARGUMENT error results naming the argument."""
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            return error_result(_describe(context.message.name, exc))
+
+
+def _describe(tool_name: str, exc: ValidationError) -> GitmailError:
+    cause = exc.__cause__
+    problems = []
+    if isinstance(cause, PydanticValidationError):
+        for err in cause.errors():
+            where = ".".join(str(part) for part in err.get("loc", ()) if part != tool_name) or "arguments"
+            problems.append({"argument": where, "problem": err.get("msg", "invalid")})
+    text = "; ".join(f"{p['argument']}: {p['problem']}" for p in problems) or str(exc)
+    return GitmailError(
+        INVALID_ARGUMENT,
+        f"{tool_name} got arguments that do not fit its schema ({text}); fix them and call again "
+        "(tools/list shows every argument with its type)",
+        {"tool": tool_name, "problems": problems},
+    )

@@ -1,0 +1,37 @@
+"""What every tool module shares: the store, the mail domain and the proof check."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastmcp import Context
+
+from ..store import Store
+from .identity import Identities
+
+
+@dataclass
+class Listen:
+    """Where the server listens, for ``health_check`` and ``config/environment``."""
+
+    transport: str = "http"
+    host: str | None = None
+    port: int | None = None
+    path: str = "/mcp"
+    bearer: bool = False
+
+
+@dataclass
+class Runtime:
+    store: Store
+    mail: Any
+    identities: Identities
+    listen: Listen = field(default_factory=Listen)
+    started: float = field(default_factory=time.time)
+
+    def act_as(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
+               *, argument: str = "agent_token") -> None:
+        """Raise UNAUTHORIZED unless the caller proved it is ``agent_name``."""
+        self.identities.require(ctx, project_key, agent_name, token, argument=argument)

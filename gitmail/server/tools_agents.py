@@ -1,0 +1,153 @@
+"""Agent tools: register an identity, look one up, retire, restore and delete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastmcp import Context, FastMCP
+from pydantic import Field
+
+from ..errors import NOT_FOUND, GitmailError
+from .params import AgentName, AgentToken, Confirmation, Model, Program, ProjectKey, TaskDescription
+from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
+from .runtime import Runtime
+
+ReturnToken = Annotated[bool, Field(
+    description="Include registration_token in the result (default). With false the token is not shown; "
+                "this MCP session still acts as the agent without it.")]
+
+
+def register(mcp: FastMCP, rt: Runtime) -> None:
+    mail = rt.mail
+
+    def agent_exists(project_key: str, name: str) -> bool:
+        if not rt.store.exists(project_key):
+            return False
+        try:
+            mail.whois(project_key=project_key, agent_name=name, include_recent_commits=False)
+        except GitmailError as exc:
+            if exc.code == NOT_FOUND:
+                return False
+            raise
+        return True
+
+    def registered(ctx: Context, project_key: str, profile: dict[str, Any], show_token: bool) -> dict[str, Any]:
+        rt.identities.bind(ctx, project_key, profile["name"])
+        if not show_token:
+            profile = {k: v for k, v in profile.items() if k != "registration_token"}
+        return profile
+
+    @tool(mcp, IDEMPOTENT)
+    def register_agent(
+        ctx: Context,
+        project_key: ProjectKey,
+        program: Program,
+        model: Model,
+        name: Annotated[str | None, Field(description=(
+            "The agent's name: 1-128 letters, digits, '.', '_' or '-', e.g. 'BlueLake' or 'worker-3'. "
+            "Omit it to get a generated adjective+noun name."))] = None,
+        task_description: TaskDescription = "",
+        agent_token: Annotated[str | None, Field(description=(
+            "When updating an existing agent's profile: its registration_token (not needed in the "
+            "session that registered it)."))] = None,
+        return_registration_token: ReturnToken = True,
+    ) -> dict[str, Any]:
+        """Register an agent in a project, or update the profile of one you registered.
+
+        A new agent gets a fresh registration_token, shown only in this result:
+        keep it and pass it as sender_token / agent_token to act as the agent
+        later (this MCP session needs no token). Updating an existing agent's
+        program, model or task needs its token. The profile is committed to the
+        archive under agents/<Name>/profile.yaml.
+        """
+        if name and agent_exists(project_key, name):
+            rt.act_as(ctx, project_key, name, agent_token)
+        profile = mail.register_agent(project_key=project_key, program=program, model=model, name=name,
+                                      task_description=task_description)
+        return registered(ctx, project_key, profile, return_registration_token)
+
+    @tool(mcp, WRITE)
+    def create_agent_identity(
+        ctx: Context,
+        project_key: ProjectKey,
+        program: Program,
+        model: Model,
+        name_hint: Annotated[str | None, Field(description=(
+            "A name to use if it is free; the call fails if it is taken. Omit it for a generated name."))] = None,
+        task_description: TaskDescription = "",
+        return_registration_token: ReturnToken = True,
+    ) -> dict[str, Any]:
+        """Create a brand-new agent identity; never reuses or updates an existing one.
+
+        Use it to spawn a separate worker. Returns the profile with a fresh
+        registration_token (see register_agent).
+        """
+        profile = mail.create_agent_identity(project_key=project_key, program=program, model=model,
+                                             name_hint=name_hint, task_description=task_description)
+        return registered(ctx, project_key, profile, return_registration_token)
+
+    @tool(mcp, READ)
+    def whois(
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        include_recent_commits: Annotated[bool, Field(
+            description="Also list the latest archive commits this agent authored.")] = True,
+        commit_limit: Annotated[int, Field(ge=1, le=100, description="How many recent commits to list.")] = 5,
+    ) -> dict[str, Any]:
+        """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
+        return mail.whois(project_key=project_key, agent_name=agent_name,
+                          include_recent_commits=include_recent_commits, commit_limit=commit_limit)
+
+    @tool(mcp, IDEMPOTENT)
+    def retire_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                     agent_token: AgentToken = None) -> dict[str, Any]:
+        """Retire an agent: it stops receiving new messages; its history stays.
+
+        Reversible with unretire_agent.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.retire_agent(project_key=project_key, agent_name=agent_name)
+
+    @tool(mcp, IDEMPOTENT)
+    def unretire_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                       agent_token: AgentToken = None) -> dict[str, Any]:
+        """Bring a retired agent back: it receives messages again."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.unretire_agent(project_key=project_key, agent_name=agent_name)
+
+    @tool(mcp, IDEMPOTENT)
+    def deregister_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                         agent_token: AgentToken = None) -> dict[str, Any]:
+        """Take an agent off the project's roster; its messages stay in the archive."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.deregister_agent(project_key=project_key, agent_name=agent_name)
+
+    @tool(mcp, DESTRUCTIVE)
+    def hard_delete_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName, confirmation: Confirmation,
+                          agent_token: AgentToken = None) -> dict[str, Any]:
+        """Delete an agent and everything it owns from the tip of the archive. Irreversible.
+
+        Removes its profile, inbox, outbox, receipts, contacts, reservations and
+        the messages it sent. Requires confirmation='I UNDERSTAND'.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.hard_delete_agent(project_key=project_key, agent_name=agent_name, confirmation=confirmation)
+
+    @tool(mcp, WRITE)
+    def retire_inactive_agents(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: Annotated[str, Field(description="You: the agent asking (never retired itself).")],
+        agent_token: AgentToken = None,
+        inactive_seconds: Annotated[int, Field(ge=60, description=(
+            "Retire agents with no activity for at least this long (minimum 60)."))] = 86400,
+        dry_run: Annotated[bool, Field(description="Only list who would be retired.")] = False,
+    ) -> dict[str, Any]:
+        """Retire agents of your project that have been inactive for a long time.
+
+        Conservative: you are never retired, and agents holding active file
+        reservations are skipped. Returns who was retired and who was skipped, and why.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.retire_inactive_agents(project_key=project_key, agent_name=agent_name,
+                                           inactive_seconds=inactive_seconds, dry_run=dry_run)

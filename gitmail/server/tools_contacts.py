@@ -1,0 +1,74 @@
+"""Contact tools: ask to write to an agent, answer such a request, list links, set a policy."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastmcp import Context, FastMCP
+from pydantic import Field
+
+from .params import AgentName, AgentToken, ProjectKey
+from .results import IDEMPOTENT, READ, WRITE, tool
+from .runtime import Runtime
+
+Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="How long the request or approval lasts, in seconds.")]
+
+
+def register(mcp: FastMCP, rt: Runtime) -> None:
+    mail = rt.mail
+
+    @tool(mcp, WRITE)
+    def request_contact(
+        ctx: Context,
+        project_key: ProjectKey,
+        from_agent: Annotated[str, Field(description="You: the agent asking to write.")],
+        to_agent: Annotated[str, Field(description="The agent you want to write to.")],
+        reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
+        ttl_seconds: Ttl = 7 * 86400,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Ask another agent for permission to message it; it gets a short ack-required intro message.
+
+        Needed when the target's contact policy is contacts_only (or auto without
+        shared context). The request stays pending until respond_contact or its TTL.
+        """
+        rt.act_as(ctx, project_key, from_agent, agent_token)
+        return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
+                                    reason=reason, ttl_seconds=ttl_seconds)
+
+    @tool(mcp, IDEMPOTENT)
+    def respond_contact(
+        ctx: Context,
+        project_key: ProjectKey,
+        to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
+        from_agent: Annotated[str, Field(description="The agent that asked.")],
+        accept: Annotated[bool, Field(description="true to approve, false to deny.")],
+        ttl_seconds: Ttl = 30 * 86400,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Approve or deny a contact request made to you."""
+        rt.act_as(ctx, project_key, to_agent, agent_token)
+        return mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
+                                    accept=accept, ttl_seconds=ttl_seconds)
+
+    @tool(mcp, READ)
+    def list_contacts(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                      agent_token: AgentToken = None) -> list[dict[str, Any]]:
+        """List your contact links, in both directions, with status and expiry."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.list_contacts(project_key=project_key, agent_name=agent_name)
+
+    @tool(mcp, IDEMPOTENT)
+    def set_contact_policy(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
+            "open: anyone in the project may write; auto (default): anyone sharing context (a thread, a "
+            "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
+            "links only; block_all: nobody."))],
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Choose who may send you messages."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy)

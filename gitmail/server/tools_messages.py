@@ -1,0 +1,156 @@
+"""Message tools: send, reply, list an inbox or a topic, mark read, acknowledge, purge."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastmcp import Context, FastMCP
+from pydantic import Field
+
+from .params import AgentName, AgentToken, Importance, MessageId, ProjectKey, Recipients, SenderToken, SinceTs
+from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
+from .runtime import Runtime
+
+IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
+    "A key you choose for this logical send (e.g. a UUID). Retrying with the same key and the same "
+    "content returns the original message with created=false instead of sending twice; the same key "
+    "with different content fails with IDEMPOTENCY_CONFLICT."))]
+Topic = Annotated[str | None, Field(description=(
+    "A topic tag (1-64 letters, digits, '.', '_', '-'; starts with a letter or digit) for fetch_topic."))]
+Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messages.")]
+IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
+
+
+def register(mcp: FastMCP, rt: Runtime) -> None:
+    mail = rt.mail
+
+    @tool(mcp, WRITE)
+    def send_message(
+        ctx: Context,
+        project_key: ProjectKey,
+        sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
+        to: Annotated[list[str], Field(description="Primary recipients (agent names). May be empty with cc/bcc or broadcast.")],
+        subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
+        body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
+        cc: Recipients = None,
+        bcc: Annotated[list[str] | None, Field(description=(
+            "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
+        importance: Importance = "normal",
+        ack_required: Annotated[bool, Field(description="Ask recipients to call acknowledge_message.")] = False,
+        thread_id: Annotated[str | None, Field(description="Continue this thread (default: a new thread).")] = None,
+        topic: Topic = None,
+        broadcast: Annotated[bool, Field(description=(
+            "With an empty 'to': send to every active agent of the project except you; recipients whose "
+            "contact policy would refuse are skipped and listed in broadcast_skipped."))] = False,
+        auto_contact_if_blocked: Annotated[bool | None, Field(description=(
+            "When a recipient's contact policy refuses you, file a contact request to them (the message is "
+            "not sent; resend once they accept)."))] = None,
+        idempotency_key: IdempotencyKey = None,
+        sender_token: SenderToken = None,
+    ) -> dict[str, Any]:
+        """Send a Markdown message to agents of the project; it is committed to git before this returns.
+
+        Writes the message once under messages/YYYY/MM/DD/<id>.md with copies in
+        the sender's outbox and each recipient's inbox, in one commit authored by
+        the sender. Unknown or retired recipients fail the whole send. Returns
+        {deliveries: [{project, payload}], count}; payload is the stored message.
+        """
+        rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
+        return mail.send_message(
+            project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
+            bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
+            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, idempotency_key=idempotency_key)
+
+    @tool(mcp, WRITE)
+    def reply_message(
+        ctx: Context,
+        project_key: ProjectKey,
+        message_id: MessageId,
+        sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
+        body_md: Annotated[str, Field(description="The reply, GitHub-flavoured Markdown.")],
+        to: Annotated[list[str] | None, Field(description="Recipients; default: the original sender.")] = None,
+        cc: Recipients = None,
+        bcc: Recipients = None,
+        subject_prefix: Annotated[str, Field(max_length=32, description=(
+            "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
+        idempotency_key: IdempotencyKey = None,
+        sender_token: SenderToken = None,
+    ) -> dict[str, Any]:
+        """Reply to a message in its thread, to its sender unless you name recipients.
+
+        Keeps the original's thread (or starts one named by the original's ID),
+        importance and ack_required. Returns the stored reply with thread_id and reply_to.
+        """
+        rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
+        return mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
+                                  body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
+                                  idempotency_key=idempotency_key)
+
+    @tool(mcp, READ)
+    def fetch_inbox(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        limit: Limit = 20,
+        urgent_only: Annotated[bool, Field(description="Only importance high or urgent.")] = False,
+        include_bodies: IncludeBodies = False,
+        since_ts: SinceTs = None,
+        topic: Topic = None,
+        unread_only: Annotated[bool, Field(description="Only messages you have not marked read or acknowledged.")] = False,
+        agent_token: AgentToken = None,
+    ) -> list[dict[str, Any]]:
+        """List the newest messages in your inbox without changing read state.
+
+        Each item: {id, subject, from, created_ts, importance, ack_required, kind,
+        thread_id, topic, read_at, acked_at[, body_md]}; kind says whether you were
+        to, cc or bcc. For incremental reading prefer catch_up and read_messages.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
+                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only)
+
+    @tool(mcp, READ)
+    def fetch_topic(
+        project_key: ProjectKey,
+        topic_name: Annotated[str, Field(description="The topic tag (case-insensitive).")],
+        limit: Limit = 50,
+        include_bodies: IncludeBodies = True,
+        since_ts: SinceTs = None,
+    ) -> list[dict[str, Any]]:
+        """List the project's messages tagged with a topic, newest first, whoever they were sent to."""
+        return mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
+                                include_bodies=include_bodies, since_ts=since_ts)
+
+    @tool(mcp, IDEMPOTENT)
+    def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
+                          agent_token: AgentToken = None) -> dict[str, Any]:
+        """Record that you read a message in your inbox. Repeating it keeps the first time.
+
+        Returns {message_id, read, read_at}.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id)
+
+    @tool(mcp, IDEMPOTENT)
+    def acknowledge_message(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
+                            agent_token: AgentToken = None) -> dict[str, Any]:
+        """Acknowledge a message in your inbox (and mark it read). Repeating it keeps the first times.
+
+        Use it for messages with ack_required. Returns {message_id, acknowledged,
+        acknowledged_at, read_at}.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id)
+
+    @tool(mcp, DESTRUCTIVE)
+    def purge_old_messages(
+        project_key: ProjectKey,
+        max_age_days: Annotated[int, Field(ge=1, description="Remove messages older than this many days.")] = 180,
+        dry_run: Annotated[bool, Field(description="Only count what would be removed.")] = False,
+    ) -> dict[str, Any]:
+        """Remove messages older than a retention age from the tip of the archive.
+
+        The message files, their inbox/outbox copies and receipts leave the
+        current tree in one commit; git history still holds them. Returns the count.
+        """
+        return mail.purge_old_messages(project_key=project_key, max_age_days=max_age_days, dry_run=dry_run)
