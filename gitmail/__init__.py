@@ -10,6 +10,7 @@ from .clock import HLC, HybridClock
 from .engine import Archive, Change, Committed
 from .errors import GitmailError
 from .ids import new_id
+from .mail import Mail
 from .records import (
     Agent,
     Contact,
@@ -36,6 +37,7 @@ __all__ = [
     "HLC",
     "HybridClock",
     "JournalEntry",
+    "Mail",
     "Message",
     "Project",
     "Receipt",

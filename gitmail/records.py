@@ -389,6 +389,103 @@ class JournalEntry(Record):
 
 
 
+TOMBSTONE_REASONS = ("retention", "agent-deleted")
+IDEMPOTENT_OPERATIONS = ("send_message", "reply_message")
+
+
+@dataclass
+class Tombstone(Record):
+    """Marks a message removed from the tip; git history still holds its content.
+
+    References to it (a reply's ``reply_to``, a ``thread_id``) stay valid, and a
+    sync can tell a deliberate removal from a message it has not seen yet.
+    """
+
+    KIND: ClassVar[str] = "tombstone"
+    LOCATED_BY: ClassVar[str] = "message_id"
+    message_id: str = _spec("id")
+    deleted_at: str = _spec("ts")
+    reason: str = _spec("choice", choices=TOMBSTONE_REASONS)
+    hlc: HLC = _spec("hlc")
+
+    def path(self) -> str:
+        return tombstone_path(self.message_id)
+
+
+@dataclass
+class IdempotencyKey(Record):
+    """One idempotency key a sender used, and the message it produced.
+
+    Filed by the day the key was first used, under the hash of the key, so a
+    retry finds it in today's or yesterday's folder without any index.
+    """
+
+    KIND: ClassVar[str] = "idempotency"
+    LOCATED_BY: ClassVar[str] = "key_hash"
+    key_hash: str = _spec("str", max_len=64)
+    agent: str = _spec("agent")
+    operation: str = _spec("choice", choices=IDEMPOTENT_OPERATIONS)
+    request_hash: str = _spec("str", max_len=64)
+    created_at: str = _spec("ts")
+    message_id: str = _spec("id")
+    held: bool = _spec("bool", default=False)
+
+    def path(self) -> str:
+        return idempotency_path(self.agent, self.created_at, self.key_hash)
+
+
+@dataclass
+class HeldMessage(Record):
+    """A message waiting for recipients to approve contact with its sender.
+
+    It is delivered (as a new message) once nobody is ``awaiting`` any more;
+    recipients who ``denied`` are left out of that delivery.
+    """
+
+    KIND: ClassVar[str] = "held"
+    MARKDOWN: ClassVar[bool] = True
+    id: str = _spec("id")
+    sender: str = _spec("agent", key="from")
+    subject: str = _spec("str", max_len=MAX_SUBJECT)
+    created_ts: str = _spec("ts", key="created")
+    awaiting: list[str] = _spec("agents")
+    to: list[str] = _spec("agents", default=[])
+    cc: list[str] = _spec("agents", default=[])
+    bcc: list[str] = _spec("agents", default=[])
+    denied: list[str] = _spec("agents", default=[])
+    thread_id: str | None = _spec("str", default=None, max_len=128)
+    importance: str = _spec("choice", default="normal", choices=IMPORTANCE)
+    ack_required: bool = _spec("bool", default=False)
+    topic: str | None = _spec("topic", default=None)
+    reply_to: str | None = _spec("id", default=None)
+    attachments: list[dict[str, Any]] = _spec("maps", default=[])
+    idempotency_key_hash: str | None = _spec("str", default=None, max_len=64)
+    body: str = field(default="", metadata={"kind": "body"})
+
+    def path(self) -> str:
+        return held_path(self.sender, self.id)
+
+
+@dataclass
+class Summary(Record):
+    """A stored digest of the project's messages over one time window."""
+
+    KIND: ClassVar[str] = "summary"
+    id: str = _spec("id")
+    start_ts: str = _spec("ts")
+    end_ts: str = _spec("ts")
+    created_ts: str = _spec("ts", key="created")
+    message_count: int = _spec("int")
+    thread_count: int = _spec("int")
+    participants: list[str] = _spec("agents", default=[])
+    key_points: list[str] = _spec("strs", default=[])
+    action_items: list[str] = _spec("strs", default=[])
+    threads: list[dict[str, Any]] = _spec("maps", default=[])
+
+    def path(self) -> str:
+        return summary_path(self.id)
+
+
 # -- paths --------------------------------------------------------------------
 
 def agent_dir(name: str) -> str:
@@ -419,6 +516,22 @@ def reservation_path(reservation_id: str) -> str:
     return f"reservations/{day_shard(reservation_id)}/{reservation_id}.yaml"
 
 
+def tombstone_path(message_id: str) -> str:
+    return f"tombstones/{day_shard(message_id)}/{message_id}.yaml"
+
+
+def idempotency_path(agent: str, created_at: str, key_hash: str) -> str:
+    return f"{agent_dir(agent)}/idempotency/{parse_ts(created_at).strftime('%Y/%m/%d')}/{key_hash}.yaml"
+
+
+def held_path(agent: str, message_id: str) -> str:
+    return f"{agent_dir(agent)}/held/{day_shard(message_id)}/{message_id}.md"
+
+
+def summary_path(summary_id: str) -> str:
+    return f"summaries/{day_shard(summary_id)}/{summary_id}.yaml"
+
+
 _DAY = r"\d{4}/\d{2}/\d{2}"
 _ID = r"[0-9a-z]{23}"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
@@ -433,6 +546,10 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^agents/{_NAME}/journal/{_DAY}/{_ID}\.md$"), JournalEntry, "journal"),
     (re.compile(rf"^contacts/{_NAME}/{_NAME}\.yaml$"), Contact, "contact"),
     (re.compile(rf"^reservations/{_DAY}/{_ID}\.yaml$"), Reservation, "reservation"),
+    (re.compile(rf"^tombstones/{_DAY}/{_ID}\.yaml$"), Tombstone, "tombstone"),
+    (re.compile(rf"^agents/{_NAME}/idempotency/{_DAY}/[0-9a-f]{{64}}\.yaml$"), IdempotencyKey, "idempotency"),
+    (re.compile(rf"^agents/{_NAME}/held/{_DAY}/{_ID}\.md$"), HeldMessage, "held"),
+    (re.compile(rf"^summaries/{_DAY}/{_ID}\.yaml$"), Summary, "summary"),
 ]
 
 

@@ -141,6 +141,11 @@ class Store:
         for worker in self._workers:
             worker.worker.wait_idle(timeout)
 
+    def forget(self, slug: str) -> None:
+        """Drop the open handle of a project (before its folder is deleted)."""
+        with self._lock:
+            self._archives.pop(slug, None)
+
     def slugs(self) -> list[str]:
         root = os.path.join(self.home, "projects")
         return sorted(name for name in os.listdir(root) if os.path.isdir(os.path.join(root, name, "archive.git")))

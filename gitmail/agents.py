@@ -1,0 +1,326 @@
+"""Agents: registration, identity tokens, the directory, and retirement.
+
+A profile lives at ``agents/<Name>/profile.yaml``. Registering returns a
+registration token once; only its hash is committed. Retiring or deregistering
+is a status change (the agent's mail stays); a hard delete removes the agent's
+files and the messages it sent from the tip, while git history keeps them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from .clock import now_ts
+from .context import MailContext
+from .directory import (
+    active_reservations,
+    agent_names,
+    canonical_name,
+    find_agent,
+    project_record,
+    require_agent,
+    ts_of_hlc,
+)
+from .engine import Change
+from .errors import ALREADY_EXISTS, GitmailError, invalid
+from .history import authors_since, commits_by
+from .ids import new_id
+from .names import check_agent_name
+from .namegen import generate_name
+from .projects import check_confirmation
+from .records import (
+    Agent,
+    Message,
+    Reservation,
+    Tombstone,
+    agent_dir,
+    inbox_path,
+    message_path,
+    outbox_path,
+    receipt_path,
+)
+from .snapshot import Snapshot
+from .tokens import hash_token, mint_token, token_matches
+
+RETIRE_FLOOR_SECONDS = 60
+DEFAULT_INACTIVE_SECONDS = 24 * 3600
+
+
+def agent_view(ctx: MailContext, slug: str, agent: Agent, project_id: str) -> dict[str, Any]:
+    """The public profile of an agent (never its token hash)."""
+    committed = ts_of_hlc(agent.hlc)
+    seen = ctx.activity.last(slug, agent.name)
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "program": agent.program,
+        "model": agent.model,
+        "task_description": agent.task_description,
+        "inception_ts": agent.inception_ts,
+        "last_active_ts": max(filter(None, (seen, committed, agent.inception_ts))),
+        "project_id": project_id,
+        "status": agent.status,
+        "retired_at": agent.retired_at,
+        "contact_policy": agent.contact_policy,
+        "attachments_policy": agent.attachments_policy,
+    }
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"{field} must be text (for example 'claude-code')", field=field)
+    return value.strip()
+
+
+def _register(ctx: MailContext, project_key: str, program: str, model: str, name: str | None,
+              task_description: str, *, fresh_only: bool, name_field: str) -> dict[str, Any]:
+    program, model = _text(program, "program"), _text(model, "model")
+    task_description = _text(task_description or "", "task_description")
+    if name is not None:
+        check_agent_name(name, name_field)
+    archive = ctx.archive(project_key)
+    slug = ctx.slug(project_key)
+    token, agent_id, stamp, hlc = mint_token(), new_id(), now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        existing = find_agent(snap, name) if name is not None else None
+        if existing is not None and existing.id == agent_id:
+            return Change("", result=(existing, project.id, token))  # our own write, seen on a rerun
+        if existing is not None and fresh_only:
+            raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project "
+                               "(names are compared without regard to case); pick another or omit it to get a generated name",
+                               {"name": existing.name})
+        if existing is None:
+            chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
+            agent = Agent(id=agent_id, name=chosen, program=program, model=model, inception_ts=stamp, hlc=hlc,
+                          task_description=task_description, token_hash=hash_token(token))
+            return Change(f"Register agent {chosen} ({program}, {model})", author=chosen,
+                          result=(agent, project.id, token)).put_record(agent)
+        updated = dataclasses.replace(existing)
+        updated.program, updated.model, updated.task_description = program, model, task_description
+        updated.status, updated.retired_at = "active", None
+        issued = token if updated.token_hash == hash_token(token) else None  # minted by an earlier run
+        if not updated.token_hash:
+            issued, updated.token_hash = token, hash_token(token)
+        if updated == existing:
+            return Change("", result=(existing, project.id, None))
+        updated.hlc = hlc
+        change = Change(f"Update agent {existing.name} ({program}, {model})", author=existing.name,
+                        result=(updated, project.id, issued))
+        return change.put_record(updated)
+
+    agent, project_id, issued = archive.transact(fn).result
+    ctx.activity.touch(slug, agent.name)
+    view = agent_view(ctx, slug, agent, project_id)
+    if issued is not None:
+        view["registration_token"] = issued
+    return view
+
+
+def register_agent(ctx: MailContext, project_key: str, program: str, model: str, name: str | None = None,
+                   task_description: str = "") -> dict[str, Any]:
+    """Create an agent, or update the profile of the one registered under ``name``."""
+    return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name")
+
+
+def create_agent_identity(ctx: MailContext, project_key: str, program: str, model: str,
+                          name_hint: str | None = None, task_description: str = "",
+                          return_registration_token: bool = True) -> dict[str, Any]:
+    """Always a new agent: a taken ``name_hint`` is an error, never an update."""
+    view = _register(ctx, project_key, program, model, name_hint, task_description, fresh_only=True,
+                     name_field="name_hint")
+    if not return_registration_token:
+        view.pop("registration_token", None)
+    return view
+
+
+def verify_agent_token(ctx: MailContext, project_key: str, agent_name: str, token: str) -> bool:
+    """Whether ``token`` is the registration token of ``agent_name``."""
+    if not ctx.store.exists(project_key):
+        return False
+    snap = ctx.archive(project_key).snapshot()
+    agent = find_agent(snap, agent_name) if isinstance(agent_name, str) and agent_name else None
+    return agent is not None and token_matches(token, agent.token_hash)
+
+
+def reset_agent_token(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+    """Issue a new token for an agent (an operator's recovery path); the old one stops working."""
+    archive = ctx.archive(project_key)
+    token, hlc = mint_token(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        agent = require_agent(snap, agent_name)
+        agent.token_hash, agent.hlc = hash_token(token), hlc
+        return Change(f"Issue a new token for agent {agent.name}", result=agent.name).put_record(agent)
+
+    return {"agent": archive.transact(fn).result, "registration_token": token}
+
+
+def whois(ctx: MailContext, project_key: str, agent_name: str, include_recent_commits: bool = True,
+          commit_limit: int = 5) -> dict[str, Any]:
+    """An agent's profile, plus its latest commits to the archive."""
+    if not isinstance(commit_limit, int) or isinstance(commit_limit, bool) or not 0 <= commit_limit <= 100:
+        raise invalid("commit_limit must be a whole number from 0 to 100", field="commit_limit")
+    archive = ctx.archive(project_key)
+    snap = archive.snapshot()
+    agent = require_agent(snap, agent_name)
+    view = agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
+    if include_recent_commits:
+        view["recent_commits"] = commits_by(archive, agent.name, commit_limit)
+    return view
+
+
+def list_agents(ctx: MailContext, project_key: str, active_only: bool = True) -> list[dict[str, Any]]:
+    """The project's agent directory, sorted by name."""
+    snap = ctx.archive(project_key).snapshot()
+    project_id, slug = project_record(snap).id, ctx.slug(project_key)
+    out = []
+    for name in agent_names(snap):
+        agent = snap.load(f"{agent_dir(name)}/profile.yaml", Agent)
+        if agent is not None and (agent.status == "active" or not active_only):
+            out.append(agent_view(ctx, slug, agent, project_id))
+    return out
+
+
+def _set_status(ctx: MailContext, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
+    archive = ctx.archive(project_key)
+    stamp, hlc = now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        agent = require_agent(snap, agent_name)
+        if agent.status == status:
+            return Change("", result=(agent, project.id))
+        agent.status, agent.hlc = status, hlc
+        agent.retired_at = None if status == "active" else stamp
+        return Change(f"{verb} agent {agent.name}", author=agent.name, result=(agent, project.id)).put_record(agent)
+
+    agent, project_id = archive.transact(fn).result
+    return agent_view(ctx, ctx.slug(project_key), agent, project_id)
+
+
+def retire_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+    """Stop an agent from sending or receiving new mail; its history stays."""
+    return _set_status(ctx, project_key, agent_name, "retired", "Retire")
+
+
+def unretire_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+    """Make a retired or deregistered agent active again."""
+    return _set_status(ctx, project_key, agent_name, "active", "Restore")
+
+
+def deregister_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+    """Take an agent off the roster; its mail stays for audit."""
+    return _set_status(ctx, project_key, agent_name, "deregistered", "Deregister")
+
+
+def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confirmation: str) -> dict[str, Any]:
+    """Remove an agent's files, the messages it sent, its contacts and reservations from the tip."""
+    check_confirmation(confirmation, "deleting an agent")
+    archive = ctx.archive(project_key)
+    stamp, hlc = now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        agent = require_agent(snap, agent_name)
+        name = agent.name
+        change = Change("", result=None)
+        removed_messages = []
+        for path in snap.walk(f"{agent_dir(name)}/outbox"):
+            copy = snap.load(path, Message)
+            if copy is None:
+                continue
+            removed_messages.append(copy.id)
+            remove_message(snap, change, copy, reason="agent-deleted", stamp=stamp, hlc=hlc)
+        for path in snap.walk(agent_dir(name)):
+            change.delete(path)
+        for path in snap.walk("contacts"):
+            requester, target = path[len("contacts/"):-len(".yaml")].split("/")
+            if name in (requester, target):
+                change.delete(path)
+        for path in snap.walk("reservations"):
+            reservation = snap.load(path, Reservation)
+            if reservation is not None and reservation.agent == name:
+                change.delete(path)
+        change.message = f"Delete agent {name} and the {len(removed_messages)} message(s) it sent"
+        change.result = {
+            "deleted": True,
+            "agent": name,
+            "messages_removed": len(removed_messages),
+            "files_removed": sum(1 for data in change.edits.values() if data is None),
+            "note": "the files are gone from the current tree, but git history still holds them "
+                    "(git log -p shows them); erasing them everywhere means rewriting history on every clone",
+        }
+        return change
+
+    result = archive.transact(fn).result
+    ctx.activity.forget(ctx.slug(project_key), result["agent"])
+    return result
+
+
+def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: Any) -> None:
+    """Queue the deletion of a message, all its copies and receipts, plus its tombstone."""
+    outbox = snap.load(outbox_path(message.sender, message.id), Message)
+    recipients = set(message.to + message.cc + (outbox.bcc if outbox is not None else message.bcc))
+    for name in recipients:
+        for path in (inbox_path(name, message.id), receipt_path(name, message.id)):
+            if snap.exists(path):
+                change.delete(path)
+    for path in (outbox_path(message.sender, message.id), message_path(message.id)):
+        if snap.exists(path):
+            change.delete(path)
+    change.put_record(Tombstone(message_id=message.id, deleted_at=stamp, reason=reason, hlc=hlc))
+
+
+def retire_inactive_agents(ctx: MailContext, project_key: str, agent_name: str,
+                           inactive_seconds: int = DEFAULT_INACTIVE_SECONDS, include_reserved: bool = False,
+                           dry_run: bool = False) -> dict[str, Any]:
+    """Retire agents with no activity for ``inactive_seconds`` (at least 60).
+
+    Activity is any commit the agent authored, any call seen by this process,
+    or its registration. The caller is never retired, and an agent holding an
+    active reservation is skipped unless ``include_reserved``.
+    """
+    if not isinstance(inactive_seconds, (int, float)) or isinstance(inactive_seconds, bool) or inactive_seconds < 0:
+        raise invalid("inactive_seconds must be a non-negative number of seconds", field="inactive_seconds")
+    threshold = max(RETIRE_FLOOR_SECONDS, int(inactive_seconds))
+    archive = ctx.archive(project_key)
+    slug = ctx.slug(project_key)
+    snap = archive.snapshot()
+    caller = require_agent(snap, agent_name)
+    since = time.time() - threshold
+    recent = authors_since(archive, since)
+    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
+    reserved = {r.agent for r in active_reservations(snap)}
+    candidates, skipped = [], []
+    for name in agent_names(snap):
+        agent = snap.load(f"{agent_dir(name)}/profile.yaml", Agent)
+        if agent is None or agent.status != "active" or name == caller.name:
+            continue
+        seen = max(filter(None, (ctx.activity.last(slug, name), recent.get(name.lower()), agent.inception_ts,
+                                 ts_of_hlc(agent.hlc))))
+        if seen[:19] >= cutoff:
+            continue
+        if name in reserved and not include_reserved:
+            skipped.append({"agent": name, "reason": "holds an active file reservation"})
+            continue
+        candidates.append({"agent": name, "last_active_ts": seen})
+    result = {"retired": candidates, "skipped": skipped, "threshold_seconds": threshold, "dry_run": bool(dry_run)}
+    if dry_run or not candidates:
+        return result
+    stamp, hlc = now_ts(), ctx.tick()
+    names = [c["agent"] for c in candidates]
+
+    def fn(tip: Snapshot) -> Change:
+        change = Change(f"{caller.name} retired {len(names)} inactive agent(s): {', '.join(names)}", author=caller.name)
+        for name in names:
+            agent = find_agent(tip, name)
+            if agent is not None and agent.status == "active":
+                agent.status, agent.retired_at, agent.hlc = "retired", stamp, hlc
+                change.put_record(agent)
+        return change
+
+    archive.transact(fn)
+    return result

@@ -1,0 +1,58 @@
+"""What every mail operation needs: the store, the clock and recent activity.
+
+Activity timestamps (when an agent last did anything, reads included) change
+on every call, so they are kept in memory here and never committed: putting
+them in the repository would turn every inbox poll into a commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from .clock import HLC, now_ts
+from .engine import Archive
+from .store import Store
+
+
+class Activity:
+    """Last-seen timestamps per (project slug, agent name), in memory only."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def touch(self, slug: str, name: str, ts: str | None = None) -> str:
+        ts = ts or now_ts()
+        with self._lock:
+            key = (slug, name.lower())
+            if ts > self._seen.get(key, ""):
+                self._seen[key] = ts
+            return self._seen[key]
+
+    def last(self, slug: str, name: str) -> str | None:
+        with self._lock:
+            return self._seen.get((slug, name.lower()))
+
+    def forget(self, slug: str, name: str | None = None) -> None:
+        with self._lock:
+            for key in [k for k in self._seen if k[0] == slug and (name is None or k[1] == name.lower())]:
+                del self._seen[key]
+
+
+@dataclass
+class MailContext:
+    """The shared state a :class:`gitmail.mail.Mail` hands to each operation."""
+
+    store: Store
+    activity: Activity = field(default_factory=Activity)
+
+    def archive(self, project_key: str) -> Archive:
+        """The archive of an existing project (NOT_FOUND otherwise)."""
+        return self.store.archive(project_key)
+
+    def slug(self, project_key: str) -> str:
+        return self.store.resolve(project_key)
+
+    def tick(self) -> HLC:
+        return self.store.clock.tick()

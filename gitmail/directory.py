@@ -1,0 +1,75 @@
+"""Reading the project record and agent profiles out of a snapshot.
+
+Agent names are unique per project without regard to case, so every lookup
+here resolves a name case-insensitively to the spelling that was registered.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from .clock import format_ts, now, parse_ts
+from .errors import AGENT_INACTIVE, GitmailError, not_found
+from .names import check_agent_name
+from .records import Agent, Project, Reservation, agent_dir
+from .snapshot import Snapshot
+
+
+def project_record(snap: Snapshot) -> Project:
+    project = snap.load("project.yaml", Project)
+    if project is None:
+        raise not_found("this archive has no project record yet; call ensure_project with the project's human_key first")
+    return project
+
+
+def agent_names(snap: Snapshot) -> list[str]:
+    """Names of every agent with a profile, in sorted order."""
+    return [name for name in snap.listdir("agents") if snap.exists(f"{agent_dir(name)}/profile.yaml")]
+
+
+def canonical_name(snap: Snapshot, name: str) -> str | None:
+    """The registered spelling of ``name`` (compared case-insensitively), or None."""
+    if snap.exists(f"{agent_dir(name)}/profile.yaml"):
+        return name
+    wanted = name.lower()
+    for existing in agent_names(snap):
+        if existing.lower() == wanted:
+            return existing
+    return None
+
+
+def find_agent(snap: Snapshot, name: str) -> Agent | None:
+    registered = canonical_name(snap, name)
+    return None if registered is None else snap.load(f"{agent_dir(registered)}/profile.yaml", Agent)
+
+
+def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, active: bool = False) -> Agent:
+    """The profile of ``name``; NOT_FOUND if unknown, AGENT_INACTIVE if ``active`` and it is not."""
+    check_agent_name(name, field)
+    agent = find_agent(snap, name)  # type: ignore[arg-type]
+    if agent is None:
+        raise not_found(f"no agent named {name!r} in this project; register it with register_agent, "
+                        "or list the registered names with list_agents", field=field, agent=name)
+    if active and agent.status != "active":
+        raise GitmailError(AGENT_INACTIVE, f"agent {agent.name} is {agent.status}; restore it with unretire_agent "
+                           "(or register_agent) before it sends or receives mail",
+                           {"agent": agent.name, "status": agent.status})
+    return agent
+
+
+def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservation]:
+    """Reservations neither released nor expired at ``at`` (default: now)."""
+    moment = parse_ts(at) if at else now()
+    found = []
+    for path in snap.walk("reservations"):
+        reservation = snap.load(path, Reservation)
+        if reservation is None or reservation.released_ts is not None:
+            continue
+        if parse_ts(reservation.expires_ts) > moment:
+            found.append(reservation)
+    return found
+
+
+def ts_of_hlc(hlc: object) -> str:
+    """The wall-clock part of a clock value as a timestamp."""
+    return format_ts(dt.datetime.fromtimestamp(hlc.wall_ms / 1000, tz=dt.timezone.utc))  # type: ignore[attr-defined]

@@ -1,0 +1,55 @@
+"""Questions answered from git history: who committed what, and when.
+
+Every write is a commit whose author is the acting agent, so ``git log`` is
+the audit trail. These helpers walk it newest first and stop early.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterator
+
+import pygit2
+
+from .clock import format_ts
+from .engine import Archive
+
+MAX_WALK = 5000
+
+
+def _commits(archive: Archive) -> Iterator[pygit2.Commit]:
+    tip = archive.tip()
+    if tip is None:
+        return
+    for i, commit in enumerate(archive.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)):
+        if i >= MAX_WALK:
+            return
+        yield commit
+
+
+def _when(commit: pygit2.Commit) -> str:
+    return format_ts(dt.datetime.fromtimestamp(commit.author.time, tz=dt.timezone.utc))
+
+
+def commits_by(archive: Archive, author: str, limit: int) -> list[dict[str, Any]]:
+    """The latest ``limit`` commits whose author is ``author``."""
+    found: list[dict[str, Any]] = []
+    if limit <= 0:
+        return found
+    for commit in _commits(archive):
+        if commit.author.name == author:
+            found.append({"hexsha": str(commit.id), "summary": commit.message.split("\n", 1)[0],
+                          "authored_ts": _when(commit)})
+            if len(found) >= limit:
+                break
+    return found
+
+
+def authors_since(archive: Archive, since_epoch: float) -> dict[str, str]:
+    """Lower-cased author name -> time of their latest commit, for commits since ``since_epoch``."""
+    seen: dict[str, str] = {}
+    for commit in _commits(archive):
+        if commit.author.time < since_epoch:
+            break
+        seen.setdefault(commit.author.name.lower(), _when(commit))
+    return seen

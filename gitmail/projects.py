@@ -1,0 +1,142 @@
+"""Projects: create on first use, archive and restore, delete for good.
+
+A project is one git repository in the store. ``project.yaml`` at its root
+holds the descriptor (id, slug, human key, creation time, archive mark).
+Archiving only hides a project from the active list; deleting removes the
+repository from this machine, which is why it needs a confirmation phrase.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from .clock import now_ts
+from .context import MailContext
+from .directory import agent_names, project_record
+from .engine import Change
+from .errors import CONFIRMATION_REQUIRED, GitmailError, not_found
+from .ids import new_id
+from .names import normalize_human_key
+from .records import Agent, Project, agent_dir
+from .snapshot import Snapshot
+from .store import is_slug, slug_for
+
+CONFIRMATION_PHRASE = "I UNDERSTAND"
+
+
+def project_view(project: Project) -> dict[str, Any]:
+    return {
+        "id": project.id,
+        "slug": project.slug,
+        "human_key": project.human_key,
+        "created_at": project.created_at,
+        "archived_at": project.archived_at,
+    }
+
+
+def check_confirmation(confirmation: object, what: str) -> None:
+    if confirmation != CONFIRMATION_PHRASE:
+        raise GitmailError(
+            CONFIRMATION_REQUIRED,
+            f"{what} cannot be undone; pass confirmation exactly as {CONFIRMATION_PHRASE!r} to proceed",
+            {"expected": CONFIRMATION_PHRASE},
+        )
+
+
+def ensure_project(ctx: MailContext, human_key: str) -> dict[str, Any]:
+    """Create the project if it is new; either way return its descriptor."""
+    key = normalize_human_key(human_key)
+    slug = slug_for(key)
+    archive = ctx.store.archive(key, create=True)
+    project_id, created_at, hlc = new_id(), now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        existing = snap.load("project.yaml", Project)
+        if existing is not None:
+            return Change("", result=existing)
+        project = Project(id=project_id, slug=slug, human_key=key, created_at=created_at, hlc=hlc)
+        return Change(f"Create project {key}", result=project).put_record(project)
+
+    return project_view(archive.transact(fn).result)
+
+
+def _set_archived(ctx: MailContext, project_key: str, archived: bool) -> dict[str, Any]:
+    archive = ctx.archive(project_key)
+    stamp, hlc = now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        if (project.archived_at is not None) == archived:
+            return Change("", result=project)
+        project.archived_at = stamp if archived else None
+        project.hlc = hlc
+        verb = "Archive" if archived else "Restore"
+        return Change(f"{verb} project {project.human_key}", result=project).put_record(project)
+
+    return project_view(archive.transact(fn).result)
+
+
+def archive_project(ctx: MailContext, project_key: str) -> dict[str, Any]:
+    """Hide a project from the active list; nothing is deleted."""
+    return _set_archived(ctx, project_key, True)
+
+
+def unarchive_project(ctx: MailContext, project_key: str) -> dict[str, Any]:
+    """Bring an archived project back to the active list."""
+    return _set_archived(ctx, project_key, False)
+
+
+def hard_delete_project(ctx: MailContext, project_key: str, confirmation: str) -> dict[str, Any]:
+    """Remove the project's repository, checkout and derived state from this machine."""
+    check_confirmation(confirmation, "deleting a project")
+    archive = ctx.archive(project_key)
+    project = project_record(archive.snapshot())
+    slug = ctx.slug(project_key)
+    paths = ctx.store.paths(slug)
+    ctx.store.forget(slug)
+    for folder in (os.path.dirname(paths.archive), paths.derived):
+        shutil.rmtree(folder, ignore_errors=True)
+    ctx.activity.forget(slug)
+    return {
+        "deleted": True,
+        "project": project_view(project),
+        "note": "the project's repository was removed from this machine; copies already pushed to "
+                "git remotes or cloned elsewhere are not touched",
+    }
+
+
+def list_projects(ctx: MailContext, include_archived: bool = False) -> list[dict[str, Any]]:
+    """Every project in the store (archived ones only when asked for)."""
+    out = []
+    for slug in ctx.store.slugs():
+        snap = ctx.store.archive(slug).snapshot()
+        project = snap.load("project.yaml", Project)
+        if project is None or (project.archived_at and not include_archived):
+            continue
+        out.append(project_view(project))
+    return out
+
+
+def _known(ctx: MailContext, slug_or_key: str) -> bool:
+    if is_slug(slug_or_key) and os.path.isdir(ctx.store.paths(slug_or_key).archive):
+        return True
+    try:
+        return ctx.store.exists(normalize_human_key(slug_or_key))
+    except GitmailError:
+        return False
+
+
+def get_project(ctx: MailContext, slug: str) -> dict[str, Any]:
+    """A project's descriptor plus its agents (by slug or human key)."""
+    if not _known(ctx, slug):
+        raise not_found(f"no project {slug!r}; list the projects to find its slug", project=slug)
+    snap = ctx.store.archive(slug).snapshot()
+    view = project_view(project_record(snap))
+    view["agents"] = [
+        {"name": a.name, "program": a.program, "model": a.model, "status": a.status,
+         "task_description": a.task_description}
+        for a in (snap.load(f"{agent_dir(n)}/profile.yaml", Agent) for n in agent_names(snap)) if a is not None
+    ]
+    return view

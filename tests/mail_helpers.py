@@ -1,0 +1,44 @@
+"""Helpers shared by the mail domain tests."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+
+from gitmail import GitmailError, Store
+from gitmail.mail import Mail
+
+PROJECT = "/data/projects/backend"
+
+
+def make_mail(store: Store) -> Mail:
+    mail = Mail(store)
+    mail.ensure_project(PROJECT)
+    return mail
+
+
+def tip(store: Store, project: str = PROJECT) -> str | None:
+    return store.archive(project).tip()
+
+
+@contextmanager
+def fails_cleanly(store: Store, code: str, project: str = PROJECT) -> Iterator[pytest.ExceptionInfo]:
+    """Expect a GitmailError with ``code`` that leaves the project's tip where it was."""
+    try:
+        before = tip(store, project) if store.exists(project) else None
+    except GitmailError:  # not even a valid project key
+        before = None
+    with pytest.raises(GitmailError) as info:
+        yield info
+    assert info.value.code == code, info.value.to_dict()
+    assert info.value.message
+    if before is not None:
+        assert tip(store, project) == before
+
+
+def register(mail: Mail, *names: str) -> dict[str, str]:
+    """Register agents by name; return name -> registration token."""
+    return {name: mail.register_agent(PROJECT, "test-cli", "test-model", name=name)["registration_token"]
+            for name in names}
