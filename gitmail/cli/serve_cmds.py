@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..server.auth import TOKEN_ENV, check_bind
-from ..server.serve import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, serve_http, serve_stdio
+from ..server.binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, TOKEN_ENV, check_bind
 from ._app import Context, command
 
 
@@ -26,6 +25,8 @@ def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token:
     Agents connect with any MCP client over Streamable HTTP, or launch
     `gitmail serve --stdio` as a subprocess. Runs until interrupted.
     """
+    from ..server.serve import serve_http, serve_stdio  # FastMCP loads only when serving
+
     if stdio:
         serve_stdio(ctx.store)
         return {"stopped": True, "transport": "stdio"}, "gitmail: stdio server stopped"

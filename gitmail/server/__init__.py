@@ -6,6 +6,16 @@
 failures into error results, and shapes reads for a context window.
 """
 
-from .app import build_server
+from typing import Any
 
 __all__ = ["build_server"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the CLI loads this package for its defaults
+    # without paying for FastMCP on every command.
+    if name == "build_server":
+        from .app import build_server
+
+        return build_server
+    raise AttributeError(name)

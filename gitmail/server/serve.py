@@ -8,12 +8,8 @@ import uvicorn
 
 from ..store import Store
 from .app import build_server
-from .auth import check_bind
+from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .runtime import Listen
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
-DEFAULT_PATH = "/mcp"
 
 
 def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None,

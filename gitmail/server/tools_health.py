@@ -8,6 +8,7 @@ from typing import Any
 from fastmcp import FastMCP
 
 from .. import __version__
+from .binding import is_loopback
 from .results import READ, tool
 from .runtime import Runtime
 
@@ -16,8 +17,7 @@ def environment(rt: Runtime) -> dict[str, Any]:
     """The server's settings as clients may see them (no secrets)."""
     listen = rt.listen
     return {
-        "environment": "local" if listen.transport == "stdio" or listen.host in (None, "127.0.0.1", "::1", "localhost")
-        else "network",
+        "environment": "local" if listen.transport == "stdio" or is_loopback(listen.host or "") else "network",
         "version": __version__,
         "transport": listen.transport,
         "http_host": listen.host,

@@ -1,0 +1,165 @@
+"""Reads sized for a context window: the catch-up window and cursor pages.
+
+Both tools return text only (one JSON document), so nothing is sent twice.
+
+*Catch-up* shows the newest few messages of an inbox with bounded previews:
+each preview holds at most :data:`PREVIEW_BYTES` UTF-8 bytes of the body, all
+previews together at most :data:`PREVIEWS_TOTAL`, and the newest messages get
+that budget first. A cut preview names the exact ``read_messages`` arguments
+that return the whole message.
+
+A *cursor page* holds complete messages after a sequence number, in ascending
+order, and its whole serialized tool result (the ``CallToolResult`` as sent,
+JSON escaping included, the JSON-RPC envelope excluded) fits in
+``max_output_bytes``. A body is never cut and the cursor never skips a
+message: when even the first message does not fit, the page is empty, the
+cursor stays put, and ``recovery`` says how to read that message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+
+PREVIEW_BYTES = 2000
+PREVIEWS_TOTAL = 8000
+CATCH_UP_DEFAULT = 8
+CATCH_UP_MAX = 12
+READ_DEFAULT_LIMIT = 100
+READ_MAX_LIMIT = 200
+BUDGET_DEFAULT = 16_000
+BUDGET_MIN = 1024
+BUDGET_MAX = 128_000
+WAIT_MAX = 25
+
+HEAD_FIELDS = ("id", "from", "created_ts", "subject", "importance", "ack_required", "thread_id", "topic")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One inbox message with its sequence number in this machine's feed."""
+
+    seq: int
+    message: dict[str, Any]  # at least the HEAD_FIELDS and body_md
+
+
+def dumps(doc: Any) -> str:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def wire_size(text: str) -> int:
+    """Bytes of the serialized tool result that carries ``text`` as its only content."""
+    result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=False)
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
+
+
+def cut_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """The longest prefix of ``text`` within ``max_bytes`` UTF-8 bytes, and whether it was cut."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    return data[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def _head(entry: Entry) -> dict[str, Any]:
+    head = {"seq": entry.seq}
+    head.update({k: entry.message.get(k) for k in HEAD_FIELDS if entry.message.get(k) is not None})
+    return head
+
+
+def _full_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
+    """How to fetch one whole message: a one-message cursor page, or the message resource if too big."""
+    needed = single_page_size(project, agent, entry)
+    if needed <= BUDGET_MAX:
+        return {"tool": "read_messages", "arguments": {
+            "project_key": project, "agent_name": agent, "after": entry.seq - 1, "limit": 1,
+            "max_output_bytes": max(BUDGET_MIN, needed)}}
+    return {"resource": f"resource://message/{entry.message['id']}?project={project}"}
+
+
+def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark: int, older: bool) -> dict[str, Any]:
+    """The catch-up window for ``entries`` (ascending, already the newest few)."""
+    remaining = PREVIEWS_TOTAL
+    shown: list[dict[str, Any]] = []
+    for entry in reversed(entries):  # newest first gets the budget first
+        body = entry.message.get("body_md") or ""
+        preview, cut = cut_utf8(body, min(PREVIEW_BYTES, remaining))
+        remaining -= len(preview.encode("utf-8"))
+        item = _head(entry)
+        item["preview"] = preview
+        if cut:
+            item["preview_truncated"] = True
+            item["body_bytes"] = len(body.encode("utf-8"))
+            item["full_read"] = _full_read(project, agent, entry)
+        shown.append(item)
+    shown.reverse()
+    cursor = high_watermark  # everything of this agent up to here is shown or deliberately older
+    return {
+        "project": project,
+        "agent": agent,
+        "messages": shown,
+        "next_after": cursor,
+        "high_watermark": high_watermark,
+        "older_messages": older,
+        "next": f"save next_after={cursor}; call read_messages with after={cursor} to continue from here"
+                + ("; search_messages reaches older mail" if older else ""),
+    }
+
+
+def _page(project: str, agent: str, after: int, messages: list[dict[str, Any]], next_after: int,
+          has_more: bool, high_watermark: int) -> dict[str, Any]:
+    return {"project": project, "agent": agent, "after": after, "messages": messages, "has_more": has_more,
+            "next_after": next_after, "high_watermark": high_watermark}
+
+
+def _full(entry: Entry) -> dict[str, Any]:
+    item = _head(entry)
+    item["body_md"] = entry.message.get("body_md") or ""
+    return item
+
+
+def single_page_size(project: str, agent: str, entry: Entry) -> int:
+    """Wire size of a one-message page holding ``entry``."""
+    doc = _page(project, agent, entry.seq - 1, [_full(entry)], entry.seq, True, entry.seq)
+    return wire_size(dumps(doc)) + 24  # room for larger cursor numbers
+
+
+def cursor_page(project: str, agent: str, after: int, entries: list[Entry], more_beyond: bool,
+                high_watermark: int, max_output_bytes: int) -> str:
+    """The text of a cursor page: as many of ``entries`` as fit in ``max_output_bytes``.
+
+    ``entries`` are the candidates after ``after`` in ascending order, read
+    after ``high_watermark`` was; ``more_beyond`` says whether further messages
+    exist past the last candidate. When nothing is left, the cursor moves on to
+    the high watermark, so the next read skips other agents' records.
+    """
+    items = [_full(entry) for entry in entries]
+    sizes = [len(dumps(item).encode("utf-8")) for item in items]
+    # Escaping inside the text field can only grow a message, so start from an
+    # optimistic count and step down until the exact serialization fits.
+    base = wire_size(dumps(_page(project, agent, after, [], after, True, high_watermark)))
+    count, total = 0, base
+    for size in sizes:
+        if total + size + 1 > max_output_bytes:
+            break
+        total += size + 1
+        count += 1
+    while True:
+        chosen = items[:count]
+        has_more = count < len(entries) or more_beyond
+        next_after = entries[count - 1].seq if count else after
+        if not has_more:
+            next_after = max(next_after, high_watermark)
+        doc = _page(project, agent, after, chosen, next_after, has_more, high_watermark)
+        if count == 0 and entries:
+            doc["recovery"] = {
+                "reason": f"message seq {entries[0].seq} alone needs more than max_output_bytes={max_output_bytes}",
+                **_full_read(project, agent, entries[0]),
+            }
+        text = dumps(doc)
+        if wire_size(text) <= max_output_bytes or count == 0:
+            return text
+        count -= 1

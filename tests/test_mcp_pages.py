@@ -1,0 +1,101 @@
+"""Byte budgets of catch-up windows and cursor pages, checked exactly."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitmail.server.pages import (
+    BUDGET_MAX,
+    PREVIEW_BYTES,
+    PREVIEWS_TOTAL,
+    Entry,
+    catch_up_doc,
+    cursor_page,
+    cut_utf8,
+    wire_size,
+)
+
+
+def entry(seq: int, body: str) -> Entry:
+    return Entry(seq, {"id": f"{seq:023d}", "from": "BlueLake", "created_ts": "2026-12-01T10:00:00.000Z",
+                       "subject": f"message {seq}", "importance": "normal", "ack_required": False,
+                       "thread_id": "t1", "body_md": body})
+
+
+def test_cut_utf8_never_splits_a_character():
+    text = "é" * 10  # two bytes each
+    cut, was_cut = cut_utf8(text, 5)
+    assert (cut, was_cut) == ("éé", True)
+    assert cut_utf8("abc", 3) == ("abc", False)
+
+
+def test_catch_up_gives_the_newest_messages_the_budget_first():
+    entries = [entry(seq, "ü" * 1500 + f" tail {seq}") for seq in range(1, 13)]  # 3000+ bytes each
+    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=12, older=True)
+    previews = [m["preview"].encode("utf-8") for m in doc["messages"]]
+    assert [m["seq"] for m in doc["messages"]] == list(range(1, 13))  # ascending
+    assert all(len(p) <= PREVIEW_BYTES for p in previews)
+    assert sum(len(p) for p in previews) <= PREVIEWS_TOTAL
+    assert [len(p) for p in previews[-4:]] == [PREVIEW_BYTES] * 4  # the newest four fill the budget
+    assert all(len(p) == 0 for p in previews[:-4])
+    for message in doc["messages"]:
+        assert message["preview_truncated"] is True
+        full = message["full_read"]
+        assert full["tool"] == "read_messages"
+        assert full["arguments"]["after"] == message["seq"] - 1 and full["arguments"]["limit"] == 1
+    assert doc["next_after"] == 12 and doc["high_watermark"] == 12 and doc["older_messages"] is True
+
+
+def test_a_cut_preview_names_a_read_that_returns_the_whole_message():
+    entries = [entry(1, "x" * 5000)]
+    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=1, older=False)
+    args = doc["messages"][0]["full_read"]["arguments"]
+    page = json.loads(cursor_page("proj", "BlueLake", args["after"], entries, False, 1, args["max_output_bytes"]))
+    assert page["messages"][0]["body_md"] == "x" * 5000
+
+
+def test_short_messages_are_shown_whole():
+    doc = catch_up_doc("proj", "BlueLake", [entry(1, "hello"), entry(2, "world")], high_watermark=2, older=False)
+    assert [m["preview"] for m in doc["messages"]] == ["hello", "world"]
+    assert not any("preview_truncated" in m for m in doc["messages"])
+
+
+bodies = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=900)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(bodies, min_size=1, max_size=25), st.integers(min_value=1024, max_value=20_000))
+def test_a_cursor_page_fits_its_budget_exactly_and_is_as_full_as_possible(texts, budget):
+    entries = [entry(seq, text) for seq, text in enumerate(texts, start=1)]
+    text = cursor_page("proj", "BlueLake", 0, entries, False, len(entries), budget)
+    page = json.loads(text)
+    assert wire_size(text) <= budget
+    shown = page["messages"]
+    assert [m["body_md"] for m in shown] == texts[: len(shown)]  # whole bodies, in order, none skipped
+    if shown:
+        assert page["next_after"] == shown[-1]["seq"]
+    if len(shown) < len(entries):
+        assert page["has_more"] is True
+        bigger = cursor_page("proj", "BlueLake", 0, entries[: len(shown) + 1], False, len(entries), budget)
+        assert len(json.loads(bigger)["messages"]) == len(shown)  # the next message would not have fit
+    else:
+        assert page["has_more"] is False
+
+
+def test_a_message_larger_than_the_budget_keeps_the_cursor_and_explains_the_recovery():
+    entries = [entry(7, "y" * 3000), entry(8, "z")]
+    page = json.loads(cursor_page("proj", "BlueLake", 6, entries, False, 8, 1024))
+    assert page["messages"] == [] and page["next_after"] == 6 and page["has_more"] is True
+    recovery = page["recovery"]
+    assert recovery["arguments"]["after"] == 6 and recovery["arguments"]["limit"] == 1
+    retry = json.loads(cursor_page("proj", "BlueLake", 6, entries[:1], True, 8, recovery["arguments"]["max_output_bytes"]))
+    assert retry["messages"][0]["body_md"] == "y" * 3000
+
+
+def test_a_message_beyond_the_largest_budget_points_at_the_message_resource():
+    huge = [entry(3, "w" * (BUDGET_MAX + 10))]
+    page = json.loads(cursor_page("proj", "BlueLake", 2, huge, False, 3, BUDGET_MAX))
+    assert page["recovery"]["resource"].startswith("resource://message/")
