@@ -80,6 +80,15 @@ class Snapshot:
                 names.add(first)
         return sorted(names)
 
+    def pending_edits(self, folder: str = "") -> dict[str, bytes | None]:
+        """Edits queued ahead of this transaction in the same group commit, under ``folder``.
+
+        Maps path to bytes (None for a deletion). Derived caches keyed by
+        ``commit`` apply these on top to see exactly what this snapshot sees.
+        """
+        prefix = folder.strip("/") + "/" if folder.strip("/") else ""
+        return {path: data for path, data in self._pending.items() if path.startswith(prefix)}
+
     def walk(self, path: str = "") -> Iterator[str]:
         """Every file path under the folder ``path``, depth first, sorted."""
         path = path.strip("/")

@@ -1,0 +1,78 @@
+"""Journals: dated notes an agent leaves for the next session that drives it.
+
+Each entry is one add-only Markdown file under
+``agents/<Name>/journal/YYYY/MM/DD/<id>.md``. ``take_seat`` hands the end of the
+journal to the session taking the seat, so whoever carries on first reads what
+was decided and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .clock import now_ts
+from .engine import Change
+from .errors import invalid
+from .ids import new_id
+from .names import check_agent_name
+from .records import JournalEntry, agent_dir
+from .seats import require_actor
+from .snapshot import Snapshot
+from .store import Store
+
+MAX_ENTRY = 20000
+
+
+def _view(entry: JournalEntry) -> dict[str, Any]:
+    return {"id": entry.id, "agent": entry.agent, "created": entry.created_ts, "entry": entry.body,
+            "path": entry.path()}
+
+
+def append(store: Store, project: str, agent: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
+    """Append one entry to ``agent``'s journal; the agent must be able to act."""
+    check_agent_name(agent, "agent_name")
+    if not isinstance(entry, str) or not entry.strip():
+        raise invalid("entry must be non-empty text: what was decided and why, or what the next session must know",
+                      field="entry")
+    if len(entry) > MAX_ENTRY:
+        raise invalid(f"entry is longer than {MAX_ENTRY} characters; split it or link to a file", field="entry")
+    record = JournalEntry(id=new_id(), agent=agent, created_ts=now_ts(), body=entry.strip() + "\n")
+    record.validate()
+    archive = store.archive(project)
+
+    def fn(snap: Snapshot) -> Change:
+        require_actor(snap, agent, seat)
+        first_line = entry.strip().splitlines()[0][:72]
+        return Change(f"{agent} journal: {first_line}", author=agent, result=_view(record)).put_record(record)
+
+    return archive.transact(fn).result
+
+
+def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]:
+    """The last ``limit`` entries of ``agent``'s journal, oldest first (newest last).
+
+    Walks the day folders from the newest, so the cost follows ``limit``, not
+    the length of the journal.
+    """
+    if limit <= 0:
+        return []
+    base = f"{agent_dir(agent)}/journal"
+    found: list[str] = []
+    for year in reversed(snapshot.listdir(base)):
+        for month in reversed(snapshot.listdir(f"{base}/{year}")):
+            for day in reversed(snapshot.listdir(f"{base}/{year}/{month}")):
+                folder = f"{base}/{year}/{month}/{day}"
+                for name in reversed(snapshot.listdir(folder)):
+                    found.append(f"{folder}/{name}")
+                    if len(found) == limit:
+                        return [_view(snapshot.load(p, JournalEntry)) for p in reversed(found)]  # type: ignore[arg-type]
+    return [_view(snapshot.load(p, JournalEntry)) for p in reversed(found)]  # type: ignore[arg-type]
+
+
+def read(store: Store, project: str, agent: str, *, limit: int = 20) -> dict[str, Any]:
+    """The end of ``agent``'s journal (read only)."""
+    check_agent_name(agent, "agent_name")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise invalid("limit must be a whole number from 1 to 1000", field="limit")
+    snap = store.archive(project).snapshot()
+    return {"agent": agent, "entries": tail(snap, agent, limit)}

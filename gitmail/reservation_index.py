@@ -1,0 +1,134 @@
+"""The set of unreleased reservations at a commit, kept without rescanning.
+
+Checking a new reservation for conflicts needs every active reservation of
+the project. Reading all reservation files on each call grows with the whole
+history (released and expired records stay in the archive for audit), so this
+module keeps, per repository and in memory, the unreleased, unexpired records
+as of one commit. Moving to another commit applies the git diff of the
+``reservations/`` subtree between the two (a handful of files per commit),
+and a snapshot's queued group-commit edits are applied on top, so a
+transaction sees exactly the state it commits onto. The cache is derived:
+losing it costs one full scan.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import pygit2
+
+from .clock import parse_ts
+from .records import Reservation
+from .snapshot import Snapshot
+
+FOLDER = "reservations"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One unreleased reservation with its expiry as a POSIX time."""
+
+    record: Reservation
+    expires: float
+
+    def active_at(self, at: float) -> bool:
+        return self.record.released_ts is None and at < self.expires
+
+
+@dataclass
+class _State:
+    commit: str | None
+    tree_id: str | None
+    entries: dict[str, Entry]
+
+
+_lock = threading.Lock()
+_states: dict[str, _State] = {}
+
+
+def _entry(path: str, data: bytes | None, horizon: float) -> Entry | None:
+    if data is None:
+        return None
+    record = Reservation.from_bytes(data, path)
+    if record.released_ts is not None:
+        return None
+    expires = parse_ts(record.expires_ts).timestamp()
+    return Entry(record, expires) if expires > horizon else None
+
+
+def _subtree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
+    if commit is None:
+        return None
+    tree = repo[commit].peel(pygit2.Tree)
+    try:
+        sub = tree[FOLDER]
+    except KeyError:
+        return None
+    return sub if sub.type == pygit2.GIT_OBJECT_TREE else None
+
+
+def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: float, out: dict[str, Entry]) -> None:
+    for item in tree:
+        path = f"{prefix}/{item.name}"
+        if item.type == pygit2.GIT_OBJECT_TREE:
+            _scan(repo, repo[item.id], path, horizon, out)
+        elif item.type == pygit2.GIT_OBJECT_BLOB:
+            entry = _entry(path, repo[item.id].data, horizon)
+            if entry is not None:
+                out[path] = entry
+
+
+def _advance(repo: pygit2.Repository, state: _State | None, commit: str | None, horizon: float) -> _State:
+    tree = _subtree(repo, commit)
+    tree_id = str(tree.id) if tree is not None else None
+    if state is not None and state.tree_id == tree_id:
+        return _State(commit, tree_id, state.entries)
+    entries: dict[str, Entry] = {}
+    if tree is None:
+        return _State(commit, None, entries)
+    if state is None or state.tree_id is None:
+        _scan(repo, tree, FOLDER, horizon, entries)
+        return _State(commit, tree_id, entries)
+    entries = {path: e for path, e in state.entries.items() if e.expires > horizon}
+    old_tree = repo[state.tree_id]
+    for delta in old_tree.diff_to_tree(tree).deltas:
+        if delta.status == pygit2.GIT_DELTA_DELETED:
+            entries.pop(f"{FOLDER}/{delta.old_file.path}", None)
+            continue
+        path = f"{FOLDER}/{delta.new_file.path}"
+        entry = _entry(path, repo[delta.new_file.id].data, horizon)
+        if entry is None:
+            entries.pop(path, None)
+        else:
+            entries[path] = entry
+    return _State(commit, tree_id, entries)
+
+
+def unreleased(snapshot: Snapshot) -> dict[str, Entry]:
+    """Path -> entry for every unreleased, unexpired reservation this snapshot sees.
+
+    Expiry is judged against the wall clock when the cache is refreshed; callers
+    still test :meth:`Entry.active_at` for the instant they care about.
+    """
+    repo = snapshot.repo
+    key = repo.path
+    horizon = time.time() - 1.0
+    with _lock:
+        state = _states.get(key)
+    if state is None or state.commit != snapshot.commit:
+        state = _advance(repo, state, snapshot.commit, horizon)
+        with _lock:
+            _states[key] = state
+    pending = snapshot.pending_edits(FOLDER)
+    if not pending:
+        return state.entries
+    entries = dict(state.entries)
+    for path, data in pending.items():
+        entry = _entry(path, data, horizon)
+        if entry is None:
+            entries.pop(path, None)
+        else:
+            entries[path] = entry
+    return entries

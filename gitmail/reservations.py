@@ -1,0 +1,373 @@
+"""File reservations: advisory leases on paths of a code repository.
+
+An agent reserves paths or globs (see :mod:`gitmail.globs`) for a while,
+exclusively or shared, so other agents know what it is editing. A request
+conflicts with the active *exclusive* reservations of other agents whose
+patterns overlap it; conflicting paths are refused and reported with their
+holders, the rest are granted. Check and grant happen in one transaction, so
+when two processes race for one exclusive pattern exactly one wins.
+
+Each reservation is a record ``reservations/YYYY/MM/DD/<id>.yaml``. A release
+sets ``released_ts`` and keeps the file for audit; a released reservation is
+never active again. Expiry is exact: a reservation is active while the current
+time is before ``expires_ts``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import subprocess
+from typing import Any, Iterable
+
+from .clock import format_ts, now, now_ts, parse_ts
+from .engine import Change
+from .errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
+from .globs import covers, normalize, overlaps
+from .ids import id_time, is_id, new_id
+from .names import check_agent_name
+from .records import Message, Project, Reservation, Seat, inbox_path, message_path, outbox_path, reservation_path
+from .reservation_index import unreleased
+from .seats import load_agent, require_actor, seat_path
+from .snapshot import Snapshot
+from .store import Store
+
+MIN_TTL = 60
+MAX_TTL = 30 * 86400
+DEFAULT_TTL = 3600
+MAX_PATHS = 200
+DEFAULT_INACTIVITY = 30 * 60
+MIN_INACTIVITY = 60
+_WORKSPACE_SCAN_LIMIT = 5000
+
+
+def view(record: Reservation) -> dict[str, Any]:
+    """A reservation as tools return it."""
+    return {"id": record.id, "agent": record.agent, "path_pattern": record.path_pattern,
+            "exclusive": record.exclusive, "reason": record.reason, "created_ts": record.created_ts,
+            "expires_ts": record.expires_ts, "released_ts": record.released_ts}
+
+
+def _seconds(value: object, field: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise invalid(f"{field} must be a whole number of seconds from {low} to {high}; got {value!r}", field=field)
+    return value
+
+
+def _patterns(paths: object, field: str = "paths", *, required: bool = True) -> list[str]:
+    if paths is None and not required:
+        return []
+    if isinstance(paths, str) or not isinstance(paths, list) or (required and not paths):
+        raise invalid(f"{field} must be a list of paths or globs relative to the repository root, "
+                      "such as ['src/api/*.py', 'docs/']", field=field)
+    if len(paths) > MAX_PATHS:
+        raise invalid(f"{field}: at most {MAX_PATHS} patterns per call", field=field)
+    out: list[str] = []
+    for item in paths:
+        pattern = normalize(item, field)
+        if pattern not in out:
+            out.append(pattern)
+    return out
+
+
+def _ids(ids: object) -> list[str]:
+    if ids is None:
+        return []
+    if isinstance(ids, str) or not isinstance(ids, list):
+        raise invalid("file_reservation_ids must be a list of reservation IDs", field="file_reservation_ids")
+    for item in ids:
+        if not is_id(item):
+            raise invalid(f"file_reservation_ids: {item!r} is not a reservation ID (23 characters, as returned "
+                          "by file_reservation_paths)", field="file_reservation_ids")
+    return list(ids)
+
+
+def _active(snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+    t = at.timestamp()
+    return [e.record for e in unreleased(snapshot).values() if e.active_at(t)]
+
+
+def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
+            exclusive: bool = True, reason: str = "", seat: str | None = None) -> dict[str, Any]:
+    """Grant what does not conflict; return ``{granted: [...], conflicts: [{path, holders}]}``."""
+    check_agent_name(agent, "agent_name")
+    patterns = _patterns(paths)
+    ttl = _seconds(ttl_seconds, "ttl_seconds", MIN_TTL, MAX_TTL)
+    if not isinstance(exclusive, bool):
+        raise invalid("exclusive must be true or false", field="exclusive")
+    if not isinstance(reason, str) or len(reason) > 4096:
+        raise invalid("reason must be text of at most 4096 characters", field="reason")
+    archive = store.archive(project)
+    ids = [new_id() for _ in patterns]
+    hlc = store.clock.tick()
+    at = now()
+    created, expires = format_ts(at), format_ts(at + dt.timedelta(seconds=ttl))
+
+    def fn(snap: Snapshot) -> Change:
+        require_actor(snap, agent, seat, at=at)
+        blocking = [r for r in _active(snap, at) if r.exclusive and r.agent != agent]
+        granted: list[dict[str, Any]] = []
+        conflicts: list[dict[str, Any]] = []
+        change = Change("", author=agent)
+        for pattern, rid in zip(patterns, ids):
+            holders = [r for r in blocking if overlaps(pattern, r.path_pattern)]
+            if holders:
+                conflicts.append({"path": pattern, "holders": [view(r) for r in holders]})
+                continue
+            record = Reservation(id=rid, agent=agent, path_pattern=pattern, created_ts=created, expires_ts=expires,
+                                 hlc=hlc, exclusive=exclusive, reason=reason)
+            change.put_record(record)
+            granted.append({k: v for k, v in view(record).items() if k != "released_ts"})
+        kind = "exclusive" if exclusive else "shared"
+        change.message = (f"{agent} reserved {_listing(g['path_pattern'] for g in granted)} ({kind}, {ttl}s)"
+                          if granted else f"{agent} was refused {_listing(patterns)}")
+        change.result = {"granted": granted, "conflicts": conflicts}
+        return change
+
+    return archive.transact(fn).result
+
+
+def _listing(patterns: Iterable[str]) -> str:
+    items = list(patterns)
+    text = ", ".join(items[:3])
+    return text + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+
+
+def _select(records: list[Reservation], agent: str, ids: list[str], patterns: list[str]) -> list[Reservation]:
+    mine = [r for r in records if r.agent == agent]
+    if not ids and not patterns:
+        return mine
+    return [r for r in mine if r.id in ids or r.path_pattern in patterns]
+
+
+def release(store: Store, project: str, agent: str, *, file_reservation_ids: list[str] | None = None,
+            paths: list[str] | None = None, seat: str | None = None) -> dict[str, Any]:
+    """Release ``agent``'s active reservations: by ids, by patterns, or all of them when neither is given.
+
+    Releasing what is already released, expired or not the agent's is a no-op.
+    """
+    check_agent_name(agent, "agent_name")
+    ids = _ids(file_reservation_ids)
+    patterns = _patterns(paths, required=False)
+    archive = store.archive(project)
+    hlc = store.clock.tick()
+    at = now()
+    released_at = format_ts(at)
+
+    def fn(snap: Snapshot) -> Change:
+        require_actor(snap, agent, seat, at=at)
+        chosen = _select(_active(snap, at), agent, ids, patterns)
+        change = Change(f"{agent} released {_listing(r.path_pattern for r in chosen)}", author=agent)
+        for record in chosen:
+            change.put_record(dataclasses.replace(record, released_ts=released_at, hlc=hlc))
+        change.result = {"released": len(chosen), "released_at": released_at,
+                         "file_reservation_ids": [r.id for r in chosen]}
+        return change
+
+    return archive.transact(fn).result
+
+
+def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
+          file_reservation_ids: list[str] | None = None, paths: list[str] | None = None,
+          seat: str | None = None) -> dict[str, Any]:
+    """Extend ``agent``'s active reservations from the later of now and their expiry; never shortens."""
+    check_agent_name(agent, "agent_name")
+    extend = _seconds(extend_seconds, "extend_seconds", MIN_TTL, MAX_TTL)
+    ids = _ids(file_reservation_ids)
+    patterns = _patterns(paths, required=False)
+    archive = store.archive(project)
+    hlc = store.clock.tick()
+    at = now()
+
+    def fn(snap: Snapshot) -> Change:
+        require_actor(snap, agent, seat, at=at)
+        chosen = _select(_active(snap, at), agent, ids, patterns)
+        change = Change(f"{agent} renewed {_listing(r.path_pattern for r in chosen)} by {extend}s", author=agent)
+        out = []
+        for record in chosen:
+            start = max(at, parse_ts(record.expires_ts))
+            renewed = dataclasses.replace(record, expires_ts=format_ts(start + dt.timedelta(seconds=extend)), hlc=hlc)
+            change.put_record(renewed)
+            out.append({"id": record.id, "path_pattern": record.path_pattern,
+                        "old_expires_ts": record.expires_ts, "new_expires_ts": renewed.expires_ts})
+        change.result = {"renewed": len(out), "file_reservations": out}
+        return change
+
+    return archive.transact(fn).result
+
+
+def list_reservations(store: Store, project: str, *, agent: str | None = None,
+                      active_only: bool = True) -> dict[str, Any]:
+    """Reservations of the project (or of one agent): the active ones, or the whole history."""
+    if agent is not None:
+        check_agent_name(agent, "agent_name")
+    snap = store.archive(project).snapshot()
+    if active_only:
+        records = _active(snap, now())
+    else:
+        records = [snap.load(p, Reservation) for p in snap.walk("reservations")]  # type: ignore[misc]
+    chosen = sorted((r for r in records if agent is None or r.agent == agent), key=lambda r: r.id)
+    return {"file_reservations": [view(r) for r in chosen]}
+
+
+def conflicts_for_paths(store: Store, project: str, paths: list[str], *, agent: str | None) -> list[dict[str, Any]]:
+    """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
+    snap = store.archive(project).snapshot()
+    blocking = [r for r in _active(snap, now()) if r.exclusive and r.agent != agent]
+    out = []
+    for path in paths:
+        holders = [r for r in blocking if covers(r.path_pattern, path)]
+        if holders:
+            out.append({"path": path, "holders": [view(r) for r in holders]})
+    return out
+
+
+# -- force release of abandoned reservations ----------------------------------------------
+
+
+def _newest_id(snapshot: Snapshot, folder: str) -> str | None:
+    for year in reversed(snapshot.listdir(folder)):
+        for month in reversed(snapshot.listdir(f"{folder}/{year}")):
+            for day in reversed(snapshot.listdir(f"{folder}/{year}/{month}")):
+                names = snapshot.listdir(f"{folder}/{year}/{month}/{day}")
+                if names:
+                    return names[-1].rsplit(".", 1)[0]
+    return None
+
+
+def archive_activity(snapshot: Snapshot, agent: str) -> list[tuple[str, dt.datetime]]:
+    """The holder's latest activity visible in the archive, one time per kind of signal."""
+    signals: list[tuple[str, dt.datetime]] = []
+    profile = load_agent(snapshot, agent)
+    signals.append(("profile updated", dt.datetime.fromtimestamp(profile.hlc.wall_ms / 1000, dt.timezone.utc)))
+    for kind, folder in (("message sent", f"agents/{agent}/outbox"), ("journal entry", f"agents/{agent}/journal")):
+        newest = _newest_id(snapshot, folder)
+        if newest and is_id(newest):
+            signals.append((kind, id_time(newest)))
+    seat = snapshot.load(seat_path(agent), Seat)
+    if seat is not None and seat.released_at is None:
+        signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.timezone.utc)))
+    for entry in unreleased(snapshot).values():
+        if entry.record.agent == agent:
+            wall = dt.datetime.fromtimestamp(entry.record.hlc.wall_ms / 1000, dt.timezone.utc)
+            signals.append(("reservation made or renewed", wall))
+    return signals
+
+
+def workspace_activity(workspace: str, pattern: str) -> list[tuple[str, dt.datetime]]:
+    """Recent edits under ``pattern`` in the project's working folder: file times and git commits."""
+    signals: list[tuple[str, dt.datetime]] = []
+    prefix = []
+    for part in pattern.split("/"):
+        if any(ch in part for ch in "*?["):
+            break
+        prefix.append(part)
+    base = os.path.join(workspace, *prefix)
+    newest = 0.0
+    seen = 0
+    if os.path.isfile(base):
+        newest = os.stat(base).st_mtime
+    elif os.path.isdir(base):
+        for root, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            for name in files:
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, workspace).replace(os.sep, "/")
+                if covers(pattern, rel):
+                    try:
+                        newest = max(newest, os.stat(full).st_mtime)
+                    except OSError:
+                        continue
+                seen += 1
+                if seen >= _WORKSPACE_SCAN_LIMIT:
+                    break
+            if seen >= _WORKSPACE_SCAN_LIMIT:
+                break
+    if newest:
+        signals.append(("file modified", dt.datetime.fromtimestamp(newest, dt.timezone.utc)))
+    if os.path.exists(os.path.join(workspace, ".git")):
+        proc = subprocess.run(["git", "-C", workspace, "log", "-1", "--format=%ct", "--", "/".join(prefix) or "."],
+                              capture_output=True, text=True)
+        if proc.returncode == 0 and proc.stdout.strip().isdigit():
+            signals.append(("git commit", dt.datetime.fromtimestamp(int(proc.stdout.strip()), dt.timezone.utc)))
+    return signals
+
+
+def force_release(store: Store, project: str, agent: str, file_reservation_id: str, *, note: str = "",
+                  notify_previous: bool = True, inactivity_seconds: int = DEFAULT_INACTIVITY,
+                  seat: str | None = None) -> dict[str, Any]:
+    """Release another agent's reservation that looks abandoned, and tell the holder.
+
+    A reservation is abandoned when it has expired, or when its holder shows no
+    activity for ``inactivity_seconds`` (at least 60): no message sent, journal
+    entry, seat renewal, reservation made or renewed, profile change, and, when
+    the project's working folder exists on this machine, no file under the
+    pattern modified and no git commit touching it. Otherwise the call is
+    refused with RESERVATION_NOT_STALE naming the most recent activity.
+    """
+    check_agent_name(agent, "agent_name")
+    if not is_id(file_reservation_id):
+        raise invalid(f"file_reservation_id {file_reservation_id!r} is not a reservation ID", field="file_reservation_id")
+    threshold = _seconds(inactivity_seconds, "inactivity_seconds", MIN_INACTIVITY, MAX_TTL)
+    if not isinstance(note, str) or len(note) > 4096:
+        raise invalid("note must be text of at most 4096 characters", field="note")
+    archive = store.archive(project)
+    path = reservation_path(file_reservation_id)
+    outside: list[tuple[str, dt.datetime]] = []
+    snap = archive.snapshot()
+    current = snap.load(path, Reservation)
+    project_record = snap.load("project.yaml", Project)
+    if current is not None and project_record is not None and os.path.isdir(project_record.human_key):
+        outside = workspace_activity(project_record.human_key, current.path_pattern)
+    hlc = store.clock.tick()
+    at = now()
+    message_id = new_id()
+
+    def fn(snap: Snapshot) -> Change:
+        require_actor(snap, agent, seat, at=at)
+        record = snap.load(path, Reservation)
+        if record is None:
+            raise GitmailError(NOT_FOUND, f"no reservation {file_reservation_id} in this project; list them with "
+                               "list_file_reservations", {"file_reservation_id": file_reservation_id})
+        if record.released_ts is not None:
+            return Change("already released", result={"released": False, "already_released_ts": record.released_ts,
+                                                      "reservation": view(record), "notified": None})
+        if record.agent == agent:
+            raise invalid("this reservation is yours: release it with release_file_reservations",
+                          field="file_reservation_id")
+        expired = parse_ts(record.expires_ts) <= at
+        signals = [] if expired else archive_activity(snap, record.agent) + outside
+        latest = max(signals, key=lambda s: s[1]) if signals else None
+        idle = (at - latest[1]).total_seconds() if latest else None
+        if latest is not None and idle is not None and idle < threshold:
+            raise GitmailError(RESERVATION_NOT_STALE, f"{record.agent} is still active ({latest[0]} {int(idle)}s ago, "
+                               f"threshold {threshold}s); ask them to release {record.path_pattern} instead",
+                               {"holder": record.agent, "signal": latest[0], "last_activity": format_ts(latest[1]),
+                                "inactivity_seconds": threshold})
+        released = dataclasses.replace(record, released_ts=format_ts(at), hlc=hlc)
+        why = "it had expired" if expired else (
+            f"no activity for {int(idle)}s (last: {latest[0]})" if latest else "no recorded activity")
+        heuristics = {"expired": expired, "inactivity_seconds": threshold,
+                      "last_activity": format_ts(latest[1]) if latest else None,
+                      "last_signal": latest[0] if latest else None}
+        change = Change(f"{agent} force-released {record.agent}'s reservation {record.path_pattern}: {why}",
+                        author=agent).put_record(released)
+        notified = None
+        if notify_previous:
+            body = (f"{agent} released your reservation `{record.path_pattern}` ({record.id}) because {why}.\n")
+            if note:
+                body += f"\n{note}\n"
+            body += "\nReserve it again if you are still working on it.\n"
+            message = Message(id=message_id, thread_id=message_id, sender=agent, to=[record.agent],
+                              subject=f"Reservation released: {record.path_pattern}"[:200], created_ts=now_ts(),
+                              body=body)
+            data = message.to_bytes()
+            change.put(message_path(message_id), data).put(inbox_path(record.agent, message_id), data)
+            change.put(outbox_path(agent, message_id), data)
+            notified = message_id
+        change.result = {"released": True, "reservation": view(released), "heuristics": heuristics,
+                         "notified": notified}
+        return change
+
+    return archive.transact(fn).result

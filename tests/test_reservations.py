@@ -1,0 +1,262 @@
+"""File reservations: grants, conflicts, release, renew, expiry, force release and the two-process race."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gitmail import Agent, Change, Reservation
+from gitmail.clock import HLC, format_ts, now
+from gitmail.errors import GitmailError
+from gitmail.fsck import check_archive
+from gitmail.ids import new_id
+from gitmail.records import inbox_path, reservation_path
+from gitmail import reservations as rs
+
+from .coord_helpers import make_project
+
+KEY = "/work/demo"
+
+
+@pytest.fixture
+def project(store):
+    return make_project(store, KEY, "Blue", "Green", "Red")
+
+
+def tip(store):
+    return store.archive(KEY).tip()
+
+
+def refused(store, fn, code, **kwargs):
+    before = tip(store)
+    with pytest.raises(GitmailError) as info:
+        fn(**kwargs)
+    assert info.value.code == code, info.value
+    assert tip(store) == before
+    return info.value
+
+
+def test_grant_and_overlap_conflicts_with_other_agents_only(store, project):
+    out = rs.reserve(store, KEY, "Blue", ["src/**/*.py"], ttl_seconds=600, reason="refactor")
+    assert [g["path_pattern"] for g in out["granted"]] == ["src/**/*.py"]
+    assert out["conflicts"] == []
+    granted = out["granted"][0]
+    assert granted["exclusive"] is True and granted["reason"] == "refactor"
+    # Neither pattern matches the other as text, yet they overlap (src/api/x.py).
+    other = rs.reserve(store, KEY, "Green", ["src/api/*", "docs/*"], ttl_seconds=600)
+    assert [g["path_pattern"] for g in other["granted"]] == ["docs/*"]
+    assert other["conflicts"][0]["path"] == "src/api/*"
+    assert other["conflicts"][0]["holders"][0]["agent"] == "Blue"
+    assert other["conflicts"][0]["holders"][0]["id"] == granted["id"]
+    # The holder itself may reserve overlapping paths.
+    assert rs.reserve(store, KEY, "Blue", ["src/api/users.py"], ttl_seconds=600)["conflicts"] == []
+    # Non-overlapping pattern for another agent is fine.
+    assert rs.reserve(store, KEY, "Red", ["src/*.txt"], ttl_seconds=600)["conflicts"] == []
+
+
+def test_shared_requests_conflict_with_exclusive_but_not_with_shared(store, project):
+    rs.reserve(store, KEY, "Blue", ["lib/"], ttl_seconds=600, exclusive=False)
+    assert rs.reserve(store, KEY, "Green", ["lib/a.py"], ttl_seconds=600, exclusive=True)["conflicts"] == []
+    out = rs.reserve(store, KEY, "Red", ["lib/*.py"], ttl_seconds=600, exclusive=False)
+    assert out["granted"] == [] and out["conflicts"][0]["holders"][0]["agent"] == "Green"
+
+
+def test_records_are_committed_with_a_readable_message(store, project):
+    out = rs.reserve(store, KEY, "Blue", ["app/api/*.py"], ttl_seconds=7200, reason="migrations")
+    rid = out["granted"][0]["id"]
+    archive = store.archive(KEY)
+    record = archive.snapshot().load(reservation_path(rid), Reservation)
+    assert record.path_pattern == "app/api/*.py" and record.agent == "Blue" and record.released_ts is None
+    commit = archive.repo[archive.tip()]
+    assert commit.author.name == "Blue"
+    assert "Blue reserved app/api/*.py" in commit.message
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"paths": ["src/a.py"], "ttl_seconds": 59}, "ttl_seconds"),
+    ({"paths": ["src/a.py"], "ttl_seconds": "600"}, "ttl_seconds"),
+    ({"paths": []}, "paths"),
+    ({"paths": "src/a.py"}, "paths"),
+    ({"paths": ["/etc/passwd"]}, "paths"),
+    ({"paths": ["src/../../x"]}, "paths"),
+    ({"paths": ["src/\x00a"]}, "paths"),
+    ({"paths": ["  "]}, "paths"),
+    ({"paths": ["a"], "exclusive": "yes"}, "exclusive"),
+])
+def test_bad_input_is_refused_and_writes_nothing(store, project, kwargs, field):
+    error = refused(store, lambda **kw: rs.reserve(store, KEY, "Blue", **kw), "INVALID_ARGUMENT", **kwargs)
+    assert error.data["field"] == field
+    assert error.message.startswith(field)
+
+
+def test_unknown_agent_and_project(store, project):
+    refused(store, lambda: rs.reserve(store, KEY, "Nobody", ["a"]), "NOT_FOUND")
+    with pytest.raises(GitmailError) as info:
+        rs.reserve(store, "/no/such/project", "Blue", ["a"])
+    assert info.value.code == "NOT_FOUND"
+
+
+def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project):
+    granted = rs.reserve(store, KEY, "Blue", ["a/*", "b/*", "c/*", "d/*"], ttl_seconds=600)["granted"]
+    ids = {g["path_pattern"]: g["id"] for g in granted}
+    out = rs.release(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])
+    assert out["released"] == 1 and out["file_reservation_ids"] == [ids["a/*"]]
+    assert rs.release(store, KEY, "Blue", paths=["b/*"])["released"] == 1
+    # Another agent cannot release Blue's reservation by id: a no-op.
+    assert rs.release(store, KEY, "Green", file_reservation_ids=[ids["c/*"]])["released"] == 0
+    assert rs.release(store, KEY, "Blue")["released"] == 2
+    before = tip(store)
+    assert rs.release(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["released"] == 0
+    assert tip(store) == before  # nothing to do, nothing committed
+    snap = store.archive(KEY).snapshot()
+    for rid in ids.values():
+        record = snap.load(reservation_path(rid), Reservation)
+        assert record.released_ts is not None
+    assert rs.list_reservations(store, KEY)["file_reservations"] == []
+    history = rs.list_reservations(store, KEY, active_only=False)["file_reservations"]
+    assert len(history) == 4
+    # Released paths are free for others now; a release is final (renew cannot revive it).
+    assert rs.reserve(store, KEY, "Green", ["a/x"], ttl_seconds=600)["conflicts"] == []
+    assert rs.renew(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["renewed"] == 0
+    refused(store, lambda: rs.release(store, KEY, "Blue", file_reservation_ids=["42"]), "INVALID_ARGUMENT")
+
+
+def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project):
+    granted = rs.reserve(store, KEY, "Blue", ["x/*", "y/*"], ttl_seconds=3600)["granted"]
+    t0 = now()
+    out = rs.renew(store, KEY, "Blue", extend_seconds=60, paths=["x/*"])
+    assert out["renewed"] == 1
+    item = out["file_reservations"][0]
+    assert item["old_expires_ts"] == granted[0]["expires_ts"]
+    old = dt.datetime.fromisoformat(item["old_expires_ts"].replace("Z", "+00:00"))
+    new = dt.datetime.fromisoformat(item["new_expires_ts"].replace("Z", "+00:00"))
+    assert new - old == dt.timedelta(seconds=60)  # from the expiry (later than now), not from now
+    assert new > t0 + dt.timedelta(seconds=3600)
+    refused(store, lambda: rs.renew(store, KEY, "Blue", extend_seconds=30), "INVALID_ARGUMENT")
+
+
+def _put(store, record):
+    store.archive(KEY).transact(lambda snap: Change("test setup", author=record.agent).put_record(record))
+
+
+def _old_holder(store, name, ago_s):
+    """Make ``name``'s profile look untouched for ``ago_s`` seconds."""
+    archive = store.archive(KEY)
+    snap = archive.snapshot()
+    profile = snap.load(f"agents/{name}/profile.yaml", Agent)
+    old = HLC(int((time.time() - ago_s) * 1000), 0, "n")
+    archive.transact(lambda s: Change("age profile").put_record(dataclasses.replace(profile, hlc=old)))
+
+
+def test_expiry_is_honoured_to_the_second(store, project):
+    at = now()
+    record = Reservation(id=new_id(), agent="Blue", path_pattern="core/*", created_ts=format_ts(at),
+                         expires_ts=format_ts(at + dt.timedelta(seconds=1.5)), hlc=store.clock.tick())
+    _put(store, record)
+    assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["granted"] == []
+    time.sleep(max(0.0, (at + dt.timedelta(seconds=1.55) - now()).total_seconds()))
+    assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["conflicts"] == []
+
+
+def test_force_release_refused_while_holder_is_active(store, project):
+    rid = rs.reserve(store, KEY, "Blue", ["busy/*"], ttl_seconds=600)["granted"][0]["id"]
+    error = refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=60),
+                    "RESERVATION_NOT_STALE")
+    assert error.data["holder"] == "Blue" and "reservation" in error.data["signal"]
+    refused(store, lambda: rs.force_release(store, KEY, "Blue", rid), "INVALID_ARGUMENT")
+    refused(store, lambda: rs.force_release(store, KEY, "Green", new_id()), "NOT_FOUND")
+    refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=10), "INVALID_ARGUMENT")
+
+
+def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, project):
+    _old_holder(store, "Blue", 7200)
+    at = now() - dt.timedelta(hours=2)
+    record = Reservation(id=new_id(), agent="Blue", path_pattern="stale/*", created_ts=format_ts(at),
+                         expires_ts=format_ts(at + dt.timedelta(hours=5)),
+                         hlc=HLC(int(at.timestamp() * 1000), 0, "n"))
+    _put(store, record)
+    out = rs.force_release(store, KEY, "Green", record.id, note="taking over the parser", inactivity_seconds=600)
+    assert out["released"] is True and out["heuristics"]["expired"] is False
+    assert out["heuristics"]["last_signal"] in ("profile updated", "reservation made or renewed")
+    snap = store.archive(KEY).snapshot()
+    assert snap.load(reservation_path(record.id), Reservation).released_ts is not None
+    note = snap.read(inbox_path("Blue", out["notified"])).decode()
+    assert "stale/*" in note and "taking over the parser" in note and "from: Green" in note
+    assert check_archive(store.archive(KEY), run_git=False) == []
+    again = rs.force_release(store, KEY, "Green", record.id)
+    assert again["released"] is False and again["already_released_ts"]
+
+
+def test_force_release_of_an_expired_reservation(store, project):
+    at = now() - dt.timedelta(minutes=5)
+    record = Reservation(id=new_id(), agent="Blue", path_pattern="old/*", created_ts=format_ts(at),
+                         expires_ts=format_ts(at + dt.timedelta(seconds=60)), hlc=store.clock.tick())
+    _put(store, record)
+    out = rs.force_release(store, KEY, "Green", record.id, notify_previous=False)
+    assert out["released"] is True and out["heuristics"]["expired"] is True and out["notified"] is None
+
+
+def test_force_release_sees_recent_edits_in_the_workspace(store, tmp_path):
+    workspace = tmp_path / "ws"
+    (workspace / "pkg").mkdir(parents=True)
+    key = make_project(store, str(workspace), "Blue", "Green")
+    archive = store.archive(key)
+    profile = archive.snapshot().load("agents/Blue/profile.yaml", Agent)
+    old = HLC(int((time.time() - 7200) * 1000), 0, "n")
+    archive.transact(lambda s: Change("age").put_record(dataclasses.replace(profile, hlc=old)))
+    at = now() - dt.timedelta(hours=2)
+    record = Reservation(id=new_id(), agent="Blue", path_pattern="pkg/*.py", created_ts=format_ts(at),
+                         expires_ts=format_ts(at + dt.timedelta(hours=5)), hlc=old)
+    archive.transact(lambda s: Change("setup").put_record(record))
+    (workspace / "pkg" / "mod.py").write_text("print('editing')\n")
+    with pytest.raises(GitmailError) as info:
+        rs.force_release(store, key, "Green", record.id, inactivity_seconds=600)
+    assert info.value.code == "RESERVATION_NOT_STALE" and info.value.data["signal"] == "file modified"
+    os.utime(workspace / "pkg" / "mod.py", (time.time() - 7200, time.time() - 7200))
+    assert rs.force_release(store, key, "Green", record.id, inactivity_seconds=600)["released"] is True
+
+
+def test_conflicts_for_files_cover_directories_and_globs(store, project):
+    rs.reserve(store, KEY, "Blue", ["src/api", "docs/*.md"], ttl_seconds=600)
+    found = rs.conflicts_for_paths(store, KEY, ["src/api/v1/users.py", "docs/a.md", "docs/sub/a.md", "README"],
+                                   agent="Green")
+    assert [c["path"] for c in found] == ["src/api/v1/users.py", "docs/a.md"]
+    assert rs.conflicts_for_paths(store, KEY, ["src/api/x.py"], agent="Blue") == []
+
+
+_RACER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[5])
+from gitmail import Store
+from gitmail import reservations as rs
+store = Store(sys.argv[1], background=False)
+start = float(sys.argv[4])
+while time.time() < start:
+    pass
+try:
+    out = rs.reserve(store, "/work/demo", sys.argv[2], [sys.argv[3]], ttl_seconds=600)
+    print(json.dumps({"granted": len(out["granted"]), "conflicts": len(out["conflicts"])}))
+except Exception as exc:
+    print(json.dumps({"error": repr(exc)}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, project, home):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for round_no in range(4):
+        start = time.time() + 1.0
+        procs = [subprocess.Popen([sys.executable, "-c", _RACER, home, name, f"race/{round_no}/*", str(start), root],
+                                  stdout=subprocess.PIPE, text=True) for name in ("Blue", "Green")]
+        results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        assert sorted(r["granted"] for r in results) == [0, 1], results
+        assert sorted(r["conflicts"] for r in results) == [0, 1], results
+    active = rs.list_reservations(store, KEY)["file_reservations"]
+    assert len(active) == 4
