@@ -1,0 +1,21 @@
+"""Derived state of gitmail archives: search, hot-read cache, cursors.
+
+Everything here is computed from the repository and may be deleted at any
+time (``gitmail reindex`` or the next read rebuilds it). Installed as
+``gitmail.index``.
+
+Entry points:
+
+- :func:`indexer_for` (``store``) → :class:`Indexer`; ``.project(key)`` →
+  :class:`ProjectIndex` with ``search``, ``inbox``, ``outbox``, ``agents``,
+  ``reservations``, ``receipts``, ``messages_after``, ``high_watermark``,
+  ``wait``, ``catch_up`` and ``reindex``.
+- :func:`search_messages` (``store, project_key, query, limit, agent_name``).
+- :func:`parse_query` checks a query without running it.
+"""
+
+from .indexer import Indexer, indexer_for, search_messages
+from .project import ProjectIndex
+from .query import parse_query
+
+__all__ = ["Indexer", "ProjectIndex", "indexer_for", "parse_query", "search_messages"]

@@ -1,0 +1,83 @@
+"""Derived state for a whole store: one :class:`ProjectIndex` per project.
+
+``indexer_for(store)`` gives the store's :class:`Indexer` (one per Store
+object). Asking it for a project opens that project's derived state and
+attaches it to the archive, so every commit this process makes is taken in
+by a background catch-up moments later.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from gitmail.store import Store
+
+from .project import ProjectIndex
+
+
+class Indexer:
+    """Opens and keeps each project's derived state in step with its archive."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._projects: dict[str, ProjectIndex] = {}
+        self._lock = threading.Lock()
+
+    def project(self, project_key: str) -> ProjectIndex:
+        """The derived state of a project (NOT_FOUND if there is no such project)."""
+        slug = self.store.resolve(project_key)
+        with self._lock:
+            index = self._projects.get(slug)
+            if index is None:
+                archive = self.store.archive(project_key)
+                index = ProjectIndex(archive, self.store.paths(slug).derived)
+                archive.add_listener(index.on_commit)
+                self._projects[slug] = index
+            return index
+
+    def attach_all(self) -> list[str]:
+        """Open every project of the store (for a server that serves them all)."""
+        slugs = self.store.slugs()
+        for slug in slugs:
+            self.project(slug)
+        return slugs
+
+    def search_messages(self, project_key: str, query: str, limit: int = 20,
+                        agent_name: str | None = None) -> list[dict[str, Any]]:
+        """Search a project's messages; see :meth:`ProjectIndex.search`."""
+        return self.project(project_key).search(query, limit, agent_name)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until every project's background catch-up is idle."""
+        with self._lock:
+            projects = list(self._projects.values())
+        for index in projects:
+            index.flush(timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            projects, self._projects = list(self._projects.values()), {}
+        for index in projects:
+            index.close()
+
+
+_indexers: "weakref.WeakKeyDictionary[Store, Indexer]" = weakref.WeakKeyDictionary()
+_indexers_lock = threading.Lock()
+
+
+def indexer_for(store: Store) -> Indexer:
+    """The one :class:`Indexer` of ``store``."""
+    with _indexers_lock:
+        indexer = _indexers.get(store)
+        if indexer is None:
+            indexer = _indexers[store] = Indexer(store)
+        return indexer
+
+
+def search_messages(store: Store, project_key: str, query: str, limit: int = 20,
+                    agent_name: str | None = None) -> list[dict[str, Any]]:
+    """Search a project's messages: best first, each ``{id, subject, importance,
+    ack_required, created_ts, thread_id, from, topic, score, snippet}``."""
+    return indexer_for(store).search_messages(project_key, query, limit, agent_name)

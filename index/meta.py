@@ -1,0 +1,353 @@
+"""The metadata store: a SQLite file that mirrors the records hot reads need.
+
+It holds, for one project, what inbox pages, the agent directory, active
+reservations, receipts and cursor reads are answered from, plus the local
+sequence numbers and the queue of messages the search index has yet to take
+in. Everything here is derived from the repository: the file may be deleted
+at any time and is rebuilt from the archive.
+
+Each record file the store has seen gets a number from one project-wide,
+ever-rising sequence the first time this machine sees it. A message pulled
+from a teammate today is numbered after everything already here, even if it
+was written yesterday, so cursor readers never miss it.
+
+Writes happen in one SQLite transaction per catch-up, which also moves the
+watermark (the commit the store reflects); several processes may catch up at
+once and the loser of the race finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+from typing import Any, Iterable
+
+import pygit2
+
+from gitmail.clock import now_ts
+
+from . import parse
+from .changes import RecordChange, relevant_role
+
+_log = logging.getLogger("gitmail.index")
+
+FORMAT = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS seen (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL UNIQUE,
+    blob TEXT NOT NULL,
+    first_seen TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    blob TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    created_ts TEXT NOT NULL,
+    importance TEXT NOT NULL,
+    ack_required INTEGER NOT NULL,
+    topic TEXT,
+    reply_to TEXT,
+    recipients TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, created_ts);
+CREATE INDEX IF NOT EXISTS messages_topic ON messages (topic, created_ts);
+CREATE TABLE IF NOT EXISTS copies (
+    agent TEXT NOT NULL,
+    box TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    blob TEXT NOT NULL,
+    created_ts TEXT NOT NULL,
+    bcc TEXT,
+    PRIMARY KEY (agent, box, message_id)
+);
+CREATE INDEX IF NOT EXISTS copies_time ON copies (agent, box, created_ts, message_id);
+CREATE INDEX IF NOT EXISTS copies_seq ON copies (agent, seq);
+CREATE INDEX IF NOT EXISTS copies_message ON copies (message_id);
+CREATE TABLE IF NOT EXISTS receipts (
+    agent TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    read_at TEXT,
+    acked_at TEXT,
+    PRIMARY KEY (agent, message_id)
+);
+CREATE TABLE IF NOT EXISTS agents (name TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (stamp INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL UNIQUE);
+"""
+
+_ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
+
+MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts, m.importance, "
+                   "m.ack_required, m.topic, m.reply_to, m.recipients")
+
+
+class MetaCorrupt(Exception):
+    """The SQLite file is unreadable or from another format; it must be rebuilt."""
+
+
+def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A message's summary from the columns in :data:`MESSAGE_COLUMNS` order."""
+    recipients = json.loads(row[10])
+    return {
+        "id": row[0], "seq": row[1], "thread_id": row[2], "from": row[3], "subject": row[4],
+        "created_ts": row[5], "importance": row[6], "ack_required": bool(row[7]), "topic": row[8],
+        "reply_to": row[9], "to": recipients["to"], "cc": recipients["cc"],
+    }
+
+
+class Meta:
+    """One project's metadata store; connections are per thread."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._local = threading.local()
+        self._generation = 0  # bumped when the file is recreated, so threads reconnect
+        self._reset_lock = threading.Lock()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._open_checked()
+
+    # -- connections ----------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or self._local.generation != self._generation:
+            conn = self._local.conn = self._connect()
+            self._local.generation = self._generation
+        return conn
+
+    def _open_checked(self) -> None:
+        """Open the file, creating the schema; start afresh if it is corrupt or foreign."""
+        try:
+            conn = self._connect()
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO state VALUES ('format', ?)", (FORMAT,))
+            fmt = conn.execute("SELECT value FROM state WHERE key = 'format'").fetchone()[0]
+            conn.close()
+            if ok and fmt == FORMAT:
+                return
+            _log.warning("index metadata %s is from another format; rebuilding", self.path)
+        except sqlite3.DatabaseError as exc:
+            _log.warning("index metadata %s is unreadable (%s); rebuilding", self.path, exc)
+        self.reset()
+
+    def reset(self) -> None:
+        """Delete the file and start empty (sequence numbers restart)."""
+        with self._reset_lock:
+            self._generation += 1
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.unlink(self.path + suffix)
+                except FileNotFoundError:
+                    pass
+            conn = self._connect()
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR REPLACE INTO state VALUES ('format', ?)", (FORMAT,))
+            conn.close()
+
+    def read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self.db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise MetaCorrupt(str(exc)) from exc
+
+    # -- state ----------------------------------------------------------------
+    def get_state(self, key: str) -> str | None:
+        rows = self.read("SELECT value FROM state WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def watermark(self) -> str | None:
+        return self.get_state("watermark") or None
+
+    def high_watermark(self) -> int:
+        rows = self.read("SELECT seq FROM sqlite_sequence WHERE name = 'seen'")
+        return int(rows[0][0]) if rows else 0
+
+    # -- writing --------------------------------------------------------------
+    def apply(self, repo: pygit2.Repository, expected: str | None, new: str | None,
+              changes: Iterable[RecordChange], *, full: bool = False, extra_state: dict[str, str] | None = None) -> bool:
+        """Apply ``changes`` and move the watermark from ``expected`` to ``new``.
+
+        Returns False (and writes nothing) if another writer moved the
+        watermark first. With ``full``, ``changes`` lists every record at
+        ``new`` and anything the store holds beyond it is removed.
+        """
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                current = db.execute("SELECT value FROM state WHERE key = 'watermark'").fetchone()
+                if (current[0] if current else None) != expected:
+                    db.execute("ROLLBACK")
+                    return False
+                todo = list(changes)
+                if full:
+                    todo = self._against_store(db, todo)
+                todo.sort(key=lambda change: (_ORDER[change.role], change.path))
+                stamp = now_ts()
+                for change in todo:
+                    self._apply_one(db, repo, change, stamp)
+                db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (new or "",))
+                for key, value in (extra_state or {}).items():
+                    db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, value))
+                db.execute("COMMIT")
+                return True
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise MetaCorrupt(str(exc)) from exc
+
+    def set_state(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, value))
+
+    @staticmethod
+    def _against_store(db: sqlite3.Connection, present: list[RecordChange]) -> list[RecordChange]:
+        """Turn a full listing into the changes from what the store holds."""
+        held = dict(db.execute("SELECT path, blob FROM seen").fetchall())
+        todo = [change for change in present if held.pop(change.path, None) != change.blob]
+        for path in held:
+            role = relevant_role(path)
+            if role is not None:
+                todo.append(RecordChange(path, role, None))
+            else:
+                db.execute("DELETE FROM seen WHERE path = ?", (path,))
+        return todo
+
+    def _seq(self, db: sqlite3.Connection, change: RecordChange, stamp: str) -> int:
+        db.execute("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
+                   "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob", (change.path, change.blob, stamp))
+        return db.execute("SELECT seq FROM seen WHERE path = ?", (change.path,)).fetchone()[0]
+
+    def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str) -> None:
+        parts = change.path.split("/")
+        name = parts[-1].rsplit(".", 1)[0]
+        role = change.role
+        if change.blob is None:
+            db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
+            self._forget(db, role, parts, name)
+            return
+        try:
+            data = repo[change.blob].data
+            if role == "message":
+                self._put_message(db, change, name, parse.message_fields(data, name), stamp)
+            elif role in ("inbox", "outbox"):
+                self._put_copy(db, change, parts[1], name, data, stamp)
+            elif role == "receipt":
+                fields = parse.yaml_fields(data)
+                db.execute("INSERT OR REPLACE INTO receipts VALUES (?, ?, ?, ?)",
+                           (parts[1], name, fields.get("read_at"), fields.get("acked_at")))
+                self._seq(db, change, stamp)
+            elif role == "agent":
+                fields = parse.yaml_fields(data)
+                fields.pop("token_hash", None)
+                db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?)", (parts[1], json.dumps(fields, default=str)))
+                self._seq(db, change, stamp)
+            elif role == "reservation":
+                fields = parse.yaml_fields(data)
+                db.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?)", (name, json.dumps(fields, default=str)))
+                self._seq(db, change, stamp)
+        except parse.Unreadable as exc:
+            _log.warning("index skips %s: %s", change.path, exc)
+            db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
+            self._forget(db, role, parts, name)
+
+    def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any], stamp: str) -> None:
+        seq = self._seq(db, change, stamp)
+        db.execute(
+            "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, seq, change.blob, fields["thread_id"], fields["from"], fields["subject"], fields["created_ts"],
+             fields["importance"], int(fields["ack_required"]), fields["topic"], fields["reply_to"],
+             json.dumps({"to": fields["to"], "cc": fields["cc"]})),
+        )
+        db.execute("UPDATE copies SET created_ts = ? WHERE message_id = ?", (fields["created_ts"], mid))
+        db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (mid,))
+
+    def _put_copy(self, db: sqlite3.Connection, change: RecordChange, agent: str, mid: str, data: bytes, stamp: str) -> None:
+        box = change.role
+        canonical = db.execute("SELECT blob, created_ts FROM messages WHERE id = ?", (mid,)).fetchone()
+        created = canonical[1] if canonical else parse.id_ts(mid)
+        bcc = None
+        if box == "outbox" and (canonical is None or canonical[0] != change.blob):
+            fields = parse.message_fields(data, mid)
+            bcc = json.dumps(fields["bcc"]) if fields["bcc"] else None
+            created = created if canonical else fields["created_ts"]
+        seq = self._seq(db, change, stamp)
+        db.execute("INSERT OR REPLACE INTO copies VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (agent, box, mid, seq, change.blob, created, bcc))
+        db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (mid,))
+
+    @staticmethod
+    def _forget(db: sqlite3.Connection, role: str, parts: list[str], name: str) -> None:
+        if role == "message":
+            db.execute("DELETE FROM messages WHERE id = ?", (name,))
+            db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (name,))
+        elif role in ("inbox", "outbox"):
+            db.execute("DELETE FROM copies WHERE agent = ? AND box = ? AND message_id = ?", (parts[1], role, name))
+            db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (name,))
+        elif role == "receipt":
+            db.execute("DELETE FROM receipts WHERE agent = ? AND message_id = ?", (parts[1], name))
+        elif role == "agent":
+            db.execute("DELETE FROM agents WHERE name = ?", (parts[1],))
+        elif role == "reservation":
+            db.execute("DELETE FROM reservations WHERE id = ?", (name,))
+
+    # -- the search queue -----------------------------------------------------
+    def pending(self, limit: int | None = None) -> list[tuple[int, str]]:
+        sql = "SELECT stamp, message_id FROM pending ORDER BY stamp"
+        return [tuple(row) for row in self.read(sql + (f" LIMIT {int(limit)}" if limit else ""))]  # type: ignore[misc]
+
+    def has_pending(self) -> bool:
+        return bool(self.read("SELECT 1 FROM pending LIMIT 1"))
+
+    def done(self, stamps: list[tuple[int, str]]) -> None:
+        """Drop queue entries the search index took in (unless re-queued since)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("DELETE FROM pending WHERE stamp = ?", [(stamp,) for stamp, _ in stamps])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # -- what search documents are made of -------------------------------------
+    def search_source(self, message_id: str) -> tuple[dict[str, Any], str, list[str]] | None:
+        """A message's summary, its blob and every agent who may see it."""
+        rows = self.read(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m WHERE m.id = ?", (message_id,))
+        if not rows:
+            return None
+        agents = [row[0] for row in self.read("SELECT DISTINCT agent FROM copies WHERE message_id = ?", (message_id,))]
+        return message_row(rows[0]), rows[0][11], agents
+
+    def all_search_sources(self) -> Iterable[tuple[dict[str, Any], str, list[str]]]:
+        """Every message as :meth:`search_source` gives it, in sequence order."""
+        visible: dict[str, list[str]] = {}
+        for agent, mid in self.read("SELECT agent, message_id FROM copies"):
+            visible.setdefault(mid, []).append(agent)
+        for row in self.db.execute(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m ORDER BY m.seq"):
+            yield message_row(row), row[11], sorted(set(visible.get(row[0], [])))
+
+    def message_count(self) -> int:
+        return int(self.read("SELECT count(*) FROM messages")[0][0])

@@ -1,0 +1,269 @@
+"""One project's derived state: metadata, search index, hot-read cache, cursors.
+
+Everything lives under ``<derived>/index-v<FORMAT>/`` (the format version is
+part of the path, so a new format never reads an old one; older folders are
+removed on sight). Any of it may be deleted at any time and is rebuilt from
+the archive.
+
+Catching up (``catch_up``) moves the metadata store from its watermark to the
+tip by tree diff; if the watermark is gone or not an ancestor of the tip
+(history rewritten), the store is resynchronized from the full tree (keeping
+the sequence numbers of records it still holds) and the search index is
+rebuilt beside the old one. Reads catch up first, so they see every commit
+made before they were called; searches do not wait for the search writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from typing import Any, Callable
+
+from gitmail.background import Debounced
+from gitmail.clock import now_ts
+from gitmail.engine import Archive
+from gitmail.errors import invalid, not_found
+
+from . import reads
+from .changes import diff, is_ancestor, listing
+from .meta import FORMAT, Meta, MetaCorrupt
+from .query import parse_query
+from .search import Progress, SearchIndex
+
+_log = logging.getLogger("gitmail.index")
+
+VERSION_DIR = f"index-v{FORMAT}"
+MEMO_ENTRIES = 1024
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a cached answer that the caller may change freely."""
+    if isinstance(value, list):
+        return [_fresh(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _fresh(item) if isinstance(item, (list, dict)) else item for key, item in value.items()}
+    return value
+
+
+class ProjectIndex:
+    """Derived state of one archive, safe to share between threads."""
+
+    def __init__(self, archive: Archive, derived_dir: str):
+        self.archive = archive
+        self.root = os.path.join(derived_dir, VERSION_DIR)
+        _remove_other_versions(derived_dir)
+        self.meta = Meta(os.path.join(self.root, "meta.sqlite"))
+        self.search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
+        self._sync_lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._known_tip: str | None = None  # the tip the metadata store is known to reflect
+        self._memo: dict[Any, Any] = {}
+        self._memo_tip: str | None = None
+        self._search_ready = False
+        self._ensure_lock = threading.Lock()
+        self.worker = Debounced(f"gitmail-index:{os.path.basename(derived_dir)}", self._work, delay=0.002)
+
+    def _blob(self, oid: str) -> bytes:
+        return self.archive.repo[oid].data
+
+    # -- catching up ----------------------------------------------------------
+    def on_commit(self, old_tip: str | None, new_tip: str) -> None:
+        """Archive listener: catch up in the background, never in the committer's way."""
+        self.worker.poke()
+
+    def _work(self) -> None:
+        self.catch_up()
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until background catch-up is idle (for tests and shutdown)."""
+        return self.worker.wait_idle(timeout)
+
+    def catch_up(self, tip: str | None = None) -> str | None:
+        """Bring all derived state up to ``tip`` (default: the archive's tip), now.
+
+        Applies the tree diff from the watermark (or resynchronizes and
+        rebuilds when history was rewritten), then has the search index take
+        in everything queued. Waits for another writer of this process if one
+        is busy.
+        """
+        current = self._sync(tip)
+        self._ensure_search()
+        if self.meta.get_state("search_rebuild") == "1":
+            self._rebuild_search()
+        self.search_index.drain(wait=True)
+        return current
+
+    def _sync(self, tip: str | None = None) -> str | None:
+        target = tip or self.archive.tip()
+        if target == self._known_tip:
+            return target
+        with self._sync_lock:
+            try:
+                reached = self._sync_locked(target)
+            except MetaCorrupt as exc:
+                _log.warning("index metadata of %s is damaged (%s); rebuilding", self.archive.path, exc)
+                self.meta.reset()
+                reached = self._sync_locked(target)
+                self.meta.set_state("search_rebuild", "1")
+            self._known_tip = reached
+        with self._changed:
+            self._changed.notify_all()
+        return reached
+
+    def _sync_locked(self, target: str | None) -> str | None:
+        repo = self.archive.repo
+        for _ in range(8):
+            watermark = self.meta.watermark()
+            if watermark == target:
+                return target
+            if watermark and target and watermark in repo and is_ancestor(repo, target, watermark):
+                return watermark  # asked for an older commit than we already reflect
+            extra = None
+            if watermark and target and watermark in repo and is_ancestor(repo, watermark, target):
+                changes, full = diff(repo, watermark, target), False
+            else:
+                changes, full = listing(repo, target), True
+                if watermark:
+                    extra = {"search_rebuild": "1"}
+            if self.meta.apply(repo, watermark, target, changes, full=full, extra_state=extra):
+                return target
+        raise MetaCorrupt("the watermark kept moving under us")
+
+    def _ensure_search(self, progress: Progress | None = None) -> None:
+        """Check the search index once per process; rebuild it if it is missing or damaged."""
+        if self._search_ready:
+            return
+        with self._ensure_lock:
+            if not self._search_ready:
+                if self.search_index.ensure(progress):
+                    self.meta.set_state("search_rebuild", "0")
+                self._search_ready = True
+
+    def _rebuild_search(self, progress: Progress | None = None) -> int:
+        count = self.search_index.rebuild(progress)
+        self.meta.set_state("search_rebuild", "0")
+        return count
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Resynchronize everything from the tip and rebuild the search index."""
+        with self._sync_lock:
+            repo = self.archive.repo
+            tip = self.archive.tip()
+            watermark = self.meta.watermark()
+            if not self.meta.apply(repo, watermark, tip, listing(repo, tip), full=True):
+                raise MetaCorrupt("another process moved the watermark during a reindex; run it again")
+            self._known_tip = tip
+        self._search_ready = True
+        return self._rebuild_search(progress)
+
+    def wait(self, timeout: float, *, after_seq: int | None = None, poll: float = 0.25) -> int:
+        """Wait until the sequence passes ``after_seq`` (default: its value now).
+
+        Returns the high watermark. Commits made by this process wake waiters
+        at once; changes from elsewhere (pushes, other processes) are noticed
+        within ``poll`` seconds.
+        """
+        start = self.high_watermark() if after_seq is None else after_seq
+        deadline = time.monotonic() + timeout
+        while True:
+            self._sync()
+            current = self.meta.high_watermark()
+            remaining = deadline - time.monotonic()
+            if current > start or remaining <= 0:
+                return current
+            with self._changed:
+                self._changed.wait(min(poll, remaining))
+
+    # -- the cache of hot reads -----------------------------------------------
+    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        tip = self._sync()
+        if self._memo_tip != tip or len(self._memo) > MEMO_ENTRIES:
+            self._memo, self._memo_tip = {}, tip
+        memo = self._memo
+        try:
+            value = memo[key]
+        except KeyError:
+            value = memo[key] = compute()
+        return _fresh(value)
+
+    def inbox(self, agent: str, *, since_ts: str | None = None, urgent_only: bool = False, unread_only: bool = False,
+              topic: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        """An agent's inbox page, newest first (see :func:`reads.inbox`)."""
+        since = reads.normalize_ts(since_ts, "since_ts")
+        reads.check_limit(limit)
+        key = ("inbox", agent, since, bool(urgent_only), bool(unread_only), topic or None, limit)
+        return self._cached(key, lambda: reads.inbox(self.meta, agent, since_ts=since, urgent_only=urgent_only,
+                                                     unread_only=unread_only, topic=topic, limit=limit))
+
+    def outbox(self, agent: str, *, since_ts: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        since = reads.normalize_ts(since_ts, "since_ts")
+        reads.check_limit(limit)
+        return self._cached(("outbox", agent, since, limit),
+                            lambda: reads.outbox(self.meta, agent, since_ts=since, limit=limit))
+
+    def agents(self) -> list[dict[str, Any]]:
+        return self._cached(("agents",), lambda: reads.agents(self.meta))
+
+    def reservations(self, *, active_only: bool = True, now: str | None = None) -> list[dict[str, Any]]:
+        """Reservations; with ``active_only``, those neither released nor expired."""
+        every = self._cached(("reservations",), lambda: reads.reservations(self.meta))
+        if not active_only:
+            return every
+        moment = now or now_ts()
+        return [r for r in every if not r.get("released_ts") and r.get("expires_ts", "") > moment]
+
+    def receipts(self, agent: str) -> dict[str, dict[str, str | None]]:
+        return self._cached(("receipts", agent), lambda: reads.receipts(self.meta, agent))
+
+    def message(self, message_id: str) -> dict[str, Any] | None:
+        return self._cached(("message", message_id), lambda: reads.message(self.meta, message_id))
+
+    # -- cursors --------------------------------------------------------------
+    def messages_after(self, agent: str, after_seq: int = 0, limit: int = 100, *,
+                       include_sent: bool = False) -> list[dict[str, Any]]:
+        """Messages that reached ``agent`` after the cursor ``after_seq``, oldest seen first.
+
+        Each entry carries ``seq``; pass the last one back as the next cursor.
+        """
+        reads.check_limit(limit)
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise invalid(f"after_seq must be a non-negative whole number; got {after_seq!r}", field="after_seq")
+        return self._cached(("after", agent, after_seq, limit, include_sent),
+                            lambda: reads.messages_after(self.meta, agent, after_seq, limit, include_sent))
+
+    def high_watermark(self) -> int:
+        """The highest sequence number handed out in this project so far."""
+        self._sync()
+        return self.meta.high_watermark()
+
+    # -- search ---------------------------------------------------------------
+    def search(self, query: str, limit: int = 20, agent: str | None = None) -> list[dict[str, Any]]:
+        """Messages matching ``query``, best first; scoped to ``agent`` if given."""
+        parsed = parse_query(query)
+        reads.check_limit(limit)
+        self._sync()
+        self._ensure_search()
+        if self.meta.get_state("search_rebuild") == "1":
+            self.worker.poke()  # rebuilt in the background; answer from the old generation meanwhile
+        else:
+            self.search_index.drain(wait=False)  # a busy writer is not waited for
+        if agent is not None and not reads.known_agent(self.meta, agent):
+            raise not_found(f"no agent named {agent!r} in this project; register it first or check the spelling",
+                            agent=agent)
+        return self.search_index.search(parsed, limit, agent)
+
+    def close(self) -> None:
+        self.worker.stop()
+        self.search_index.close()
+
+
+def _remove_other_versions(derived_dir: str) -> None:
+    """Old index formats are never read; delete them."""
+    if not os.path.isdir(derived_dir):
+        return
+    for name in os.listdir(derived_dir):
+        if name.startswith("index-v") and name != VERSION_DIR:
+            shutil.rmtree(os.path.join(derived_dir, name), ignore_errors=True)

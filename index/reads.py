@@ -1,0 +1,127 @@
+"""Hot reads answered from the metadata store.
+
+Inbox pages, the agent directory, reservations, receipts and cursor reads,
+each one indexed SQLite query. :mod:`.cache` keeps their answers per commit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gitmail.clock import format_ts, parse_ts
+from gitmail.errors import invalid
+
+from .meta import MESSAGE_COLUMNS, Meta, message_row
+
+URGENT = ("high", "urgent")
+MAX_LIMIT = 1000
+
+
+def check_limit(limit: int, name: str = "limit") -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1 or limit > MAX_LIMIT:
+        raise invalid(f"{name} must be a whole number from 1 to {MAX_LIMIT}; got {limit!r}", field=name)
+    return limit
+
+
+def normalize_ts(value: str | None, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        return format_ts(parse_ts(value))
+    except ValueError:
+        raise invalid(f"{name} must be an ISO-8601 timestamp with a time zone, like 2026-12-01T08:00:00Z; "
+                      f"got {value!r}", field=name) from None
+
+
+def _kind(entry: dict[str, Any], agent: str) -> str:
+    if agent in entry["to"]:
+        return "to"
+    if agent in entry["cc"]:
+        return "cc"
+    return "bcc"
+
+
+def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: bool = False,
+          unread_only: bool = False, topic: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest messages in an agent's inbox, newest first, with its receipt times."""
+    sql = [f"SELECT {MESSAGE_COLUMNS}, r.read_at, r.acked_at FROM copies c "
+           "JOIN messages m ON m.id = c.message_id "
+           "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = c.message_id "
+           "WHERE c.agent = ? AND c.box = 'inbox'"]
+    args: list[Any] = [agent]
+    if since_ts:
+        sql.append("AND c.created_ts > ?")
+        args.append(since_ts)
+    if urgent_only:
+        sql.append("AND m.importance IN ('high', 'urgent')")
+    if topic:
+        sql.append("AND m.topic = ?")
+        args.append(topic)
+    if unread_only:
+        sql.append("AND r.read_at IS NULL AND r.acked_at IS NULL")
+    sql.append("ORDER BY c.created_ts DESC, c.message_id DESC LIMIT ?")
+    args.append(limit)
+    out = []
+    for row in meta.read(" ".join(sql), args):
+        entry = message_row(row)
+        entry["kind"] = _kind(entry, agent)
+        entry["read_at"], entry["acked_at"] = row[11], row[12]
+        out.append(entry)
+    return out
+
+
+def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest messages an agent sent, newest first, with their bcc lists."""
+    sql = (f"SELECT {MESSAGE_COLUMNS}, c.bcc FROM copies c JOIN messages m ON m.id = c.message_id "
+           "WHERE c.agent = ? AND c.box = 'outbox'" + (" AND c.created_ts > ?" if since_ts else "")
+           + " ORDER BY c.created_ts DESC, c.message_id DESC LIMIT ?")
+    args = [agent, since_ts, limit] if since_ts else [agent, limit]
+    out = []
+    for row in meta.read(sql, args):
+        entry = message_row(row)
+        entry["bcc"] = json.loads(row[11]) if row[11] else []
+        out.append(entry)
+    return out
+
+
+def agents(meta: Meta) -> list[dict[str, Any]]:
+    """Every agent profile (without secrets), by name."""
+    return [json.loads(row[0]) for row in meta.read("SELECT data FROM agents ORDER BY name")]
+
+
+def reservations(meta: Meta) -> list[dict[str, Any]]:
+    """Every reservation record, oldest first."""
+    return [json.loads(row[0]) for row in meta.read("SELECT data FROM reservations ORDER BY id")]
+
+
+def receipts(meta: Meta, agent: str) -> dict[str, dict[str, str | None]]:
+    """An agent's read and ack times by message id."""
+    rows = meta.read("SELECT message_id, read_at, acked_at FROM receipts WHERE agent = ?", (agent,))
+    return {mid: {"read_at": read_at, "acked_at": acked_at} for mid, read_at, acked_at in rows}
+
+
+def messages_after(meta: Meta, agent: str, after_seq: int, limit: int, include_sent: bool) -> list[dict[str, Any]]:
+    """Messages that reached an agent after a cursor, in the order this machine saw them."""
+    boxes = "('inbox', 'outbox')" if include_sent else "('inbox')"
+    rows = meta.read(f"SELECT c.seq, c.box, {MESSAGE_COLUMNS} FROM copies c JOIN messages m ON m.id = c.message_id "
+                     f"WHERE c.agent = ? AND c.box IN {boxes} AND c.seq > ? ORDER BY c.seq LIMIT ?",
+                     (agent, after_seq, limit))
+    out, seen = [], set()
+    for row in rows:
+        entry = message_row(row[2:])
+        if entry["id"] in seen:
+            continue
+        seen.add(entry["id"])
+        entry["seq"], entry["box"] = row[0], row[1]
+        out.append(entry)
+    return out
+
+
+def message(meta: Meta, message_id: str) -> dict[str, Any] | None:
+    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
+    return message_row(rows[0]) if rows else None
+
+
+def known_agent(meta: Meta, name: str) -> bool:
+    return bool(meta.read("SELECT 1 FROM agents WHERE name = ?", (name,)))

@@ -1,0 +1,379 @@
+"""The Whoosh search index of one project: generations, one writer, open searchers.
+
+Layout under the project's derived folder::
+
+    search/current -> gen-<stamp>     symlink naming the live generation
+    search/gen-<stamp>/whoosh/        the Whoosh index (non-compound segments)
+    search/gen-<stamp>/readers.lock   shared-locked by every process reading it
+    search/gen-<stamp>/info.json      format and the watermark it reflects
+
+A rebuild writes a new generation beside the live one and swaps the symlink
+atomically; searches keep using the old generation meanwhile, and it is
+deleted only once no process holds its ``readers.lock``.
+
+One writer per index: the writer lock is taken without waiting, so a search
+never stands behind a commit; if another thread or process is writing, the
+search answers from the searcher it has. Searchers are opened fresh after
+each commit rather than refreshed (whoosh-reloaded's ``refresh`` can keep
+segments a merge already absorbed, giving duplicate hits).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from typing import Any, Callable
+
+from whoosh import index as windex
+from whoosh import query as wq
+from whoosh.highlight import ContextFragmenter, Formatter, get_text
+from whoosh.writing import LockError
+
+from . import parse
+from .meta import Meta
+from .schema import SCHEMA, document
+
+_log = logging.getLogger("gitmail.index")
+
+FORMAT = 1
+BATCH = 2000  # documents per incremental commit
+MERGE_AT = 8  # segments before an incremental commit also merges small segments
+SNIPPET_CHARS = 160
+
+BlobReader = Callable[[str], bytes]
+Progress = Callable[[int, int], None]
+
+
+class IndexBroken(Exception):
+    """The live generation cannot be read; it must be rebuilt."""
+
+
+class _Bold(Formatter):
+    """Marks matched words as Markdown bold."""
+
+    between = " … "
+
+    def format_token(self, text: str, token: Any, replace: bool = False) -> str:
+        return f"**{get_text(text, token, replace)}**"
+
+
+class _Reader:
+    """An open searcher on one generation, shared by searches until replaced."""
+
+    def __init__(self, gen_dir: str):
+        self.gen_dir = gen_dir
+        self.lock_fd = _share(gen_dir)
+        try:
+            self.ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
+            self.searcher = self.ix.searcher()
+        except BaseException:
+            os.close(self.lock_fd)
+            raise
+        self.refs = 0
+        self.use = threading.Lock()  # one search at a time per searcher
+        self.closed = False
+
+    def current(self, live: str | None) -> bool:
+        return live == self.gen_dir and self.searcher.up_to_date()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.searcher.close()
+        finally:
+            os.close(self.lock_fd)
+
+
+def _share(gen_dir: str) -> int:
+    fd = os.open(os.path.join(gen_dir, "readers.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+class SearchIndex:
+    """The search side of one project's derived state."""
+
+    def __init__(self, root: str, meta: Meta, read_blob: BlobReader):
+        self.root = root
+        self.meta = meta
+        self.read_blob = read_blob
+        os.makedirs(root, exist_ok=True)
+        self._mu = threading.Lock()  # guards _reader
+        self._reader: _Reader | None = None
+        self._write = threading.Lock()  # the one in-process writer
+        self.commits = 0
+
+    # -- generations ----------------------------------------------------------
+    @property
+    def _link(self) -> str:
+        return os.path.join(self.root, "current")
+
+    def live_dir(self) -> str | None:
+        try:
+            return os.path.join(self.root, os.readlink(self._link))
+        except OSError:
+            return None
+
+    def _check(self, gen_dir: str | None) -> None:
+        """Raise IndexBroken unless ``gen_dir`` is a readable index of our format."""
+        if gen_dir is None or not os.path.isdir(gen_dir):
+            raise IndexBroken("no live generation")
+        try:
+            with open(os.path.join(gen_dir, "info.json"), encoding="utf-8") as handle:
+                info = json.load(handle)
+            if info.get("format") != FORMAT:
+                raise IndexBroken(f"format {info.get('format')} is not {FORMAT}")
+            ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
+            with ix.searcher() as searcher:
+                count = searcher.doc_count()
+                # Read every stored document once, so damaged segment files show now.
+                for _ in searcher.all_stored_fields():
+                    pass
+        except IndexBroken:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever Whoosh raises on damaged files
+            raise IndexBroken(f"{type(exc).__name__}: {exc}") from None
+        if not self.meta.has_pending() and count != self.meta.message_count():
+            raise IndexBroken(f"holds {count} messages, the metadata {self.meta.message_count()}")
+
+    def ensure(self, progress: Progress | None = None) -> bool:
+        """Make sure a sound live generation exists; rebuild it if not (True then)."""
+        try:
+            self._check(self.live_dir())
+            return False
+        except IndexBroken as exc:
+            if self.live_dir() is not None:
+                _log.warning("search index %s needs a rebuild: %s", self.root, exc)
+            self.rebuild(progress)
+            return True
+
+    def _new_generation(self) -> tuple[str, int]:
+        name = f"gen-{time.time_ns():020d}-{os.getpid()}"
+        gen_dir = os.path.join(self.root, name)
+        os.makedirs(os.path.join(gen_dir, "whoosh"))
+        return gen_dir, _share(gen_dir)
+
+    def _swap(self, gen_dir: str) -> None:
+        tmp = f"{self._link}.{os.getpid()}.{threading.get_ident()}"
+        os.symlink(os.path.basename(gen_dir), tmp)
+        os.replace(tmp, self._link)
+
+    def collect(self) -> None:
+        """Delete generations that are not live and that no process reads."""
+        live = self.live_dir()
+        for name in os.listdir(self.root):
+            path = os.path.join(self.root, name)
+            if not name.startswith("gen-") or path == live:
+                continue
+            try:
+                fd = os.open(os.path.join(path, "readers.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # someone still reads (or builds) it
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+            finally:
+                os.close(fd)
+
+    # -- writing --------------------------------------------------------------
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Build a new generation from the metadata store and swap it in."""
+        with self._write:
+            gen_dir, lock_fd = self._new_generation()
+            try:
+                watermark = self.meta.watermark()
+                total = self.meta.message_count()
+                ix = windex.create_in(os.path.join(gen_dir, "whoosh"), SCHEMA)
+                writer = ix.writer(limitmb=128, compound=False)
+                done = 0
+                try:
+                    for summary, blob, agents in self.meta.all_search_sources():
+                        writer.add_document(**self._document(summary, blob, agents))
+                        done += 1
+                        if progress and done % 500 == 0:
+                            progress(done, total)
+                    writer.commit(optimize=True)
+                except BaseException:
+                    writer.cancel()
+                    raise
+                self._apply_pending(ix)
+                with ix.searcher() as searcher:
+                    done = searcher.doc_count()
+                self._write_info(gen_dir, watermark)
+                self._swap(gen_dir)
+                if progress:
+                    progress(done, done)
+            finally:
+                os.close(lock_fd)
+        self._open_reader()
+        self.collect()
+        return done
+
+    def _write_info(self, gen_dir: str, watermark: str | None) -> None:
+        tmp = os.path.join(gen_dir, "info.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"format": FORMAT, "watermark": watermark}, handle)
+        os.replace(tmp, os.path.join(gen_dir, "info.json"))
+
+    def _document(self, summary: dict[str, Any], blob: str, agents: list[str]) -> dict[str, Any]:
+        try:
+            body = parse.front_matter(self.read_blob(blob))[1]
+        except (parse.Unreadable, KeyError):
+            body = ""
+        return document(summary, blob, body, agents)
+
+    def _apply_pending(self, ix: windex.Index) -> int:
+        """Take queued message changes into ``ix``, in batches; returns how many."""
+        applied = 0
+        while True:
+            items = self.meta.pending(BATCH)
+            if not items:
+                return applied
+            writer = ix.writer(compound=False)
+            try:
+                for _, mid in items:
+                    source = self.meta.search_source(mid)
+                    if source is None:
+                        writer.delete_by_term("id", mid)
+                    else:
+                        writer.update_document(**self._document(*source))
+                merge = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
+                writer.commit(merge=merge)
+            except BaseException:
+                writer.cancel()
+                raise
+            self.commits += 1
+            self.meta.done(items)
+            applied += len(items)
+
+    def drain(self, *, wait: bool = False) -> int | None:
+        """Apply the queued changes to the live generation.
+
+        Returns how many were applied, or None if another writer is busy
+        (then it will apply them). Rebuilds the index if it is unreadable.
+        """
+        if not self._write.acquire(blocking=wait):
+            return None
+        rebuild = False
+        try:
+            gen_dir = self.live_dir()
+            if gen_dir is None or not os.path.isdir(gen_dir):
+                rebuild = True
+            elif not self.meta.has_pending():
+                return 0
+            else:
+                watermark = self.meta.watermark()
+                try:
+                    ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
+                    applied = self._apply_pending(ix)
+                except LockError:
+                    return None  # another process writes this generation
+                except Exception as exc:  # noqa: BLE001 - damaged files: rebuild below
+                    _log.warning("search index %s failed while writing (%s); rebuilding", gen_dir, exc)
+                    rebuild = True
+                else:
+                    self._write_info(gen_dir, watermark)
+        finally:
+            self._write.release()
+        if rebuild:
+            return self.rebuild()
+        self._open_reader()
+        return applied
+
+    # -- reading --------------------------------------------------------------
+    def _open_reader(self) -> None:
+        """Replace the shared searcher with a fresh one on the live generation."""
+        live = self.live_dir()
+        if live is None:
+            return
+        fresh = _Reader(live)
+        with self._mu:
+            old, self._reader = self._reader, fresh
+            if old is not None and old.refs == 0:
+                old.close()
+
+    def _acquire(self) -> _Reader:
+        with self._mu:
+            reader = self._reader
+            live = self.live_dir()
+            if reader is None or not reader.current(live):
+                if live is None:
+                    raise IndexBroken("no live generation")
+                fresh = _Reader(live)
+                if reader is not None and reader.refs == 0:
+                    reader.close()
+                self._reader = reader = fresh
+            reader.refs += 1
+            return reader
+
+    def _release(self, reader: _Reader) -> None:
+        with self._mu:
+            reader.refs -= 1
+            if reader.refs == 0 and reader is not self._reader:
+                reader.close()
+
+    def search(self, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
+        """Best matches first, each with a short highlighted snippet."""
+        for attempt in (1, 2):
+            try:
+                reader = self._acquire()
+                try:
+                    with reader.use:
+                        return self._run(reader, query, limit, agent)
+                finally:
+                    self._release(reader)
+            except Exception as exc:  # noqa: BLE001 - a damaged index is rebuilt, then asked again
+                if attempt == 2:
+                    raise
+                _log.warning("search index %s failed to answer (%s: %s); rebuilding", self.root,
+                             type(exc).__name__, exc)
+                self.rebuild()
+        raise AssertionError("unreachable")
+
+    def _run(self, reader: _Reader, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
+        scope = wq.Term("visible", agent.lower()) if agent else None
+        results = reader.searcher.search(query, limit=limit, filter=scope)
+        results.fragmenter = ContextFragmenter(maxchars=SNIPPET_CHARS, surround=50)
+        results.formatter = _Bold()
+        out = []
+        for hit in results:
+            data = hit["data"]
+            try:
+                body = parse.front_matter(self.read_blob(data["blob"]))[1]
+            except (parse.Unreadable, KeyError):
+                body = ""
+            snippet = hit.highlights("body", text=body, top=1) if body else ""
+            if not snippet:
+                flat = " ".join(body.split())
+                snippet = flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
+            out.append({
+                "id": hit["id"], "subject": data["subject"], "importance": data["importance"],
+                "ack_required": data["ack_required"], "created_ts": data["created_ts"],
+                "thread_id": data["thread_id"], "from": data["from"], "topic": data["topic"],
+                "score": round(float(hit.score), 4), "snippet": snippet,
+            })
+        return out
+
+    def segment_count(self) -> int:
+        reader = self._acquire()
+        try:
+            return len(reader.ix._segments())  # noqa: SLF001
+        finally:
+            self._release(reader)
+
+    def close(self) -> None:
+        with self._mu:
+            if self._reader is not None and self._reader.refs == 0:
+                self._reader.close()
+            self._reader = None

@@ -1,0 +1,56 @@
+"""Writing agents and messages straight through the engine, for index tests.
+
+The layout is the one the records define: the canonical message (no bcc), an
+inbox copy for every recipient and the sender's outbox copy (with bcc).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gitmail import Agent, Change, Message, new_id
+from gitmail.clock import HLC, format_ts, now_ts
+from gitmail.records import inbox_path, outbox_path
+
+
+def message(sender: str, to: list[str], subject: str, body: str = "", *, cc: tuple[str, ...] = (),
+            bcc: tuple[str, ...] = (), importance: str = "normal", topic: str | None = None,
+            thread_id: str | None = None, when: dt.datetime | None = None) -> Message:
+    moment = when or dt.datetime.now(dt.timezone.utc)
+    mid = new_id(int(moment.timestamp() * 1000))
+    return Message(id=mid, thread_id=thread_id or mid, sender=sender, subject=subject, created_ts=format_ts(moment),
+                   to=list(to), cc=list(cc), bcc=list(bcc), importance=importance, topic=topic, body=body)
+
+
+def put_message(change: Change, msg: Message) -> Change:
+    public = msg.public_copy()
+    change.put_record(public)
+    for name in dict.fromkeys(msg.to + msg.cc + msg.bcc):
+        change.put(inbox_path(name, msg.id), public)
+    change.put(outbox_path(msg.sender, msg.id), msg)
+    return change
+
+
+def send(archive, msg: Message) -> str:
+    """Commit one message; returns the commit."""
+    return archive.transact(lambda snap: put_message(Change(f"{msg.sender} sent {msg.id}", author=msg.sender), msg)).commit
+
+
+def send_many(archive, msgs: list[Message]) -> str:
+    """Commit several messages in one commit."""
+    def fn(snap):
+        change = Change(f"{len(msgs)} messages")
+        for msg in msgs:
+            put_message(change, msg)
+        return change
+    return archive.transact(fn).commit
+
+
+def register(archive, *names: str) -> str:
+    def fn(snap):
+        change = Change(f"register {', '.join(names)}")
+        for name in names:
+            change.put_record(Agent(id=new_id(), name=name, program="test", model="test", inception_ts=now_ts(),
+                                    hlc=HLC(1, 0, "test"), token_hash="secret-hash"))
+        return change
+    return archive.transact(fn).commit

@@ -1,0 +1,192 @@
+"""Search semantics: operators, field filters, dates, scoping, snippets, bad queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from gitmail import GitmailError
+from gitmail.errors import INVALID_ARGUMENT, NOT_FOUND
+from gitmail.index import indexer_for, search_messages
+
+from .index_helpers import message, register, send, send_many
+
+PROJECT = "/work/projects/search"
+UTC = dt.timezone.utc
+DAY1 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+DAY2 = dt.datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def corpus(store):
+    archive = store.archive(PROJECT, create=True)
+    register(archive, "Blue", "Green", "Red", "Gray")
+    msgs = {
+        "plan": message("Blue", ["Green"], "Build plan for the release", "The build plan covers the database "
+                        "migration and the new users table.", when=DAY1, thread_id="TKT-1", topic="release"),
+        "users": message("Green", ["Blue"], "Re: Build plan", "Plan looks fine but users need a backfill first.",
+                         cc=("Gray",), when=DAY1 + dt.timedelta(hours=1), thread_id="TKT-1", topic="release"),
+        "outage": message("Red", ["Blue", "Green"], "Deployment outage", "Production deployment failed; rolling "
+                          "back now.", importance="urgent", when=DAY2, topic="ops"),
+        "secret": message("Gray", ["Green"], "Quiet note", "The migrations dashboard password rotates Friday.",
+                          bcc=("Red",), importance="high", when=DAY2 + dt.timedelta(minutes=5)),
+    }
+    send_many(archive, list(msgs.values()))
+    return {key: msg.id for key, msg in msgs.items()}
+
+
+def ids(results):
+    return {r["id"] for r in results}
+
+
+def search(store, query, **kw):
+    return search_messages(store, PROJECT, query, **kw)
+
+
+def test_terms_are_anded_and_case_insensitive(store, corpus):
+    assert ids(search(store, "PLAN")) == {corpus["plan"], corpus["users"]}
+    assert ids(search(store, "plan backfill")) == {corpus["users"]}
+    assert ids(search(store, "plan AND backfill")) == {corpus["users"]}
+
+
+def test_or_not_and_grouping(store, corpus):
+    assert ids(search(store, "backfill OR outage")) == {corpus["users"], corpus["outage"]}
+    assert ids(search(store, "plan NOT backfill")) == {corpus["plan"]}
+    assert ids(search(store, "plan -backfill")) == {corpus["plan"]}
+    assert ids(search(store, "(backfill OR outage) AND users")) == {corpus["users"]}
+    everything_but = ids(search(store, "NOT plan"))
+    assert everything_but == {corpus["outage"], corpus["secret"]}
+
+
+def test_phrase_differs_from_words(store, corpus):
+    assert ids(search(store, '"build plan"')) == {corpus["plan"], corpus["users"]}
+    assert ids(search(store, '"plan build"')) == set()
+    assert ids(search(store, '"users table"')) == {corpus["plan"]}
+
+
+def test_prefix(store, corpus):
+    assert ids(search(store, "migrat*")) == {corpus["plan"], corpus["secret"]}
+    assert ids(search(store, "deploy*")) == {corpus["outage"]}
+
+
+def test_field_filters(store, corpus):
+    assert ids(search(store, "from:green")) == {corpus["users"]}
+    assert ids(search(store, "to:Blue")) == {corpus["users"], corpus["outage"]}
+    assert ids(search(store, "to:gray")) == {corpus["users"]}  # cc counts as a recipient
+    assert ids(search(store, "to:red")) == set()  # bcc is never exposed through to:
+    assert ids(search(store, "subject:plan")) == {corpus["plan"], corpus["users"]}
+    assert ids(search(store, "subject:backfill")) == set()
+    assert ids(search(store, 'body:"rolling back"')) == {corpus["outage"]}
+    assert ids(search(store, "thread:tkt-1")) == {corpus["plan"], corpus["users"]}
+    assert ids(search(store, "topic:ops")) == {corpus["outage"]}
+    assert ids(search(store, "importance:urgent")) == {corpus["outage"]}
+    assert ids(search(store, "importance:high OR importance:urgent")) == {corpus["outage"], corpus["secret"]}
+    assert ids(search(store, "from:gr*")) == {corpus["users"], corpus["secret"]}  # Green and Gray
+
+
+def test_date_ranges(store, corpus):
+    early = {corpus["plan"], corpus["users"]}
+    late = {corpus["outage"], corpus["secret"]}
+    assert ids(search(store, "created:2026-11-02")) == early
+    assert ids(search(store, "created:2026-11")) == early | late
+    assert ids(search(store, "created:>2026-11-02")) == late
+    assert ids(search(store, "created:>=2026-11-02")) == early | late
+    assert ids(search(store, "created:<2026-11-20")) == early
+    assert ids(search(store, "created:<=2026-11-20")) == early | late
+    assert ids(search(store, "created:[2026-11-01 TO 2026-11-10]")) == early
+    assert ids(search(store, "created:2026-11-15..2026-12")) == late
+    assert ids(search(store, "created:2026-11-20T15:30:00Z")) == {corpus["outage"]}
+    assert ids(search(store, "plan created:2026-11-20")) == set()
+
+
+def test_results_are_ranked_and_shaped(store, corpus):
+    dense = message("Blue", ["Green"], "Kiwi harvest plan", "Kiwi kiwi: the kiwi crop is in.")
+    sparse = message("Green", ["Blue"], "Weekly notes", "Many words about many things, " * 20 + "and one kiwi.")
+    send_many(store.archive(PROJECT), [sparse, dense])
+    ranked = search(store, "kiwi")
+    assert [r["id"] for r in ranked] == [dense.id, sparse.id]
+    assert ranked[0]["score"] > ranked[1]["score"]
+    results = search(store, "plan")
+    first = next(r for r in results if r["id"] == corpus["plan"])
+    assert set(first) >= {"id", "subject", "importance", "ack_required", "created_ts", "thread_id", "from", "snippet"}
+    assert first["subject"] == "Build plan for the release"
+    assert first["thread_id"] == "TKT-1" and first["from"] == "Blue"
+    assert "**plan**" in first["snippet"] and len(first["snippet"]) < 300
+    assert search(store, "plan", limit=1) == results[:1]
+
+
+def test_snippet_without_body_match_shows_the_start(store, corpus):
+    [hit] = search(store, "subject:outage")
+    assert hit["snippet"].startswith("Production deployment failed")
+
+
+def test_scoping_to_an_agent(store, corpus):
+    # Red sent the outage and is a bcc recipient of the secret note.
+    assert ids(search(store, "migrations OR outage", agent_name="Red")) == {corpus["outage"], corpus["secret"]}
+    # Blue sent the plan and received users and outage; never saw the secret note.
+    assert ids(search(store, "migrat* OR plan OR outage", agent_name="Blue")) == {
+        corpus["plan"], corpus["users"], corpus["outage"]}
+    # Gray got users by cc and sent the secret note.
+    assert ids(search(store, "plan OR quiet", agent_name="Gray")) == {corpus["users"], corpus["secret"]}
+    with pytest.raises(GitmailError) as info:
+        search(store, "plan", agent_name="Nobody")
+    assert info.value.code == NOT_FOUND
+
+
+@pytest.mark.parametrize("query, column, words", [
+    ('"unclosed phrase', 1, "never closed"),
+    ("(plan OR users", 1, "never closed"),
+    ("plan)", 5, "no matching"),
+    ("plan AND", 6, "needs something after"),
+    ("OR plan", 1, "needs a term before"),
+    ("plan OR OR users", 9, "needs a term before"),
+    ("colour:red", 1, "unknown field"),
+    ("from:", 1, "needs a value"),
+    ("importance:huge", 1, "importance must be one of"),
+    ("created:2026-13-40", 1, "not a date"),
+    ("created:[2026-01-01 2026-02-01]", 1, "date range"),
+    ("created:[2026-01-01 TO", 9, "never closed"),
+    ("p*", 1, "prefix"),
+    ("mi*d", 1, "only at the end"),
+    ("()", 1, "empty parentheses"),
+    ("subject:[2026 TO 2027]", 1, "only with created"),
+    ("plan ...", 6, "no letters or digits"),
+])
+def test_malformed_queries_say_where(store, corpus, query, column, words):
+    with pytest.raises(GitmailError) as info:
+        search(store, query)
+    assert info.value.code == INVALID_ARGUMENT
+    assert f"column {column}" in info.value.message, info.value.message
+    assert words in info.value.message
+    assert info.value.data["column"] == column
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_empty_query_is_refused(store, corpus, query):
+    with pytest.raises(GitmailError) as info:
+        search(store, query)
+    assert info.value.code == INVALID_ARGUMENT and "empty" in info.value.message
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1001, "5", True])
+def test_bad_limit_is_refused(store, corpus, limit):
+    with pytest.raises(GitmailError) as info:
+        search(store, "plan", limit=limit)
+    assert info.value.code == INVALID_ARGUMENT and "limit" in info.value.message
+
+
+def test_unknown_project_is_not_found(store):
+    with pytest.raises(GitmailError) as info:
+        search_messages(store, "/no/such/project", "plan")
+    assert info.value.code == NOT_FOUND
+
+
+def test_a_sent_message_is_searchable_without_waiting(store, corpus):
+    archive = store.archive(PROJECT)
+    index = indexer_for(store).project(PROJECT)
+    index.search("plan")
+    msg = message("Blue", ["Green"], "Zebra crossing", "Fresh words: quokka")
+    send(archive, msg)
+    # With no other writer busy, a search takes in what is queued before answering.
+    assert ids(index.search("quokka")) == {msg.id}
