@@ -251,6 +251,35 @@ class Archive:
         self._settle(batch, attempt)
         return True
 
+    def advance(self, expected: str | None, new: str) -> bool:
+        """Move main from ``expected`` to the existing commit ``new`` by compare-and-swap.
+
+        This is how a sync fast-forwards to a fetched commit that already
+        contains the local tip. False (nothing changed) if main is no longer
+        at ``expected`` or git holds its lock right now; listeners hear about
+        the move like about a commit.
+        """
+        with _FileLock(self._lock_path):
+            repo = self.repo
+            ref = _lookup(repo)
+            if (str(ref.target) if ref is not None else None) != expected:
+                return False
+            try:
+                if ref is None:
+                    repo.references.create(MAIN, pygit2.Oid(hex=new), force=False)
+                else:
+                    ref.set_target(pygit2.Oid(hex=new), "gitmail: fast-forward")
+            except (pygit2.AlreadyExistsError, pygit2.GitError, OSError):  # moved or locked meanwhile
+                return False
+            if self.durable:
+                self._sync_ref()
+        for listener in self._listeners:
+            try:
+                listener(expected, new)
+            except Exception:  # noqa: BLE001 - the move stands; derived state catches up later
+                _log.exception("commit listener failed after %s", new)
+        return True
+
     @staticmethod
     def _settle(batch: list[_Pending], attempt: int) -> None:
         for item in batch:

@@ -36,6 +36,7 @@ AGENT_STATUS = ("active", "retired", "deregistered")
 CONTACT_POLICIES = ("open", "auto", "contacts_only", "block_all")
 CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
 ATTACHMENT_POLICIES = ("auto", "inline", "file")
+CONFLICT_ENCODINGS = ("utf-8", "base64")
 
 R = TypeVar("R", bound="Record")
 
@@ -486,6 +487,28 @@ class Summary(Record):
         return summary_path(self.id)
 
 
+@dataclass
+class Conflict(Record):
+    """Two different files met at one immutable path during a merge.
+
+    The merge keeps one version at the path (chosen the same way on every
+    machine) and parks the other here, so nothing is lost and a human can
+    see and settle it. ``content`` is the other version's text, or base64 of
+    its bytes when it is not text (``encoding``).
+    """
+
+    KIND: ClassVar[str] = "conflict"
+    LOCATED_BY: ClassVar[str] = "file"
+    file: str = _spec("str", max_len=1024)
+    kept_blob: str = _spec("str", max_len=40)
+    other_blob: str = _spec("str", max_len=40)
+    encoding: str = _spec("choice", choices=CONFLICT_ENCODINGS)
+    content: str = _spec("text", default="", max_len=4 * MAX_BODY_BYTES)
+
+    def path(self) -> str:
+        return conflict_path(self.file, self.other_blob)
+
+
 # -- paths --------------------------------------------------------------------
 
 def agent_dir(name: str) -> str:
@@ -514,6 +537,10 @@ def contact_path(requester: str, target: str) -> str:
 
 def reservation_path(reservation_id: str) -> str:
     return f"reservations/{day_shard(reservation_id)}/{reservation_id}.yaml"
+
+
+def conflict_path(file: str, other_blob: str) -> str:
+    return f"conflicts/{file}/{other_blob}.yaml"
 
 
 def tombstone_path(message_id: str) -> str:
@@ -546,6 +573,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^agents/{_NAME}/journal/{_DAY}/{_ID}\.md$"), JournalEntry, "journal"),
     (re.compile(rf"^contacts/{_NAME}/{_NAME}\.yaml$"), Contact, "contact"),
     (re.compile(rf"^reservations/{_DAY}/{_ID}\.yaml$"), Reservation, "reservation"),
+    (re.compile(r"^conflicts/.+/[0-9a-f]{40}\.yaml$"), Conflict, "conflict"),
     (re.compile(rf"^tombstones/{_DAY}/{_ID}\.yaml$"), Tombstone, "tombstone"),
     (re.compile(rf"^agents/{_NAME}/idempotency/{_DAY}/[0-9a-f]{{64}}\.yaml$"), IdempotencyKey, "idempotency"),
     (re.compile(rf"^agents/{_NAME}/held/{_DAY}/{_ID}\.md$"), HeldMessage, "held"),

@@ -1,0 +1,379 @@
+"""How two versions of an archive become one: the merge rules, per record type.
+
+Every machine that merges the same two commits computes the same tree, so
+archives converge however their syncs interleave. The rules follow what each
+record means (see :func:`merge_file`); files changed on one side only take
+that side, exactly as git's own three-way merge would, so a plain ``git pull``
+with the gitmail merge driver (which calls :func:`merge_file` for the files
+changed on both sides) and ``gitmail sync`` build the same tree.
+
+Nothing is dropped. When two different files meet at a path that no rule can
+settle (two versions of an immutable message, say) the version with the
+smaller blob id stays at the path on every machine and the other one is
+parked in a :class:`~gitmail.records.Conflict` record under ``conflicts/``,
+which the sync reports.
+
+Tombstones make purges stick: a message named by a tombstone (its canonical
+file, every inbox and outbox copy, every receipt) is removed from the merged tree, even
+when the other side still had it or has just brought in a copy.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pygit2
+
+from .clock import HLC
+from .errors import GitmailError
+from .objects import BLOB, object_id
+from .records import (
+    Agent,
+    Conflict,
+    Contact,
+    HeldMessage,
+    Project,
+    Receipt,
+    Record,
+    Reservation,
+    Seat,
+    classify,
+    message_path,
+    tombstone_path,
+)
+
+# Roles whose files never change once written: both sides can only add them.
+IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "idempotency",
+                             "summary", "conflict", "attachment"})
+# Roles whose records carry a hybrid logical clock that merges must observe.
+CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat"})
+# Files a tombstone removes: the message, its copies and its receipts, named by the message id.
+_MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
+_HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
+_ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
+
+
+def role_of(path: str) -> str | None:
+    """The record role of ``path`` (``attachment`` for attachment files), or None for other files."""
+    if path.startswith("attachments/"):
+        return "attachment"
+    kind = classify(path)
+    return kind[0] if kind else None
+
+
+def blob_hex(data: bytes) -> str:
+    """The id git gives a file with these bytes."""
+    return object_id(BLOB, data).hex()
+
+
+def clock_of(data: bytes | None) -> HLC | None:
+    """The hybrid clock reading in a clocked record's bytes, without a full parse."""
+    if not data:
+        return None
+    match = _HLC_LINE.search(data)
+    if not match:
+        return None
+    try:
+        return HLC.parse(match.group(1).decode("utf-8", "replace").strip())
+    except ValueError:
+        return None
+
+
+@dataclass
+class FileMerge:
+    """The merged content of one path (None: the file is gone) and a conflict record to add, if any."""
+
+    content: bytes | None
+    conflict: Conflict | None = None
+
+
+# -- one file -------------------------------------------------------------------
+
+def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> FileMerge:
+    """Merge three versions of the file at ``path``; None means absent.
+
+    The same arguments give the same answer on every machine, and swapping
+    ``ours`` and ``theirs`` gives the same content (commutative), which is
+    what makes syncs in any order converge.
+    """
+    if ours == theirs:
+        return FileMerge(ours)
+    if ours == base:
+        return FileMerge(theirs)
+    if theirs == base:
+        return FileMerge(ours)
+    role = role_of(path)
+    if ours is None or theirs is None:
+        # Changed on one side, deleted on the other. A held message disappears
+        # when it is delivered, and delivery is final; anything else keeps the
+        # version that still exists, so no write is lost.
+        if role == "held":
+            return FileMerge(None)
+        return FileMerge(ours if ours is not None else theirs)
+    resolver = _RESOLVERS.get(role or "")
+    if resolver is not None:
+        try:
+            merged = resolver(path, base, ours, theirs)
+        except GitmailError:
+            merged = None  # a side does not parse: fall back to keeping both
+        if merged is not None:
+            return FileMerge(merged)
+    return _keep_both(path, ours, theirs)
+
+
+def _keep_both(path: str, ours: bytes, theirs: bytes) -> FileMerge:
+    """The smaller blob stays at the path; the other is parked in a conflict record."""
+    ours_id, theirs_id = blob_hex(ours), blob_hex(theirs)
+    kept, kept_id, other, other_id = ((ours, ours_id, theirs, theirs_id) if ours_id < theirs_id
+                                      else (theirs, theirs_id, ours, ours_id))
+    try:
+        text, encoding = other.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = "", "base64"
+    conflict = Conflict(file=path, kept_blob=kept_id, other_blob=other_id, encoding=encoding, content=text)
+    if encoding == "utf-8":
+        try:
+            if Conflict.from_bytes(conflict.to_bytes(), conflict.path()).content != text:
+                raise ValueError("text does not survive YAML")
+        except (GitmailError, ValueError):
+            conflict.encoding = "base64"
+    if conflict.encoding == "base64":
+        conflict.content = base64.b64encode(other).decode("ascii")
+    return FileMerge(kept, conflict)
+
+
+def _parse(record_type: type[Record], path: str, *versions: bytes | None) -> list[Any]:
+    return [None if data is None else record_type.from_bytes(data, path) for data in versions]
+
+
+def _later(ours: Record, ours_bytes: bytes, theirs: Record, theirs_bytes: bytes) -> bool:
+    """True when ours is the later write: higher clock, then larger bytes (a total order)."""
+    return (ours.hlc, ours_bytes) > (theirs.hlc, theirs_bytes)  # type: ignore[attr-defined]
+
+
+def _last_writer(record_type: type[Record]) -> Callable[..., bytes]:
+    def resolve(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+        mine, other = _parse(record_type, path, ours, theirs)
+        return ours if _later(mine, ours, other, theirs) else theirs
+    return resolve
+
+
+def _per_field(record_type: type[Record]) -> Callable[..., bytes]:
+    """Last writer wins per field: a field changed on one side only keeps that change."""
+
+    def resolve(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+        old, mine, other = _parse(record_type, path, base, ours, theirs)
+        ours_later = _later(mine, ours, other, theirs)
+        values = {}
+        for f in dataclasses.fields(record_type):
+            a, b = getattr(mine, f.name), getattr(other, f.name)
+            if f.name == "hlc":
+                values[f.name] = max(a, b)
+            elif a == b:
+                values[f.name] = a
+            elif old is not None and a == getattr(old, f.name):
+                values[f.name] = b
+            elif old is not None and b == getattr(old, f.name):
+                values[f.name] = a
+            else:
+                values[f.name] = a if ours_later else b
+        return record_type(**values).to_bytes()
+
+    return resolve
+
+
+def _earliest(a: str | None, b: str | None) -> str | None:
+    present = [value for value in (a, b) if value]
+    return min(present) if present else None
+
+
+def _receipt(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """The earliest read and the earliest acknowledgement win."""
+    mine, other = _parse(Receipt, path, ours, theirs)
+    merged = dataclasses.replace(mine, hlc=max(mine.hlc, other.hlc),
+                                 read_at=_earliest(mine.read_at, other.read_at),
+                                 acked_at=_earliest(mine.acked_at, other.acked_at))
+    return merged.to_bytes()
+
+
+def _reservation(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Last writer wins, except that a release is final."""
+    mine, other = _parse(Reservation, path, ours, theirs)
+    if bool(mine.released_ts) != bool(other.released_ts):
+        return ours if mine.released_ts else theirs
+    return ours if _later(mine, ours, other, theirs) else theirs
+
+
+def _seat(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """The highest epoch wins (fencing); equal epochs fall back to the clock."""
+    mine, other = _parse(Seat, path, ours, theirs)
+    if mine.epoch != other.epoch:
+        return ours if mine.epoch > other.epoch else theirs
+    return ours if _later(mine, ours, other, theirs) else theirs
+
+
+def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """A held message only ever loses awaited recipients and gains refusals."""
+    old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
+    order = (old or mine).awaiting
+    awaiting = [name for name in order if name in mine.awaiting and name in other.awaiting]
+    denied = sorted(set(mine.denied) | set(other.denied))
+    return dataclasses.replace(mine, awaiting=awaiting, denied=denied).to_bytes()
+
+
+_RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
+    "project": _per_field(Project),
+    "agent": _per_field(Agent),
+    "contact": _last_writer(Contact),
+    "receipt": _receipt,
+    "reservation": _reservation,
+    "seat": _seat,
+    "held": _held,
+}
+
+
+# -- whole trees ------------------------------------------------------------------
+
+@dataclass
+class TreeMerge:
+    """A merge of ``theirs`` into ``ours``: edits to apply to ours, and what it found."""
+
+    base: str | None
+    edits: dict[str, bytes | None] = field(default_factory=dict)
+    conflicts: list[Conflict] = field(default_factory=list)
+    incoming: Counter = field(default_factory=Counter)  # files taken in, by role
+    newest_clock: HLC | None = None
+
+    def observe(self, data: bytes | None) -> None:
+        seen = clock_of(data)
+        if seen is not None and (self.newest_clock is None or seen > self.newest_clock):
+            self.newest_clock = seen
+
+
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, str | None]:
+    """Files that differ from ``old`` to ``new``: path -> new blob id, or None if deleted."""
+    if new is None and old is None:
+        return {}
+    if old is None:
+        diff = new.diff_to_tree(swap=True)  # type: ignore[union-attr]
+    elif new is None:
+        diff = old.diff_to_tree()
+    else:
+        diff = old.diff_to_tree(new)
+    out: dict[str, str | None] = {}
+    for delta in diff.deltas:
+        if delta.status == pygit2.GIT_DELTA_DELETED:
+            out[delta.old_file.path] = None
+        else:
+            out[delta.new_file.path] = str(delta.new_file.id)
+    return out
+
+
+def _tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
+    return repo[commit].peel(pygit2.Tree) if commit else None
+
+
+def _blob(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> bytes | None:
+    if tree is None:
+        return None
+    try:
+        obj = tree[path]
+    except KeyError:
+        return None
+    return obj.data if obj.type == pygit2.GIT_OBJECT_BLOB else None
+
+
+def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
+    """Merge commit ``theirs`` into commit ``ours`` by the record rules."""
+    base_oid = repo.merge_base(ours, theirs)
+    base = str(base_oid) if base_oid is not None else None
+    base_tree, ours_tree, theirs_tree = _tree(repo, base), _tree(repo, ours), _tree(repo, theirs)
+    ours_changed = tree_changes(repo, base_tree, ours_tree)
+    theirs_changed = tree_changes(repo, base_tree, theirs_tree)
+    merge = TreeMerge(base)
+    for path, theirs_id in theirs_changed.items():
+        role = role_of(path)
+        theirs_data = repo[theirs_id].data if theirs_id else None
+        if path not in ours_changed:
+            merge.edits[path] = theirs_data
+        else:
+            if ours_changed[path] == theirs_id:
+                continue
+            ours_data = _blob(repo, ours_tree, path)
+            result = merge_file(path, _blob(repo, base_tree, path), ours_data, theirs_data)
+            if result.conflict is not None:
+                merge.conflicts.append(result.conflict)
+                conflict_path = result.conflict.path()
+                if _blob(repo, ours_tree, conflict_path) is None:
+                    merge.edits[conflict_path] = result.conflict.to_bytes()
+            if result.content == ours_data:
+                continue
+            merge.edits[path] = result.content
+        merge.incoming[role or "other"] += 1
+        if role in CLOCKED_ROLES:
+            merge.observe(merge.edits[path])
+    _apply_tombstones(merge, ours_tree, theirs_tree, ours_changed, theirs_changed)
+    return merge
+
+
+def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tree: pygit2.Tree | None,
+                      ours_changed: dict[str, str | None], theirs_changed: dict[str, str | None]) -> None:
+    """Remove a tombstoned message, its copies and its receipts from the merged tree."""
+
+    def present(path: str) -> bool:
+        if path in merge.edits:
+            return merge.edits[path] is not None
+        return _exists(ours_tree, path)
+
+    def tombstoned(message_id: str) -> bool:
+        path = tombstone_path(message_id)
+        return present(path) or _exists(theirs_tree, path)
+
+    purged: set[str] = set()
+    for changed in (ours_changed, theirs_changed):
+        for path, blob in changed.items():
+            if blob is not None and role_of(path) == "tombstone":
+                purged.add(path.rsplit("/", 1)[1].removesuffix(".yaml"))
+    for path, data in list(merge.edits.items()):
+        if data is not None and role_of(path) in _MESSAGE_ROLES:
+            match = _ID_STEM.search(path)
+            if match and tombstoned(match.group(1)):
+                purged.add(match.group(1))
+    if not purged:
+        return
+    agents = _folder_names(ours_tree, "agents") | _folder_names(theirs_tree, "agents")
+    for message_id in purged:
+        canonical = message_path(message_id)
+        shard = canonical[len("messages/"):]
+        candidates = [canonical]
+        for name in agents:
+            candidates += [f"agents/{name}/inbox/{shard}", f"agents/{name}/outbox/{shard}",
+                           f"agents/{name}/receipts/{shard[:-3]}.yaml"]
+        for path in candidates:
+            if present(path):
+                merge.edits[path] = None
+
+
+def _exists(tree: pygit2.Tree | None, path: str) -> bool:
+    if tree is None:
+        return False
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
+
+
+def _folder_names(tree: pygit2.Tree | None, folder: str) -> set[str]:
+    if tree is None:
+        return set()
+    try:
+        obj = tree[folder]
+    except KeyError:
+        return set()
+    return {entry.name for entry in obj} if obj.type == pygit2.GIT_OBJECT_TREE else set()

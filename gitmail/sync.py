@@ -1,0 +1,280 @@
+"""Syncing a project's archive with git remotes: fetch, merge by the record rules, push.
+
+Transport is the system ``git`` (so ssh keys, credential helpers and any URL
+git understands just work); merging is :mod:`gitmail.merge`; the local
+``main`` only ever moves by compare-and-swap, through the engine, so a sync
+never loses a write that raced with it. One round:
+
+1. ``git fetch <remote>`` into ``refs/remotes/<remote>/main``;
+2. if the remote tip already contains ours, fast-forward; if ours contains
+   it, nothing to merge; otherwise commit a merge (two parents) whose tree
+   the record rules computed against the current tip;
+3. ``git push <remote> main`` (never forced). A push rejected because the
+   remote moved meanwhile starts another round, a bounded number of times
+   with a random pause, so that machines syncing at the same moment take turns.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from .engine import MAIN, Archive, Change
+from .errors import ALREADY_EXISTS, NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, invalid
+from .merge import TreeMerge, clock_of, merge_commits, role_of, tree_changes, CLOCKED_ROLES
+from .store import Store
+
+MAX_ROUNDS = 8
+MAX_INTEGRATE_TRIES = 100
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def tracking_ref(remote: str) -> str:
+    """Where the last fetched tip of ``remote``'s main is kept in the local archive."""
+    return f"refs/remotes/{remote}/main"
+
+
+def _git(git_dir: str, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise GitmailError(SYNC_FAILED, f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}; "
+                           "check the remote's URL and your access to it, then sync again",
+                           {"command": ["git", *args], "exit_code": proc.returncode})
+    return proc
+
+
+# -- remotes ------------------------------------------------------------------------
+
+def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str]:
+    """Name a remote for a project; the project's archive is created if this machine has none yet."""
+    if not isinstance(name, str) or not _REMOTE_NAME.match(name):
+        raise invalid(f"remote name {name!r} must be letters, digits, '.', '_' or '-'", field="name")
+    if not isinstance(url, str) or not url.strip() or url.startswith("-"):
+        raise invalid("the remote URL must be a git URL or path", field="url")
+    archive = store.archive(project, create=True)
+    if name in list_remotes(store, project):
+        raise GitmailError(ALREADY_EXISTS, f"project already has a remote named {name!r}; remove it first or pick another name",
+                           {"remote": name})
+    _git(archive.git_dir, "remote", "add", name, url)
+    return {"project": store.resolve(project), "remote": name, "url": url}
+
+
+def remove_remote(store: Store, project: str, name: str) -> None:
+    archive = store.archive(project)
+    if name not in list_remotes(store, project):
+        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; see `gitmail remote list`", {"remote": name})
+    _git(archive.git_dir, "remote", "remove", name)
+
+
+def list_remotes(store: Store, project: str) -> dict[str, str]:
+    """Remote name -> URL for a project."""
+    archive = store.archive(project)
+    config = archive.repo.config
+    remotes: dict[str, str] = {}
+    for entry in config:
+        match = re.match(r"^remote\.(.+)\.url$", entry.name)
+        if match:
+            remotes[match.group(1)] = entry.value
+    return dict(sorted(remotes.items()))
+
+
+# -- one sync -------------------------------------------------------------------------
+
+@dataclass
+class SyncResult:
+    """What one sync of one project with one remote did."""
+
+    project: str
+    remote: str
+    records_in: int = 0
+    records_out: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
+    conflicts: list[dict[str, str]] = field(default_factory=list)
+    fast_forwards: int = 0
+    merges: int = 0
+    rejected_pushes: int = 0
+    rounds: int = 0
+    pushed: bool = False
+    tip: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    def summary(self) -> str:
+        parts = [f"{self.project} <-> {self.remote}: {self.records_in} records in ({self.messages_in} messages), "
+                 f"{self.records_out} out ({self.messages_out} messages)"]
+        if self.conflicts:
+            parts.append(f", {len(self.conflicts)} conflict(s) kept under conflicts/")
+        if self.rejected_pushes:
+            parts.append(f", {self.rejected_pushes} push(es) retried")
+        return "".join(parts)
+
+
+def _count(changes: dict[str, str | None]) -> tuple[int, int]:
+    """(records, messages) among changed files; inbox and outbox copies are not records of their own."""
+    roles = Counter(role_of(path) for path, blob in changes.items() if blob is not None)
+    records = sum(n for role, n in roles.items() if role not in ("inbox", "outbox"))
+    return records, roles.get("message", 0)
+
+
+def _commit_tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
+    return repo[commit].peel(pygit2.Tree) if commit else None
+
+
+def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, str | None]) -> None:
+    """Move our clock past every clocked record that came in."""
+    newest = None
+    for path, blob in changes.items():
+        if blob is not None and role_of(path) in CLOCKED_ROLES:
+            seen = clock_of(repo[blob].data)
+            if seen is not None and (newest is None or seen > newest):
+                newest = seen
+    if newest is not None:
+        store.clock.observe(newest)
+
+
+def integrate(store: Store, archive: Archive, theirs: str | None, remote: str, result: SyncResult) -> None:
+    """Bring the fetched commit ``theirs`` into the local main (fast-forward or merge)."""
+    repo = archive.repo
+    for _ in range(MAX_INTEGRATE_TRIES):
+        if theirs is None:
+            return
+        ours = archive.tip()
+        if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
+            return
+        if ours is None or repo.descendant_of(theirs, ours):
+            changes = tree_changes(repo, _commit_tree(repo, ours), _commit_tree(repo, theirs))
+            _observe(store, repo, changes)
+            if archive.advance(ours, theirs):
+                records, messages = _count(changes)
+                result.records_in += records
+                result.messages_in += messages
+                result.fast_forwards += 1
+                return
+            continue  # main moved under us: look again
+
+        def merge(snapshot: Any) -> Change:
+            tip, here = snapshot.commit, snapshot.repo  # fn may run in another writer's thread
+            if tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip):
+                return Change("nothing to merge", result=None)  # settled by the caller's next look
+            merged = merge_commits(here, tip, theirs)
+            subject = f"Merge {remote}/main: {sum(merged.incoming.values())} files in"
+            if merged.conflicts:
+                subject += f", {len(merged.conflicts)} conflict(s) kept under conflicts/"
+            change = Change(subject, result=merged, merge_parent=theirs)
+            for path, data in merged.edits.items():
+                if data is None:
+                    change.delete(path)
+                else:
+                    change.put(path, data)
+            return change
+
+        committed = archive.transact(merge)
+        merged: TreeMerge | None = committed.result
+        if merged is None:
+            continue
+        if merged.newest_clock is not None:
+            store.clock.observe(merged.newest_clock)
+        records, messages = _count({path: "" if data is not None else None for path, data in merged.edits.items()})
+        result.records_in += records
+        result.messages_in += messages
+        result.merges += 1
+        result.conflicts += [{"path": c.file, "kept_blob": c.kept_blob, "other_blob": c.other_blob,
+                              "record": c.path()} for c in merged.conflicts]
+        return
+    raise GitmailError(RETRY_EXHAUSTED, "local writers kept moving main while the sync tried to merge; "
+                       "nothing was lost, sync again in a moment", {"remote": remote})
+
+
+def _push(archive: Archive, remote: str) -> str:
+    """Push main; returns ``"ok"`` or ``"behind"`` (remote moved: fetch and merge again)."""
+    proc = _git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{MAIN}", check=False)
+    text = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        return "ok"
+    if "[remote rejected]" in text:
+        remote_lines = [line[len("remote:"):].strip() for line in proc.stderr.splitlines() if line.startswith("remote:")]
+        reason = "; ".join(line for line in remote_lines if line) or text.strip()
+        raise GitmailError(SYNC_REJECTED, f"the remote refused the push: {reason}; fix or purge the named records "
+                           "locally, then sync again", {"remote": remote, "details": remote_lines})
+    if "[rejected]" in text or "fetch first" in text or "non-fast-forward" in text:
+        return "behind"
+    raise GitmailError(SYNC_FAILED, f"git push failed: {text.strip()}; check the remote's URL and your access",
+                       {"remote": remote, "exit_code": proc.returncode})
+
+
+def sync_project(store: Store, project: str, remote: str | None = None, *, max_rounds: int = MAX_ROUNDS) -> list[SyncResult]:
+    """Sync one project with one remote (or every remote it has); one result per remote."""
+    archive = store.archive(project)
+    remotes = list_remotes(store, project)
+    if remote is not None:
+        if remote not in remotes:
+            raise GitmailError(NOT_FOUND, f"project has no remote named {remote!r}; add one with "
+                               "`gitmail remote add PROJECT NAME URL`", {"remote": remote})
+        names = [remote]
+    else:
+        if not remotes:
+            raise GitmailError(NOT_FOUND, "project has no remotes; add one with `gitmail remote add PROJECT NAME URL`",
+                               {"project": project})
+        names = list(remotes)
+    return [_sync_one(store, archive, store.resolve(project), name, max_rounds) for name in names]
+
+
+def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int) -> SyncResult:
+    started = time.monotonic()
+    result = SyncResult(project=slug, remote=remote)
+    repo = archive.repo
+    for round_no in range(1, max_rounds + 1):
+        result.rounds = round_no
+        theirs = _fetch(archive, remote)
+        integrate(store, archive, theirs, remote, result)
+        ours = archive.tip()
+        result.tip = ours
+        if ours is None or ours == theirs:
+            break
+        outcome = _push(archive, remote)
+        if outcome == "ok":
+            changes = tree_changes(repo, _commit_tree(repo, theirs), _commit_tree(repo, ours))
+            records, messages = _count(changes)
+            result.records_out += records
+            result.messages_out += messages
+            result.pushed = True
+            break
+        result.rejected_pushes += 1
+        time.sleep(random.uniform(0.01, 0.05) * round_no)
+    else:
+        raise GitmailError(RETRY_EXHAUSTED, f"the remote {remote!r} kept moving during {max_rounds} rounds; "
+                           "nothing was lost locally, sync again in a moment", result.to_dict())
+    result.seconds = round(time.monotonic() - started, 4)
+    return result
+
+
+def _ref(repo: pygit2.Repository, name: str) -> str | None:
+    try:
+        return str(repo.references[name].resolve().target)
+    except KeyError:
+        return None
+
+
+def _fetch(archive: Archive, remote: str) -> str | None:
+    """Fetch the remote's main; its tip, or None while the remote is still empty."""
+    proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, f"+{MAIN}:{tracking_ref(remote)}",
+                check=False)
+    if proc.returncode != 0:
+        if "couldn't find remote ref" in proc.stderr:
+            return None  # an empty remote: the first push fills it
+        raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {proc.stderr.strip()}; check the "
+                           "remote's URL and your access to it, then sync again", {"remote": remote})
+    return _ref(archive.repo, tracking_ref(remote))

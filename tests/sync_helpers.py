@@ -1,0 +1,145 @@
+"""Machines for the sync tests: each is a store in its own folder writing records offline.
+
+Records are written straight through ``Archive.transact`` with the record
+types, the way the mail domain writes them, so the tests exercise exactly the
+files that travel between machines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+
+from gitmail import Store
+from gitmail.clock import now_ts
+from gitmail.engine import Change
+from gitmail.ids import new_id
+from gitmail.records import (
+    Agent,
+    Message,
+    Project,
+    Receipt,
+    Reservation,
+    inbox_path,
+    outbox_path,
+    receipt_path,
+    reservation_path,
+)
+from gitmail.store import slug_for
+
+PROJECT = "/data/projects/shared"
+AGENTS = ("BlueLake", "GreenCastle", "RedStone")
+
+
+class Machine:
+    """One store (one machine) holding a copy of the shared project."""
+
+    def __init__(self, root: str, name: str):
+        self.name = name
+        os.makedirs(os.path.join(root, name), exist_ok=True)
+        with open(os.path.join(root, name, "node"), "w", encoding="utf-8") as handle:
+            handle.write(name + "\n")
+        self.store = Store(os.path.join(root, name), background=False, durable=False)
+        self.sent: list[str] = []
+
+    @property
+    def archive(self):
+        return self.store.archive(PROJECT, create=True)
+
+    def write(self, message: str, author: str | None, records) -> str | None:
+        def fn(snapshot):
+            change = Change(message, author=author)
+            for record in records(snapshot):
+                if isinstance(record, tuple):
+                    change.put(*record)
+                else:
+                    change.put_record(record)
+            return change
+
+        return self.archive.transact(fn).commit
+
+    def create_project(self) -> None:
+        stamp = now_ts()
+        hlc = self.store.clock.tick()
+        self.write("project created", None, lambda snap: [
+            Project(id=new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc),
+            *[Agent(id=new_id(), name=name, program="test", model="m", inception_ts=stamp, hlc=hlc) for name in AGENTS],
+        ])
+
+    def send(self, sender: str, to: list[str], subject: str) -> str:
+        message = Message(id=new_id(), thread_id="t-" + subject[:8].replace(" ", "-"), sender=sender,
+                          subject=subject, created_ts=now_ts(), to=to, body=f"{subject} from {self.name}\n")
+
+        def records(snap):
+            canonical = message.public_copy()
+            out = [canonical, (outbox_path(sender, message.id), message.to_bytes())]
+            out += [(inbox_path(name, message.id), canonical.to_bytes()) for name in to]
+            return out
+
+        self.write(f"{sender} sent {message.id}", sender, records)
+        self.sent.append(message.id)
+        return message.id
+
+    def ack(self, agent: str, message_id: str, when: str | None = None) -> str:
+        stamp = when or now_ts()
+        hlc = self.store.clock.tick()
+
+        def records(snap):
+            old = snap.load(receipt_path(agent, message_id), Receipt)
+            read_at = old.read_at if old and old.read_at else stamp
+            return [Receipt(message_id=message_id, agent=agent, hlc=hlc, read_at=read_at, acked_at=stamp)]
+
+        self.write(f"{agent} acknowledged {message_id}", agent, records)
+        return stamp
+
+    def edit_profile(self, name: str, **fields) -> None:
+        hlc = self.store.clock.tick()
+
+        def records(snap):
+            profile = snap.load(f"agents/{name}/profile.yaml", Agent)
+            for key, value in fields.items():
+                setattr(profile, key, value)
+            profile.hlc = hlc
+            return [profile]
+
+        self.write(f"{name} updated its profile", name, records)
+
+    def reserve(self, agent: str, pattern: str) -> str:
+        reservation = Reservation(id=new_id(), agent=agent, path_pattern=pattern, created_ts=now_ts(),
+                                  expires_ts="2099-01-01T00:00:00.000Z", hlc=self.store.clock.tick())
+        self.write(f"{agent} reserved {pattern}", agent, lambda snap: [reservation])
+        return reservation.id
+
+    def release(self, agent: str, reservation_id: str) -> None:
+        hlc = self.store.clock.tick()
+        stamp = now_ts()
+
+        def records(snap):
+            record = snap.load(reservation_path(reservation_id), Reservation)
+            record.released_ts, record.hlc = stamp, hlc
+            return [record]
+
+        self.write(f"{agent} released {reservation_id}", agent, records)
+
+
+def tree_files(store: Store) -> dict[str, bytes]:
+    """Every file at the tip of the shared project, with its bytes."""
+    snap = store.archive(PROJECT).snapshot()
+    return {path: snap.read(path) for path in snap.walk()}
+
+
+def tree_id(store: Store) -> str:
+    archive = store.archive(PROJECT)
+    return str(archive.repo[archive.tip()].peel(2).id) if archive.tip() else ""
+
+
+def message_counts(files: dict[str, bytes]) -> Counter:
+    """How many canonical files each message id has (must be exactly one)."""
+    return Counter(path.rsplit("/", 1)[1][:-3] for path in files if path.startswith("messages/"))
+
+
+def git(*args: str, cwd: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="Human", GIT_AUTHOR_EMAIL="h@example.org",
+                GIT_COMMITTER_NAME="Human", GIT_COMMITTER_EMAIL="h@example.org", **(env or {}))
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full)

@@ -1,0 +1,193 @@
+"""Seats with epoch fencing, journals, sleep and wake, capability cards."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gitmail import Change, Seat
+from gitmail import capabilities as caps
+from gitmail import journal, seats
+from gitmail import reservations as rs
+from gitmail.clock import format_ts, now
+from gitmail.errors import GitmailError
+
+from .coord_helpers import make_project
+
+KEY = "/work/demo"
+
+
+@pytest.fixture
+def project(store):
+    return make_project(store, KEY, "Blue", "Green", "Red",
+                        capabilities={"Green": ["review"], "Red": ["review", "db"]})
+
+
+def tip(store):
+    return store.archive(KEY).tip()
+
+
+def refused(store, code, fn, *args, **kwargs):
+    before = tip(store)
+    with pytest.raises(GitmailError) as info:
+        fn(*args, **kwargs)
+    assert info.value.code == code, info.value.to_dict()
+    assert info.value.message and tip(store) == before
+    return info.value
+
+
+def test_take_seat_returns_token_lease_and_journal_end(store, project):
+    for i in range(7):
+        journal.append(store, KEY, "Blue", f"decision {i}: because reasons")
+    out = seats.take_seat(store, KEY, "Blue", holder="laptop", lease_s=120, journal_entries=3)
+    seat = out["seat"]
+    assert seat["epoch"] == 1 and seat["holder"] == "laptop" and seat["token"].startswith("seat-1-")
+    expires = dt.datetime.fromisoformat(seat["expires_at"].replace("Z", "+00:00"))
+    assert 110 < (expires - now()).total_seconds() <= 120
+    assert [e["entry"].split(":")[0] for e in out["journal"]] == ["decision 4", "decision 5", "decision 6"]
+    assert out["home"] == "agents/Blue/"
+    record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
+    assert record.token_hash and seat["token"] not in store.archive(KEY).snapshot().read("agents/Blue/seat.yaml").decode()
+
+
+def test_writes_are_fenced_by_the_seat(store, project):
+    first = seats.take_seat(store, KEY, "Blue", holder="one")["seat"]["token"]
+    # While the seat is held, a write without its token is refused.
+    refused(store, "SEAT_HELD", rs.reserve, store, KEY, "Blue", ["a/*"])
+    refused(store, "SEAT_HELD", seats.take_seat, store, KEY, "Blue", holder="two")
+    assert rs.reserve(store, KEY, "Blue", ["a/*"], seat=first)["granted"]
+    second = seats.take_seat(store, KEY, "Blue", holder="two", take_over=True)
+    assert second["seat"]["epoch"] == 2 and second["taken_over"] is True
+    error = refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "late write", seat=first)
+    assert error.data["current_epoch"] == 2
+    refused(store, "STALE_EPOCH", seats.renew_seat, store, KEY, "Blue", first)
+    token = second["seat"]["token"]
+    assert journal.append(store, KEY, "Blue", "carrying on", seat=token)["agent"] == "Blue"
+    refused(store, "UNAUTHORIZED", journal.append, store, KEY, "Blue", "x", seat="seat-2-" + "A" * 32)
+    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "x", seat="not-a-token")
+    # Other agents are not affected by Blue's seat.
+    assert rs.reserve(store, KEY, "Green", ["b/*"])["granted"]
+
+
+def test_renew_never_shortens_and_release_frees(store, project):
+    token = seats.take_seat(store, KEY, "Blue", lease_s=3600)["seat"]["token"]
+    before = tip(store)
+    out = seats.renew_seat(store, KEY, "Blue", token, lease_s=60)
+    assert out["renewed"] is False and tip(store) == before
+    longer = seats.renew_seat(store, KEY, "Blue", token, lease_s=7200)
+    assert longer["renewed"] is True
+    assert longer["seat"]["expires_at"] > out["seat"]["expires_at"]
+    released = seats.release_seat(store, KEY, "Blue", token)
+    assert released["released"] is True and released["seat"]["released_at"]
+    refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "after release", seat=token)
+    # Free again: writes without a token work, and the next take raises the epoch.
+    assert journal.append(store, KEY, "Blue", "no seat needed now")
+    assert seats.take_seat(store, KEY, "Blue")["seat"]["epoch"] == 2
+    assert seats.seat_status(store, KEY, "Blue")["held"] is True
+
+
+def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project):
+    old = seats.take_seat(store, KEY, "Blue")["seat"]
+    record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
+    record.lease_expires_at = format_ts(now() - dt.timedelta(seconds=1))
+    store.archive(KEY).transact(lambda s: Change("lease ran out").put_record(record))
+    fresh = seats.take_seat(store, KEY, "Blue", holder="next")
+    assert fresh["seat"]["epoch"] == 2 and fresh["taken_over"] is False
+    refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "x", seat=old["token"])
+
+
+@pytest.mark.parametrize("kwargs", [{"lease_s": 59}, {"lease_s": 86401}, {"lease_s": "600"}, {"holder": ""},
+                                    {"holder": "a\nb"}])
+def test_bad_seat_input(store, project, kwargs):
+    refused(store, "INVALID_ARGUMENT", seats.take_seat, store, KEY, "Blue", **kwargs)
+
+
+def test_unknown_agent(store, project):
+    refused(store, "NOT_FOUND", seats.take_seat, store, KEY, "Nobody")
+    refused(store, "INVALID_ARGUMENT", seats.take_seat, store, KEY, "../etc")
+
+
+_TAKER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[4])
+from gitmail import Store, GitmailError
+from gitmail import seats
+store = Store(sys.argv[1], background=False)
+start = float(sys.argv[3])
+while time.time() < start:
+    pass
+try:
+    out = seats.take_seat(store, "/work/demo", "Blue", holder=sys.argv[2])
+    print(json.dumps({"epoch": out["seat"]["epoch"]}))
+except GitmailError as exc:
+    print(json.dumps({"error": exc.code}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_taking_one_seat_one_wins(store, project, home):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for round_no in range(3):
+        start = time.time() + 1.0
+        procs = [subprocess.Popen([sys.executable, "-c", _TAKER, home, f"p{i}", str(start), root],
+                                  stdout=subprocess.PIPE, text=True) for i in range(2)]
+        results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        winners = [r for r in results if "epoch" in r]
+        assert len(winners) == 1 and [r.get("error") for r in results if "error" in r] == ["SEAT_HELD"], results
+        assert winners[0]["epoch"] == round_no + 1
+        record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
+        record.released_at = format_ts(now())
+        store.archive(KEY).transact(lambda s, r=record: Change("free the seat").put_record(r))
+
+
+def test_asleep_agents_receive_but_cannot_act(store, project):
+    out = seats.set_asleep(store, KEY, "Blue", True, actor="Green")
+    assert out == {"agent": "Blue", "asleep": True, "changed": True}
+    refused(store, "AGENT_ASLEEP", rs.reserve, store, KEY, "Blue", ["x"])
+    refused(store, "AGENT_ASLEEP", journal.append, store, KEY, "Blue", "x")
+    refused(store, "AGENT_ASLEEP", seats.take_seat, store, KEY, "Blue")
+    refused(store, "AGENT_ASLEEP", seats.set_asleep, store, KEY, "Green", True, actor="Blue")
+    refused(store, "INVALID_ARGUMENT", seats.set_asleep, store, KEY, "Blue", False, actor="Blue")
+    # Still an addressee: role expansion includes asleep agents with the capability.
+    caps.publish(store, KEY, "Green", ["review"])
+    assert seats.set_asleep(store, KEY, "Blue", False, actor="Green")["asleep"] is False
+    assert rs.reserve(store, KEY, "Blue", ["x"])["granted"]
+    # A human (no actor) can do it too, and an agent may put itself to sleep.
+    assert seats.set_asleep(store, KEY, "Blue", True)["changed"] is True
+    assert seats.set_asleep(store, KEY, "Blue", True)["changed"] is False
+    seats.set_asleep(store, KEY, "Blue", False)
+    assert seats.set_asleep(store, KEY, "Red", True, actor="Red")["asleep"] is True
+
+
+def test_capability_cards_and_role_addressing(store, project):
+    out = caps.publish(store, KEY, "Blue", ["Review", "frontend", "review"])
+    assert out["capabilities"] == ["frontend", "review"]
+    snap = store.archive(KEY).snapshot()
+    assert caps.holders(snap, "review") == ["Blue", "Green", "Red"]
+    assert caps.expand_roles(snap, ["role:review", "Green"], exclude="Blue") == ["Green", "Red"]
+    assert caps.expand_roles(snap, ["role:db", "Blue"]) == ["Red", "Blue"]
+    with pytest.raises(GitmailError) as info:
+        caps.expand_roles(snap, ["role:nobody-has-this"])
+    assert info.value.code == "NOT_FOUND"
+    assert [a["name"] for a in caps.cards(store, KEY, "frontend")["agents"]] == ["Blue"]
+    refused(store, "INVALID_ARGUMENT", caps.publish, store, KEY, "Blue", ["bad name!"])
+    refused(store, "INVALID_ARGUMENT", caps.publish, store, KEY, "Blue", "review")
+    caps.publish(store, KEY, "Blue", [])
+    assert caps.holders(store.archive(KEY).snapshot(), "frontend") == []
+
+
+def test_journal_entries_live_under_the_agents_folder(store, project):
+    entry = journal.append(store, KEY, "Blue", "Chose WebP for screenshots: smaller, lossless option.")
+    today = dt.datetime.now(dt.timezone.utc)
+    assert entry["path"].startswith(f"agents/Blue/journal/{today:%Y/%m/%d}/")
+    text = store.archive(KEY).snapshot().read(entry["path"]).decode()
+    assert "Chose WebP" in text and "agent: Blue" in text
+    assert journal.read(store, KEY, "Blue")["entries"][-1]["id"] == entry["id"]
+    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "   ")
+    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "x" * 20001)
