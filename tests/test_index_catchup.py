@@ -1,0 +1,260 @@
+"""Catch-up from the repository: outside commits, rewritten history, rebuilds, damage."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+
+import pygit2
+import pytest
+
+from gitmail import Store
+from gitmail.index import indexer_for, parse_query
+from gitmail.records import day_shard, inbox_path, outbox_path
+
+from .conftest import git
+from .index_helpers import message, register, send, send_many
+
+PROJECT = "/work/projects/catchup"
+QUERIES = ["plan", "release OR outage", '"build plan"', "migrat*", "from:blue", "to:green", "importance:urgent",
+           "created:>2026-01-01", "NOT plan", "topic:ops", "thread:t-1"]
+
+
+def clone(store, tmp_path):
+    work = str(tmp_path / "clone")
+    git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, work)
+    return work
+
+
+def hand_written(work: str, msg, recipients: list[str]) -> list[str]:
+    """Write a message the way a human would: canonical file plus inbox and outbox copies."""
+    data = msg.public_copy().to_bytes()
+    paths = [msg.path()] + [inbox_path(name, msg.id) for name in recipients]
+    for path in paths:
+        os.makedirs(os.path.join(work, os.path.dirname(path)), exist_ok=True)
+        with open(os.path.join(work, path), "wb") as handle:
+            handle.write(data)
+    out = outbox_path(msg.sender, msg.id)
+    os.makedirs(os.path.join(work, os.path.dirname(out)), exist_ok=True)
+    with open(os.path.join(work, out), "wb") as handle:
+        handle.write(msg.to_bytes())
+    return paths + [out]
+
+
+def push(work: str, text: str) -> None:
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", text, cwd=work)
+    git("push", "-q", "origin", "HEAD:main", cwd=work)
+
+
+@pytest.fixture
+def project(store):
+    archive = store.archive(PROJECT, create=True)
+    register(archive, "Blue", "Green", "Red")
+    send_many(archive, [
+        message("Blue", ["Green"], "Build plan", "The build plan covers the migration.", thread_id="t-1"),
+        message("Green", ["Blue"], "Re: Build plan", "Release after the migration.", thread_id="t-1"),
+        message("Red", ["Blue", "Green"], "Outage", "Rolling back.", importance="urgent", topic="ops"),
+    ])
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    return archive, index
+
+
+def ids(results):
+    return {r["id"] for r in results}
+
+
+def test_outside_commit_is_searchable_after_catch_up(store, project, tmp_path):
+    archive, index = project
+    work = clone(store, tmp_path)
+    msg = message("Green", ["Blue"], "Handmade", "Typed by a human: wombat.")
+    hand_written(work, msg, ["Blue"])
+    push(work, "a message written by hand")
+    index.catch_up()
+    assert ids(index.search("wombat")) == {msg.id}
+    assert msg.id in ids(index.inbox("Blue"))
+    assert msg.id in ids(index.outbox("Green"))
+
+
+def test_outside_change_and_delete_are_applied(store, project, tmp_path):
+    archive, index = project
+    target = index.search("outage")[0]["id"]
+    work = clone(store, tmp_path)
+    path = os.path.join(work, "messages", *message_day(target), f"{target}.md")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("Rolling back.", "Rolling forward with a platypus."))
+    push(work, "edit a message")
+    index.catch_up()
+    assert ids(index.search("platypus")) == {target}
+    assert target not in ids(index.search('"rolling back"'))
+
+    git("rm", "-q", "-r", "--", *[p for p in tracked(work) if target in p], cwd=work)
+    push(work, "delete a message")
+    index.catch_up()
+    assert index.search("platypus") == []
+    assert target not in ids(index.inbox("Blue"))
+    assert target not in ids(index.search("NOT nothinglikethis"))
+
+
+def message_day(message_id: str) -> list[str]:
+    return day_shard(message_id).split("/")
+
+
+def tracked(work: str) -> list[str]:
+    return git("ls-files", cwd=work).split()
+
+
+def answers(index):
+    """Search results and inbox pages; sequence numbers are local history, so left out."""
+    inboxes = {"inbox:" + name: [{k: v for k, v in entry.items() if k != "seq"} for entry in index.inbox(name, limit=100)]
+               for name in ("Blue", "Green", "Red")}
+    return {q: sorted((r["id"], r["snippet"]) for r in index.search(q, limit=100)) for q in QUERIES} | inboxes
+
+
+def test_rebuilt_and_incremental_indexes_answer_alike(store, project, tmp_path, home):
+    archive, index = project
+    for i in range(12):  # one commit each: the incremental path, many small segments
+        send(archive, message("Blue", ["Green", "Red"][: 1 + i % 2], f"Update {i}", f"Progress on the plan, step {i}.",
+                              importance="urgent" if i % 5 == 0 else "normal", topic="ops" if i % 3 == 0 else None))
+        index.catch_up()
+    work = clone(store, tmp_path)
+    git("rm", "-q", "-r", "--", *[p for p in tracked(work) if "Update 3" in open(os.path.join(work, p)).read()],
+        cwd=work)
+    push(work, "drop a message")
+    index.catch_up()
+    incremental = answers(index)
+    assert index.search_index.commits >= 12
+
+    fresh_store = Store(home, background=False)
+    shutil.rmtree(fresh_store.paths(fresh_store.resolve(PROJECT)).derived)
+    rebuilt = indexer_for(fresh_store).project(PROJECT)
+    rebuilt.catch_up()
+    assert answers(rebuilt) == incremental
+    assert len(incremental["plan"]) == 13  # 2 originals + 11 updates left
+
+
+def test_rewritten_history_rebuilds_beside_the_old_generation(store, project):
+    archive, index = project
+    before = index.search_index.live_dir()
+    keep = ids(index.search("plan"))
+    repo = archive.repo
+    tip = repo[archive.tip()]
+    # Rewrite: same tree as the tip, but a different parentless commit.
+    sig = pygit2.Signature("Human", "human@example.org")
+    orphan = repo.create_commit(None, sig, sig, "rewritten history", tip.tree_id, [])
+    git("--git-dir", archive.git_dir, "update-ref", "refs/heads/main", str(orphan))
+    index.catch_up()
+    after = index.search_index.live_dir()
+    assert after != before and not os.path.exists(before)
+    assert ids(index.search("plan")) == keep
+    assert index.meta.watermark() == str(orphan)
+
+
+def corrupt_files(folder: str) -> int:
+    count = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if name == "readers.lock":
+                continue
+            with open(os.path.join(root, name), "wb") as handle:
+                handle.write(b"\x00garbage" * 7)
+            count += 1
+    return count
+
+
+def test_corrupt_search_index_is_rebuilt_on_open(store, project, home):
+    archive, index = project
+    expected = answers(index)
+    assert corrupt_files(os.path.join(index.search_index.live_dir(), "whoosh")) > 0
+    index.close()
+    reopened = indexer_for(Store(home, background=False)).project(PROJECT)
+    assert answers(reopened) == expected
+
+
+def test_corrupt_search_index_is_rebuilt_while_open(store, project):
+    archive, index = project
+    expected = answers(index)
+    index.search_index.close()
+    corrupt_files(os.path.join(index.search_index.live_dir(), "whoosh"))
+    assert answers(index) == expected
+
+
+def test_corrupt_metadata_is_rebuilt_with_nothing_lost(store, project, home):
+    archive, index = project
+    expected = answers(index)
+    index.close()
+    with open(index.meta.path, "wb") as handle:
+        handle.write(b"this is not a database" * 100)
+    reopened = indexer_for(Store(home, background=False)).project(PROJECT)
+    assert answers(reopened) == expected
+
+
+def test_old_format_and_deleted_state_are_rebuilt(store, project, home):
+    archive, index = project
+    expected = answers(index)
+    derived = store.paths(store.resolve(PROJECT)).derived
+    index.close()
+    os.makedirs(os.path.join(derived, "index-v0", "junk"))
+    shutil.rmtree(index.root)
+    reopened = indexer_for(Store(home, background=False)).project(PROJECT)
+    assert answers(reopened) == expected
+    assert sorted(os.listdir(derived)) == [os.path.basename(index.root)]
+
+
+def test_commits_are_taken_in_by_the_background_indexer(store, project):
+    archive, index = project
+    msg = message("Blue", ["Green"], "Background", "echidna")
+    send(archive, msg)
+    assert index.flush(10)
+    assert not index.meta.has_pending()
+    assert index.meta.watermark() == archive.tip()
+    # Asked directly (no catch-up on the way), the search index already has it.
+    assert ids(index.search_index.search(parse_query("echidna"), 5, None)) == {msg.id}
+
+
+def test_catch_up_to_an_older_commit_does_not_go_back(store, project):
+    archive, index = project
+    old = archive.tip()
+    send(archive, message("Blue", ["Green"], "Newer", "numbat"))
+    index.catch_up()
+    index.catch_up(old)
+    assert index.meta.watermark() == archive.tip()
+    assert len(index.search("numbat")) == 1
+
+
+def test_unreadable_record_is_skipped_not_fatal(store, project, tmp_path):
+    archive, index = project
+    work = clone(store, tmp_path)
+    good = message("Green", ["Blue"], "Fine", "a readable quoll")
+    hand_written(work, good, ["Blue"])
+    bad = message("Green", ["Blue"], "Broken", "x")
+    path = os.path.join(work, bad.path())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("---\nid: [unclosed\n---\nbody quoll\n")
+    push(work, "one good, one broken")
+    index.catch_up()
+    assert ids(index.search("quoll")) == {good.id}
+
+
+def test_yesterday_message_pulled_today_is_new(store, project, tmp_path):
+    archive, index = project
+    first = message("Blue", ["Green"], "Today", "written today")
+    send(archive, first)
+    index.catch_up()
+    cursor = index.messages_after("Green", 0, 100)[-1]["seq"]
+    assert index.messages_after("Green", 0, 100)[-1]["id"] == first.id
+    work = clone(store, tmp_path)
+    yesterday = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    old = message("Red", ["Green"], "Yesterday", "written offline yesterday", when=yesterday)
+    hand_written(work, old, ["Green"])
+    push(work, "pulled from a teammate")
+    index.catch_up()
+    newer = index.messages_after("Green", cursor, 100)
+    assert [m["id"] for m in newer] == [old.id]
+    assert newer[0]["seq"] > cursor
+    assert index.inbox("Green")[0]["id"] == first.id  # inbox order stays by creation time
