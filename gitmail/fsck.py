@@ -4,7 +4,8 @@ What is checked: every file sits at a path gitmail knows and parses as the
 record that lives there (which also checks that IDs and names agree with the
 path); every inbox and outbox copy is the canonical message (the outbox copy
 may add the sender's bcc list); every copy's owner is a party of the message;
-and references (reply, thread, attachments) resolve.
+and references (reply, thread, attachments) resolve; a reference to a message
+removed on purpose (one with a tombstone) counts as resolved.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     if snap.commit is None:
         return problems
     messages: dict[str, Message] = {}
+    removed: set[str] = set()  # messages deleted from the tip on purpose (tombstones)
     copies: list[tuple[str, str, Message]] = []
     attachments: set[str] = set()
     for path in snap.walk():
@@ -58,6 +60,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             continue
         if role == "message":
             messages[record.id] = record  # type: ignore[attr-defined]
+        elif role == "tombstone":
+            removed.add(record.message_id)  # type: ignore[attr-defined]
         elif role in ("inbox", "outbox"):
             copies.append((path, role, record))  # type: ignore[arg-type]
     for path, role, copy in copies:
@@ -80,9 +84,10 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
                 problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
     for message in messages.values():
         path = message_path(message.id)
-        if message.reply_to and message.reply_to not in messages:
+        if message.reply_to and message.reply_to not in messages and message.reply_to not in removed:
             problems.append(Problem(path, f"reply_to {message.reply_to} is not in the archive"))
-        if is_id(message.thread_id) and message.thread_id not in messages and message.thread_id != message.id:
+        if (is_id(message.thread_id) and message.thread_id not in messages and message.thread_id != message.id
+                and message.thread_id not in removed):
             problems.append(Problem(path, f"thread_id {message.thread_id} names a message that is not in the archive"))
         for item in message.attachments:
             stored = item.get("path")

@@ -21,7 +21,7 @@ def _commits(archive: Archive) -> Iterator[pygit2.Commit]:
     tip = archive.tip()
     if tip is None:
         return
-    for i, commit in enumerate(archive.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)):
+    for i, commit in enumerate(archive.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)):
         if i >= MAX_WALK:
             return
         yield commit
@@ -53,3 +53,25 @@ def authors_since(archive: Archive, since_epoch: float) -> dict[str, str]:
             break
         seen.setdefault(commit.author.name.lower(), _when(commit))
     return seen
+
+
+def adding_commits(archive: Archive, paths: list[str], max_commits: int = 2000) -> dict[str, dict[str, Any]]:
+    """For each path, the commit that added it: ``{commit, summary, author, committed_ts}``.
+
+    Walks history newest first until every path is placed (or ``max_commits``);
+    a path is added by the commit that has it while its first parent does not.
+    """
+    pending, found = set(paths), {}
+    for i, commit in enumerate(_commits(archive)):
+        if not pending or i >= max_commits:
+            break
+        parent = commit.parents[0].tree if commit.parents else None
+        for path in list(pending):
+            if path not in commit.tree:
+                pending.discard(path)  # not on this line of history
+                continue
+            if parent is None or path not in parent:
+                found[path] = {"commit": str(commit.id), "summary": commit.message.split("\n", 1)[0],
+                               "author": commit.author.name, "committed_ts": _when(commit)}
+                pending.discard(path)
+    return found

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import agents, projects
+from . import agents, contacts, mailbox, messages, projects, receipts
 from .context import Activity, MailContext
 from .store import Store
 
@@ -82,3 +82,83 @@ class Mail:
                                include_reserved: bool = False, dry_run: bool = False) -> dict[str, Any]:
         return agents.retire_inactive_agents(self.ctx, project_key, agent_name, inactive_seconds,
                                              include_reserved, dry_run)
+
+    # -- messages -------------------------------------------------------------
+    def send_message(self, project_key: str, sender_name: str, to: list[str] | None, subject: str, body_md: str,
+                     cc: list[str] | None = None, bcc: list[str] | None = None, importance: str = "normal",
+                     ack_required: bool = False, thread_id: str | None = None, topic: str | None = None,
+                     broadcast: bool = False, auto_contact_if_blocked: bool = False,
+                     idempotency_key: str | None = None) -> dict[str, Any]:
+        return messages.send_message(self.ctx, project_key, sender_name, to, subject, body_md, cc, bcc, importance,
+                                     ack_required, thread_id, topic, broadcast, auto_contact_if_blocked,
+                                     idempotency_key)
+
+    def reply_message(self, project_key: str, message_id: str, sender_name: str, body_md: str,
+                      to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
+                      subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
+                      auto_contact_if_blocked: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+        return messages.reply_message(self.ctx, project_key, message_id, sender_name, body_md, to, cc, bcc,
+                                      subject_prefix, importance, ack_required, auto_contact_if_blocked,
+                                      idempotency_key)
+
+    # -- reading --------------------------------------------------------------
+    def fetch_inbox(self, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+                    include_bodies: bool = False, since_ts: str | float | None = None, topic: str | None = None,
+                    unread_only: bool = False) -> list[dict[str, Any]]:
+        return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit, urgent_only, include_bodies, since_ts,
+                                   topic, unread_only)
+
+    def fetch_outbox(self, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+                     since_ts: str | float | None = None) -> dict[str, Any]:
+        return mailbox.fetch_outbox(self.ctx, project_key, agent_name, limit, include_bodies, since_ts)
+
+    def fetch_mailbox(self, project_key: str, agent_name: str, limit: int = 20,
+                      include_bodies: bool = False) -> dict[str, Any]:
+        return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit, include_bodies)
+
+    def get_message(self, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
+        return mailbox.get_message(self.ctx, project_key, message_id, agent_name)
+
+    def get_thread(self, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
+        return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies)
+
+    def fetch_topic(self, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+                    since_ts: str | float | None = None, agent_name: str | None = None,
+                    unread_only: bool = False) -> list[dict[str, Any]]:
+        return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit, include_bodies, since_ts, agent_name,
+                                   unread_only)
+
+    def view_urgent_unread(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+        return mailbox.view_urgent_unread(self.ctx, project_key, agent_name, limit)
+
+    def view_ack_required(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+        return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit)
+
+    def view_ack_overdue(self, project_key: str, agent_name: str, ttl_minutes: float = 30,
+                         limit: int = 20) -> dict[str, Any]:
+        return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes, limit)
+
+    # -- receipts -------------------------------------------------------------
+    def mark_message_read(self, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+        return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id)
+
+    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+        return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id)
+
+    # -- contacts -------------------------------------------------------------
+    def request_contact(self, project_key: str, from_agent: str, to_agent: str, reason: str = "",
+                        ttl_seconds: int = contacts.PENDING_TTL_SECONDS) -> dict[str, Any]:
+        return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason, ttl_seconds)
+
+    def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool,
+                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS) -> dict[str, Any]:
+        return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds)
+
+    def list_contacts(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+        return contacts.list_contacts(self.ctx, project_key, agent_name)
+
+    def set_contact_policy(self, project_key: str, agent_name: str, policy: str) -> dict[str, Any]:
+        return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy)
+
+    def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+        return contacts.list_held(self.ctx, project_key, agent_name)

@@ -42,3 +42,16 @@ def register(mail: Mail, *names: str) -> dict[str, str]:
     """Register agents by name; return name -> registration token."""
     return {name: mail.register_agent(PROJECT, "test-cli", "test-model", name=name)["registration_token"]
             for name in names}
+
+
+def open_agents(mail: Mail, *names: str) -> None:
+    """Register agents that accept mail from anyone in the project."""
+    register(mail, *names)
+    for name in names:
+        mail.set_contact_policy(PROJECT, name, "open")
+
+
+def send(mail: Mail, sender: str, to: list[str], subject: str = "Hello", body: str = "Body text", **kwargs):
+    """Send and return the delivered payload."""
+    result = mail.send_message(PROJECT, sender, to, subject, body, **kwargs)
+    return result["deliveries"][0]["payload"]

@@ -1,0 +1,330 @@
+"""Contact links and policies: who may write to whom.
+
+Each agent has a policy: ``open`` (anyone in the project), ``auto`` (anyone
+with an evident reason: an approved link, a shared thread, overlapping active
+reservations, or mail exchanged recently), ``contacts_only`` (approved links
+only) or ``block_all``. A link ``contacts/<requester>/<target>.yaml`` is
+requested (pending, with an introduction message the target must
+acknowledge), then approved or denied by the target.
+
+A message that a policy blocks can be held instead of refused: it waits in the
+sender's ``held`` folder and is delivered in the commit that approves the
+last contact it was waiting for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from typing import Any
+
+from .clock import format_ts, now, now_ts
+from .context import MailContext
+from .delivery import compose, put_message
+from .directory import active_reservations, find_agent, require_agent
+from .engine import Change
+from .errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
+from .idempotency import find as find_key
+from .mailbox import iter_folder
+from .records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
+from .snapshot import Snapshot
+
+PENDING_TTL_SECONDS = 7 * 24 * 3600
+APPROVED_TTL_SECONDS = 30 * 24 * 3600
+RECENT_CONTACT_DAYS = 7
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+
+
+def check_ttl(ttl_seconds: object) -> int:
+    if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or not 60 <= ttl_seconds <= MAX_TTL_SECONDS:
+        raise invalid("ttl_seconds must be a whole number of seconds, at least 60", field="ttl_seconds")
+    return ttl_seconds
+
+
+def _later(seconds: int) -> str:
+    return format_ts(now() + dt.timedelta(seconds=seconds))
+
+
+def _live(link: Contact | None, at: str) -> bool:
+    return link is not None and (link.expires_at is None or link.expires_at > at)
+
+
+def link_between(snap: Snapshot, requester: str, target: str) -> Contact | None:
+    return snap.load(contact_path(requester, target), Contact)
+
+
+def approved_between(snap: Snapshot, a: str, b: str, at: str) -> bool:
+    """Whether a live approved link joins the two agents, in either direction."""
+    return any(link is not None and link.status == "approved" and _live(link, at)
+               for link in (link_between(snap, a, b), link_between(snap, b, a)))
+
+
+def _exchanged_recently(snap: Snapshot, sender: str, recipient: str, since: str) -> bool:
+    for folder, other_side in (("inbox", "from"), ("outbox", "to")):
+        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}", since):
+            message = snap.load(path, Message)
+            if message is None or message.created_ts <= since:
+                continue
+            if other_side == "from" and message.sender == recipient:
+                return True
+            if other_side == "to" and recipient in message.to + message.cc + message.bcc:
+                return True
+    return False
+
+
+def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -> bool:
+    for folder in ("inbox", "outbox"):
+        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}"):
+            message = snap.load(path, Message)
+            if message is None or thread_id not in (message.thread_id, message.id):
+                continue
+            if recipient == message.sender or recipient in message.to + message.cc + message.bcc:
+                return True
+    return False
+
+
+def _reservations_overlap(snap: Snapshot, sender: str, recipient: str) -> bool:
+    active = active_reservations(snap)
+    mine = [r.path_pattern for r in active if r.agent == sender]
+    theirs = [r.path_pattern for r in active if r.agent == recipient]
+    return any(fnmatch.fnmatchcase(a, b) or fnmatch.fnmatchcase(b, a) for a in mine for b in theirs)
+
+
+def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, thread_id: str | None = None,
+         replying_to: str | None = None) -> tuple[str, str] | None:
+    """None if ``sender`` may write to ``recipient``; else ``(code, reason)``.
+
+    ``replying_to`` names the author of the message being answered: answering
+    someone who wrote to you is always allowed unless they block everyone.
+    """
+    if sender.name == recipient.name or recipient.contact_policy == "open":
+        return None
+    at = now_ts()
+    if approved_between(snap, sender.name, recipient.name, at):
+        return None
+    if recipient.contact_policy == "block_all":
+        return CONTACT_BLOCKED, f"{recipient.name} accepts no new contacts (policy block_all)"
+    asked = link_between(snap, sender.name, recipient.name)
+    if asked is not None and asked.status in ("denied", "blocked") and _live(asked, at):
+        return CONTACT_BLOCKED, f"{recipient.name} declined contact with {sender.name}"
+    if replying_to == recipient.name:
+        return None
+    if recipient.contact_policy == "contacts_only":
+        return CONTACT_REQUIRED, f"{recipient.name} accepts mail only from approved contacts"
+    if thread_id and _share_thread(snap, sender.name, recipient.name, thread_id):
+        return None
+    if _reservations_overlap(snap, sender.name, recipient.name):
+        return None
+    since = format_ts(now() - dt.timedelta(days=RECENT_CONTACT_DAYS))
+    if _exchanged_recently(snap, sender.name, recipient.name, since):
+        return None
+    return CONTACT_REQUIRED, (f"{recipient.name} has not been in contact with {sender.name} "
+                              "(no shared thread, overlapping reservation or recent mail)")
+
+
+def contact_view(link: Contact, at: str | None = None) -> dict[str, Any]:
+    at = at or now_ts()
+    return {
+        "from": link.requester,
+        "to": link.target,
+        "status": link.status,
+        "reason": link.reason,
+        "requested_at": link.requested_at,
+        "responded_at": link.responded_at,
+        "expires_ts": link.expires_at,
+        "expired": not _live(link, at),
+    }
+
+
+def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent, reason: str, ttl_seconds: int,
+                 hlc: Any, note: str = "") -> dict[str, Any]:
+    """Queue a pending link (or refresh one) and an ack-required introduction message.
+
+    A live approved link is left as it is and no introduction is sent.
+    """
+    at = now_ts()
+    existing = link_between(snap, requester.name, target.name)
+    if approved_between(snap, requester.name, target.name, at) and existing is not None:
+        return {**contact_view(existing, at), "intro_message_id": None}
+    link = Contact(requester=requester.name, target=target.name, status="pending", requested_at=at, hlc=hlc,
+                   reason=reason, expires_at=_later(ttl_seconds))
+    change.put_record(link)
+    body = (f"{requester.name} asks to be able to write to you.\n\n"
+            + (f"Reason: {reason}\n\n" if reason else "")
+            + note
+            + f"Approve with respond_contact(to_agent=\"{target.name}\", from_agent=\"{requester.name}\", "
+              "accept=true), or decline with accept=false.\n")
+    intro = compose(sender=requester.name, to=[target.name], cc=[], bcc=[], subject=f"Contact request from {requester.name}",
+                    body=body, importance="normal", ack_required=True, thread_id=None, topic=None)
+    put_message(change, intro)
+    return {**contact_view(link, at), "intro_message_id": intro.id}
+
+
+def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agent: str, reason: str = "",
+                    ttl_seconds: int = PENDING_TTL_SECONDS) -> dict[str, Any]:
+    """Ask ``to_agent`` to accept mail from ``from_agent``."""
+    check_ttl(ttl_seconds)
+    if not isinstance(reason, str):
+        raise invalid("reason must be text", field="reason")
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        requester = require_agent(snap, from_agent, "from_agent", active=True)
+        target = require_agent(snap, to_agent, "to_agent", active=True)
+        if requester.name == target.name:
+            raise invalid("an agent needs no contact with itself", field="to_agent")
+        if target.contact_policy == "block_all" and not approved_between(snap, requester.name, target.name, now_ts()):
+            raise GitmailError(CONTACT_BLOCKED, f"{target.name} accepts no new contacts (policy block_all); "
+                               "coordinate through another agent or a human", {"to_agent": target.name})
+        change = Change(f"{requester.name} asked {target.name} for contact", author=requester.name)
+        change.result = open_request(snap, change, requester, target, reason, ttl_seconds, hlc)
+        return change
+
+    result = archive.transact(fn).result
+    ctx.activity.touch(ctx.slug(project_key), result["from"])
+    return result
+
+
+def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agent: str, accept: bool,
+                    ttl_seconds: int = APPROVED_TTL_SECONDS) -> dict[str, Any]:
+    """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
+    check_ttl(ttl_seconds)
+    if not isinstance(accept, bool):
+        raise invalid("accept must be true or false", field="accept")
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        target = require_agent(snap, to_agent, "to_agent")
+        requester = require_agent(snap, from_agent, "from_agent")
+        link = link_between(snap, requester.name, target.name)
+        if link is None:
+            raise not_found(f"{requester.name} has not asked {target.name} for contact; there is nothing "
+                            "to respond to (list_contacts shows pending requests)",
+                            from_agent=requester.name, to_agent=target.name)
+        at = now_ts()
+        link.status = "approved" if accept else "denied"
+        link.responded_at, link.hlc = at, hlc
+        link.expires_at = _later(ttl_seconds) if accept else None
+        verb = "approved" if accept else "declined"
+        change = Change(f"{target.name} {verb} contact from {requester.name}", author=target.name).put_record(link)
+        delivered = release_held(snap, change, requester.name, target.name, accept, hlc)
+        if delivered:
+            change.message += f"; delivered {len(delivered)} held message(s) from {requester.name}"
+        change.result = {**contact_view(link, at), "approved": accept, "delivered_held": delivered}
+        return change
+
+    result = archive.transact(fn).result
+    ctx.activity.touch(ctx.slug(project_key), result["to"])
+    return result
+
+
+def release_held(snap: Snapshot, change: Change, sender: str, responder: str, approved: bool,
+                 hlc: Any) -> list[dict[str, Any]]:
+    """Settle ``sender``'s held messages that were waiting for ``responder``.
+
+    Returns ``{held_id, message_id}`` for each message delivered now. A message
+    whose every recipient declined stays held (nothing is lost) with nobody
+    awaited.
+    """
+    delivered = []
+    for _, path in iter_folder(snap, f"{agent_dir(sender)}/held"):
+        held = snap.load(path, HeldMessage)
+        if held is None or responder not in held.awaiting:
+            continue
+        held.awaiting = [name for name in held.awaiting if name != responder]
+        if not approved:
+            held.denied = sorted(set(held.denied) | {responder})
+        if held.awaiting:
+            change.put_record(held)
+            continue
+        keep = [n for n in recipients_of(held) if n not in held.denied and _active(snap, n)]
+        if not keep:
+            change.put_record(held)
+            continue
+        message = compose(sender=held.sender, to=[n for n in held.to if n in keep], cc=[n for n in held.cc if n in keep],
+                          bcc=[n for n in held.bcc if n in keep], subject=held.subject, body=held.body,
+                          importance=held.importance, ack_required=held.ack_required, thread_id=held.thread_id,
+                          topic=held.topic, reply_to=held.reply_to, attachments=held.attachments)
+        put_message(change, message)
+        change.delete(path)
+        if held.idempotency_key_hash:
+            key = find_key(snap, sender, held.idempotency_key_hash)
+            if key is not None and key.message_id == held.id:
+                key.message_id, key.held = message.id, False
+                change.put_record(key)
+        delivered.append({"held_id": held.id, "message_id": message.id})
+    return delivered
+
+
+def recipients_of(held: HeldMessage) -> list[str]:
+    return list(dict.fromkeys(held.to + held.cc + held.bcc))
+
+
+def _active(snap: Snapshot, name: str) -> bool:
+    agent = find_agent(snap, name)
+    return agent is not None and agent.status == "active"
+
+
+def list_held(ctx: MailContext, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    """The sender's messages still waiting for contact approval (or declined by all)."""
+    snap = ctx.archive(project_key).snapshot()
+    agent = require_agent(snap, agent_name)
+    out = []
+    for _, path in iter_folder(snap, f"{agent_dir(agent.name)}/held"):
+        held = snap.load(path, HeldMessage)
+        if held is not None:
+            out.append({"held_id": held.id, "subject": held.subject, "to": held.to, "cc": held.cc, "bcc": held.bcc,
+                        "created_ts": held.created_ts, "awaiting": held.awaiting, "denied": held.denied})
+    return out
+
+
+def list_contacts(ctx: MailContext, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    """Links the agent asked for and links asked of it, with status and expiry."""
+    snap = ctx.archive(project_key).snapshot()
+    agent = require_agent(snap, agent_name)
+    at, out = now_ts(), []
+    for requester in snap.listdir("contacts"):
+        for name in snap.listdir(f"contacts/{requester}"):
+            target = name[: -len(".yaml")]
+            if agent.name not in (requester, target):
+                continue
+            link = link_between(snap, requester, target)
+            if link is not None:
+                view = contact_view(link, at)
+                view["direction"] = "outgoing" if requester == agent.name else "incoming"
+                out.append(view)
+    return out
+
+
+def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, policy: str) -> dict[str, Any]:
+    """Set who may write to the agent: open, auto, contacts_only or block_all."""
+    if policy not in CONTACT_POLICIES:
+        raise invalid(f"policy must be one of {', '.join(CONTACT_POLICIES)}; got {policy!r}", field="policy")
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        agent = require_agent(snap, agent_name)
+        if agent.contact_policy == policy:
+            return Change("", result=agent.name)
+        agent.contact_policy, agent.hlc = policy, hlc
+        return Change(f"{agent.name} set contact policy to {policy}", author=agent.name,
+                      result=agent.name).put_record(agent)
+
+    name = archive.transact(fn).result
+    return {"agent": name, "policy": policy}
+
+
+def hold(change: Change, message: Message, awaiting: list[str], key_hash: str | None) -> HeldMessage:
+    """Queue ``message`` as held until every name in ``awaiting`` approves contact."""
+    held = HeldMessage(id=message.id, sender=message.sender, subject=message.subject, created_ts=message.created_ts,
+                       awaiting=awaiting, to=message.to, cc=message.cc, bcc=message.bcc,
+                       thread_id=message.thread_id if message.thread_id != message.id else None,
+                       importance=message.importance, ack_required=message.ack_required, topic=message.topic,
+                       reply_to=message.reply_to, attachments=message.attachments, idempotency_key_hash=key_hash,
+                       body=message.body)
+    change.put_record(held)
+    return held
+

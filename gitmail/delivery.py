@@ -1,0 +1,75 @@
+"""Writing one message into the archive, and rendering it for callers.
+
+A message is one canonical file under ``messages/`` plus a copy in each
+recipient's inbox and one in the sender's outbox. Every inbox copy is the same
+bytes as the canonical file, so git stores one blob however many recipients
+there are. Blind-copy recipients get that same public copy; only the sender's
+outbox copy names them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .clock import format_ts
+from .engine import Change
+from .ids import id_time, new_id
+from .records import Message, inbox_path, message_path, outbox_path
+
+
+def compose(*, sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
+            importance: str, ack_required: bool, thread_id: str | None, topic: str | None,
+            reply_to: str | None = None, attachments: list[dict[str, Any]] | None = None) -> Message:
+    """A new, validated message; its creation time is the time in its ID."""
+    message_id = new_id()
+    message = Message(
+        id=message_id, thread_id=thread_id or message_id, sender=sender, subject=subject,
+        created_ts=format_ts(id_time(message_id)), to=list(to), cc=list(cc), bcc=list(bcc),
+        importance=importance, ack_required=ack_required, topic=topic, reply_to=reply_to,
+        attachments=list(attachments or []), body=body,
+    )
+    message.validate()
+    return message
+
+
+def recipients(message: Message) -> list[str]:
+    """Everyone who gets an inbox copy, in order, without repeats."""
+    return list(dict.fromkeys(message.to + message.cc + message.bcc))
+
+
+def put_message(change: Change, message: Message) -> None:
+    """Queue the canonical file, one inbox copy per recipient and the sender's outbox copy."""
+    public = message.public_copy().to_bytes()
+    change.put(message_path(message.id), public)
+    for name in recipients(message):
+        change.put(inbox_path(name, message.id), public)
+    change.put(outbox_path(message.sender, message.id), message.to_bytes() if message.bcc else public)
+
+
+def commit_line(message: Message, verb: str = "sent") -> str:
+    """The first line of the commit that delivers a message, for ``git log``."""
+    names = ", ".join(message.to + message.cc) or "blind-copy recipients"
+    return f"{message.sender} {verb} {message.id} to {names}: {message.subject}"[:200]
+
+
+def message_view(message: Message, *, include_body: bool = True, show_bcc: bool = False) -> dict[str, Any]:
+    """A message as callers see it (``bcc`` only for the sender's own copy)."""
+    view: dict[str, Any] = {
+        "id": message.id,
+        "thread_id": message.thread_id,
+        "subject": message.subject,
+        "from": message.sender,
+        "to": list(message.to),
+        "cc": list(message.cc),
+        "created_ts": message.created_ts,
+        "importance": message.importance,
+        "ack_required": message.ack_required,
+        "topic": message.topic,
+        "reply_to": message.reply_to,
+        "attachments": list(message.attachments),
+    }
+    if show_bcc:
+        view["bcc"] = list(message.bcc)
+    if include_body:
+        view["body_md"] = message.body
+    return view

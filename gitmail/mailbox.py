@@ -1,0 +1,326 @@
+"""Every mail read, served from a snapshot of the archive.
+
+These functions take a :class:`Snapshot` and plain filters and return plain
+dicts; they never write. Inbox and outbox folders are sharded by day and IDs
+sort by time, so listing newest first walks the newest shards and stops as
+soon as it has enough (or reaches ``since_ts``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any, Iterator
+
+from .clock import UTC, format_ts, now, parse_ts
+from .delivery import message_view
+from .directory import project_record, require_agent
+from .errors import invalid, not_found
+from .history import adding_commits
+from .ids import is_id
+from .names import check_topic
+from .records import Message, Receipt, agent_dir, message_path, outbox_path, receipt_path
+from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .context import MailContext
+
+URGENT = ("high", "urgent")
+MAX_LIMIT = 1000
+
+
+def parse_since(value: object, field: str = "since_ts") -> str | None:
+    """A ``since`` filter as a canonical timestamp: ISO-8601 text or epoch seconds."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format_ts(dt.datetime.fromtimestamp(value, tz=UTC))
+    if isinstance(value, str):
+        try:
+            return format_ts(parse_ts(value))
+        except ValueError:
+            pass
+    raise invalid(f"{field} must be an ISO-8601 timestamp with a zone (such as '2026-01-31T09:00:00Z') "
+                  "or epoch seconds", field=field)
+
+
+def check_limit(limit: object, field: str = "limit") -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise invalid(f"{field} must be a whole number from 1 to {MAX_LIMIT}", field=field)
+    return limit
+
+
+def check_message_id(message_id: object, field: str = "message_id") -> str:
+    if not is_id(message_id):
+        raise invalid(f"{field} {message_id!r} is not a message ID (23 lowercase letters and digits, "
+                      "as returned by send_message or fetch_inbox)", field=field)
+    return message_id  # type: ignore[return-value]
+
+
+def iter_folder(snap: Snapshot, folder: str, since: str | None = None) -> Iterator[tuple[str, str]]:
+    """``(id, path)`` of the day-sharded files in ``folder``, newest first, down to ``since``'s day."""
+    floor = since[:10].replace("-", "/") if since else None
+    for year in reversed(snap.listdir(folder)):
+        if floor and year < floor[:4]:
+            return
+        for month in reversed(snap.listdir(f"{folder}/{year}")):
+            if floor and f"{year}/{month}" < floor[:7]:
+                return
+            for day in reversed(snap.listdir(f"{folder}/{year}/{month}")):
+                shard = f"{year}/{month}/{day}"
+                if floor and shard < floor:
+                    return
+                for name in reversed(snap.listdir(f"{folder}/{shard}")):
+                    stem = name.rsplit(".", 1)[0]
+                    if is_id(stem):
+                        yield stem, f"{folder}/{shard}/{name}"
+
+
+def load_message(snap: Snapshot, message_id: str) -> Message:
+    message = snap.load(message_path(message_id), Message)
+    if message is None:
+        gone = snap.exists(f"tombstones/{message_path(message_id)[len('messages/'):-3]}.yaml")
+        raise not_found(f"message {message_id} was removed from the archive (git history still has it)" if gone
+                        else f"no message {message_id} in this project; check the ID (fetch_inbox lists them)",
+                        message_id=message_id)
+    return message
+
+
+def receipt(snap: Snapshot, agent: str, message_id: str) -> Receipt | None:
+    return snap.load(receipt_path(agent, message_id), Receipt)
+
+
+def _kind(message: Message, agent: str) -> str:
+    return "to" if agent in message.to else "cc" if agent in message.cc else "bcc"
+
+
+def inbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, urgent_only: bool = False,
+          unread_only: bool = False, topic: str | None = None, ack_required_only: bool = False,
+          unacked_only: bool = False, older_than: str | None = None, limit: int = 20,
+          include_bodies: bool = False) -> list[dict[str, Any]]:
+    """An agent's received messages, newest first, with its own read and ack times."""
+    out: list[dict[str, Any]] = []
+    wanted_topic = topic.lower() if topic else None
+    for message_id, path in iter_folder(snap, f"{agent_dir(agent)}/inbox", since_ts):
+        message = snap.load(path, Message)
+        if message is None or (since_ts and message.created_ts <= since_ts):
+            continue
+        if older_than and message.created_ts >= older_than:
+            continue
+        if urgent_only and message.importance not in URGENT:
+            continue
+        if wanted_topic and (message.topic or "").lower() != wanted_topic:
+            continue
+        if (ack_required_only or unacked_only) and not message.ack_required:
+            continue
+        got = receipt(snap, agent, message_id)
+        read_at = got.read_at if got else None
+        acked_at = got.acked_at if got else None
+        if unread_only and read_at:
+            continue
+        if unacked_only and acked_at:
+            continue
+        view = message_view(message, include_body=include_bodies)
+        view.update(kind=_kind(message, agent), read_at=read_at, acknowledged_at=acked_at)
+        out.append(view)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def outbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, limit: int = 20,
+           include_bodies: bool = False) -> list[dict[str, Any]]:
+    """What an agent sent, newest first (bcc included: it is the sender's own copy)."""
+    out = []
+    for _, path in iter_folder(snap, f"{agent_dir(agent)}/outbox", since_ts):
+        message = snap.load(path, Message)
+        if message is None or (since_ts and message.created_ts <= since_ts):
+            continue
+        out.append(message_view(message, include_body=include_bodies, show_bcc=True))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def message(snap: Snapshot, message_id: str, viewer: str | None = None) -> dict[str, Any]:
+    """One message with its body; the sender viewing it also sees ``bcc``."""
+    found = load_message(snap, check_message_id(message_id))
+    if viewer is not None and viewer == found.sender:
+        own = snap.load(outbox_path(found.sender, found.id), Message)
+        if own is not None:
+            return message_view(own, show_bcc=True)
+    return message_view(found)
+
+
+def all_messages(snap: Snapshot, since: str | None = None) -> Iterator[Message]:
+    """Every canonical message, newest first (down to ``since``'s day)."""
+    for _, path in iter_folder(snap, "messages", since):
+        found = snap.load(path, Message)
+        if found is not None:
+            yield found
+
+
+def thread_messages(snap: Snapshot, thread_id: str) -> list[Message]:
+    """The messages of one thread, oldest first (the thread's first message included)."""
+    found = [m for m in all_messages(snap) if m.thread_id == thread_id or m.id == thread_id]
+    return sorted(found, key=lambda m: (m.created_ts, m.id))
+
+
+def thread(snap: Snapshot, thread_id: str, *, include_bodies: bool = True) -> list[dict[str, Any]]:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise invalid("thread_id must be a non-empty thread ID", field="thread_id")
+    return [message_view(m, include_body=include_bodies) for m in thread_messages(snap, thread_id)]
+
+
+def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, since_ts: str | None = None,
+                   unread_only: bool = False, limit: int = 50, include_bodies: bool = True) -> list[dict[str, Any]]:
+    """Messages of the project with a topic tag (compared without case), newest first.
+
+    With a ``viewer``, only messages the viewer sent or received; ``unread_only``
+    further keeps only those the viewer received and has not read.
+    """
+    wanted = topic.lower()
+    out = []
+    for found in all_messages(snap, since_ts):
+        if (found.topic or "").lower() != wanted or (since_ts and found.created_ts <= since_ts):
+            continue
+        if viewer is not None:
+            received = snap.exists(f"{agent_dir(viewer)}/inbox/{message_path(found.id)[len('messages/'):]}")
+            if unread_only:
+                got = receipt(snap, viewer, found.id)
+                if not received or (got is not None and got.read_at):
+                    continue
+            elif not received and found.sender != viewer:
+                continue
+        view = message_view(found, include_body=include_bodies)
+        out.append(view)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def overdue_cutoff(ttl_minutes: object) -> str:
+    if not isinstance(ttl_minutes, (int, float)) or isinstance(ttl_minutes, bool) or ttl_minutes < 0:
+        raise invalid("ttl_minutes must be a non-negative number of minutes", field="ttl_minutes")
+    return format_ts(now() - dt.timedelta(minutes=ttl_minutes))
+
+
+# -- the read operations, as the facade calls them ------------------------------
+# Each opens one snapshot of the tip, so a read is consistent and never writes.
+
+def _open(ctx: "MailContext", project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Any, str | None]:
+    snap = ctx.archive(project_key).snapshot()
+    project = project_record(snap)
+    name = None
+    if agent_name is not None:
+        name = require_agent(snap, agent_name).name
+        ctx.activity.touch(ctx.slug(project_key), name)
+    return snap, project, name
+
+
+def _listing(project: Any, agent: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
+
+
+def fetch_inbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+                include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
+                unread_only: bool = False) -> list[dict[str, Any]]:
+    """The agent's received messages, newest first; reading marks nothing."""
+    check_limit(limit)
+    since = parse_since(since_ts)
+    if topic is not None and topic != "":
+        check_topic(topic)
+    snap, _, name = _open(ctx, project_key, agent_name)
+    return inbox(snap, name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,  # type: ignore[arg-type]
+                 topic=topic or None, limit=limit, include_bodies=include_bodies)
+
+
+def fetch_outbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+                 since_ts: object = None) -> dict[str, Any]:
+    """What the agent sent, newest first, each with the commit that recorded it."""
+    check_limit(limit)
+    since = parse_since(since_ts)
+    snap, project, name = _open(ctx, project_key, agent_name)
+    messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
+    _with_commits(ctx, project_key, messages, lambda m: f"{agent_dir(name)}/outbox/{_shard_of(m['id'])}")  # type: ignore[arg-type]
+    return _listing(project, name, messages)  # type: ignore[arg-type]
+
+
+def fetch_mailbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20,
+                  include_bodies: bool = False) -> dict[str, Any]:
+    """Received and sent messages together, newest first, with commit details."""
+    check_limit(limit)
+    snap, project, name = _open(ctx, project_key, agent_name)
+    received = inbox(snap, name, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
+    sent = outbox(snap, name, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
+    for item in received:
+        item["direction"] = "inbound"
+    for item in sent:
+        item["direction"] = "outbound"
+    merged = sorted(received + sent, key=lambda m: (m["created_ts"], m["id"]), reverse=True)[:limit]
+    _with_commits(ctx, project_key, merged,
+                  lambda m: f"{agent_dir(name)}/{'inbox' if m['direction'] == 'inbound' else 'outbox'}/{_shard_of(m['id'])}")  # type: ignore[arg-type]
+    return _listing(project, name, merged)  # type: ignore[arg-type]
+
+
+def _shard_of(message_id: str) -> str:
+    return message_path(message_id)[len("messages/"):]
+
+
+def _with_commits(ctx: "MailContext", project_key: str, messages: list[dict[str, Any]], path_of: Any) -> None:
+    paths = {m["id"]: path_of(m) for m in messages}
+    commits = adding_commits(ctx.archive(project_key), list(paths.values()))
+    for item in messages:
+        item["commit"] = commits.get(paths[item["id"]])
+
+
+def get_message(ctx: "MailContext", project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
+    """One message with its body (the sender also sees its blind copies)."""
+    snap, project, name = _open(ctx, project_key, agent_name)
+    return {"project": project.human_key, **message(snap, message_id, name)}
+
+
+def get_thread(ctx: "MailContext", project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
+    """Every message of a thread, oldest first."""
+    snap, project, _ = _open(ctx, project_key)
+    messages = thread(snap, thread_id, include_bodies=include_bodies)
+    return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
+
+
+def fetch_topic(ctx: "MailContext", project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+                since_ts: object = None, agent_name: str | None = None, unread_only: bool = False) -> list[dict[str, Any]]:
+    """Messages of the project tagged with a topic, newest first."""
+    check_topic(topic_name, "topic_name")
+    check_limit(limit)
+    since = parse_since(since_ts)
+    if unread_only and agent_name is None:
+        raise invalid("unread_only needs agent_name: whose unread messages?", field="unread_only")
+    snap, _, name = _open(ctx, project_key, agent_name)
+    found = topic_messages(snap, topic_name, viewer=name, since_ts=since, unread_only=unread_only, limit=limit,
+                           include_bodies=include_bodies)
+    for item in found:
+        item.pop("attachments", None)
+    return found
+
+
+def view_urgent_unread(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+    """High and urgent messages the agent has not read."""
+    check_limit(limit)
+    snap, project, name = _open(ctx, project_key, agent_name)
+    return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))  # type: ignore[arg-type]
+
+
+def view_ack_required(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+    """Messages asking for an acknowledgement the agent has not given."""
+    check_limit(limit)
+    snap, project, name = _open(ctx, project_key, agent_name)
+    return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))  # type: ignore[arg-type]
+
+
+def view_ack_overdue(ctx: "MailContext", project_key: str, agent_name: str, ttl_minutes: float = 30,
+                     limit: int = 20) -> dict[str, Any]:
+    """Unacknowledged ack-required messages older than ``ttl_minutes``."""
+    check_limit(limit)
+    cutoff = overdue_cutoff(ttl_minutes)
+    snap, project, name = _open(ctx, project_key, agent_name)
+    found = inbox(snap, name, unacked_only=True, older_than=cutoff, limit=limit)  # type: ignore[arg-type]
+    return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}  # type: ignore[arg-type]

@@ -1,0 +1,292 @@
+"""Sending and replying: validation, contact rules, idempotency, one commit per send.
+
+A send resolves every recipient (names compare without case; an unknown
+name fails the whole send and is named), checks each recipient's contact
+policy, and commits the canonical message with its inbox and outbox copies
+as one commit authored by the sender. With ``broadcast`` the recipients are
+every active agent but the sender; those a policy would refuse are skipped
+and reported instead of failing the send. With ``auto_contact_if_blocked``
+a message a policy refuses is held, contact is requested, and the message
+is delivered once the contact is approved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import contacts, idempotency
+from .context import MailContext
+from .delivery import commit_line, compose, message_view, put_message
+from .directory import agent_names, find_agent, project_record, require_agent
+from .engine import Change
+from .errors import AGENT_INACTIVE, CONTACT_BLOCKED, CONTACT_REQUIRED, RECIPIENT_NOT_FOUND, GitmailError, invalid
+from .ids import is_id
+from .mailbox import check_message_id, load_message
+from .names import check_agent_name, check_topic
+from .records import IMPORTANCE, MAX_SUBJECT, Agent, HeldMessage, IdempotencyKey, Message, held_path, outbox_path
+from .snapshot import Snapshot
+
+MAX_THREAD_ID = 128
+
+
+@dataclass
+class Outgoing:
+    """The validated arguments of one send or reply."""
+
+    sender: str
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    subject: str
+    body: str
+    importance: str
+    ack_required: bool
+    thread_id: str | None
+    topic: str | None
+    broadcast: bool = False
+    reply_to: str | None = None
+    replying_to: str | None = None  # author of the message being answered
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _names(value: object, field_name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise invalid(f"{field_name} must be a list of agent names", field=field_name)
+    return [check_agent_name(name, field_name) for name in value]
+
+
+def _importance(value: object) -> str:
+    text = value.lower().strip() if isinstance(value, str) else value
+    if text not in IMPORTANCE:
+        raise invalid(f"importance must be one of {', '.join(IMPORTANCE)}; got {value!r}", field="importance")
+    return text  # type: ignore[return-value]
+
+
+def _subject(value: object) -> str:
+    if not isinstance(value, str) or "\n" in value or "\r" in value or len(value) > MAX_SUBJECT:
+        raise invalid(f"subject must be one line of at most {MAX_SUBJECT} characters", field="subject")
+    return value.strip()
+
+
+def _thread_id(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if (not isinstance(value, str) or not value.strip() or len(value) > MAX_THREAD_ID
+            or any(ch in value for ch in "\r\n,")):
+        raise invalid(f"thread_id must be one line of at most {MAX_THREAD_ID} characters without commas "
+                      "(a message ID or a label such as 'TKT-123')", field="thread_id")
+    return value.strip()
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(f"{name} must be true or false", field=name)
+    return value
+
+
+def _body(value: object) -> str:
+    if not isinstance(value, str):
+        raise invalid("body_md must be Markdown text", field="body_md")
+    return value
+
+
+def _resolve(snap: Snapshot, names: list[str], unknown: list[str]) -> list[Agent]:
+    found = []
+    for name in names:
+        agent = find_agent(snap, name)
+        if agent is None:
+            unknown.append(name)
+        else:
+            found.append(agent)
+    return found
+
+
+def _plan(snap: Snapshot, out: Outgoing, sender: Agent) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
+    """Resolve recipients by field; returns them and the broadcast skips."""
+    unknown: list[str] = []
+    fields = {name: _resolve(snap, getattr(out, name), unknown) for name in ("to", "cc", "bcc")}
+    if unknown:
+        raise GitmailError(RECIPIENT_NOT_FOUND, f"no agent named {', '.join(unknown)} in this project; register "
+                           "them first or check the spelling (list_agents shows the names)", {"unknown": unknown})
+    inactive = [a.name for agents in fields.values() for a in agents if a.status != "active"]
+    if inactive:
+        raise GitmailError(AGENT_INACTIVE, f"{', '.join(inactive)} no longer receive mail (retired or "
+                           "deregistered); unretire them first or leave them out", {"inactive": inactive})
+    skipped: list[dict[str, str]] = []
+    if out.broadcast:
+        for name in agent_names(snap):
+            agent = find_agent(snap, name)
+            if agent is None or agent.name == sender.name:
+                continue
+            if agent.status != "active":
+                skipped.append({"agent": agent.name, "reason": f"agent is {agent.status}"})
+                continue
+            refused = contacts.gate(snap, sender, agent, thread_id=out.thread_id, replying_to=out.replying_to)
+            if refused is not None:
+                skipped.append({"agent": agent.name, "reason": refused[1]})
+                continue
+            fields["to"].append(agent)
+    seen: set[str] = set()
+    for key in ("to", "cc", "bcc"):  # someone named twice keeps the most visible place
+        fields[key] = [a for a in fields[key] if not (a.name in seen or seen.add(a.name))]  # type: ignore[func-returns-value]
+    return fields, skipped
+
+
+def _check_thread(snap: Snapshot, thread_id: str | None) -> None:
+    if thread_id is not None and is_id(thread_id):
+        load_message(snap, thread_id)  # NOT_FOUND unless the thread's first message exists
+
+
+def _delivered_result(project: str, message: Message, created: bool, **extra: Any) -> dict[str, Any]:
+    payload = message_view(message, show_bcc=True)
+    return {"deliveries": [{"project": project, "payload": payload}], "count": 1, "created": created, **extra}
+
+
+def _held_result(held: HeldMessage, requests: list[dict[str, Any]], created: bool) -> dict[str, Any]:
+    return {
+        "deliveries": [], "count": 0, "created": created, "held": True, "held_message_id": held.id,
+        "awaiting": list(held.awaiting), "contact_requests": requests,
+        "note": "the message is kept in the archive and will be delivered to every recipient "
+                "automatically once the awaited agents approve contact",
+    }
+
+
+def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]:
+    if key.held:
+        held = snap.load(held_path(key.agent, key.message_id), HeldMessage)
+        if held is not None:
+            return _held_result(held, [], False)
+    own = snap.load(outbox_path(key.agent, key.message_id), Message)
+    message = own if own is not None else load_message(snap, key.message_id)
+    return _delivered_result(project, message, False)
+
+
+def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: str, auto_contact: bool,
+             key: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
+    archive = ctx.archive(project_key)
+    hashed = idempotency.key_hash(key) if key is not None else None
+    request = idempotency.request_hash(fingerprint)
+    hlc = ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        sender = require_agent(snap, out.sender, "sender_name", active=True)
+        if hashed is not None:
+            earlier = idempotency.check(snap, sender.name, hashed, operation, request)
+            if earlier is not None:
+                return Change("", result=_replay(snap, project.human_key, earlier))
+        fields, skipped = _plan(snap, out, sender)
+        if not any(fields.values()):
+            raise invalid("no recipients: name at least one agent in to, cc or bcc"
+                          + (" (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""),
+                          field="to", broadcast_skipped=skipped)
+        _check_thread(snap, out.thread_id)
+        message = compose(sender=sender.name, to=[a.name for a in fields["to"]], cc=[a.name for a in fields["cc"]],
+                          bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
+                          importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
+                          topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
+        # broadcast recipients already passed the contact rules when they were picked
+        explicit = fields["cc"] + fields["bcc"] + ([] if out.broadcast else fields["to"])
+        refused = {a.name: r for a in explicit
+                   if (r := contacts.gate(snap, sender, a, thread_id=out.thread_id, replying_to=out.replying_to))}
+        change = Change("", author=sender.name)
+        if refused:
+            blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
+            if blocked or not auto_contact:
+                code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
+                names = list(blocked or refused)
+                advice = ("they do not accept mail from you" if blocked else
+                          "request contact first (request_contact), or resend with auto_contact_if_blocked=true "
+                          "to hold the message until they approve")
+                raise GitmailError(code, f"cannot deliver to {', '.join(names)}: {advice}",
+                                   {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
+            held = contacts.hold(change, message, sorted(refused), hashed)
+            requests = []
+            for name in sorted(refused):
+                target = find_agent(snap, name)
+                note = f"{sender.name} has a message for you (\"{message.subject}\") that is held until you approve.\n\n"
+                requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
+                                                      hlc, note))  # type: ignore[arg-type]
+            change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
+                              f"until contact is approved: {message.subject}")[:200]
+            change.result = _held_result(held, requests, True)
+        else:
+            put_message(change, message)
+            change.message = commit_line(message)
+            extra = {"broadcast_skipped": skipped} if out.broadcast else {}
+            change.result = _delivered_result(project.human_key, message, True, **extra)
+        if hashed is not None:
+            change.put_record(IdempotencyKey(key_hash=hashed, agent=sender.name, operation=operation,
+                                             request_hash=request, created_at=message.created_ts,
+                                             message_id=message.id, held=bool(refused)))
+        return change
+
+    result = archive.transact(fn).result
+    ctx.activity.touch(ctx.slug(project_key), out.sender)
+    return result
+
+
+def send_message(ctx: MailContext, project_key: str, sender_name: str, to: list[str] | None, subject: str,
+                 body_md: str, cc: list[str] | None = None, bcc: list[str] | None = None,
+                 importance: str = "normal", ack_required: bool = False, thread_id: str | None = None,
+                 topic: str | None = None, broadcast: bool = False, auto_contact_if_blocked: bool = False,
+                 idempotency_key: str | None = None) -> dict[str, Any]:
+    """Send a Markdown message; see the module docs for the rules."""
+    check_agent_name(sender_name, "sender_name")
+    out = Outgoing(sender=sender_name, to=_names(to, "to"), cc=_names(cc, "cc"), bcc=_names(bcc, "bcc"),
+                   subject=_subject(subject), body=_body(body_md), importance=_importance(importance),
+                   ack_required=_flag(ack_required, "ack_required"), thread_id=_thread_id(thread_id),
+                   topic=check_topic(topic) if topic not in (None, "") else None,
+                   broadcast=_flag(broadcast, "broadcast"))
+    _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
+    if out.broadcast and out.to:
+        raise invalid("broadcast sends to every active agent: leave to empty, or name recipients without broadcast",
+                      field="broadcast")
+    if not (out.to or out.cc or out.bcc or out.broadcast):
+        raise invalid("no recipients: name at least one agent in to, cc or bcc (or set broadcast)", field="to")
+    fingerprint = {"op": "send", "sender": sender_name.lower(), "to": out.to, "cc": out.cc, "bcc": out.bcc,
+                   "subject": out.subject, "body": out.body, "importance": out.importance,
+                   "ack_required": out.ack_required, "thread_id": out.thread_id, "topic": out.topic,
+                   "broadcast": out.broadcast}
+    return _deliver(ctx, project_key, out, operation="send_message", auto_contact=auto_contact_if_blocked,
+                    key=idempotency_key, fingerprint=fingerprint)
+
+
+def reply_subject(subject: str, prefix: str) -> str:
+    """``subject`` with ``prefix`` in front, unless it already starts with it (ignoring case)."""
+    if subject.lower().startswith(prefix.lower()):
+        return subject
+    return f"{prefix} {subject}".strip()[:MAX_SUBJECT]
+
+
+def reply_message(ctx: MailContext, project_key: str, message_id: str, sender_name: str, body_md: str,
+                  to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
+                  subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
+                  auto_contact_if_blocked: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Answer a message in its thread; by default to its sender, with its importance and ack flag."""
+    check_message_id(message_id)
+    check_agent_name(sender_name, "sender_name")
+    if not isinstance(subject_prefix, str) or "\n" in subject_prefix or len(subject_prefix) > 32:
+        raise invalid("subject_prefix must be a short single line such as 'Re:'", field="subject_prefix")
+    original = load_message(ctx.archive(project_key).snapshot(), message_id)
+    out = Outgoing(sender=sender_name, to=_names(to, "to") if to else [original.sender], cc=_names(cc, "cc"),
+                   bcc=_names(bcc, "bcc"), subject=reply_subject(original.subject, subject_prefix.strip()),
+                   body=_body(body_md),
+                   importance=_importance(importance) if importance is not None else original.importance,
+                   ack_required=_flag(ack_required, "ack_required") if ack_required is not None else original.ack_required,
+                   thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
+                   replying_to=original.sender)
+    _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
+    fingerprint = {"op": "reply", "sender": sender_name.lower(), "message_id": message_id, "to": to, "cc": out.cc,
+                   "bcc": out.bcc, "prefix": subject_prefix, "body": out.body, "importance": importance,
+                   "ack_required": ack_required}
+    result = _deliver(ctx, project_key, out, operation="reply_message", auto_contact=auto_contact_if_blocked,
+                      key=idempotency_key, fingerprint=fingerprint)
+    if result["deliveries"]:
+        result = {**result["deliveries"][0]["payload"], **result}
+    return result

@@ -1,0 +1,58 @@
+"""Read and acknowledgement receipts, one small file per recipient per message.
+
+Receipts live in the recipient's folder, so they travel with a sync like any
+other record. Marking twice keeps the first time: repeated calls return the
+original timestamps and commit nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .clock import now_ts
+from .context import MailContext
+from .directory import require_agent
+from .engine import Change
+from .errors import not_found
+from .mailbox import check_message_id
+from .records import Receipt, inbox_path
+from .snapshot import Snapshot
+
+
+def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, ack: bool) -> Receipt:
+    check_message_id(message_id)
+    archive = ctx.archive(project_key)
+    stamp, hlc = now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        agent = require_agent(snap, agent_name)
+        if not snap.exists(inbox_path(agent.name, message_id)):
+            raise not_found(f"message {message_id} is not in {agent.name}'s inbox; only a recipient can mark it "
+                            "(fetch_inbox lists the IDs)", message_id=message_id, agent=agent.name)
+        path = Receipt(message_id=message_id, agent=agent.name, hlc=hlc).path()
+        receipt = snap.load(path, Receipt) or Receipt(message_id=message_id, agent=agent.name, hlc=hlc)
+        if receipt.read_at and (receipt.acked_at or not ack):
+            return Change("", result=receipt)
+        receipt.read_at = receipt.read_at or stamp
+        if ack:
+            receipt.acked_at = stamp
+        receipt.hlc = hlc
+        verb = "acknowledged" if ack else "read"
+        return Change(f"{agent.name} {verb} {message_id}", author=agent.name, result=receipt).put_record(receipt)
+
+    receipt = archive.transact(fn).result
+    ctx.activity.touch(ctx.slug(project_key), receipt.agent)
+    return receipt
+
+
+def mark_message_read(ctx: MailContext, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+    """Record that the agent read a message it received."""
+    receipt = _mark(ctx, project_key, agent_name, message_id, ack=False)
+    return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
+
+
+def acknowledge_message(ctx: MailContext, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+    """Acknowledge a message the agent received (which also marks it read)."""
+    receipt = _mark(ctx, project_key, agent_name, message_id, ack=True)
+    return {"message_id": message_id, "acknowledged": True, "acknowledged_at": receipt.acked_at,
+            "read_at": receipt.read_at}
