@@ -234,6 +234,11 @@ class ProjectIndex:
         return self._cached(("after", agent, after_seq, limit, include_sent),
                             lambda: reads.messages_after(self.meta, agent, after_seq, limit, include_sent))
 
+    def newest_arrivals(self, agent: str, count: int = 8) -> tuple[list[dict[str, Any]], bool]:
+        """The last ``count`` arrivals in ``agent``'s inbox by sequence, oldest first, and whether older exist."""
+        reads.check_limit(count, "count")
+        return self._cached(("newest", agent, count), lambda: reads.newest_arrivals(self.meta, agent, count))
+
     def high_watermark(self) -> int:
         """The highest sequence number handed out in this project so far."""
         self._sync()

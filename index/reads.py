@@ -118,6 +118,18 @@ def messages_after(meta: Meta, agent: str, after_seq: int, limit: int, include_s
     return out
 
 
+def newest_arrivals(meta: Meta, agent: str, count: int) -> tuple[list[dict[str, Any]], bool]:
+    """The last ``count`` messages to reach an agent's inbox (oldest first), and whether earlier ones exist."""
+    rows = meta.read(f"SELECT c.seq, c.box, {MESSAGE_COLUMNS} FROM copies c JOIN messages m ON m.id = c.message_id "
+                     "WHERE c.agent = ? AND c.box = 'inbox' ORDER BY c.seq DESC LIMIT ?", (agent, count + 1))
+    out = []
+    for row in rows[:count]:
+        entry = message_row(row[2:])
+        entry["seq"], entry["box"] = row[0], row[1]
+        out.append(entry)
+    return out[::-1], len(rows) > count
+
+
 def message(meta: Meta, message_id: str) -> dict[str, Any] | None:
     rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
     return message_row(rows[0]) if rows else None

@@ -7,10 +7,13 @@ inbox copy for every recipient and the sender's outbox copy (with bcc).
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 from gitmail import Agent, Change, Message, new_id
 from gitmail.clock import HLC, format_ts, now_ts
 from gitmail.records import inbox_path, outbox_path
+
+from .conftest import git
 
 
 def message(sender: str, to: list[str], subject: str, body: str = "", *, cc: tuple[str, ...] = (),
@@ -54,3 +57,24 @@ def register(archive, *names: str) -> str:
                                     hlc=HLC(1, 0, "test"), token_hash="secret-hash"))
         return change
     return archive.transact(fn).commit
+
+
+def hand_written(work: str, msg, recipients: list[str]) -> list[str]:
+    """Write a message the way a human would: canonical file plus inbox and outbox copies."""
+    data = msg.public_copy().to_bytes()
+    paths = [msg.path()] + [inbox_path(name, msg.id) for name in recipients]
+    for path in paths:
+        os.makedirs(os.path.join(work, os.path.dirname(path)), exist_ok=True)
+        with open(os.path.join(work, path), "wb") as handle:
+            handle.write(data)
+    out = outbox_path(msg.sender, msg.id)
+    os.makedirs(os.path.join(work, os.path.dirname(out)), exist_ok=True)
+    with open(os.path.join(work, out), "wb") as handle:
+        handle.write(msg.to_bytes())
+    return paths + [out]
+
+
+def push(work: str, text: str) -> None:
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", text, cwd=work)
+    git("push", "-q", "origin", "HEAD:main", cwd=work)

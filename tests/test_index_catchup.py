@@ -11,10 +11,10 @@ import pytest
 
 from gitmail import Store
 from gitmail.index import indexer_for, parse_query
-from gitmail.records import day_shard, inbox_path, outbox_path
+from gitmail.records import day_shard
 
 from .conftest import git
-from .index_helpers import message, register, send, send_many
+from .index_helpers import hand_written, message, push, register, send, send_many
 
 PROJECT = "/work/projects/catchup"
 QUERIES = ["plan", "release OR outage", '"build plan"', "migrat*", "from:blue", "to:green", "importance:urgent",
@@ -25,27 +25,6 @@ def clone(store, tmp_path):
     work = str(tmp_path / "clone")
     git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, work)
     return work
-
-
-def hand_written(work: str, msg, recipients: list[str]) -> list[str]:
-    """Write a message the way a human would: canonical file plus inbox and outbox copies."""
-    data = msg.public_copy().to_bytes()
-    paths = [msg.path()] + [inbox_path(name, msg.id) for name in recipients]
-    for path in paths:
-        os.makedirs(os.path.join(work, os.path.dirname(path)), exist_ok=True)
-        with open(os.path.join(work, path), "wb") as handle:
-            handle.write(data)
-    out = outbox_path(msg.sender, msg.id)
-    os.makedirs(os.path.join(work, os.path.dirname(out)), exist_ok=True)
-    with open(os.path.join(work, out), "wb") as handle:
-        handle.write(msg.to_bytes())
-    return paths + [out]
-
-
-def push(work: str, text: str) -> None:
-    git("add", "-A", cwd=work)
-    git("commit", "-q", "-m", text, cwd=work)
-    git("push", "-q", "origin", "HEAD:main", cwd=work)
 
 
 @pytest.fixture

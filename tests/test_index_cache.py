@@ -1,0 +1,215 @@
+"""Hot reads from derived state: inbox pages, directory, reservations, receipts, cursors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+from gitmail import Change, GitmailError, Receipt, Reservation, new_id
+from gitmail.clock import HLC, format_ts, now_ts
+from gitmail.errors import INVALID_ARGUMENT
+from gitmail.index import indexer_for
+
+from .conftest import git
+from .index_helpers import hand_written, message, push, register, send, send_many
+
+PROJECT = "/work/projects/cache"
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def setup(store):
+    archive = store.archive(PROJECT, create=True)
+    register(archive, "Blue", "Green", "Red")
+    msgs = [
+        message("Blue", ["Green"], "first", "a", when=T0),
+        message("Red", ["Green"], "second", "b", when=T0 + dt.timedelta(hours=1), importance="urgent", topic="ops"),
+        message("Blue", ["Red"], "third", "c", cc=("Green",), when=T0 + dt.timedelta(hours=2), importance="high"),
+        message("Red", ["Blue"], "fourth", "d", bcc=("Green",), when=T0 + dt.timedelta(hours=3), topic="ops"),
+    ]
+    send_many(archive, msgs)
+    return archive, indexer_for(store).project(PROJECT), msgs
+
+
+def subjects(rows):
+    return [row["subject"] for row in rows]
+
+
+def mark_read(archive, agent, message_id, *, acked=False):
+    receipt = Receipt(message_id=message_id, agent=agent, hlc=HLC(1, 0, "t"), read_at=now_ts(),
+                      acked_at=now_ts() if acked else None)
+    return archive.transact(lambda snap: Change("read", author=agent).put_record(receipt)).commit
+
+
+def test_inbox_pages_newest_first_with_filters(setup):
+    archive, index, msgs = setup
+    assert subjects(index.inbox("Green")) == ["fourth", "third", "second", "first"]
+    assert [row["kind"] for row in index.inbox("Green")] == ["bcc", "cc", "to", "to"]
+    assert subjects(index.inbox("Green", limit=2)) == ["fourth", "third"]
+    assert subjects(index.inbox("Green", urgent_only=True)) == ["third", "second"]
+    assert subjects(index.inbox("Green", topic="ops")) == ["fourth", "second"]
+    assert subjects(index.inbox("Green", since_ts=format_ts(T0 + dt.timedelta(hours=1)))) == ["fourth", "third"]
+    assert subjects(index.inbox("Green", since_ts="2026-11-01T13:00:00+00:00")) == ["fourth", "third"]
+    assert subjects(index.inbox("Blue")) == ["fourth"]
+    assert index.inbox("Nobody") == []
+    row = index.inbox("Green")[0]
+    assert row["from"] == "Red" and row["to"] == ["Blue"] and row["cc"] == []  # bcc stays hidden in copies
+    assert row["read_at"] is None and row["acked_at"] is None
+
+
+def test_unread_only_follows_receipts(setup):
+    archive, index, msgs = setup
+    mark_read(archive, "Green", msgs[3].id)
+    mark_read(archive, "Green", msgs[0].id, acked=True)
+    mark_read(archive, "Blue", msgs[2].id)  # someone else's receipt changes nothing for Green
+    assert subjects(index.inbox("Green", unread_only=True)) == ["third", "second"]
+    read = {row["subject"]: row["read_at"] for row in index.inbox("Green")}
+    assert read["fourth"] and read["first"] and read["third"] is None
+    assert set(index.receipts("Green")) == {msgs[3].id, msgs[0].id}
+    assert index.receipts("Green")[msgs[0].id]["acked_at"]
+
+
+def test_outbox_shows_bcc_to_the_sender_only(setup):
+    archive, index, msgs = setup
+    [sent] = [row for row in index.outbox("Red") if row["subject"] == "fourth"]
+    assert sent["bcc"] == ["Green"]
+    assert subjects(index.outbox("Blue")) == ["third", "first"]
+
+
+def test_bad_arguments_are_refused(setup):
+    archive, index, msgs = setup
+    for call in (lambda: index.inbox("Green", since_ts="yesterday"), lambda: index.inbox("Green", limit=0),
+                 lambda: index.messages_after("Green", -1), lambda: index.messages_after("Green", 0, limit=5000)):
+        with pytest.raises(GitmailError) as info:
+            call()
+        assert info.value.code == INVALID_ARGUMENT
+
+
+def test_answers_follow_each_commit_and_are_private_copies(setup):
+    archive, index, msgs = setup
+    page = index.inbox("Green")
+    page[0]["subject"] = "changed by the caller"
+    page[0]["to"].append("Mallory")
+    assert index.inbox("Green")[0]["subject"] == "fourth"
+    assert index.inbox("Green")[0]["to"] == ["Blue"]
+    late = message("Blue", ["Green"], "fifth", "e", when=T0 + dt.timedelta(hours=4))
+    send(archive, late)
+    assert subjects(index.inbox("Green", limit=1)) == ["fifth"]  # the next read reflects the commit at once
+
+
+def test_hot_reads_are_fast(setup):
+    archive, index, msgs = setup
+    index.inbox("Green")
+    start = time.perf_counter()
+    for _ in range(200):
+        index.inbox("Green")
+    assert (time.perf_counter() - start) / 200 < 0.001
+
+
+def test_agent_directory_hides_secrets(setup):
+    archive, index, msgs = setup
+    names = [agent["name"] for agent in index.agents()]
+    assert names == ["Blue", "Green", "Red"]
+    assert all("token_hash" not in agent for agent in index.agents())
+
+
+def test_active_reservations(setup):
+    archive, index, msgs = setup
+    now = dt.datetime.now(UTC)
+
+    def reservation(pattern, expires, released=None):
+        return Reservation(id=new_id(), agent="Blue", path_pattern=pattern, created_ts=format_ts(now),
+                           expires_ts=format_ts(expires), hlc=HLC(1, 0, "t"), released_ts=released)
+
+    live = reservation("src/**", now + dt.timedelta(hours=1))
+    expired = reservation("docs/*", now - dt.timedelta(minutes=1))
+    released = reservation("tests/*", now + dt.timedelta(hours=1), released=format_ts(now))
+
+    def fn(snap):
+        change = Change("reserve", author="Blue")
+        for r in (live, expired, released):
+            change.put_record(r)
+        return change
+
+    archive.transact(fn)
+    assert [r["path_pattern"] for r in index.reservations()] == ["src/**"]
+    assert len(index.reservations(active_only=False)) == 3
+
+
+def test_sequences_are_monotonic_and_cursor_reads_page(setup):
+    archive, index, msgs = setup
+    high = index.high_watermark()
+    rows = index.messages_after("Green", 0, 100)
+    assert [row["subject"] for row in rows] == ["first", "second", "third", "fourth"]  # tree order at first sight
+    seqs = [row["seq"] for row in rows]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and seqs[-1] <= high
+    page1 = index.messages_after("Green", 0, 2)
+    page2 = index.messages_after("Green", page1[-1]["seq"], 2)
+    assert [r["id"] for r in page1 + page2] == [r["id"] for r in rows]
+    assert index.messages_after("Green", high, 10) == []
+    later = []
+    for i in range(3):
+        msg = message("Red", ["Green"], f"later {i}", "x")
+        send(archive, msg)
+        later.append(msg.id)
+        new_high = index.high_watermark()
+        assert new_high > high
+        high = new_high
+    assert [r["id"] for r in index.messages_after("Green", seqs[-1], 10)] == later
+    assert [r["id"] for r in index.messages_after("Red", 0, 10, include_sent=True)][-3:] == later
+    newest, older = index.newest_arrivals("Green", 2)
+    assert [r["id"] for r in newest] == later[-2:] and older
+
+
+def test_high_watermark_never_goes_back_after_a_delete(setup, store, tmp_path):
+    archive, index, msgs = setup
+    high = index.high_watermark()
+    work = str(tmp_path / "clone")
+    git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, work)
+    git("rm", "-q", "-r", "--", *[p for p in git("ls-files", cwd=work).split() if msgs[3].id in p], cwd=work)
+    git("commit", "-q", "-m", "drop", cwd=work)
+    git("push", "-q", "origin", "HEAD:main", cwd=work)
+    assert index.high_watermark() == high
+    assert msgs[3].id not in {r["id"] for r in index.messages_after("Green", 0, 100)}
+
+
+def test_wait_wakes_on_a_commit_in_this_process(setup):
+    archive, index, msgs = setup
+    high = index.high_watermark()
+    woke = {}
+
+    def waiter():
+        start = time.monotonic()
+        woke["high"] = index.wait(10, after_seq=high, poll=5)
+        woke["after"] = time.monotonic() - start
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.1)
+    send(archive, message("Blue", ["Green"], "wake up", "now"))
+    thread.join(10)
+    assert woke["high"] > high
+    assert woke["after"] < 2  # woken by the commit, not by the 5 s poll
+
+
+def test_wait_notices_outside_pushes_and_times_out(setup, store, tmp_path):
+    archive, index, msgs = setup
+    high = index.high_watermark()
+    start = time.monotonic()
+    assert index.wait(0.3, after_seq=high) == high
+    assert 0.25 < time.monotonic() - start < 2
+    work = str(tmp_path / "clone")
+    git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, work)
+    with open(f"{work}/notes.txt", "w", encoding="utf-8") as handle:
+        handle.write("not a record, but the tip moves\n")
+    msg = message("Red", ["Green"], "pushed", "from elsewhere")
+    hand_written(work, msg, ["Green"])
+    timer = threading.Timer(0.2, lambda: push(work, "outside"))
+    timer.start()
+    assert index.wait(10, after_seq=high, poll=0.1) > high
+    timer.join()
+    assert index.messages_after("Green", high, 10)[0]["id"] == msg.id
