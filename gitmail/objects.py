@@ -121,8 +121,11 @@ class PackBuffer:
         name = "pack-" + pack_sha.hex()
         final_pack = os.path.join(pack_dir, name + ".pack")
         final_index = os.path.join(pack_dir, name + ".idx")
-        tmp_pack = os.path.join(pack_dir, f"tmp_gm_{os.getpid()}_{name}.pack")
-        tmp_index = os.path.join(pack_dir, f"tmp_gm_{os.getpid()}_{name}.idx")
+        # Temporary names must not end in .pack or .idx: git and libgit2 take
+        # every *.idx in this folder for a pack, and ``git repack`` fails on
+        # one that is renamed away while it runs.
+        tmp_pack = os.path.join(pack_dir, f"tmp_gm_{os.getpid()}_{name}_pack")
+        tmp_index = os.path.join(pack_dir, f"tmp_gm_{os.getpid()}_{name}_idx")
         _write_file(tmp_pack, pack, durable)
         _write_file(tmp_index, index, durable)
         os.replace(tmp_pack, final_pack)

@@ -1,0 +1,43 @@
+"""Consolidation running while the engine writes packs: neither may trip the other."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+from gitmail import Archive, Change
+from gitmail.maintenance import pack_count
+
+
+def test_repack_never_sees_a_pack_being_written(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False)
+    failures: list[str] = []
+    runs = 0
+    stop = threading.Event()
+
+    def repack_loop() -> None:
+        nonlocal runs
+        while not stop.is_set():
+            proc = subprocess.run(["git", "--git-dir", archive.git_dir, "repack", "-d", "-q", "--geometric=2"],
+                                  capture_output=True, text=True)
+            runs += 1
+            if proc.returncode != 0:
+                failures.append(proc.stderr)
+
+    thread = threading.Thread(target=repack_loop)
+    thread.start()
+    try:
+        for i in range(150):
+            archive.transact(lambda snap, i=i: Change(f"note {i}").put(f"notes/{i % 7}/{i}.txt", b"%d\n" % i))
+    finally:
+        stop.set()
+        thread.join()
+    assert runs > 5
+    assert failures == []
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    assert not [name for name in os.listdir(pack_dir) if name.startswith("tmp_")]
+    assert pack_count(archive.git_dir) < 150
+    assert sum(1 for _ in archive.snapshot().walk("notes")) == 150
+    fsck = subprocess.run(["git", "--git-dir", archive.git_dir, "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
