@@ -23,7 +23,7 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pygit2
 
@@ -183,7 +183,8 @@ class Meta:
 
     # -- writing --------------------------------------------------------------
     def apply(self, repo: pygit2.Repository, expected: str | None, new: str | None,
-              changes: Iterable[RecordChange], *, full: bool = False, extra_state: dict[str, str] | None = None) -> bool:
+              changes: Iterable[RecordChange], *, full: bool = False, extra_state: dict[str, str] | None = None,
+              progress: Callable[[int, int], None] | None = None) -> bool:
         """Apply ``changes`` and move the watermark from ``expected`` to ``new``.
 
         Returns False (and writes nothing) if another writer moved the
@@ -203,8 +204,10 @@ class Meta:
                     todo = self._against_store(db, todo)
                 todo.sort(key=lambda change: (_ORDER[change.role], change.path))
                 stamp = now_ts()
-                for change in todo:
+                for done, change in enumerate(todo, 1):
                     self._apply_one(db, repo, change, stamp)
+                    if progress and (done % 1000 == 0 or done == len(todo)):
+                        progress(done, len(todo))
                 db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (new or "",))
                 for key, value in (extra_state or {}).items():
                     db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, value))

@@ -147,14 +147,20 @@ class ProjectIndex:
         self.meta.set_state("search_rebuild", "0")
         return count
 
-    def reindex(self, progress: Progress | None = None) -> int:
-        """Resynchronize everything from the tip and rebuild the search index."""
+    def reindex(self, progress: Progress | None = None, records_progress: Progress | None = None) -> int:
+        """Resynchronize the metadata from the full tree and rebuild the search index.
+
+        Sequence numbers of records still present are kept. Returns how many
+        messages the new search index holds.
+        """
         with self._sync_lock:
             repo = self.archive.repo
-            tip = self.archive.tip()
-            watermark = self.meta.watermark()
-            if not self.meta.apply(repo, watermark, tip, listing(repo, tip), full=True):
-                raise MetaCorrupt("another process moved the watermark during a reindex; run it again")
+            for _ in range(8):
+                tip, watermark = self.archive.tip(), self.meta.watermark()
+                if self.meta.apply(repo, watermark, tip, listing(repo, tip), full=True, progress=records_progress):
+                    break
+            else:
+                raise MetaCorrupt("other processes kept moving the watermark during a reindex; run it again")
             self._known_tip = tip
         self._search_ready = True
         return self._rebuild_search(progress)

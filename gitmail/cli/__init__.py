@@ -11,6 +11,7 @@ from . import _app
 from ._app import cli
 from . import store_cmds  # noqa: F401  (registers commands)
 from . import serve_cmds  # noqa: F401
+from . import index_cmds  # noqa: F401
 
 
 def main() -> None:
