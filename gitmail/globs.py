@@ -178,7 +178,14 @@ def normalize(pattern: object, field: str = "paths") -> str:
         raise invalid(f"{field}: {pattern!r} names nothing; use '**' to mean the whole repository", field=field)
     if text.endswith("/") and parts[-1] != GLOBSTAR:
         parts.append(GLOBSTAR)
+    # ``dir/**`` and ``dir/`` mean what the plain ``dir`` means: everything below it.
+    while len(parts) > 1 and parts[-1] == GLOBSTAR and not _has_wildcard(parts[-2]):
+        parts.pop()
     return "/".join(parts)
+
+
+def _has_wildcard(segment: str) -> bool:
+    return any(ch in segment for ch in "*?[")
 
 
 def parse(pattern: str) -> Pattern:
