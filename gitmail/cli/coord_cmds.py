@@ -16,7 +16,17 @@ from .. import capabilities, guard, journal, seats
 from .. import reservations as rs
 from ..store import Store
 from ._app import Context, cli, command
-from .mail_cmds import table
+
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
+    """Rows as left-aligned text columns under a header, or ``empty`` when there are none."""
+    if not rows:
+        return empty
+    cells = [["" if row.get(key) is None else str(row.get(key)) for key, _ in columns] for row in rows]
+    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, (_, title) in enumerate(columns)]
+    lines = ["  ".join(title.ljust(widths[i]) for i, (_, title) in enumerate(columns)).rstrip()]
+    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in cells]
+    return "\n".join(lines)
+
 
 RESERVATION_COLUMNS = [("id", "ID"), ("agent", "AGENT"), ("path_pattern", "PATTERN"), ("exclusive", "EXCLUSIVE"),
                        ("expires_ts", "EXPIRES"), ("released_ts", "RELEASED"), ("reason", "REASON")]
