@@ -20,6 +20,7 @@ import os
 import random
 import re
 import subprocess
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ import pygit2
 
 from .engine import MAIN, Archive, Change
 from .errors import ALREADY_EXISTS, NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, invalid
-from .merge import TreeMerge, clock_of, merge_commits, role_of, tree_changes, CLOCKED_ROLES
+from .hookinstall import ensure_gitattributes
+from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
 from .store import Store
 
 MAX_ROUNDS = 8
@@ -229,7 +231,63 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
             raise GitmailError(NOT_FOUND, "project has no remotes; add one with `gitmail remote add PROJECT NAME URL`",
                                {"project": project})
         names = list(remotes)
+    ensure_gitattributes(archive)
     return [_sync_one(store, archive, store.resolve(project), name, max_rounds) for name in names]
+
+
+def projects_with_remotes(store: Store) -> list[str]:
+    """Slugs of the projects that have at least one remote."""
+    return [slug for slug in store.slugs() if list_remotes(store, slug)]
+
+
+class IntervalSyncer:
+    """Syncs every project that has remotes, every ``interval`` seconds, in a daemon thread.
+
+    A server owns one for its lifetime (``start()`` / ``stop()``) and can ask
+    for an immediate round with :meth:`sync_now`. Failures are kept per
+    project and remote in :attr:`last` (with the error's code and advice)
+    and never stop the loop; the next round simply tries again.
+    """
+
+    def __init__(self, store: Store, interval: float = 60.0):
+        self.store = store
+        self.interval = interval
+        self.last: dict[str, dict[str, Any]] = {}
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "IntervalSyncer":
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="gitmail-sync", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sync_now()
+
+    def sync_now(self, project: str | None = None) -> list[dict[str, Any]]:
+        """One round now (one project, or all with remotes); one report per project and remote."""
+        reports: list[dict[str, Any]] = []
+        with self._lock:  # one round at a time; a second caller waits and then runs its own
+            for slug in [self.store.resolve(project)] if project else projects_with_remotes(self.store):
+                try:
+                    reports += [result.to_dict() for result in sync_project(self.store, slug)]
+                except GitmailError as exc:
+                    reports.append({"project": slug, "error": exc.to_dict()})
+            self.rounds += 1
+        for report in reports:
+            self.last[f"{report['project']}/{report.get('remote', '*')}"] = report
+        return reports
 
 
 def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int) -> SyncResult:

@@ -1,0 +1,132 @@
+"""Putting gitmail's git integration in place: hooks, the merge driver, ``.gitattributes``.
+
+- Archives get the hooks of ``hooks/archive`` (they only poke the watcher)
+  and the merge driver, so a pull inside the archive's checkout merges by
+  the record rules.
+- A human's clone of an archive (``--repo``) gets the merge driver, so a
+  plain ``git pull`` there builds the same tree as ``gitmail sync``.
+- A hub (``--hub``, a bare repository machines push to) gets the
+  ``pre-receive`` check of :mod:`gitmail.pushcheck` and refuses history
+  rewrites and branch deletion.
+
+Each archive's tree carries a ``.gitattributes`` naming the driver for
+record files; git falls back to its plain text merge where the driver is
+not configured, so the file is harmless in a clone without gitmail.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from importlib import resources
+
+from .engine import Archive, Change
+from .errors import NOT_FOUND, GitmailError
+
+DRIVER = "gitmail"
+GITATTRIBUTES_PATH = ".gitattributes"
+GITATTRIBUTES = (
+    "# Merge gitmail records by their rules (last writer wins by clock, earliest receipt, ...).\n"
+    "# `gitmail hooks install --repo .` registers the driver; without it git merges as text.\n"
+    f"*.yaml merge={DRIVER}\n"
+    f"*.md merge={DRIVER}\n"
+).encode()
+ARCHIVE_MARK = "gitmail-archive-hook"
+HUB_MARK = "gitmail-hub-hook"
+
+
+def _git(*args: str) -> None:
+    proc = subprocess.run(["git", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GitmailError(NOT_FOUND, f"git {' '.join(args[:3])} failed: {proc.stderr.strip()}; "
+                           "is the path a git repository?", {"command": list(args)})
+
+
+def driver_command() -> str:
+    """The command git runs for the merge driver: this Python's gitmail."""
+    return f'"{sys.executable}" -m gitmail merge-driver %O %A %B %P'
+
+
+def register_merge_driver(git_dir: str) -> None:
+    """Name the gitmail merge driver in a repository's config."""
+    _git("--git-dir", git_dir, "config", f"merge.{DRIVER}.name", "gitmail record merge rules")
+    _git("--git-dir", git_dir, "config", f"merge.{DRIVER}.driver", driver_command())
+    # Records never move between paths, so rename detection could only pair
+    # unrelated files; gitmail's own merge never does it.
+    _git("--git-dir", git_dir, "config", "merge.renames", "false")
+
+
+def _template(folder: str, name: str) -> str:
+    return (resources.files("gitmail.hooks") / folder / name).read_text(encoding="utf-8")
+
+
+def _install(git_dir: str, folder: str, names: list[str], mark: str) -> dict[str, list[str]]:
+    hooks_dir = os.path.join(git_dir, "hooks")
+    os.makedirs(hooks_dir, exist_ok=True)
+    done: dict[str, list[str]] = {"installed": [], "kept": []}
+    for name in names:
+        target = os.path.join(hooks_dir, name)
+        if os.path.exists(target):
+            with open(target, encoding="utf-8", errors="replace") as handle:
+                if mark not in handle.read():
+                    done["kept"].append(name)  # somebody else's hook: leave it alone
+                    continue
+        text = _template(folder, name).replace("@PYTHON@", sys.executable)
+        tmp = target + ".gitmail-tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, os.stat(tmp).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        os.replace(tmp, target)
+        done["installed"].append(name)
+    return done
+
+
+def _names(folder: str) -> list[str]:
+    return sorted(entry.name for entry in (resources.files("gitmail.hooks") / folder).iterdir()
+                  if entry.is_file() and not entry.name.startswith((".", "_")))
+
+
+def ensure_gitattributes(archive: Archive) -> str | None:
+    """Commit the archive's ``.gitattributes`` if it is missing or different; the new commit, if any."""
+    if archive.tip() is None:
+        return None
+
+    def fn(snapshot):
+        change = Change("Name the gitmail merge driver for record files")
+        if snapshot.read(GITATTRIBUTES_PATH) != GITATTRIBUTES:
+            change.put(GITATTRIBUTES_PATH, GITATTRIBUTES)
+        return change
+
+    return archive.transact(fn).commit
+
+
+def install_archive(archive: Archive, checkout_dir: str | None = None) -> dict[str, object]:
+    """Hooks and merge driver for one archive (and its checkout, if there is one)."""
+    hooks = _install(archive.git_dir, "archive", _names("archive"), ARCHIVE_MARK)
+    register_merge_driver(archive.git_dir)
+    if checkout_dir and os.path.isdir(os.path.join(checkout_dir, ".git")):
+        register_merge_driver(os.path.join(checkout_dir, ".git"))
+    commit = ensure_gitattributes(archive)
+    return {"hooks": hooks, "merge_driver": driver_command(), "gitattributes_commit": commit}
+
+
+def install_clone(path: str) -> dict[str, object]:
+    """The merge driver for a human's clone of an archive."""
+    git_dir = os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else path
+    if not os.path.exists(os.path.join(git_dir, "HEAD")):
+        raise GitmailError(NOT_FOUND, f"{path} is not a git repository; pass the folder of a clone", {"path": path})
+    register_merge_driver(git_dir)
+    return {"repo": path, "merge_driver": driver_command()}
+
+
+def install_hub(path: str) -> dict[str, object]:
+    """The pre-receive check and fast-forward-only pushes for a bare hub repository."""
+    if not os.path.exists(os.path.join(path, "HEAD")):
+        raise GitmailError(NOT_FOUND, f"{path} is not a bare git repository; create it with "
+                           "`git init --bare --initial-branch=main PATH`", {"path": path})
+    hooks = _install(path, "hub", _names("hub"), HUB_MARK)
+    _git("--git-dir", path, "config", "receive.denyNonFastForwards", "true")
+    _git("--git-dir", path, "config", "receive.denyDeletes", "true")
+    return {"hub": path, "hooks": hooks}

@@ -1,0 +1,208 @@
+"""gitmail's git integration with real git: the merge driver, hub checks, the watcher."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from gitmail.hookinstall import GITATTRIBUTES, install_hub
+from gitmail.ids import new_id
+from gitmail.index import indexer_for
+from gitmail.records import Agent, Reservation, message_path, inbox_path, reservation_path
+from gitmail.sync import add_remote, sync_project
+from gitmail.watch import Watcher
+
+from .sync_helpers import PROJECT, Machine, git, tree_files
+
+GITMAIL = [sys.executable, "-m", "gitmail"]
+
+
+def _hub(tmp_path) -> str:
+    hub = str(tmp_path / "hub.git")
+    assert git("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    return hub
+
+
+def _pair(tmp_path, hub: str) -> tuple[Machine, Machine]:
+    a, b = Machine(str(tmp_path / "m"), "node-a"), Machine(str(tmp_path / "m"), "node-b")
+    a.create_project()
+    for machine in (a, b):
+        add_remote(machine.store, PROJECT, "hub", "file://" + hub)
+        sync_project(machine.store, PROJECT)
+    return a, b
+
+
+def _hand_message(subject: str, word: str) -> tuple[str, bytes]:
+    message_id = new_id()
+    text = (f"---\nid: {message_id}\nthread_id: {message_id}\nfrom: BlueLake\nsubject: {subject}\n"
+            f"created: 2026-12-01T10:00:00.000Z\nto:\n- GreenCastle\n---\nWritten by hand about {word}.\n")
+    return message_id, text.encode()
+
+
+def _write(root: str, path: str, data: bytes) -> None:
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as handle:
+        handle.write(data)
+
+
+def test_plain_git_pull_with_the_driver_builds_the_sync_tree(tmp_path):
+    hub = _hub(tmp_path)
+    install_hub(hub)  # pushes below also pass the hub's checks
+    a, b = _pair(tmp_path, hub)
+    first = a.send("BlueLake", ["GreenCastle"], "kickoff")
+    held = a.reserve("BlueLake", "docs/**")
+    for machine in (a, b):
+        sync_project(machine.store, PROJECT)
+    assert a.archive.snapshot().read(".gitattributes") == GITATTRIBUTES
+
+    # Both sides change the same files while apart.
+    a.send("BlueLake", ["GreenCastle"], "a only")
+    a.ack("GreenCastle", first, when="2026-12-01T10:00:09.000Z")
+    a.edit_profile("BlueLake", task_description="from a")
+    a.release("BlueLake", held)
+    b.send("GreenCastle", ["BlueLake"], "b only")
+    b.ack("GreenCastle", first, when="2026-12-01T10:00:02.000Z")
+    b.edit_profile("BlueLake", contact_policy="open")
+    renewed = b.archive.snapshot().load(reservation_path(held), Reservation)
+    renewed.expires_ts, renewed.hlc = "2099-12-31T00:00:00.000Z", b.store.clock.tick()
+    b.write("renew", "BlueLake", lambda snap: [renewed])
+    sync_project(b.store, PROJECT)
+
+    # A human clone of a's archive pulls from the hub with plain git.
+    clone = str(tmp_path / "clone")
+    assert git("clone", "-q", a.archive.git_dir, clone).returncode == 0
+    installed = subprocess.run([*GITMAIL, "hooks", "install", "--repo", clone], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    pulled = git("pull", "-q", "--no-rebase", "--no-edit", "file://" + hub, "main", cwd=clone)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    pulled_tree = git("rev-parse", "HEAD^{tree}", cwd=clone).stdout.strip()
+
+    sync_project(a.store, PROJECT)
+    archive = a.archive
+    assert str(archive.repo[archive.tip()].peel(2).id) == pulled_tree
+    files = tree_files(a.store)
+    profile = Agent.from_bytes(files["agents/BlueLake/profile.yaml"], "agents/BlueLake/profile.yaml")
+    assert (profile.task_description, profile.contact_policy) == ("from a", "open")
+    assert b"2026-12-01T10:00:02.000Z" in files[f"agents/GreenCastle/receipts/{message_path(first)[9:-3]}.yaml"]
+
+
+def test_hub_refuses_damaging_pushes_and_names_the_file(tmp_path):
+    hub = _hub(tmp_path)
+    result = subprocess.run([*GITMAIL, "hooks", "install", "--hub", hub], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    a, _ = _pair(tmp_path, hub)
+    kept = a.send("BlueLake", ["GreenCastle"], "keep me")
+    sync_project(a.store, PROJECT)
+    clone = str(tmp_path / "human")
+    assert git("clone", "-q", hub, clone).returncode == 0
+    before = git("rev-parse", "main", cwd=hub).stdout
+
+    def attempt(edit, expected: str) -> None:
+        edit()
+        assert git("add", "-A", cwd=clone).returncode == 0
+        assert git("commit", "-q", "-m", "by hand", cwd=clone).returncode == 0
+        pushed = git("push", "origin", "main", cwd=clone)
+        assert pushed.returncode != 0
+        assert expected in pushed.stderr, pushed.stderr
+        assert git("rev-parse", "main", cwd=hub).stdout == before  # the hub is unchanged
+        git("reset", "-q", "--hard", "origin/main", cwd=clone)
+
+    bad_id = new_id()
+    attempt(lambda: _write(clone, message_path(bad_id), b"---\nid: nope\n---\nbody\n"),
+            f"rejected {message_path(bad_id)}: ")
+    attempt(lambda: _write(clone, message_path(kept), b"---\nrewritten\n---\n"), "is immutable and was changed")
+    attempt(lambda: os.unlink(os.path.join(clone, message_path(kept))), "deleted without a purge tombstone")
+    attempt(lambda: _write(clone, "notes.txt", b"hello\n"), "not a path where gitmail keeps records")
+
+    # A well-formed message written by hand is accepted.
+    good_id, data = _hand_message("Hand written", "otters")
+    _write(clone, message_path(good_id), data)
+    _write(clone, inbox_path("GreenCastle", good_id), data)
+    git("add", "-A", cwd=clone)
+    git("commit", "-q", "-m", "a message by hand", cwd=clone)
+    pushed = git("push", "origin", "main", cwd=clone)
+    assert pushed.returncode == 0, pushed.stderr
+    sync_project(a.store, PROJECT)
+    assert message_path(good_id) in tree_files(a.store)
+
+
+def test_watcher_wakes_index_for_a_human_push_within_a_second(tmp_path):
+    machine = Machine(str(tmp_path / "m"), "node-w")
+    machine.create_project()
+    store, archive = machine.store, machine.archive
+    indexer = indexer_for(store)
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    woke = threading.Event()
+    seen: list[str] = []
+
+    def on_change(slug: str) -> None:
+        index.catch_up()
+        seen.append(slug)
+        woke.set()
+
+    clone = str(tmp_path / "clone")
+    assert git("clone", "-q", archive.git_dir, clone).returncode == 0
+    message_id, data = _hand_message("Zebrafish sighting", "zebrafish")
+    _write(clone, message_path(message_id), data)
+    _write(clone, inbox_path("GreenCastle", message_id), data)
+    git("add", "-A", cwd=clone)
+    git("commit", "-q", "-m", "note by hand", cwd=clone)
+    with Watcher(store, on_change):
+        started = time.monotonic()
+        assert git("push", "-q", "origin", "main", cwd=clone).returncode == 0
+        assert woke.wait(5)
+        hits = index.search("zebrafish")
+        elapsed = time.monotonic() - started
+    indexer.close()
+    assert seen[0] == store.resolve(PROJECT)
+    assert [hit["id"] for hit in hits] == [message_id]
+    assert elapsed < 1.0, f"found after {elapsed:.3f}s"
+
+
+def test_watch_command_catches_up_after_an_outside_change(tmp_path):
+    machine = Machine(str(tmp_path / "m"), "node-cli")
+    machine.create_project()
+    env = dict(os.environ, GITMAIL_HOME=machine.store.home)
+    proc = subprocess.Popen([*GITMAIL, "watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().startswith("watching 1 project(s)")
+        other = Machine(str(tmp_path / "m"), "node-cli")  # another process's store on the same home
+        other.send("BlueLake", ["GreenCastle"], "from elsewhere")
+        line = proc.stdout.readline()
+        assert line.startswith(machine.store.resolve(PROJECT)) and "caught up to" in line
+        assert line.split()[4][:12] == other.archive.tip()[:12]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert proc.returncode == 0
+
+
+def test_sync_and_remote_commands(tmp_path):
+    hub = _hub(tmp_path)
+    a = Machine(str(tmp_path / "m"), "node-c1")
+    a.create_project()
+    a.send("BlueLake", ["GreenCastle"], "over the cli")
+    env = dict(os.environ, GITMAIL_HOME=a.store.home)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*GITMAIL, *args], capture_output=True, text=True, env=env)
+
+    assert run("remote", "add", PROJECT, "hub", "file://" + hub).returncode == 0
+    listed = run("remote", "list", PROJECT)
+    assert listed.stdout.strip() == f"hub\tfile://{hub}"
+    synced = run("sync", PROJECT, "--json")
+    assert synced.returncode == 0, synced.stderr
+    import json
+
+    report = json.loads(synced.stdout)
+    assert report[0]["pushed"] and report[0]["messages_out"] == 1
+    missing = run("sync", PROJECT, "--remote", "nope")
+    assert missing.returncode == 2 and "NOT_FOUND" in missing.stderr
+    assert git("rev-parse", "main", cwd=hub).stdout.strip() == a.archive.tip()
