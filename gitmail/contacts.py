@@ -33,6 +33,7 @@ PENDING_TTL_SECONDS = 7 * 24 * 3600
 APPROVED_TTL_SECONDS = 30 * 24 * 3600
 RECENT_CONTACT_DAYS = 7
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+INTRO_TOPIC = "contact-request"  # tags introduction messages, which are no evidence of contact
 
 
 def check_ttl(ttl_seconds: object) -> int:
@@ -67,7 +68,8 @@ def _exchanged_recently(snap: Snapshot, sender: str, recipient: str, since: str)
                 continue
             if other_side == "from" and message.sender == recipient:
                 return True
-            if other_side == "to" and recipient in message.to + message.cc + message.bcc:
+            if (other_side == "to" and recipient in message.to + message.cc + message.bcc
+                    and message.topic != INTRO_TOPIC):
                 return True
     return False
 
@@ -155,7 +157,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
             + f"Approve with respond_contact(to_agent=\"{target.name}\", from_agent=\"{requester.name}\", "
               "accept=true), or decline with accept=false.\n")
     intro = compose(sender=requester.name, to=[target.name], cc=[], bcc=[], subject=f"Contact request from {requester.name}",
-                    body=body, importance="normal", ack_required=True, thread_id=None, topic=None)
+                    body=body, importance="normal", ack_required=True, thread_id=None, topic=INTRO_TOPIC)
     put_message(change, intro)
     return {**contact_view(link, at), "intro_message_id": intro.id}
 
