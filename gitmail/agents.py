@@ -14,6 +14,7 @@ from typing import Any
 
 from .clock import now_ts
 from .context import MailContext
+from .delivery import remove_message
 from .directory import (
     active_reservations,
     agent_names,
@@ -30,17 +31,7 @@ from .ids import new_id
 from .names import check_agent_name
 from .namegen import generate_name
 from .projects import check_confirmation
-from .records import (
-    Agent,
-    Message,
-    Reservation,
-    Tombstone,
-    agent_dir,
-    inbox_path,
-    message_path,
-    outbox_path,
-    receipt_path,
-)
+from .records import Agent, Message, Reservation, agent_dir
 from .snapshot import Snapshot
 from .tokens import hash_token, mint_token, token_matches
 
@@ -258,20 +249,6 @@ def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confi
     result = archive.transact(fn).result
     ctx.activity.forget(ctx.slug(project_key), result["agent"])
     return result
-
-
-def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: Any) -> None:
-    """Queue the deletion of a message, all its copies and receipts, plus its tombstone."""
-    outbox = snap.load(outbox_path(message.sender, message.id), Message)
-    recipients = set(message.to + message.cc + (outbox.bcc if outbox is not None else message.bcc))
-    for name in recipients:
-        for path in (inbox_path(name, message.id), receipt_path(name, message.id)):
-            if snap.exists(path):
-                change.delete(path)
-    for path in (outbox_path(message.sender, message.id), message_path(message.id)):
-        if snap.exists(path):
-            change.delete(path)
-    change.put_record(Tombstone(message_id=message.id, deleted_at=stamp, reason=reason, hlc=hlc))
 
 
 def retire_inactive_agents(ctx: MailContext, project_key: str, agent_name: str,

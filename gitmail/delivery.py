@@ -14,7 +14,8 @@ from typing import Any
 from .clock import format_ts
 from .engine import Change
 from .ids import id_time, new_id
-from .records import Message, inbox_path, message_path, outbox_path
+from .records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
+from .snapshot import Snapshot
 
 
 def compose(*, sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
@@ -73,3 +74,17 @@ def message_view(message: Message, *, include_body: bool = True, show_bcc: bool 
     if include_body:
         view["body_md"] = message.body
     return view
+
+
+def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: Any) -> None:
+    """Queue the deletion of a message, all its copies and receipts, plus its tombstone."""
+    outbox = snap.load(outbox_path(message.sender, message.id), Message)
+    everyone = set(message.to + message.cc + (outbox.bcc if outbox is not None else message.bcc))
+    for name in everyone:
+        for path in (inbox_path(name, message.id), receipt_path(name, message.id)):
+            if snap.exists(path):
+                change.delete(path)
+    for path in (outbox_path(message.sender, message.id), message_path(message.id)):
+        if snap.exists(path):
+            change.delete(path)
+    change.put_record(Tombstone(message_id=message.id, deleted_at=stamp, reason=reason, hlc=hlc))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import agents, contacts, mailbox, messages, projects, receipts
+from . import agents, contacts, mailbox, messages, projects, receipts, retention, summaries
 from .context import Activity, MailContext
 from .store import Store
 
@@ -162,3 +162,20 @@ class Mail:
 
     def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
         return contacts.list_held(self.ctx, project_key, agent_name)
+
+    # -- summaries ------------------------------------------------------------
+    def summarize_thread(self, project_key: str, thread_id: str, include_examples: bool = False,
+                         per_thread_limit: int = 50) -> dict[str, Any]:
+        return summaries.summarize_thread(self.ctx, project_key, thread_id, include_examples, per_thread_limit)
+
+    def summarize_recent(self, project_key: str, since_hours: float = 1.0,
+                         max_messages: int = summaries.MAX_RECENT_MESSAGES) -> dict[str, Any]:
+        return summaries.summarize_recent(self.ctx, project_key, since_hours, max_messages)
+
+    def fetch_summary(self, project_key: str, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+        return summaries.fetch_summary(self.ctx, project_key, since_hours, limit)
+
+    # -- retention ------------------------------------------------------------
+    def purge_old_messages(self, project_key: str, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
+                           dry_run: bool = False) -> dict[str, Any]:
+        return retention.purge_old_messages(self.ctx, project_key, max_age_days, dry_run)

@@ -1,0 +1,83 @@
+"""Retention: removing old messages from the tip of the archive.
+
+A purge deletes each old message's canonical file, inbox and outbox copies
+and receipts in one commit and leaves a tombstone per message, so replies
+that point at it stay valid and a sync does not bring it back. Git history
+still holds every purged message; the result says so. Idempotency key folders
+older than the honoured window are dropped in the same commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from .clock import format_ts, now, now_ts
+from .context import MailContext
+from .delivery import remove_message
+from .directory import agent_names
+from .engine import Change
+from .errors import invalid
+from .idempotency import HONOURED_DAYS
+from .ids import id_time
+from .mailbox import iter_folder
+from .records import Message, agent_dir
+from .snapshot import Snapshot
+
+DEFAULT_MAX_AGE_DAYS = 180
+MAX_LISTED = 100
+
+
+def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
+    stale = []
+    for name in agent_names(snap):
+        folder = f"{agent_dir(name)}/idempotency"
+        for path in snap.walk(folder):
+            if path[len(folder) + 1 : len(folder) + 11] < floor_day:
+                stale.append(path)
+    return stale
+
+
+def purge_old_messages(ctx: MailContext, project_key: str, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
+                       dry_run: bool = False) -> dict[str, Any]:
+    """Remove messages older than ``max_age_days`` from the tip (history keeps them)."""
+    if not isinstance(max_age_days, int) or isinstance(max_age_days, bool) or max_age_days < 1:
+        raise invalid("max_age_days must be a whole number of days, at least 1", field="max_age_days")
+    archive = ctx.archive(project_key)
+    cutoff = now() - dt.timedelta(days=max_age_days)
+    cutoff_ts = format_ts(cutoff)
+    key_floor = (now() - dt.timedelta(days=HONOURED_DAYS)).strftime("%Y/%m/%d")
+    stamp, hlc = now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        change = Change("")
+        purged = []
+        for message_id, path in iter_folder(snap, "messages"):
+            if id_time(message_id) >= cutoff:
+                continue
+            message = snap.load(path, Message)
+            if message is None:
+                continue
+            purged.append(message_id)
+            if not dry_run:
+                remove_message(snap, change, message, reason="retention", stamp=stamp, hlc=hlc)
+        stale_keys = _expired_key_files(snap, key_floor)
+        if not dry_run:
+            for path in stale_keys:
+                change.delete(path)
+            if change.edits:
+                change.message = (f"Purge {len(purged)} message(s) older than {max_age_days} days "
+                                  "(tombstones kept; git history keeps the content)")
+        change.result = {
+            "purged": len(purged),
+            "message_ids": sorted(purged)[:MAX_LISTED],
+            "expired_keys_removed": len(stale_keys),
+            "cutoff_ts": cutoff_ts,
+            "dry_run": bool(dry_run),
+            "note": "purged messages are gone from the current tree but remain in git history "
+                    "(git log -p shows them); a tombstone records each removal",
+        }
+        return change
+
+    committed = archive.transact(fn)
+    return {**committed.result, "commit": committed.commit}

@@ -1,0 +1,225 @@
+"""Thread and project summaries built from the messages themselves, without a model.
+
+A summary lists the participants, the key points (headings, list items and
+sentences that state a decision or a risk) and the action items (open task
+boxes, TODO/ACTION lines, requests addressed to someone). Project-wide
+summaries over a time window are stored as records under ``summaries/`` so
+``fetch_summary`` can return them later, and a repeated request for nearly
+the same window returns the stored one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from typing import Any, Iterable
+
+from .clock import format_ts, now, parse_ts
+from .context import MailContext
+from .delivery import message_view
+from .directory import agent_names, project_record
+from .engine import Change
+from .errors import invalid, not_found
+from .ids import new_id
+from .mailbox import all_messages, iter_folder, thread_messages
+from .records import Message, Summary
+from .snapshot import Snapshot
+
+MAX_ITEMS = 10
+MAX_LINE = 200
+MAX_RECENT_MESSAGES = 500
+CACHE_TOLERANCE = dt.timedelta(minutes=5)
+
+_TASK = re.compile(r"^\s*(?:[-*+]\s*)?\[ \]\s+(.*)$")
+_ACTION = re.compile(r"^\s*(?:[-*+]\s*)?(?:TODO|FIXME|ACTION|Action item|Next step)s?\b[:\s-]*(.*)$", re.IGNORECASE)
+_REQUEST = re.compile(r"\b(?:please|can you|could you|need(?:s)? to|must|should)\b", re.IGNORECASE)
+_HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
+_NOTABLE = re.compile(r"\b(?:decided|decision|agreed|conclusion|important|note|blocker|blocked|risk|breaking|"
+                      r"done|finished|fixed|merged|released)\b", re.IGNORECASE)
+_MENTION = re.compile(r"@([A-Za-z0-9][A-Za-z0-9._-]{0,127})")
+
+
+def _clean(text: str) -> str:
+    text = re.sub(r"[`*_]+", "", text).strip().rstrip(":")
+    return text[:MAX_LINE]
+
+
+def _lines(body: str) -> Iterable[str]:
+    """Body lines outside fenced code blocks and quotes."""
+    fenced = False
+    for line in body.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced and line.strip() and not line.lstrip().startswith(">"):
+            yield line
+
+
+def extract(messages: list[Message]) -> dict[str, list[str]]:
+    """Key points and action items of some messages, in order, without repeats."""
+    points: list[str] = []
+    actions: list[str] = []
+    for message in messages:
+        for line in _lines(message.body):
+            task = _TASK.match(line) or _ACTION.match(line)
+            if task and task.group(1).strip():
+                actions.append(_clean(task.group(1)))
+                continue
+            if re.match(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", line):
+                points.append(_clean(re.sub(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", "done: ", line)))
+                continue
+            heading, bullet = _HEADING.match(line), _BULLET.match(line)
+            if heading:
+                points.append(_clean(heading.group(1)))
+            elif _REQUEST.search(line) and (_MENTION.search(line) or line.rstrip().endswith(("?", "."))):
+                actions.append(_clean(bullet.group(1) if bullet else line))
+            elif bullet:
+                points.append(_clean(bullet.group(1)))
+            elif _NOTABLE.search(line):
+                points.append(_clean(line))
+    return {"key_points": _first_unique(points), "action_items": _first_unique(actions)}
+
+
+def _first_unique(items: list[str]) -> list[str]:
+    return [item for item in dict.fromkeys(items) if item][:MAX_ITEMS]
+
+
+def participants(messages: list[Message]) -> list[str]:
+    names: set[str] = set()
+    for message in messages:
+        names.update([message.sender, *message.to, *message.cc])
+    return sorted(names)
+
+
+def mentions(messages: list[Message], known: list[str]) -> list[dict[str, Any]]:
+    """Agents named in bodies (``@Name`` or a registered name as a word), most mentioned first."""
+    counts: Counter[str] = Counter()
+    lowered = {name.lower(): name for name in known}
+    for message in messages:
+        for name in _MENTION.findall(message.body):
+            counts[lowered.get(name.lower(), name)] += 1
+        for word in set(re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]+", message.body)) - set(_MENTION.findall(message.body)):
+            if word.lower() in lowered:
+                counts[lowered[word.lower()]] += 1
+    return [{"name": name, "count": count} for name, count in counts.most_common(MAX_ITEMS)]
+
+
+def thread_summary(messages: list[Message]) -> dict[str, Any]:
+    return {
+        "subject": messages[0].subject if messages else "",
+        "message_count": len(messages),
+        "participants": participants(messages),
+        **extract(messages),
+    }
+
+
+def summarize_thread(ctx: MailContext, project_key: str, thread_id: str, include_examples: bool = False,
+                     per_thread_limit: int = 50) -> dict[str, Any]:
+    """One thread in detail, or a digest of several when ``thread_id`` lists them with commas."""
+    if not isinstance(thread_id, str):
+        raise invalid("thread_id must name a thread, or several separated by commas", field="thread_id")
+    if not isinstance(per_thread_limit, int) or isinstance(per_thread_limit, bool) or not 1 <= per_thread_limit <= 500:
+        raise invalid("per_thread_limit must be a whole number from 1 to 500", field="per_thread_limit")
+    ids = [part.strip() for part in thread_id.split(",") if part.strip()]
+    if not ids:
+        raise invalid("thread_id must name a thread, or several separated by commas", field="thread_id")
+    snap = ctx.archive(project_key).snapshot()
+    project_record(snap)
+    if len(ids) == 1:
+        messages = thread_messages(snap, ids[0])
+        if not messages:
+            raise not_found(f"no messages in thread {ids[0]!r}; thread IDs come from the thread_id of a message",
+                            thread_id=ids[0])
+        result: dict[str, Any] = {"thread_id": ids[0], "summary": thread_summary(messages[-per_thread_limit:])}
+        if include_examples:
+            result["examples"] = [message_view(m) for m in messages[:3]]
+        return result
+    threads, everything = [], []
+    for one in dict.fromkeys(ids):
+        messages = thread_messages(snap, one)[-per_thread_limit:]
+        everything.extend(messages)
+        threads.append({"thread_id": one, "summary": thread_summary(messages)})
+    combined = extract(everything)
+    return {"threads": threads,
+            "aggregate": {"top_mentions": mentions(everything, agent_names(snap)), **combined}}
+
+
+def _check_hours(value: object, field: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 24 * 3650:
+        raise invalid(f"{field} must be a positive number of hours", field=field)
+    return float(value)
+
+
+def summary_view(summary: Summary, cached: bool) -> dict[str, Any]:
+    return {
+        "id": summary.id, "start_ts": summary.start_ts, "end_ts": summary.end_ts, "created_ts": summary.created_ts,
+        "message_count": summary.message_count, "thread_count": summary.thread_count,
+        "participants": summary.participants, "key_points": summary.key_points,
+        "action_items": summary.action_items, "threads": summary.threads, "cached": cached,
+    }
+
+
+def _stored(snap: Snapshot) -> Iterable[Summary]:
+    for _, path in iter_folder(snap, "summaries"):
+        found = snap.load(path, Summary)
+        if found is not None:
+            yield found
+
+
+def summarize_recent(ctx: MailContext, project_key: str, since_hours: float = 1.0,
+                     max_messages: int = MAX_RECENT_MESSAGES) -> dict[str, Any]:
+    """A project-wide summary of the last ``since_hours``, stored for ``fetch_summary``."""
+    hours = _check_hours(since_hours, "since_hours")
+    if not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 1:
+        raise invalid("max_messages must be a positive whole number", field="max_messages")
+    max_messages = min(max_messages, MAX_RECENT_MESSAGES)
+    archive = ctx.archive(project_key)
+    end = now()
+    start = end - dt.timedelta(hours=hours)
+    start_ts, end_ts = format_ts(start), format_ts(end)
+    snap = archive.snapshot()
+    project_record(snap)
+    for stored in _stored(snap):
+        if (abs(parse_ts(stored.start_ts) - start) <= CACHE_TOLERANCE
+                and abs(parse_ts(stored.end_ts) - end) <= CACHE_TOLERANCE):
+            return summary_view(stored, True)
+    messages = []
+    for message in all_messages(snap, start_ts):
+        if start_ts < message.created_ts <= end_ts:
+            messages.append(message)
+            if len(messages) >= max_messages:
+                break
+    messages.reverse()
+    by_thread: dict[str, list[Message]] = {}
+    for message in messages:
+        by_thread.setdefault(message.thread_id, []).append(message)
+    found = extract(messages)
+    summary = Summary(id=new_id(), start_ts=start_ts, end_ts=end_ts, created_ts=format_ts(now()),
+                      message_count=len(messages), thread_count=len(by_thread), participants=participants(messages),
+                      key_points=found["key_points"], action_items=found["action_items"],
+                      threads=[{"thread_id": tid, "subject": group[0].subject, "message_count": len(group)}
+                               for tid, group in by_thread.items()])
+    if not messages:
+        return summary_view(summary, False)  # nothing worth storing
+    archive.transact(lambda tip: Change(f"Summarize {len(messages)} message(s) from {start_ts} to {end_ts}")
+                     .put_record(summary))
+    return summary_view(summary, False)
+
+
+def fetch_summary(ctx: MailContext, project_key: str, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+    """Stored summaries whose window ended within the last ``since_hours``, newest first."""
+    hours = _check_hours(since_hours, "since_hours")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+        raise invalid("limit must be a whole number from 1 to 100", field="limit")
+    floor = format_ts(now() - dt.timedelta(hours=hours))
+    snap = ctx.archive(project_key).snapshot()
+    project_record(snap)
+    out = []
+    for stored in _stored(snap):
+        if stored.end_ts >= floor:
+            out.append(summary_view(stored, True))
+            if len(out) >= limit:
+                break
+    return out
