@@ -146,16 +146,7 @@ class Pattern:
 
     text: str
     segments: tuple
-
-    @property
-    def literal_prefix(self) -> tuple[str, ...]:
-        """The leading segments that contain no wildcard (for quick rejection)."""
-        out = []
-        for raw in self.text.split("/"):
-            if any(ch in raw for ch in "*?[") or not raw:
-                break
-            out.append(raw)
-        return tuple(out)
+    literal_prefix: tuple[str, ...]  # leading segments without wildcards, for quick rejection
 
 
 def normalize(pattern: object, field: str = "paths") -> str:
@@ -194,7 +185,12 @@ def parse(pattern: str) -> Pattern:
 
 @functools.lru_cache(maxsize=65536)
 def _parse(text: str) -> Pattern:
-    return Pattern(text, _compile(text, literal=False))
+    prefix = []
+    for raw in text.split("/"):
+        if _has_wildcard(raw):
+            break
+        prefix.append(raw)
+    return Pattern(text, _compile(text, literal=False), tuple(prefix))
 
 
 @functools.lru_cache(maxsize=65536)
