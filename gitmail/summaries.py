@@ -33,6 +33,7 @@ CACHE_TOLERANCE = dt.timedelta(minutes=5)
 
 _TASK = re.compile(r"^\s*(?:[-*+]\s*)?\[ \]\s+(.*)$")
 _ACTION = re.compile(r"^\s*(?:[-*+]\s*)?(?:TODO|FIXME|ACTION|Action item|Next step)s?\b[:\s-]*(.*)$", re.IGNORECASE)
+_ACTION_INLINE = re.compile(r"[\s;,(](?:TODO|FIXME|ACTION)\s*:\s*(.*)$")
 _REQUEST = re.compile(r"\b(?:please|can you|could you|need(?:s)? to|must|should)\b", re.IGNORECASE)
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
@@ -63,7 +64,7 @@ def extract(messages: list[Message]) -> dict[str, list[str]]:
     actions: list[str] = []
     for message in messages:
         for line in _lines(message.body):
-            task = _TASK.match(line) or _ACTION.match(line)
+            task = _TASK.match(line) or _ACTION.match(line) or _ACTION_INLINE.search(line)
             if task and task.group(1).strip():
                 actions.append(_clean(task.group(1)))
                 continue

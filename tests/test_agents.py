@@ -7,6 +7,7 @@ import time
 
 from gitmail import HLC
 from gitmail.clock import format_ts
+from gitmail.fsck import check_archive
 from gitmail.ids import new_id
 from gitmail.records import Agent, Reservation
 from gitmail.store import slug_for
@@ -150,6 +151,11 @@ def test_retire_unretire_deregister(store):
 def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     mail = make_mail(store)
     register(mail, "BlueLake", "GreenCastle")
+    for name in ("BlueLake", "GreenCastle"):
+        mail.set_contact_policy(PROJECT, name, "open")
+    sent = mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b")["deliveries"][0]["payload"]
+    mail.mark_message_read(PROJECT, "GreenCastle", sent["id"])
+    kept = mail.reply_message(PROJECT, sent["id"], "GreenCastle", "reply stays")
     with fails_cleanly(store, "CONFIRMATION_REQUIRED"):
         mail.hard_delete_agent(PROJECT, "BlueLake", "i understand")
     result = mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
@@ -160,6 +166,10 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     old = git("--git-dir", archive_dir(store), "log", "--format=%H", "--", "agents/BlueLake/profile.yaml")
     assert old.strip()  # still in history
     assert [a["name"] for a in mail.list_agents(PROJECT, active_only=False)] == ["GreenCastle"]
+    assert result["messages_removed"] == 1
+    assert mail.fetch_inbox(PROJECT, "GreenCastle") == []  # BlueLake's message is gone from every inbox
+    assert mail.get_message(PROJECT, kept["id"])["reply_to"] == sent["id"]  # others' mail stays
+    assert check_archive(store.archive(PROJECT)) == []
     with fails_cleanly(store, "NOT_FOUND"):
         mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
 
