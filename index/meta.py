@@ -18,12 +18,13 @@ once and the loser of the race finds nothing left to do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pygit2
 
@@ -344,13 +345,38 @@ class Meta:
         agents = [row[0] for row in self.read("SELECT DISTINCT agent FROM copies WHERE message_id = ?", (message_id,))]
         return message_row(rows[0]), rows[0][11], agents
 
-    def all_search_sources(self) -> Iterable[tuple[dict[str, Any], str, list[str]]]:
-        """Every message as :meth:`search_source` gives it, in sequence order."""
-        visible: dict[str, list[str]] = {}
-        for agent, mid in self.read("SELECT agent, message_id FROM copies"):
-            visible.setdefault(mid, []).append(agent)
-        for row in self.db.execute(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m ORDER BY m.seq"):
-            yield message_row(row), row[11], sorted(set(visible.get(row[0], [])))
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[tuple[str | None, int, int, Iterator[tuple[dict[str, Any], str, list[str]]]]]:
+        """One consistent snapshot for a rebuild: (watermark, last queued stamp, message count, sources).
+
+        Sources are every message as :meth:`search_source` gives it, in
+        sequence order; queue entries up to the stamp are reflected in them.
+        """
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            watermark = db.execute("SELECT value FROM state WHERE key = 'watermark'").fetchone()
+            stamp = db.execute("SELECT max(stamp) FROM pending").fetchone()[0] or 0
+            total = db.execute("SELECT count(*) FROM messages").fetchone()[0]
+            visible: dict[str, list[str]] = {}
+            for agent, mid in db.execute("SELECT agent, message_id FROM copies"):
+                visible.setdefault(mid, []).append(agent)
+
+            def sources() -> Iterator[tuple[dict[str, Any], str, list[str]]]:
+                for row in db.execute(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m ORDER BY m.seq"):
+                    yield message_row(row), row[11], sorted(set(visible.get(row[0], [])))
+
+            yield (watermark[0] or None) if watermark else None, stamp, total, sources()
+        finally:
+            db.execute("COMMIT")
+
+    def done_up_to(self, stamp: int) -> None:
+        """Drop queue entries up to ``stamp`` (a rebuild took them in)."""
+        self.db.execute("DELETE FROM pending WHERE stamp <= ?", (stamp,))
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log back into the file (after a large rewrite)."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def message_count(self) -> int:
         return int(self.read("SELECT count(*) FROM messages")[0][0])

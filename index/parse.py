@@ -57,6 +57,14 @@ def front_matter(data: bytes) -> tuple[dict[str, Any], str]:
     return _load(text[4 : end + 1]), body[1:] if body.startswith("\n") else body
 
 
+def body_of(data: bytes) -> str:
+    """Just the Markdown body of a message file (no YAML parsing), for snippets."""
+    text = data.decode("utf-8", errors="replace")
+    end = text.find("\n---\n", 3) if text.startswith("---\n") else -1
+    body = text[end + 5 :] if end >= 0 else text
+    return body[1:] if body.startswith("\n") else body
+
+
 def yaml_fields(data: bytes) -> dict[str, Any]:
     try:
         return _load(data.decode("utf-8"))

@@ -37,6 +37,7 @@ _log = logging.getLogger("gitmail.index")
 
 VERSION_DIR = f"index-v{FORMAT}"
 MEMO_ENTRIES = 1024
+MERGE_DELAY = 1.0  # seconds after a burst of commits before small search segments are merged
 
 
 def _fresh(value: Any) -> Any:
@@ -64,7 +65,9 @@ class ProjectIndex:
         self._memo_tip: str | None = None
         self._search_ready = False
         self._ensure_lock = threading.Lock()
-        self.worker = Debounced(f"gitmail-index:{os.path.basename(derived_dir)}", self._work, delay=0.002)
+        name = os.path.basename(derived_dir)
+        self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=0.002)
+        self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY)
 
     def _blob(self, oid: str) -> bytes:
         return self.archive.repo[oid].data
@@ -77,9 +80,13 @@ class ProjectIndex:
     def _work(self) -> None:
         self.catch_up()
 
+    def _merge(self) -> None:
+        if self.search_index.consolidate() is None:
+            self.merger.poke()  # a writer was busy: try again after the next pause
+
     def flush(self, timeout: float = 60.0) -> bool:
-        """Wait until background catch-up is idle (for tests and shutdown)."""
-        return self.worker.wait_idle(timeout)
+        """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""
+        return self.worker.wait_idle(timeout) and self.merger.wait_idle(timeout)
 
     def catch_up(self, tip: str | None = None) -> str | None:
         """Bring all derived state up to ``tip`` (default: the archive's tip), now.
@@ -93,7 +100,8 @@ class ProjectIndex:
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1":
             self._rebuild_search()
-        self.search_index.drain(wait=True)
+        if self.search_index.drain(wait=True):
+            self.merger.poke()
         return current
 
     def _sync(self, tip: str | None = None) -> str | None:
@@ -161,6 +169,7 @@ class ProjectIndex:
                     break
             else:
                 raise MetaCorrupt("other processes kept moving the watermark during a reindex; run it again")
+            self.meta.checkpoint()
             self._known_tip = tip
         self._search_ready = True
         return self._rebuild_search(progress)
@@ -259,8 +268,8 @@ class ProjectIndex:
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1":
             self.worker.poke()  # rebuilt in the background; answer from the old generation meanwhile
-        else:
-            self.search_index.drain(wait=False)  # a busy writer is not waited for
+        elif self.search_index.drain(wait=False):  # a busy writer is not waited for
+            self.merger.poke()
         if agent is not None and not reads.known_agent(self.meta, agent):
             raise not_found(f"no agent named {agent!r} in this project; register it first or check the spelling",
                             agent=agent)
@@ -268,6 +277,7 @@ class ProjectIndex:
 
     def close(self) -> None:
         self.worker.stop()
+        self.merger.stop()
         self.search_index.close()
 
 

@@ -31,18 +31,19 @@ from typing import Any, Callable
 
 from whoosh import index as windex
 from whoosh import query as wq
-from whoosh.highlight import ContextFragmenter, Formatter, get_text
+from whoosh.reading import SegmentReader
 from whoosh.writing import LockError
 
 from . import parse
 from .meta import Meta
-from .schema import SCHEMA, document
+from .schema import SCHEMA, TEXT_ANALYZER, document
 
 _log = logging.getLogger("gitmail.index")
 
 FORMAT = 1
 BATCH = 2000  # documents per incremental commit
-MERGE_AT = 8  # segments before an incremental commit also merges small segments
+MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
+OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
 
 BlobReader = Callable[[str], bytes]
@@ -53,13 +54,74 @@ class IndexBroken(Exception):
     """The live generation cannot be read; it must be rebuilt."""
 
 
-class _Bold(Formatter):
-    """Marks matched words as Markdown bold."""
+def highlight_terms(query: wq.Query) -> tuple[set[str], tuple[str, ...]]:
+    """The body words and prefixes a query looks for (not those it excludes)."""
+    words: set[str] = set()
+    prefixes: list[str] = []
 
-    between = " … "
+    def visit(q: wq.Query) -> None:
+        if isinstance(q, wq.Not):
+            return
+        if isinstance(q, wq.Prefix):
+            if q.fieldname == "body":
+                prefixes.append(q.text)
+            return
+        if isinstance(q, wq.Phrase):
+            if q.fieldname == "body":
+                words.update(q.words)
+            return
+        if isinstance(q, wq.Term):
+            if q.fieldname == "body":
+                words.add(q.text)
+            return
+        for child in q.children():
+            visit(child)
 
-    def format_token(self, text: str, token: Any, replace: bool = False) -> str:
-        return f"**{get_text(text, token, replace)}**"
+    visit(query)
+    return words, tuple(prefixes)
+
+
+def snippet(body: str, words: set[str], prefixes: tuple[str, ...] = ()) -> str:
+    """About SNIPPET_CHARS of ``body`` around its first matched word, matches in **bold**."""
+    spans = []
+    if words or prefixes:
+        for token in TEXT_ANALYZER(body, chars=True):
+            if token.text in words or (prefixes and token.text.startswith(prefixes)):
+                spans.append((token.startchar, token.endchar))
+    if not spans:
+        flat = " ".join(body.split())
+        return flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
+    first = spans[0][0]
+    start = max(0, first - SNIPPET_CHARS // 3)
+    if start:
+        space = body.find(" ", start, first)
+        start = space + 1 if space >= 0 else start
+    end = min(len(body), start + SNIPPET_CHARS)
+    if end < len(body):
+        space = body.rfind(" ", spans[0][1], end)
+        end = space if space > 0 else end
+    out, cursor = [], start
+    for a, b in spans:
+        if a < start or b > end:
+            continue
+        out += [body[cursor:a], "**", body[a:b], "**"]
+        cursor = b
+    out.append(body[cursor:end])
+    text = " ".join("".join(out).split())
+    return ("…" if start else "") + text + ("…" if end < len(body) else "")
+
+
+def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
+    """A Whoosh merge policy: fold every segment but the largest into the new one."""
+    if len(segments) < 2:
+        return segments
+    largest = max(segments, key=lambda seg: seg.doc_count_all())
+    for seg in segments:
+        if seg is not largest:
+            reader = SegmentReader(writer.storage, writer.schema, seg)
+            writer.add_reader(reader)
+            reader.close()
+    return [largest]
 
 
 class _Reader:
@@ -192,21 +254,22 @@ class SearchIndex:
         with self._write:
             gen_dir, lock_fd = self._new_generation()
             try:
-                watermark = self.meta.watermark()
-                total = self.meta.message_count()
                 ix = windex.create_in(os.path.join(gen_dir, "whoosh"), SCHEMA)
-                writer = ix.writer(limitmb=128, compound=False)
+                writer = ix.writer(limitmb=256, compound=False)
                 done = 0
                 try:
-                    for summary, blob, agents in self.meta.all_search_sources():
-                        writer.add_document(**self._document(summary, blob, agents))
-                        done += 1
-                        if progress and done % 500 == 0:
-                            progress(done, total)
+                    with self.meta.reading() as (watermark, covered, total, sources):
+                        for summary, blob, agents in sources:
+                            writer.add_document(**self._document(summary, blob, agents))
+                            done += 1
+                            if progress and done % 500 == 0:
+                                progress(done, total)
                     writer.commit(optimize=True)
                 except BaseException:
                     writer.cancel()
                     raise
+                # What was queued before the snapshot is in the new generation already.
+                self.meta.done_up_to(covered)
                 self._apply_pending(ix)
                 with ix.searcher() as searcher:
                     done = searcher.doc_count()
@@ -291,6 +354,41 @@ class SearchIndex:
         self._open_reader()
         return applied
 
+    def consolidate(self) -> bool | None:
+        """Merge small segments so queries stay as fast as on a fresh index.
+
+        Folds every segment but the largest into one; once those hold more
+        than OPTIMIZE_SHARE of the largest, merges everything. Meant for an
+        idle moment in the background. Returns None if a writer is busy (try
+        again later), False if there was nothing to merge.
+        """
+        if not self._write.acquire(blocking=False):
+            return None
+        try:
+            gen_dir = self.live_dir()
+            if gen_dir is None:
+                return False
+            ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
+            sizes = sorted(seg.doc_count_all() for seg in ix._segments())  # noqa: SLF001
+            if len(sizes) < 2:
+                return False
+            try:
+                writer = ix.writer(compound=False)
+            except LockError:
+                return None
+            try:
+                if sum(sizes[:-1]) > OPTIMIZE_SHARE * sizes[-1]:
+                    writer.commit(optimize=True)
+                else:
+                    writer.commit(mergetype=_merge_all_but_largest)
+            except BaseException:
+                writer.cancel()
+                raise
+        finally:
+            self._write.release()
+        self._open_reader()
+        return True
+
     # -- reading --------------------------------------------------------------
     def _open_reader(self) -> None:
         """Replace the shared searcher with a fresh one on the live generation."""
@@ -344,24 +442,19 @@ class SearchIndex:
     def _run(self, reader: _Reader, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
         scope = wq.Term("visible", agent.lower()) if agent else None
         results = reader.searcher.search(query, limit=limit, filter=scope)
-        results.fragmenter = ContextFragmenter(maxchars=SNIPPET_CHARS, surround=50)
-        results.formatter = _Bold()
+        words, prefixes = highlight_terms(query)
         out = []
         for hit in results:
             data = hit["data"]
             try:
-                body = parse.front_matter(self.read_blob(data["blob"]))[1]
-            except (parse.Unreadable, KeyError):
+                body = parse.body_of(self.read_blob(data["blob"]))
+            except KeyError:  # the blob is gone (history rewritten under us): no snippet
                 body = ""
-            snippet = hit.highlights("body", text=body, top=1) if body else ""
-            if not snippet:
-                flat = " ".join(body.split())
-                snippet = flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
             out.append({
                 "id": hit["id"], "subject": data["subject"], "importance": data["importance"],
                 "ack_required": data["ack_required"], "created_ts": data["created_ts"],
                 "thread_id": data["thread_id"], "from": data["from"], "topic": data["topic"],
-                "score": round(float(hit.score), 4), "snippet": snippet,
+                "score": round(float(hit.score), 4), "snippet": snippet(body, words, prefixes),
             })
         return out
 

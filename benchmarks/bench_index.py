@@ -1,0 +1,294 @@
+"""Benchmark of derived state: search, inbox pages, send → searchable, rebuild.
+
+Run: ``python benchmarks/bench_index.py`` (10k messages) or
+``python benchmarks/bench_index.py --sizes 10000,100000``. For each size it
+writes a synthetic archive with ``git fast-import`` (one commit per 5,000
+messages, 20 agents, messages spread over 100 days), then measures:
+
+- full rebuild (metadata + search index) time and messages/s; index size; RSS
+- search p50/p95 (limit 20) for a common term, a rare term, a phrase, a
+  prefix, a field-filtered query, and a prefix + recipient filter
+- inbox page p50: served from the cache (same commit) and computed (new commit)
+- send → searchable: a message committed through the engine with the
+  background indexer attached, until a search finds it
+- query latency after N single-message commits (each its own catch-up and
+  Whoosh commit) compared with the freshly built index
+
+Prints a table, then one JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from gitmail import Change, Message, Store  # noqa: E402
+from gitmail.clock import format_ts  # noqa: E402
+from gitmail.ids import new_id  # noqa: E402
+from gitmail.index import indexer_for, parse_query, reads  # noqa: E402
+from gitmail.records import day_shard, inbox_path, outbox_path  # noqa: E402
+
+AGENTS = [f"Agent{i:02d}" for i in range(20)]
+PROJECT = "/bench/index"
+QUERIES = {
+    "common term": "plan",
+    "rare term": "quasar",
+    "phrase": '"build plan"',
+    "prefix": "migrat*",
+    "field filter": "from:Agent03 plan",
+    "prefix + to: filter": "to:Agent07 migrat*",
+}
+
+
+def words(rng: random.Random) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(8000)]
+
+
+def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], bool]]:
+    """(id, canonical bytes, sender, recipients, has_bcc) for n messages."""
+    rng = random.Random(seed)
+    vocab = words(rng)
+    weights = [1 / (k + 1) for k in range(len(vocab))]
+    start = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
+    span_ms = 100 * 86400 * 1000
+    rare = set(rng.sample(range(n), min(5, n)))
+    out = []
+    for i in range(n):
+        ms = int(start.timestamp() * 1000) + i * span_ms // n
+        mid = new_id(ms)
+        sender = rng.choice(AGENTS)
+        to = rng.sample([a for a in AGENTS if a != sender], rng.randint(1, 3))
+        body_words = rng.choices(vocab, weights, k=rng.randint(30, 90))
+        if rng.random() < 0.3:
+            body_words.insert(rng.randrange(len(body_words)), "plan")
+        if rng.random() < 0.02:
+            body_words[rng.randrange(len(body_words)):0] = ["build", "plan"]
+        if rng.random() < 0.05:
+            body_words.insert(rng.randrange(len(body_words)), rng.choice(["migrate", "migration", "migrating"]))
+        if i in rare:
+            body_words.append("quasar")
+        subject = " ".join(rng.choices(vocab, weights, k=rng.randint(3, 7)))
+        created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc))
+        importance = rng.choices(["normal", "high", "urgent", "low"], [80, 10, 5, 5])[0]
+        text = (f"---\nid: {mid}\nthread_id: {mid}\nfrom: {sender}\nsubject: {subject}\ncreated: '{created}'\n"
+                f"to:\n" + "".join(f"- {name}\n" for name in to) + f"importance: {importance}\n"
+                "ack_required: false\n---\n\n" + " ".join(body_words) + "\n")
+        out.append((mid, text.encode(), sender, to, False))
+    Message.from_bytes(out[0][1], f"messages/{day_shard(out[0][0])}/{out[0][0]}.md")  # the engine accepts them
+    return out
+
+
+def fast_import(git_dir: str, parent: str, msgs: list, per_commit: int = 5000) -> None:
+    """Write the messages as commits on main with git fast-import."""
+    proc = subprocess.Popen(["git", "--git-dir", git_dir, "fast-import", "--quiet", "--done"],
+                            stdin=subprocess.PIPE)
+    out = proc.stdin
+    assert out is not None
+    now = int(time.time())
+    mark = 0
+    for start in range(0, len(msgs), per_commit):
+        chunk = msgs[start:start + per_commit]
+        files = []
+        for mid, data, sender, to, _ in chunk:
+            mark += 1
+            out.write(b"blob\nmark :%d\ndata %d\n" % (mark, len(data)) + data + b"\n")
+            files.append((mark, [f"messages/{day_shard(mid)}/{mid}.md", outbox_path(sender, mid)]
+                          + [inbox_path(name, mid) for name in to]))
+        text = f"bench: {len(chunk)} messages".encode()
+        out.write(b"commit refs/heads/main\ncommitter bench <bench@example.org> %d +0000\ndata %d\n" % (now, len(text))
+                  + text + b"\n")
+        if start == 0:
+            out.write(f"from {parent}\n".encode())
+        for blob_mark, paths in files:
+            for path in paths:
+                out.write(f"M 100644 :{blob_mark} {path}\n".encode())
+        out.write(b"\n")
+    out.write(b"done\n")
+    out.close()
+    if proc.wait() != 0:
+        raise SystemExit("git fast-import failed")
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def time_queries(index, repeats: int) -> dict[str, tuple[float, float]]:
+    out = {}
+    for name, text in QUERIES.items():
+        query = parse_query(text)
+        index.search_index.search(query, 20, None)  # warm
+        samples = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            index.search_index.search(query, 20, None)
+            samples.append((time.perf_counter() - t) * 1000)
+        out[name] = percentiles(samples)
+    return out
+
+
+def du(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def send_one(archive, i: int, word: str) -> Message:
+    sender, to = AGENTS[i % 20], [AGENTS[(i + 1) % 20]]
+    msg = Message(id=new_id(), thread_id="bench", sender=sender, subject=f"live {i}", created_ts=format_ts(
+        dt.datetime.now(dt.timezone.utc)), to=to, body=f"fresh {word} text")
+
+    def fn(snap):
+        change = Change(f"{sender} sent {msg.id}", author=sender)
+        change.put_record(msg)
+        change.put(inbox_path(to[0], msg.id), msg)
+        change.put(outbox_path(sender, msg.id), msg)
+        return change
+
+    archive.transact(fn)
+    return msg
+
+
+def bench(size: int, singles: int, repeats: int, keep: bool) -> dict:
+    home = tempfile.mkdtemp(prefix=f"bench-index-{size}-")
+    result: dict = {"messages": size}
+    try:
+        store = Store(home, background=False, durable=False)
+        archive = store.archive(PROJECT, create=True)
+        base = archive.transact(lambda snap: Change("bench: start").put("README.md", b"bench\n")).commit
+        t = time.perf_counter()
+        msgs = synthetic(size)
+        fast_import(archive.git_dir, base, msgs)
+        result["fixture_s"] = round(time.perf_counter() - t, 1)
+
+        index = indexer_for(store).project(PROJECT)
+        t = time.perf_counter()
+        index.reindex()
+        rebuild = time.perf_counter() - t
+        result["rebuild_s"] = round(rebuild, 1)
+        result["rebuild_docs_per_s"] = round(size / rebuild)
+        result["index_mb"] = round(du(index.root) / 2**20, 1)
+        result["search_mb"] = round(du(index.search_index.root) / 2**20, 1)
+        result["segments_fresh"] = index.search_index.segment_count()
+
+        fresh = time_queries(index, repeats)
+        result["search_ms"] = {name: [round(p50, 2), round(p95, 2)] for name, (p50, p95) in fresh.items()}
+
+        agent = AGENTS[5]
+        index.inbox(agent)
+        samples = []
+        for _ in range(repeats * 5):
+            t = time.perf_counter()
+            index.inbox(agent, limit=20)
+            samples.append((time.perf_counter() - t) * 1000)
+        result["inbox_cached_ms"] = [round(x, 3) for x in percentiles(samples)]
+        samples = []  # computed straight from the metadata store, as on the first read after a commit
+        for flags in [{}, {"urgent_only": True}, {"unread_only": True}] * repeats:
+            t = time.perf_counter()
+            reads.inbox(index.meta, agent, limit=20, **flags)
+            samples.append((time.perf_counter() - t) * 1000)
+        result["inbox_computed_ms"] = [round(x, 3) for x in percentiles(samples)]
+
+        # Send → searchable, with the background indexer attached (as in the server).
+        lags, sends = [], []
+        for i in range(40):
+            word = f"zq{i}x{size}"
+            query = parse_query(word)
+            t0 = time.perf_counter()
+            send_one(archive, i, word)
+            t1 = time.perf_counter()
+            while not index.search_index.search(query, 1, None):
+                time.sleep(0.0005)
+            lags.append((time.perf_counter() - t1) * 1000)
+            sends.append((t1 - t0) * 1000)
+        index.flush()
+        result["send_ms"] = [round(x, 1) for x in percentiles(sends)]
+        result["send_to_searchable_ms"] = [round(x, 1) for x in percentiles(lags)]
+
+        # N single additions, each its own commit and its own catch-up.
+        t = time.perf_counter()
+        for i in range(singles):
+            send_one(archive, 1000 + i, f"single{i}")
+            index.catch_up()
+        result["singles"] = singles
+        result["singles_s"] = round(time.perf_counter() - t, 1)
+        result["segments_before_merge"] = index.search_index.segment_count()
+        t = time.perf_counter()
+        index.flush()  # the background merge after the burst
+        result["merge_wait_s"] = round(time.perf_counter() - t, 1)
+        result["segments_after_singles"] = index.search_index.segment_count()
+        after = time_queries(index, repeats)
+        result["search_after_singles_ms"] = {name: [round(p50, 2), round(p95, 2)] for name, (p50, p95) in after.items()}
+        result["after_singles_ratio"] = {name: round(after[name][0] / max(fresh[name][0], 1e-6), 2) for name in fresh}
+        result["rss_mb"] = round(rss_mb())
+        index.close()
+    finally:
+        if not keep:
+            shutil.rmtree(home, ignore_errors=True)
+        else:
+            result["home"] = home
+    return result
+
+
+def table(results: list[dict]) -> str:
+    lines = []
+    for r in results:
+        n = r["messages"]
+        lines.append(f"== {n:,} messages ==")
+        lines.append(f"rebuild: {r['rebuild_s']} s ({r['rebuild_docs_per_s']} msg/s); index {r['index_mb']} MB "
+                     f"(search {r['search_mb']} MB); RSS {r['rss_mb']} MB; fixture {r['fixture_s']} s")
+        lines.append(f"{'query':<22}{'p50 ms':>9}{'p95 ms':>9}{'after singles p50':>19}{'ratio':>7}")
+        for name in QUERIES:
+            p50, p95 = r["search_ms"][name]
+            lines.append(f"{name:<22}{p50:>9}{p95:>9}{r['search_after_singles_ms'][name][0]:>19}"
+                         f"{r['after_singles_ratio'][name]:>7}")
+        lines.append(f"inbox page p50/p95: cached {r['inbox_cached_ms'][0]}/{r['inbox_cached_ms'][1]} ms, "
+                     f"computed {r['inbox_computed_ms'][0]}/{r['inbox_computed_ms'][1]} ms")
+        lines.append(f"send p50/p95 {r['send_ms'][0]}/{r['send_ms'][1]} ms; searchable after send returned p50/p95 "
+                     f"{r['send_to_searchable_ms'][0]}/{r['send_to_searchable_ms'][1]} ms")
+        lines.append(f"{r['singles']} single additions in {r['singles_s']} s; segments {r['segments_fresh']} fresh, "
+                     f"{r['segments_before_merge']} after the burst, {r['segments_after_singles']} after the "
+                     f"background merge ({r['merge_wait_s']} s)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000", help="comma-separated message counts (default 10000)")
+    parser.add_argument("--singles", type=int, default=1000, help="single-message commits for the drift test")
+    parser.add_argument("--repeats", type=int, default=30, help="timed runs per query")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
+    args = parser.parse_args()
+    results = [bench(int(size), args.singles, args.repeats, args.keep) for size in args.sizes.split(",")]
+    print(table(results))
+    print(json.dumps({"bench": "index", "results": results}))
+
+
+if __name__ == "__main__":
+    main()
