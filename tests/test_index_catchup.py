@@ -8,6 +8,7 @@ import shutil
 
 import pygit2
 import pytest
+from whoosh import index as windex
 
 from gitmail import Store
 from gitmail.index import indexer_for, parse_query
@@ -237,3 +238,29 @@ def test_yesterday_message_pulled_today_is_new(store, project, tmp_path):
     assert [m["id"] for m in newer] == [old.id]
     assert newer[0]["seq"] > cursor
     assert index.inbox("Green")[0]["id"] == first.id  # inbox order stays by creation time
+
+
+def test_background_merge_keeps_answers_and_folds_segments(store, project):
+    archive, index = project
+    for i in range(10):
+        send(archive, message("Green", ["Blue"], f"Note {i}", f"Plan item {i} for the release."))
+        index.catch_up()
+    before = answers(index)
+    assert index.search_index.segment_count() > 2
+    assert index.search_index.consolidate() is True
+    assert index.search_index.segment_count() <= 2
+    assert answers(index) == before
+
+
+def test_a_search_never_waits_for_a_busy_writer(store, project):
+    archive, index = project
+    live = index.search_index.live_dir()
+    other = windex.open_dir(os.path.join(live, "whoosh")).writer()  # stands for another process's writer
+    try:
+        msg = message("Blue", ["Green"], "Queued", "a bilby arrives")
+        send(archive, msg)
+        assert index.search("bilby") == []  # answered at once from what is indexed
+        assert index.meta.has_pending()
+    finally:
+        other.cancel()
+    assert ids(index.search("bilby")) == {msg.id}  # the next search finds the writer free and takes it in
