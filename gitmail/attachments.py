@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import io
 import mimetypes
@@ -39,6 +40,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
+from .engine import Change
 from .errors import (
     ATTACHMENT_TOO_LARGE,
     ATTACHMENT_UNDECODABLE,
@@ -49,7 +51,9 @@ from .errors import (
     invalid,
 )
 from .records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
+from .seats import require_actor
 from .snapshot import Snapshot
+from .store import Store
 
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
 STORED_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
@@ -310,6 +314,25 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
         last = match.end("ref")
     pieces.append(body_md[last:])
     return Prepared("".join(pieces), list(entries.values()), files)
+
+
+def set_agent_policy(store: Store, project: str, agent: str, policy: str, *,
+                     seat: str | None = None) -> dict[str, Any]:
+    """Set how ``agent``'s outgoing images are handled when a send names no policy."""
+    policy = effective_policy(policy, None)
+    archive = store.archive(project)
+    hlc = store.clock.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        profile = require_actor(snap, agent, seat)
+        result = {"agent": profile.name, "attachments_policy": policy}
+        if profile.attachments_policy == policy:
+            return Change("no change", result=result)
+        updated = dataclasses.replace(profile, attachments_policy=policy, hlc=hlc)
+        return Change(f"{profile.name} set its attachments policy to {policy}", author=profile.name,
+                      result=result).put_record(updated)
+
+    return archive.transact(fn).result
 
 
 def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) -> bytes:

@@ -45,12 +45,13 @@ def publish(store: Store, project: str, agent: str, capabilities: list[str], *,
 
     def fn(snap: Snapshot) -> Change:
         profile = require_actor(snap, agent, seat)
-        result = {"agent": agent, "capabilities": wanted}
+        result = {"agent": profile.name, "capabilities": wanted}
         if profile.capabilities == wanted:
             return Change("no change", result=result)
         updated = dataclasses.replace(profile, capabilities=wanted, hlc=hlc)
         listed = ", ".join(wanted) or "none"
-        return Change(f"{agent} published capabilities: {listed}", author=agent, result=result).put_record(updated)
+        return Change(f"{profile.name} published capabilities: {listed}", author=profile.name,
+                      result=result).put_record(updated)
 
     return archive.transact(fn).result
 

@@ -16,7 +16,7 @@ from .errors import invalid
 from .ids import new_id
 from .names import check_agent_name
 from .records import JournalEntry, agent_dir
-from .seats import require_actor
+from .seats import load_agent, require_actor
 from .snapshot import Snapshot
 from .store import Store
 
@@ -36,14 +36,14 @@ def append(store: Store, project: str, agent: str, entry: str, *, seat: str | No
                       field="entry")
     if len(entry) > MAX_ENTRY:
         raise invalid(f"entry is longer than {MAX_ENTRY} characters; split it or link to a file", field="entry")
-    record = JournalEntry(id=new_id(), agent=agent, created_ts=now_ts(), body=entry.strip() + "\n")
-    record.validate()
+    entry_id, created = new_id(), now_ts()
     archive = store.archive(project)
 
     def fn(snap: Snapshot) -> Change:
-        require_actor(snap, agent, seat)
+        name = require_actor(snap, agent, seat).name
+        record = JournalEntry(id=entry_id, agent=name, created_ts=created, body=entry.strip() + "\n")
         first_line = entry.strip().splitlines()[0][:72]
-        return Change(f"{agent} journal: {first_line}", author=agent, result=_view(record)).put_record(record)
+        return Change(f"{name} journal: {first_line}", author=name, result=_view(record)).put_record(record)
 
     return archive.transact(fn).result
 
@@ -75,4 +75,5 @@ def read(store: Store, project: str, agent: str, *, limit: int = 20) -> dict[str
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
         raise invalid("limit must be a whole number from 1 to 1000", field="limit")
     snap = store.archive(project).snapshot()
+    agent = load_agent(snap, agent).name
     return {"agent": agent, "entries": tail(snap, agent, limit)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import agents, contacts, mailbox, messages, projects, receipts, retention, summaries
+from . import attachments, capabilities, guard, journal, reservations, seats
 from .context import Activity, MailContext
 from .store import Store
 
@@ -88,18 +89,22 @@ class Mail:
                      cc: list[str] | None = None, bcc: list[str] | None = None, importance: str = "normal",
                      ack_required: bool = False, thread_id: str | None = None, topic: str | None = None,
                      broadcast: bool = False, auto_contact_if_blocked: bool = False,
-                     idempotency_key: str | None = None) -> dict[str, Any]:
+                     idempotency_key: str | None = None, attachment_paths: list[str] | None = None,
+                     convert_images: bool | None = None, attachments_policy: str | None = None,
+                     seat: str | None = None) -> dict[str, Any]:
         return messages.send_message(self.ctx, project_key, sender_name, to, subject, body_md, cc, bcc, importance,
                                      ack_required, thread_id, topic, broadcast, auto_contact_if_blocked,
-                                     idempotency_key)
+                                     idempotency_key, attachment_paths, convert_images, attachments_policy, seat)
 
     def reply_message(self, project_key: str, message_id: str, sender_name: str, body_md: str,
                       to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
                       subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
-                      auto_contact_if_blocked: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+                      auto_contact_if_blocked: bool = False, idempotency_key: str | None = None,
+                      attachment_paths: list[str] | None = None, convert_images: bool | None = None,
+                      attachments_policy: str | None = None, seat: str | None = None) -> dict[str, Any]:
         return messages.reply_message(self.ctx, project_key, message_id, sender_name, body_md, to, cc, bcc,
                                       subject_prefix, importance, ack_required, auto_contact_if_blocked,
-                                      idempotency_key)
+                                      idempotency_key, attachment_paths, convert_images, attachments_policy, seat)
 
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
@@ -179,3 +184,107 @@ class Mail:
     def purge_old_messages(self, project_key: str, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
                            dry_run: bool = False) -> dict[str, Any]:
         return retention.purge_old_messages(self.ctx, project_key, max_age_days, dry_run)
+
+    # -- coordination: file reservations and the commit guard ----------------
+    def _touch(self, project_key: str, agent_name: str) -> None:
+        self.ctx.activity.touch(self.ctx.slug(project_key), agent_name)
+
+    def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str],
+                               ttl_seconds: int = reservations.DEFAULT_TTL, exclusive: bool = True, reason: str = "",
+                               seat: str | None = None) -> dict[str, Any]:
+        result = reservations.reserve(self.store, project_key, agent_name, paths, ttl_seconds=ttl_seconds,
+                                      exclusive=exclusive, reason=reason, seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def release_file_reservations(self, project_key: str, agent_name: str, paths: list[str] | None = None,
+                                  file_reservation_ids: list[str] | None = None,
+                                  seat: str | None = None) -> dict[str, Any]:
+        result = reservations.release(self.store, project_key, agent_name, file_reservation_ids=file_reservation_ids,
+                                      paths=paths, seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def renew_file_reservations(self, project_key: str, agent_name: str, extend_seconds: int = 1800,
+                                paths: list[str] | None = None, file_reservation_ids: list[str] | None = None,
+                                seat: str | None = None) -> dict[str, Any]:
+        result = reservations.renew(self.store, project_key, agent_name, extend_seconds=extend_seconds,
+                                    file_reservation_ids=file_reservation_ids, paths=paths, seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def force_release_file_reservation(self, project_key: str, agent_name: str, file_reservation_id: str,
+                                       note: str = "", notify_previous: bool = True,
+                                       inactivity_seconds: int = reservations.DEFAULT_INACTIVITY,
+                                       seat: str | None = None) -> dict[str, Any]:
+        result = reservations.force_release(self.store, project_key, agent_name, file_reservation_id, note=note,
+                                            notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
+                                            seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def list_file_reservations(self, project_key: str, agent_name: str | None = None,
+                               active_only: bool = True) -> dict[str, Any]:
+        return reservations.list_reservations(self.store, project_key, agent=agent_name, active_only=active_only)
+
+    def install_precommit_guard(self, project_key: str, code_repo_path: str) -> dict[str, Any]:
+        return guard.install(self.store, project_key, code_repo_path)
+
+    def uninstall_precommit_guard(self, code_repo_path: str) -> dict[str, Any]:
+        return guard.uninstall(code_repo_path)
+
+    # -- coordination: seats, journals, sleep/wake, capability cards ----------
+    def take_seat(self, project_key: str, agent_name: str, holder: str = "session",
+                  lease_s: int = seats.DEFAULT_LEASE_S, take_over: bool = False) -> dict[str, Any]:
+        result = seats.take_seat(self.store, project_key, agent_name, holder=holder, lease_s=lease_s,
+                                 take_over=take_over)
+        self._touch(project_key, agent_name)
+        return result
+
+    def take_over(self, project_key: str, agent_name: str, holder: str = "session",
+                  lease_s: int = seats.DEFAULT_LEASE_S) -> dict[str, Any]:
+        return self.take_seat(project_key, agent_name, holder, lease_s, take_over=True)
+
+    def renew_seat(self, project_key: str, agent_name: str, seat: str,
+                   lease_s: int = seats.DEFAULT_LEASE_S) -> dict[str, Any]:
+        result = seats.renew_seat(self.store, project_key, agent_name, seat, lease_s=lease_s)
+        self._touch(project_key, agent_name)
+        return result
+
+    def release_seat(self, project_key: str, agent_name: str, seat: str) -> dict[str, Any]:
+        return seats.release_seat(self.store, project_key, agent_name, seat)
+
+    def seat_status(self, project_key: str, agent_name: str) -> dict[str, Any]:
+        return seats.seat_status(self.store, project_key, agent_name)
+
+    def journal(self, project_key: str, agent_name: str, entry: str, seat: str | None = None) -> dict[str, Any]:
+        result = journal.append(self.store, project_key, agent_name, entry, seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def read_journal(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+        return journal.read(self.store, project_key, agent_name, limit=limit)
+
+    def sleep_agent(self, project_key: str, agent_name: str, target: str | None = None,
+                    seat: str | None = None) -> dict[str, Any]:
+        return seats.set_asleep(self.store, project_key, target or agent_name, True, actor=agent_name, seat=seat)
+
+    def wake_agent(self, project_key: str, agent_name: str | None, target: str,
+                   seat: str | None = None) -> dict[str, Any]:
+        return seats.set_asleep(self.store, project_key, target, False, actor=agent_name, seat=seat)
+
+    def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str],
+                             seat: str | None = None) -> dict[str, Any]:
+        result = capabilities.publish(self.store, project_key, agent_name, capabilities_list, seat=seat)
+        self._touch(project_key, agent_name)
+        return result
+
+    def list_capabilities(self, project_key: str, capability: str | None = None) -> dict[str, Any]:
+        return capabilities.cards(self.store, project_key, capability)
+
+    def set_attachments_policy(self, project_key: str, agent_name: str, policy: str,
+                               seat: str | None = None) -> dict[str, Any]:
+        return attachments.set_agent_policy(self.store, project_key, agent_name, policy, seat=seat)
+
+    def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
+        return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)

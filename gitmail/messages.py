@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import contacts, idempotency
+from . import attachments, capabilities, contacts, idempotency, seats
 from .context import MailContext
 from .delivery import commit_line, compose, message_view, put_message
 from .directory import agent_names, find_agent, project_record, require_agent
@@ -48,6 +48,8 @@ class Outgoing:
     reply_to: str | None = None
     replying_to: str | None = None  # author of the message being answered
     attachments: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)  # attachment bytes to commit with the message
+    seat: str | None = None  # the sender's seat token, when a session holds its seat
 
 
 def _names(value: object, field_name: str) -> list[str]:
@@ -57,7 +59,14 @@ def _names(value: object, field_name: str) -> list[str]:
         value = [value]
     if not isinstance(value, list):
         raise invalid(f"{field_name} must be a list of agent names", field=field_name)
-    return [check_agent_name(name, field_name) for name in value]
+    return [_recipient(name, field_name) for name in value]
+
+
+def _recipient(name: object, field_name: str) -> str:
+    """An agent name, or ``role:<capability>`` for every active agent publishing it."""
+    if isinstance(name, str) and name.startswith(capabilities.ROLE_PREFIX):
+        return capabilities.ROLE_PREFIX + capabilities.check_capability(name[len(capabilities.ROLE_PREFIX):], field_name)
+    return check_agent_name(name, field_name)
 
 
 def _importance(value: object) -> str:
@@ -109,7 +118,8 @@ def _resolve(snap: Snapshot, names: list[str], unknown: list[str]) -> list[Agent
 def _plan(snap: Snapshot, out: Outgoing, sender: Agent) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
     """Resolve recipients by field; returns them and the broadcast skips."""
     unknown: list[str] = []
-    fields = {name: _resolve(snap, getattr(out, name), unknown) for name in ("to", "cc", "bcc")}
+    fields = {name: _resolve(snap, capabilities.expand_roles(snap, getattr(out, name), exclude=sender.name, field=name),
+                             unknown) for name in ("to", "cc", "bcc")}
     if unknown:
         raise GitmailError(RECIPIENT_NOT_FOUND, f"no agent named {', '.join(unknown)} in this project; register "
                            "them first or check the spelling (list_agents shows the names)", {"unknown": unknown})
@@ -133,7 +143,12 @@ def _plan(snap: Snapshot, out: Outgoing, sender: Agent) -> tuple[dict[str, list[
             fields["to"].append(agent)
     seen: set[str] = set()
     for key in ("to", "cc", "bcc"):  # someone named twice keeps the most visible place
-        fields[key] = [a for a in fields[key] if not (a.name in seen or seen.add(a.name))]  # type: ignore[func-returns-value]
+        unique = []
+        for agent in fields[key]:
+            if agent.name not in seen:
+                seen.add(agent.name)
+                unique.append(agent)
+        fields[key] = unique
     return fields, skipped
 
 
@@ -176,6 +191,7 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
         sender = require_agent(snap, out.sender, "sender_name", active=True)
+        seats.require_actor(snap, sender.name, out.seat, field="sender_name")  # asleep, or fenced by its seat
         if hashed is not None:
             earlier = idempotency.check(snap, sender.name, hashed, operation, request)
             if earlier is not None:
@@ -195,6 +211,8 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
         refused = {a.name: r for a in explicit
                    if (r := contacts.gate(snap, sender, a, thread_id=out.thread_id, replying_to=out.replying_to))}
         change = Change("", author=sender.name)
+        for path, data in out.files.items():
+            change.put(path, data)
         if refused:
             blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
             if blocked or not auto_contact:
@@ -231,18 +249,44 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
     return result
 
 
+def _attach(ctx: MailContext, project_key: str, out: Outgoing, attachment_paths: list[str] | None,
+            convert_images: bool | None, attachments_policy: str | None) -> None:
+    """Load, convert and address the message's attachments before its transaction (nothing written yet)."""
+    if convert_images is not None:
+        _flag(convert_images, "convert_images")
+    if attachments_policy is not None:
+        attachments.effective_policy(attachments_policy, None)
+    if not attachment_paths and not attachments.IMAGE_REF_RE.search(out.body):
+        return
+    snap = ctx.archive(project_key).snapshot()
+    sender = find_agent(snap, out.sender)
+    agent_policy = sender.attachments_policy if sender is not None else None
+    prepared = attachments.prepare(snap, out.body, attachment_paths,
+                                   policy=attachments.effective_policy(attachments_policy, agent_policy),
+                                   convert_images=convert_images, agent_policy=agent_policy)
+    out.body, out.attachments, out.files = prepared.body, prepared.attachments, prepared.files
+
+
 def send_message(ctx: MailContext, project_key: str, sender_name: str, to: list[str] | None, subject: str,
                  body_md: str, cc: list[str] | None = None, bcc: list[str] | None = None,
                  importance: str = "normal", ack_required: bool = False, thread_id: str | None = None,
                  topic: str | None = None, broadcast: bool = False, auto_contact_if_blocked: bool = False,
-                 idempotency_key: str | None = None) -> dict[str, Any]:
-    """Send a Markdown message; see the module docs for the rules."""
+                 idempotency_key: str | None = None, attachment_paths: list[str] | None = None,
+                 convert_images: bool | None = None, attachments_policy: str | None = None,
+                 seat: str | None = None) -> dict[str, Any]:
+    """Send a Markdown message; see the module docs for the rules.
+
+    ``attachment_paths`` and images in the body are stored as attachments
+    (see :mod:`gitmail.attachments`); ``to``/``cc``/``bcc`` may name
+    ``role:<capability>``; ``seat`` is the sender's seat token when a session
+    holds its seat.
+    """
     check_agent_name(sender_name, "sender_name")
     out = Outgoing(sender=sender_name, to=_names(to, "to"), cc=_names(cc, "cc"), bcc=_names(bcc, "bcc"),
                    subject=_subject(subject), body=_body(body_md), importance=_importance(importance),
                    ack_required=_flag(ack_required, "ack_required"), thread_id=_thread_id(thread_id),
                    topic=check_topic(topic) if topic not in (None, "") else None,
-                   broadcast=_flag(broadcast, "broadcast"))
+                   broadcast=_flag(broadcast, "broadcast"), seat=seat)
     _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
     if out.broadcast and out.to:
         raise invalid("broadcast sends to every active agent: leave to empty, or name recipients without broadcast",
@@ -252,7 +296,9 @@ def send_message(ctx: MailContext, project_key: str, sender_name: str, to: list[
     fingerprint = {"op": "send", "sender": sender_name.lower(), "to": out.to, "cc": out.cc, "bcc": out.bcc,
                    "subject": out.subject, "body": out.body, "importance": out.importance,
                    "ack_required": out.ack_required, "thread_id": out.thread_id, "topic": out.topic,
-                   "broadcast": out.broadcast}
+                   "broadcast": out.broadcast, "attachment_paths": attachment_paths, "convert_images": convert_images,
+                   "attachments_policy": attachments_policy}
+    _attach(ctx, project_key, out, attachment_paths, convert_images, attachments_policy)
     return _deliver(ctx, project_key, out, operation="send_message", auto_contact=auto_contact_if_blocked,
                     key=idempotency_key, fingerprint=fingerprint)
 
@@ -267,7 +313,9 @@ def reply_subject(subject: str, prefix: str) -> str:
 def reply_message(ctx: MailContext, project_key: str, message_id: str, sender_name: str, body_md: str,
                   to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
                   subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
-                  auto_contact_if_blocked: bool = False, idempotency_key: str | None = None) -> dict[str, Any]:
+                  auto_contact_if_blocked: bool = False, idempotency_key: str | None = None,
+                  attachment_paths: list[str] | None = None, convert_images: bool | None = None,
+                  attachments_policy: str | None = None, seat: str | None = None) -> dict[str, Any]:
     """Answer a message in its thread; by default to its sender, with its importance and ack flag."""
     check_message_id(message_id)
     check_agent_name(sender_name, "sender_name")
@@ -280,11 +328,13 @@ def reply_message(ctx: MailContext, project_key: str, message_id: str, sender_na
                    importance=_importance(importance) if importance is not None else original.importance,
                    ack_required=_flag(ack_required, "ack_required") if ack_required is not None else original.ack_required,
                    thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
-                   replying_to=original.sender)
+                   replying_to=original.sender, seat=seat)
     _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
     fingerprint = {"op": "reply", "sender": sender_name.lower(), "message_id": message_id, "to": to, "cc": out.cc,
                    "bcc": out.bcc, "prefix": subject_prefix, "body": out.body, "importance": importance,
-                   "ack_required": ack_required}
+                   "ack_required": ack_required, "attachment_paths": attachment_paths,
+                   "convert_images": convert_images, "attachments_policy": attachments_policy}
+    _attach(ctx, project_key, out, attachment_paths, convert_images, attachments_policy)
     result = _deliver(ctx, project_key, out, operation="reply_message", auto_contact=auto_contact_if_blocked,
                       key=idempotency_key, fingerprint=fingerprint)
     if result["deliveries"]:

@@ -105,23 +105,23 @@ def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_sec
     created, expires = format_ts(at), format_ts(at + dt.timedelta(seconds=ttl))
 
     def fn(snap: Snapshot) -> Change:
-        require_actor(snap, agent, seat, at=at)
-        blocking = [r for r in _active(snap, at) if r.exclusive and r.agent != agent]
+        me = require_actor(snap, agent, seat, at=at).name
+        blocking = [r for r in _active(snap, at) if r.exclusive and r.agent != me]
         granted: list[dict[str, Any]] = []
         conflicts: list[dict[str, Any]] = []
-        change = Change("", author=agent)
+        change = Change("", author=me)
         for pattern, rid in zip(patterns, ids):
             holders = [r for r in blocking if overlaps(pattern, r.path_pattern)]
             if holders:
                 conflicts.append({"path": pattern, "holders": [view(r) for r in holders]})
                 continue
-            record = Reservation(id=rid, agent=agent, path_pattern=pattern, created_ts=created, expires_ts=expires,
+            record = Reservation(id=rid, agent=me, path_pattern=pattern, created_ts=created, expires_ts=expires,
                                  hlc=hlc, exclusive=exclusive, reason=reason)
             change.put_record(record)
             granted.append({k: v for k, v in view(record).items() if k != "released_ts"})
         kind = "exclusive" if exclusive else "shared"
-        change.message = (f"{agent} reserved {_listing(g['path_pattern'] for g in granted)} ({kind}, {ttl}s)"
-                          if granted else f"{agent} was refused {_listing(patterns)}")
+        change.message = (f"{me} reserved {_listing(g['path_pattern'] for g in granted)} ({kind}, {ttl}s)"
+                          if granted else f"{me} was refused {_listing(patterns)}")
         change.result = {"granted": granted, "conflicts": conflicts}
         return change
 
@@ -135,7 +135,7 @@ def _listing(patterns: Iterable[str]) -> str:
 
 
 def _select(records: list[Reservation], agent: str, ids: list[str], patterns: list[str]) -> list[Reservation]:
-    mine = [r for r in records if r.agent == agent]
+    mine = [r for r in records if r.agent.lower() == agent.lower()]
     if not ids and not patterns:
         return mine
     return [r for r in mine if r.id in ids or r.path_pattern in patterns]
@@ -156,9 +156,9 @@ def release(store: Store, project: str, agent: str, *, file_reservation_ids: lis
     released_at = format_ts(at)
 
     def fn(snap: Snapshot) -> Change:
-        require_actor(snap, agent, seat, at=at)
-        chosen = _select(_active(snap, at), agent, ids, patterns)
-        change = Change(f"{agent} released {_listing(r.path_pattern for r in chosen)}", author=agent)
+        me = require_actor(snap, agent, seat, at=at).name
+        chosen = _select(_active(snap, at), me, ids, patterns)
+        change = Change(f"{me} released {_listing(r.path_pattern for r in chosen)}", author=me)
         for record in chosen:
             change.put_record(dataclasses.replace(record, released_ts=released_at, hlc=hlc))
         change.result = {"released": len(chosen), "released_at": released_at,
@@ -181,9 +181,9 @@ def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
     at = now()
 
     def fn(snap: Snapshot) -> Change:
-        require_actor(snap, agent, seat, at=at)
-        chosen = _select(_active(snap, at), agent, ids, patterns)
-        change = Change(f"{agent} renewed {_listing(r.path_pattern for r in chosen)} by {extend}s", author=agent)
+        me = require_actor(snap, agent, seat, at=at).name
+        chosen = _select(_active(snap, at), me, ids, patterns)
+        change = Change(f"{me} renewed {_listing(r.path_pattern for r in chosen)} by {extend}s", author=me)
         out = []
         for record in chosen:
             start = max(at, parse_ts(record.expires_ts))
@@ -207,14 +207,15 @@ def list_reservations(store: Store, project: str, *, agent: str | None = None,
         records = _active(snap, now())
     else:
         records = [snap.load(p, Reservation) for p in snap.walk("reservations")]  # type: ignore[misc]
-    chosen = sorted((r for r in records if agent is None or r.agent == agent), key=lambda r: r.id)
+    chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
     return {"file_reservations": [view(r) for r in chosen]}
 
 
 def conflicts_for_paths(store: Store, project: str, paths: list[str], *, agent: str | None) -> list[dict[str, Any]]:
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
     snap = store.archive(project).snapshot()
-    blocking = [r for r in _active(snap, now()) if r.exclusive and r.agent != agent]
+    me = (agent or "").lower()
+    blocking = [r for r in _active(snap, now()) if r.exclusive and r.agent.lower() != me]
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
@@ -325,7 +326,7 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
     message_id = new_id()
 
     def fn(snap: Snapshot) -> Change:
-        require_actor(snap, agent, seat, at=at)
+        me = require_actor(snap, agent, seat, at=at).name
         record = snap.load(path, Reservation)
         if record is None:
             raise GitmailError(NOT_FOUND, f"no reservation {file_reservation_id} in this project; list them with "
@@ -333,7 +334,7 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
         if record.released_ts is not None:
             return Change("already released", result={"released": False, "already_released_ts": record.released_ts,
                                                       "reservation": view(record), "notified": None})
-        if record.agent == agent:
+        if record.agent == me:
             raise invalid("this reservation is yours: release it with release_file_reservations",
                           field="file_reservation_id")
         expired = parse_ts(record.expires_ts) <= at
@@ -351,20 +352,20 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
         heuristics = {"expired": expired, "inactivity_seconds": threshold,
                       "last_activity": format_ts(latest[1]) if latest else None,
                       "last_signal": latest[0] if latest else None}
-        change = Change(f"{agent} force-released {record.agent}'s reservation {record.path_pattern}: {why}",
-                        author=agent).put_record(released)
+        change = Change(f"{me} force-released {record.agent}'s reservation {record.path_pattern}: {why}",
+                        author=me).put_record(released)
         notified = None
         if notify_previous:
-            body = (f"{agent} released your reservation `{record.path_pattern}` ({record.id}) because {why}.\n")
+            body = (f"{me} released your reservation `{record.path_pattern}` ({record.id}) because {why}.\n")
             if note:
                 body += f"\n{note}\n"
             body += "\nReserve it again if you are still working on it.\n"
-            message = Message(id=message_id, thread_id=message_id, sender=agent, to=[record.agent],
+            message = Message(id=message_id, thread_id=message_id, sender=me, to=[record.agent],
                               subject=f"Reservation released: {record.path_pattern}"[:200], created_ts=now_ts(),
                               body=body)
             data = message.to_bytes()
             change.put(message_path(message_id), data).put(inbox_path(record.agent, message_id), data)
-            change.put(outbox_path(agent, message_id), data)
+            change.put(outbox_path(me, message_id), data)
             notified = message_id
         change.result = {"released": True, "reservation": view(released), "heuristics": heuristics,
                          "notified": notified}

@@ -36,6 +36,7 @@ from .errors import (
     GitmailError,
     invalid,
 )
+from .directory import find_agent
 from .names import check_agent_name
 from .records import Agent, Seat, agent_dir
 from .snapshot import Snapshot
@@ -45,10 +46,6 @@ DEFAULT_LEASE_S = 600
 MIN_LEASE_S = 60
 MAX_LEASE_S = 86400
 _TOKEN_RE = re.compile(r"^seat-(\d{1,18})-[A-Za-z0-9_-]{16,64}$")
-
-
-def profile_path(agent: str) -> str:
-    return f"{agent_dir(agent)}/profile.yaml"
 
 
 def seat_path(agent: str) -> str:
@@ -62,7 +59,7 @@ def token_hash(token: str) -> str:
 def load_agent(snapshot: Snapshot, name: str, field: str = "agent_name") -> Agent:
     """The profile of a registered agent, or NOT_FOUND saying how to register it."""
     check_agent_name(name, field)
-    profile = snapshot.load(profile_path(name), Agent)
+    profile = find_agent(snapshot, name)
     if profile is None:
         raise GitmailError(NOT_FOUND, f"agent {name!r} is not registered in this project; "
                            "register it first (register_agent) or check the spelling", {"agent": name})
@@ -85,7 +82,7 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
     if profile.asleep:
         raise GitmailError(AGENT_ASLEEP, f"agent {name!r} is asleep: it keeps receiving mail but cannot act "
                            "until another agent or a human wakes it (wake_agent)", {"agent": name})
-    check_seat(snapshot, name, seat, at=at)
+    check_seat(snapshot, profile.name, seat, at=at)
     return profile
 
 
@@ -167,27 +164,29 @@ def take_seat(store: Store, project: str, agent: str, *, holder: str = "session"
 
     def fn(snap: Snapshot) -> Change:
         profile = load_agent(snap, agent)
+        agent_name = profile.name
         if profile.status != "active":
-            raise GitmailError(AGENT_INACTIVE, f"agent {agent!r} is {profile.status}; its seat cannot be taken",
-                               {"agent": agent})
+            raise GitmailError(AGENT_INACTIVE, f"agent {agent_name!r} is {profile.status}; its seat cannot be taken",
+                               {"agent": agent_name})
         if profile.asleep:
-            raise GitmailError(AGENT_ASLEEP, f"agent {agent!r} is asleep; wake it (wake_agent) before taking its seat",
-                               {"agent": agent})
-        current = snap.load(seat_path(agent), Seat)
+            raise GitmailError(AGENT_ASLEEP, f"agent {agent_name!r} is asleep; wake it (wake_agent) before taking its seat",
+                               {"agent": agent_name})
+        current = snap.load(seat_path(agent_name), Seat)
         if _is_held(current, at) and not take_over:
             assert current is not None
-            raise GitmailError(SEAT_HELD, f"{agent}'s seat is held by {current.holder!r} until "
+            raise GitmailError(SEAT_HELD, f"{agent_name}'s seat is held by {current.holder!r} until "
                                f"{current.lease_expires_at}; wait for the lease to end, or pass take_over=true "
                                "to replace that session (its next write will be refused)", _seat_data(current))
         epoch = (current.epoch if current else 0) + 1
         token = f"seat-{epoch}-{secret}"
-        record = Seat(agent=agent, epoch=epoch, holder=holder,
+        record = Seat(agent=agent_name, epoch=epoch, holder=holder,
                       lease_expires_at=format_ts(at + dt.timedelta(seconds=lease)), hlc=hlc,
                       taken_at=format_ts(at), token_hash=token_hash(token))
         verb = "taken over" if _is_held(current, at) else "taken"
-        result = {"agent": agent, "seat": seat_view(record, token), "home": agent_dir(agent) + "/",
-                  "journal": tail(snap, agent, journal_entries), "taken_over": verb == "taken over"}
-        return Change(f"{agent}'s seat {verb} by {holder} (epoch {epoch})", author=agent, result=result).put_record(record)
+        result = {"agent": agent_name, "seat": seat_view(record, token), "home": agent_dir(agent_name) + "/",
+                  "journal": tail(snap, agent_name, journal_entries), "taken_over": verb == "taken over"}
+        return Change(f"{agent_name}'s seat {verb} by {holder} (epoch {epoch})", author=agent_name,
+                      result=result).put_record(record)
 
     return archive.transact(fn).result
 
@@ -203,17 +202,17 @@ def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: in
     at = now()
 
     def fn(snap: Snapshot) -> Change:
-        load_agent(snap, agent)
-        record = check_seat(snap, agent, seat, at=at)
+        agent_name = load_agent(snap, agent).name
+        record = check_seat(snap, agent_name, seat, at=at)
         assert record is not None
         wanted = at + dt.timedelta(seconds=lease)
         old = parse_ts(record.lease_expires_at)
         if wanted <= old:
-            return Change("seat lease already long enough", result={"agent": agent, "renewed": False,
+            return Change("seat lease already long enough", result={"agent": agent_name, "renewed": False,
                                                                       "seat": seat_view(record)})
         renewed = dataclasses.replace(record, lease_expires_at=format_ts(wanted), hlc=hlc)
-        return Change(f"{agent} renewed its seat until {renewed.lease_expires_at}", author=agent,
-                      result={"agent": agent, "renewed": True, "seat": seat_view(renewed)}).put_record(renewed)
+        return Change(f"{agent_name} renewed its seat until {renewed.lease_expires_at}", author=agent_name,
+                      result={"agent": agent_name, "renewed": True, "seat": seat_view(renewed)}).put_record(renewed)
 
     return archive.transact(fn).result
 
@@ -228,12 +227,12 @@ def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str,
     at = now()
 
     def fn(snap: Snapshot) -> Change:
-        load_agent(snap, agent)
-        record = check_seat(snap, agent, seat, at=at)
+        agent_name = load_agent(snap, agent).name
+        record = check_seat(snap, agent_name, seat, at=at)
         assert record is not None
         released = dataclasses.replace(record, released_at=format_ts(at), hlc=hlc)
-        return Change(f"{agent} released its seat (epoch {record.epoch})", author=agent,
-                      result={"agent": agent, "released": True, "seat": seat_view(released)}).put_record(released)
+        return Change(f"{agent_name} released its seat (epoch {record.epoch})", author=agent_name,
+                      result={"agent": agent_name, "released": True, "seat": seat_view(released)}).put_record(released)
 
     return archive.transact(fn).result
 
@@ -242,7 +241,7 @@ def seat_status(store: Store, project: str, agent: str) -> dict[str, Any]:
     """Who holds ``agent``'s seat now (read only)."""
     check_agent_name(agent, "agent_name")
     snap = store.archive(project).snapshot()
-    load_agent(snap, agent)
+    agent = load_agent(snap, agent).name
     record = snap.load(seat_path(agent), Seat)
     if record is None:
         return {"agent": agent, "held": False, "seat": None}
@@ -270,12 +269,12 @@ def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: 
         if actor is not None:
             require_actor(snap, actor, seat)
         profile = load_agent(snap, target, "target")
-        result = {"agent": target, "asleep": asleep, "changed": profile.asleep != asleep}
+        result = {"agent": profile.name, "asleep": asleep, "changed": profile.asleep != asleep}
         if profile.asleep == asleep:
             return Change("no change", result=result)
         updated = dataclasses.replace(profile, asleep=asleep, hlc=hlc)
         who = actor or "a human"
-        text = f"{who} put {target} to sleep" if asleep else f"{who} woke {target}"
+        text = f"{who} put {profile.name} to sleep" if asleep else f"{who} woke {profile.name}"
         return Change(text, author=actor, result=result).put_record(updated)
 
     return archive.transact(fn).result

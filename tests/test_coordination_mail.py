@@ -1,0 +1,140 @@
+"""Coordination wired into the mail domain: attachments on send, role addressing, sleep, seat fencing."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from gitmail.attachments import read_attachment
+from gitmail.fsck import check_archive
+from gitmail.records import Message, inbox_path
+
+from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
+
+
+def png(color=(10, 200, 10), size=24) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (size, size), color).save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.fixture
+def mail(store):
+    mail = make_mail(store)
+    open_agents(mail, "Blue", "Green", "Red")
+    return mail
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    root = tmp_path / "shared"
+    root.mkdir()
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_ROOTS", str(root))
+    return root
+
+
+def test_send_stores_attachments_and_inlines_small_images(mail, store, roots):
+    (roots / "diagram.png").write_bytes(png())
+    (roots / "log.txt").write_text("line 1\n")
+    payload = send(mail, "Blue", ["Green"], body=f"Flow:\n\n![flow]({roots / 'diagram.png'})\n",
+                   attachment_paths=[str(roots / "log.txt")])
+    kinds = {a["media_type"]: a for a in payload["attachments"]}
+    assert set(kinds) == {"image/webp", "text/plain"}
+    assert kinds["image/webp"]["type"] == "inline" and "data:image/webp;base64," in payload["body_md"]
+    snap = store.archive(PROJECT).snapshot()
+    stored = snap.load(inbox_path("Green", payload["id"]), Message)
+    for entry in stored.attachments:
+        assert read_attachment(snap, entry["path"], entry["sha256"])
+    assert read_attachment(snap, kinds["text/plain"]["path"]) == b"line 1\n"
+    assert check_archive(store.archive(PROJECT), run_git=False) == []
+    fetched = mail.get_attachment(PROJECT, kinds["text/plain"]["path"])
+    assert fetched["sha256"] == kinds["text/plain"]["sha256"]
+
+
+def test_per_agent_and_per_call_policy(mail, store, roots):
+    (roots / "a.png").write_bytes(png())
+    mail.set_attachments_policy(PROJECT, "Blue", "file")
+    by_agent = send(mail, "Blue", ["Green"], body=f"![a]({roots / 'a.png'})")
+    assert "data:" not in by_agent["body_md"] and by_agent["attachments"][0]["type"] == "file"
+    assert by_agent["body_md"] == f"![a]({by_agent['attachments'][0]['path']})"
+    by_call = send(mail, "Blue", ["Green"], body=f"![a]({roots / 'a.png'})", attachments_policy="inline")
+    assert by_call["attachments"][0]["type"] == "inline"
+    with fails_cleanly(store, "INVALID_ARGUMENT"):
+        mail.set_attachments_policy(PROJECT, "Blue", "sometimes")
+
+
+@pytest.mark.parametrize("kwargs, code", [
+    ({"attachment_paths": ["/etc/passwd"]}, "PATH_NOT_ALLOWED"),
+    ({"attachment_paths": ["nope.png"]}, "NOT_FOUND"),
+    ({"body": "![x](data:image/png;base64,aGVsbG8=)"}, "ATTACHMENT_UNDECODABLE"),
+    ({"attachments_policy": "always"}, "INVALID_ARGUMENT"),
+])
+def test_bad_attachments_write_nothing(mail, store, roots, kwargs, code):
+    body = kwargs.pop("body", "hello")
+    with fails_cleanly(store, code):
+        mail.send_message(PROJECT, "Blue", ["Green"], "Subject", body, **kwargs)
+
+
+def test_role_recipients_reach_every_active_agent_with_the_capability(mail, store):
+    mail.publish_capabilities(PROJECT, "Green", ["review"])
+    mail.publish_capabilities(PROJECT, "Red", ["review", "db"])
+    mail.publish_capabilities(PROJECT, "Blue", ["review"])
+    payload = send(mail, "Blue", ["role:review"], subject="Please review")
+    assert payload["to"] == ["Green", "Red"]  # the sender is left out of its own role
+    snap = store.archive(PROJECT).snapshot()
+    assert snap.exists(inbox_path("Green", payload["id"])) and snap.exists(inbox_path("Red", payload["id"]))
+    mail.retire_agent(PROJECT, "Red")
+    assert send(mail, "Blue", ["role:review"])["to"] == ["Green"]
+    with fails_cleanly(store, "NOT_FOUND"):
+        mail.send_message(PROJECT, "Blue", ["role:db"], "S", "b")
+    with fails_cleanly(store, "INVALID_ARGUMENT"):
+        mail.send_message(PROJECT, "Blue", ["role:bad cap"], "S", "b")
+
+
+def test_asleep_agents_receive_but_cannot_send(mail, store):
+    mail.sleep_agent(PROJECT, "Green", target="Red")
+    payload = send(mail, "Blue", ["Red"])
+    assert store.archive(PROJECT).snapshot().exists(inbox_path("Red", payload["id"]))
+    with fails_cleanly(store, "AGENT_ASLEEP"):
+        mail.send_message(PROJECT, "Red", ["Blue"], "S", "b")
+    with fails_cleanly(store, "AGENT_ASLEEP"):
+        mail.reply_message(PROJECT, payload["id"], "Red", "answer")
+    with fails_cleanly(store, "AGENT_ASLEEP"):
+        mail.file_reservation_paths(PROJECT, "Red", ["src/"])
+    mail.wake_agent(PROJECT, "Blue", "red")  # names compare without case
+    assert mail.reply_message(PROJECT, payload["id"], "Red", "answer")["count"] == 1
+
+
+def test_sends_are_fenced_by_the_sender_seat(mail, store):
+    first = mail.take_seat(PROJECT, "blue", holder="tab 1")
+    assert first["agent"] == "Blue"
+    token = first["seat"]["token"]
+    with fails_cleanly(store, "SEAT_HELD"):
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b")
+    assert send(mail, "Blue", ["Green"], seat=token)["from"] == "Blue"
+    newer = mail.take_over(PROJECT, "Blue", holder="tab 2")["seat"]["token"]
+    with fails_cleanly(store, "STALE_EPOCH"):
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", seat=token)
+    assert send(mail, "Blue", ["Green"], seat=newer)
+    mail.journal(PROJECT, "Blue", "Handed over to tab 2 after a crash.", seat=newer)
+    mail.release_seat(PROJECT, "Blue", newer)
+    assert mail.take_seat(PROJECT, "Blue")["journal"][-1]["entry"].startswith("Handed over")
+
+
+def test_force_release_notice_is_ordinary_mail(mail, store):
+    import datetime as dt
+
+    from gitmail import Change, Reservation
+    from gitmail.clock import format_ts, now
+    from gitmail.ids import new_id
+
+    at = now() - dt.timedelta(minutes=10)
+    record = Reservation(id=new_id(), agent="Green", path_pattern="api/", created_ts=format_ts(at),
+                         expires_ts=format_ts(at + dt.timedelta(minutes=2)), hlc=store.clock.tick())
+    store.archive(PROJECT).transact(lambda s: Change("old reservation").put_record(record))
+    out = mail.force_release_file_reservation(PROJECT, "Blue", record.id, note="merging now")
+    inbox = mail.fetch_inbox(PROJECT, "Green", include_bodies=True)
+    assert inbox[0]["id"] == out["notified"] and "merging now" in inbox[0]["body_md"]
+    assert check_archive(store.archive(PROJECT), run_git=False) == []
