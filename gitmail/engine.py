@@ -32,6 +32,7 @@ from typing import Any, Callable
 import pygit2
 
 from .errors import RETRY_EXHAUSTED, GitmailError
+from .maintenance import Maintainer
 from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
 from .records import Record
 from .snapshot import Snapshot
@@ -42,7 +43,9 @@ _log = logging.getLogger("gitmail.engine")
 MAIN = "refs/heads/main"
 SYSTEM_AUTHOR = "gitmail"
 MAX_ATTEMPTS = 64
-_STALE_LOCK_SECONDS = 2.0
+_STALE_LOCK_SECONDS = 1.0  # git holds main.lock for milliseconds; older means its owner died
+_LOCK_WAIT_SECONDS = 10.0
+_DONE, _LOST, _LOCKED = "done", "lost", "locked"
 
 
 @dataclass
@@ -96,7 +99,8 @@ CommitListener = Callable[[str | None, str], None]
 class Archive:
     """One project's git repository, used as a database."""
 
-    def __init__(self, path: str, *, node: str = "local", durable: bool = True):
+    def __init__(self, path: str, *, node: str = "local", durable: bool = True, maintain: bool = True):
+        """Open the repository at ``path``; ``maintain`` consolidates packs in the background."""
         self.path = os.path.abspath(path)
         self.node = node
         self.durable = durable
@@ -112,6 +116,9 @@ class Archive:
         self._lock_path = os.path.join(self.git_dir, "gitmail-write.lock")
         self._pack_dir = os.path.join(self.git_dir, "objects", "pack")
         os.makedirs(self._pack_dir, exist_ok=True)
+        self.maintainer = Maintainer(self.git_dir) if maintain else None
+        if self.maintainer is not None:
+            self.add_listener(self.maintainer.on_commit)
 
     # -- repository access ----------------------------------------------------
     @classmethod
@@ -138,6 +145,11 @@ class Archive:
     def snapshot(self, commit: str | None = None) -> Snapshot:
         """A consistent view at ``commit`` (default: the current tip)."""
         return Snapshot(self.repo, commit if commit is not None else self.tip())
+
+    def queue_depth(self) -> int:
+        """Writes of this process waiting for the commit in flight to finish."""
+        with self._queue_lock:
+            return len(self._queue)
 
     def add_listener(self, listener: CommitListener) -> None:
         """Call ``listener(old_tip, new_tip)`` after each commit this process makes."""
@@ -177,11 +189,23 @@ class Archive:
         return pending.outcome
 
     def _commit_batch(self, batch: list[_Pending]) -> None:
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        attempt = 0
+        lock_wait_until = 0.0
+        while attempt < MAX_ATTEMPTS:
+            attempt += 1
             with _FileLock(self._lock_path):
-                done = self._try_commit(batch, attempt)
-            if done:
+                outcome = self._try_commit(batch, attempt)
+            if outcome == _DONE:
                 return
+            if outcome == _LOCKED:
+                # Someone holds main.lock: not a lost race, so it costs no
+                # attempt; wait for it, or for it to turn stale and be cleared.
+                now = time.monotonic()
+                lock_wait_until = lock_wait_until or now + _LOCK_WAIT_SECONDS
+                if now < lock_wait_until:
+                    attempt -= 1
+                time.sleep(0.005)
+                continue
             self.retries += 1
             time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
         error = GitmailError(
@@ -194,8 +218,8 @@ class Archive:
             if not item.done:
                 item.error, item.done = error, True
 
-    def _try_commit(self, batch: list[_Pending], attempt: int) -> bool:
-        """One attempt; True when every item of the batch is settled."""
+    def _try_commit(self, batch: list[_Pending], attempt: int) -> str:
+        """One attempt: _DONE when every item is settled, else _LOST or _LOCKED."""
         repo = self.repo
         ref = _lookup(repo)
         base = str(ref.target) if ref is not None else None
@@ -216,7 +240,7 @@ class Archive:
         writers = [item for item in accepted if item.change.edits or item.change.merge_parent]  # type: ignore[union-attr]
         if not writers:
             self._settle(batch, attempt)
-            return True
+            return _DONE
         pack = PackBuffer()
         editor = TreeEditor(repo, repo[base].peel(pygit2.Commit).tree_id.raw if base else None, pack)
         parent = bytes.fromhex(base) if base else None
@@ -239,8 +263,9 @@ class Archive:
                 item.outcome = Committed(item.change.result, parent.hex(), attempt)  # type: ignore[union-attr]
         pack.write(self._pack_dir, durable=self.durable)
         new_tip = pygit2.Oid(raw=parent)
-        if not self._swap(repo, ref, new_tip):
-            return False
+        swapped = self._swap(repo, ref, new_tip)
+        if swapped != _DONE:
+            return swapped
         if self.durable:
             self._sync_ref()
         for listener in self._listeners:
@@ -249,7 +274,7 @@ class Archive:
             except Exception:  # noqa: BLE001 - the commit stands; derived state catches up later
                 _log.exception("commit listener failed after %s", new_tip)
         self._settle(batch, attempt)
-        return True
+        return _DONE
 
     def advance(self, expected: str | None, new: str) -> bool:
         """Move main from ``expected`` to the existing commit ``new`` by compare-and-swap.
@@ -287,30 +312,30 @@ class Archive:
                 item.outcome = Committed(item.change.result if item.change else None, None, attempt)
             item.done = True
 
-    def _swap(self, repo: pygit2.Repository, ref: pygit2.Reference | None, new_tip: pygit2.Oid) -> bool:
-        """Compare-and-swap main; False if another writer moved it first."""
+    def _swap(self, repo: pygit2.Repository, ref: pygit2.Reference | None, new_tip: pygit2.Oid) -> str:
+        """Compare-and-swap main: _DONE, _LOST (moved meanwhile) or _LOCKED."""
         try:
             if ref is None:
                 repo.references.create(MAIN, new_tip, force=False)
             else:
                 ref.set_target(new_tip, "gitmail: commit")
-            return True
+            return _DONE
         except pygit2.AlreadyExistsError:
-            return False
+            return _LOST
         except (pygit2.GitError, OSError) as exc:
             text = str(exc)
             if "lock" in text:
                 self._clear_stale_lock()
-                return False
+                return _LOCKED
             if "does not match" in text or "modified" in text or "exists" in text:
-                return False
+                return _LOST
             raise
 
     def _clear_stale_lock(self) -> None:
         """Remove a ``main.lock`` left by a writer that died mid-update.
 
         git and libgit2 hold that lock for well under a millisecond, so one
-        older than a couple of seconds, seen while we hold the write lock,
+        older than a second, seen while we hold the write lock,
         belongs to a process that is gone.
         """
         lock = os.path.join(self.git_dir, "refs", "heads", "main.lock")

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from .checkout import CheckoutRefresher, protect_archive
 from .clock import HybridClock
 from .engine import Archive
-from .maintenance import Maintainer
 from .errors import NOT_FOUND, GitmailError
 from .names import normalize_human_key
 
@@ -66,7 +65,7 @@ class Store:
         self.home = os.path.abspath(home or default_home())
         self.durable = durable
         self.background = background
-        self._workers: list[CheckoutRefresher | Maintainer] = []
+        self._workers: list[CheckoutRefresher] = []
         os.makedirs(os.path.join(self.home, "projects"), exist_ok=True)
         self.node = self._node_name()
         self.clock = HybridClock(self.node)
@@ -103,8 +102,8 @@ class Store:
 
     def resolve(self, project: str) -> str:
         """The slug for a human key or an existing slug."""
-        if isinstance(project, str) and is_slug(project) and os.path.isdir(self.paths(project).archive):
-            return project
+        if isinstance(project, str) and is_slug(project):
+            return project  # a slug can never be a human key: keys are absolute paths
         return slug_for(project)
 
     def exists(self, project: str) -> bool:
@@ -123,16 +122,14 @@ class Store:
                     raise GitmailError(NOT_FOUND, f"no project {project!r} in {self.home}; create it with ensure_project first",
                                        {"project": project})
                 os.makedirs(os.path.dirname(paths.archive), exist_ok=True)
-                archive = Archive.init(paths.archive, node=self.node, durable=self.durable)
+                archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background)
                 protect_archive(archive.git_dir)
             else:
-                archive = Archive(paths.archive, node=self.node, durable=self.durable)
+                archive = Archive(paths.archive, node=self.node, durable=self.durable, maintain=self.background)
             if self.background:
                 refresher = CheckoutRefresher(paths.archive, paths.checkout)
-                maintainer = Maintainer(archive.git_dir)
                 archive.add_listener(refresher.on_commit)
-                archive.add_listener(maintainer.on_commit)
-                self._workers += [refresher, maintainer]
+                self._workers.append(refresher)
             self._archives[slug] = archive
             return archive
 
@@ -140,6 +137,9 @@ class Store:
         """Wait until background work (checkout refresh, packing) has caught up."""
         for worker in self._workers:
             worker.worker.wait_idle(timeout)
+        for archive in self._archives.values():
+            if archive.maintainer is not None:
+                archive.maintainer.worker.wait_idle(timeout)
 
     def forget(self, slug: str) -> None:
         """Drop the open handle of a project (before its folder is deleted)."""

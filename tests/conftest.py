@@ -23,11 +23,16 @@ def store(home):
     return Store(home, background=False)
 
 
-def git(*args: str, cwd: str | None = None, check: bool = True) -> str:
-    """Run the real git binary and return its standard output."""
+def git_run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real git binary as a human would; the caller inspects the outcome."""
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="Human", GIT_AUTHOR_EMAIL="human@example.org",
                GIT_COMMITTER_NAME="Human", GIT_COMMITTER_EMAIL="human@example.org")
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def git(*args: str, cwd: str | None = None, check: bool = True) -> str:
+    """Run the real git binary and return its standard output."""
+    proc = git_run(*args, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
     return proc.stdout

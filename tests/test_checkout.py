@@ -1,0 +1,80 @@
+"""The human checkout: kept fresh, and never a way to delete newer records."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gitmail import Change, Store
+from gitmail.checkout import refresh
+
+from .conftest import git, git_run
+
+
+def _add(archive, path, text):
+    archive.transact(lambda s: Change(f"add {path}", author="BlueLake").put(path, text.encode()))
+
+
+def test_checkout_follows_main_within_a_second(home):
+    store = Store(home)  # with background workers
+    archive = store.archive("/data/p", create=True)
+    checkout = store.paths(store.resolve("/data/p")).checkout
+    _add(archive, "notes/one.md", "one\n")
+    deadline = time.time() + 1.5
+    target = os.path.join(checkout, "notes", "one.md")
+    while not os.path.exists(target) and time.time() < deadline:
+        time.sleep(0.02)
+    assert os.path.exists(target), "the checkout was not refreshed within a second"
+    started = time.time()
+    _add(archive, "notes/two.md", "two\n")
+    while not os.path.exists(os.path.join(checkout, "notes", "two.md")) and time.time() - started < 5:
+        time.sleep(0.02)
+    assert time.time() - started < 1.5
+    assert git("grep", "-l", "two", cwd=checkout).strip() == "notes/two.md"
+
+
+def test_stale_checkout_commit_cannot_remove_newer_records(store):
+    archive = store.archive("/data/p", create=True)
+    paths = store.paths(store.resolve("/data/p"))
+    _add(archive, "notes/old.md", "old\n")
+    assert refresh(paths.archive, paths.checkout) == "created"
+    # main moves on after the checkout was last refreshed...
+    _add(archive, "notes/newer.md", "newer\n")
+    # ...and a human commits in the stale checkout, deleting a file on the way.
+    with open(os.path.join(paths.checkout, "notes", "human.md"), "w") as handle:
+        handle.write("by hand\n")
+    git("add", "-A", cwd=paths.checkout)
+    git("commit", "-qm", "human note", cwd=paths.checkout)
+    assert not os.path.exists(os.path.join(paths.checkout, "notes", "newer.md"))
+    tip = archive.tip()
+    # The archive's main is untouched by the commit, and a push is refused.
+    assert archive.tip() == tip and archive.snapshot().exists("notes/newer.md")
+    push = git_run("push", "origin", "HEAD:main", cwd=paths.checkout)
+    assert push.returncode != 0 and "rejected" in push.stderr
+    assert archive.tip() == tip
+    forced = git_run("push", "--force", "origin", "HEAD:main", cwd=paths.checkout)
+    assert forced.returncode != 0 and "non-fast-forward" in forced.stderr
+    assert archive.tip() == tip and archive.snapshot().exists("notes/newer.md")
+    # The refresher leaves the human's work alone...
+    assert refresh(paths.archive, paths.checkout) == "held"
+    # ...and the normal path (pull = merge, then push) keeps both sides.
+    git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main", cwd=paths.checkout)
+    git("push", "-q", "origin", "HEAD:main", cwd=paths.checkout)
+    snap = archive.snapshot()
+    assert snap.exists("notes/newer.md") and snap.exists("notes/human.md") and snap.exists("notes/old.md")
+
+
+def test_refresher_leaves_uncommitted_edits_alone(store):
+    archive = store.archive("/data/p", create=True)
+    paths = store.paths(store.resolve("/data/p"))
+    _add(archive, "notes/a.md", "a\n")
+    refresh(paths.archive, paths.checkout)
+    with open(os.path.join(paths.checkout, "notes", "a.md"), "w") as handle:
+        handle.write("being edited\n")
+    _add(archive, "notes/b.md", "b\n")
+    assert refresh(paths.archive, paths.checkout) == "held"
+    with open(os.path.join(paths.checkout, "notes", "a.md")) as handle:
+        assert handle.read() == "being edited\n"
+    git("checkout", "--", "notes/a.md", cwd=paths.checkout)
+    assert refresh(paths.archive, paths.checkout) == "updated"
+    assert refresh(paths.archive, paths.checkout) == "current"

@@ -1,0 +1,86 @@
+"""Background consolidation keeps the object store compact and never blocks writers."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from gitmail import Archive, Change
+from gitmail.maintenance import PACK_LIMIT, consolidate, pack_count
+
+from .conftest import git
+
+
+def _fill(archive, count, prefix="f"):
+    for i in range(count):
+        archive.transact(lambda s, i=i: Change(f"add {i}").put(f"{prefix}/{i:05d}.md", f"record {i}\n".encode() * 20))
+
+
+def test_consolidation_folds_packs_and_keeps_every_record(tmp_path):
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 40)
+    assert pack_count(archive.git_dir) == 40
+    assert consolidate(archive.git_dir, force=True)
+    assert pack_count(archive.git_dir) <= 2
+    assert len(archive.snapshot().listdir("f")) == 40
+    git("--git-dir", archive.git_dir, "fsck", "--strict")
+
+
+def test_background_maintenance_bounds_the_pack_count(tmp_path):
+    archive = Archive.init(str(tmp_path / "a.git"))
+    _fill(archive, 120)
+    archive.maintainer.worker.wait_idle(60)
+    assert pack_count(archive.git_dir) < PACK_LIMIT + 8
+    assert len(archive.snapshot().listdir("f")) == 120
+
+
+def test_writers_proceed_while_consolidation_runs(tmp_path):
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 300)
+    running = threading.Event()
+    finished = threading.Event()
+
+    def maintain():
+        running.set()
+        consolidate(archive.git_dir, force=True)
+        finished.set()
+
+    thread = threading.Thread(target=maintain)
+    thread.start()
+    running.wait()
+    during = 0
+    while not finished.is_set():
+        archive.transact(lambda s, n=during: Change("during").put(f"during/{n}", b"x"))
+        during += 1
+    thread.join()
+    assert during > 0, "no write completed while the repack ran"
+    assert len(archive.snapshot().listdir("during")) == during
+    git("--git-dir", archive.git_dir, "fsck", "--strict")
+
+
+def test_only_one_process_maintains_at_a_time(tmp_path):
+    import fcntl
+
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 3)
+    fd = os.open(os.path.join(archive.git_dir, "gitmail-maintenance.lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert consolidate(archive.git_dir, force=True) is False
+    finally:
+        os.close(fd)
+    assert consolidate(archive.git_dir, force=True) is True
+
+
+def test_orphaned_temporary_packs_are_removed(tmp_path):
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 2)
+    orphan = os.path.join(archive.git_dir, "objects", "pack", "tmp_gm_999_pack-dead.pack")
+    recent = os.path.join(archive.git_dir, "objects", "pack", "tmp_gm_998_pack-live.pack")
+    for path in (orphan, recent):
+        with open(path, "wb") as handle:
+            handle.write(b"partial")
+    os.utime(orphan, (time.time() - 7200, time.time() - 7200))
+    consolidate(archive.git_dir)
+    assert not os.path.exists(orphan) and os.path.exists(recent)

@@ -1,0 +1,198 @@
+"""Records: canonical serialization, strict parsing, IDs and clocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitmail import HLC, Agent, Contact, HybridClock, JournalEntry, Message, Project, Receipt, Reservation, Seat, new_id
+from gitmail.clock import format_ts, now_ts, parse_ts
+from gitmail.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
+from gitmail.ids import ID_LENGTH, id_time, is_id
+from gitmail.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_path
+
+names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
+line = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80)
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x85\u2028\u2029"), max_size=400)
+stamps = st.datetimes(min_value=__import__("datetime").datetime(2000, 1, 1),
+                      max_value=__import__("datetime").datetime(2100, 1, 1),
+                      timezones=st.just(__import__("datetime").timezone.utc)).map(format_ts)
+clock = HybridClock("node-a")
+
+
+@st.composite
+def messages(draw):
+    return Message(id=new_id(), thread_id=draw(st.from_regex(r"[A-Za-z0-9-]{1,30}", fullmatch=True)),
+                   sender=draw(names), subject=draw(line), created_ts=draw(stamps),
+                   to=draw(st.lists(names, min_size=1, max_size=4)), cc=draw(st.lists(names, max_size=3)),
+                   bcc=draw(st.lists(names, max_size=2)),
+                   importance=draw(st.sampled_from(["low", "normal", "high", "urgent"])),
+                   ack_required=draw(st.booleans()), topic=draw(st.none() | st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)),
+                   body=draw(text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages())
+def test_message_round_trip_is_stable(message):
+    data = message.to_bytes()
+    parsed = Message.from_bytes(data, message.path())
+    assert parsed == message
+    assert parsed.to_bytes() == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(names, line, line, text, st.lists(line.filter(lambda s: "\n" not in s), max_size=3), st.booleans())
+def test_agent_round_trip_is_stable(name, program, model, task, capabilities, asleep):
+    agent = Agent(id=new_id(), name=name, program=program, model=model, inception_ts=now_ts(), hlc=clock.tick(),
+                  task_description=task, capabilities=capabilities, asleep=asleep)
+    data = agent.to_bytes()
+    assert Agent.from_bytes(data, agent.path()) == agent
+    assert Agent.from_bytes(data, agent.path()).to_bytes() == data
+
+
+def _every_kind():
+    mid = new_id()
+    return [
+        Project(id=new_id(), slug="data-x-0123456789ab", human_key="/data/x", created_at=now_ts(), hlc=clock.tick()),
+        Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=now_ts(), hlc=clock.tick()),
+        Message(id=mid, thread_id=mid, sender="BlueLake", subject="s", created_ts=now_ts(), to=["RedFox"], body="b"),
+        Receipt(message_id=mid, agent="RedFox", hlc=clock.tick(), read_at=now_ts()),
+        Contact(requester="BlueLake", target="RedFox", status="pending", requested_at=now_ts(), hlc=clock.tick()),
+        Reservation(id=new_id(), agent="BlueLake", path_pattern="src/**", created_ts=now_ts(), expires_ts=now_ts(),
+                    hlc=clock.tick()),
+        Seat(agent="BlueLake", epoch=3, holder="session-1", lease_expires_at=now_ts(), hlc=clock.tick()),
+        JournalEntry(id=new_id(), agent="BlueLake", created_ts=now_ts(), body="note\n"),
+    ]
+
+
+@pytest.mark.parametrize("record", _every_kind(), ids=lambda r: r.KIND)
+def test_every_kind_round_trips_and_is_found_by_path(record):
+    data = record.to_bytes()
+    assert parse_path(record.path(), data) == record
+    assert classify(record.path())[1] is type(record)
+
+
+def test_unknown_field_names_file_and_field():
+    agent = _every_kind()[1]
+    data = agent.to_bytes().replace(b"program:", b"programme:")
+    with pytest.raises(GitmailError) as info:
+        Agent.from_bytes(data, agent.path())
+    assert info.value.code == CORRUPT_RECORD
+    assert info.value.message.startswith(agent.path() + ": field 'programme'")
+
+
+def test_extension_fields_are_allowed():
+    agent = _every_kind()[1]
+    data = agent.to_bytes() + b"x-team: infra\n"
+    assert Agent.from_bytes(data, agent.path()).name == "BlueLake"
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda b: b.replace(b"status: active", b"status: sleeping"), "status"),
+    (lambda b: b.replace(b"asleep: false", b"asleep: 'no'"), "asleep"),
+    (lambda b: b.replace(b"inception_ts: ", b"inception_ts: yesterday #"), "inception_ts"),
+    (lambda b: b.replace(b"name: BlueLake", b"name: Blue Lake"), "name"),
+    (lambda b: b.replace(b"model: m\n", b""), "model"),
+    (lambda b: b.replace(b"hlc: ", b"hlc: 12 #"), "hlc"),
+])
+def test_bad_values_name_the_field(mutate, field):
+    agent = _every_kind()[1]
+    with pytest.raises(GitmailError) as info:
+        Agent.from_bytes(mutate(agent.to_bytes()), agent.path())
+    assert info.value.code == CORRUPT_RECORD and f"field '{field}'" in info.value.message
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"\xff\xfe", "not UTF-8"),
+    (b"a: [1,\n", "invalid YAML at line"),
+    (b"- just\n- a list\n", "mapping"),
+])
+def test_unparsable_yaml_names_the_file(data, reason):
+    with pytest.raises(GitmailError) as info:
+        Agent.from_bytes(data, "agents/X/profile.yaml")
+    assert info.value.message.startswith("agents/X/profile.yaml: ") and reason in info.value.message
+
+
+def test_message_without_front_matter_is_corrupt():
+    with pytest.raises(GitmailError) as info:
+        Message.from_bytes(b"hello\n", "messages/2026/12/01/x.md")
+    assert "front matter" in info.value.message
+
+
+def test_record_in_the_wrong_place_is_corrupt():
+    agent = _every_kind()[1]
+    with pytest.raises(GitmailError) as info:
+        Agent.from_bytes(agent.to_bytes(), "agents/Someone/profile.yaml")
+    assert "does not match the file's location" in info.value.message
+    message = _every_kind()[2]
+    with pytest.raises(GitmailError):
+        Message.from_bytes(message.to_bytes(), "messages/1999/01/01/" + message.id + ".md")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"subject": "x" * (MAX_SUBJECT + 1)}, "subject"),
+    ({"subject": "two\nlines"}, "subject"),
+    ({"body": "x" * (MAX_BODY_BYTES + 1)}, "body"),
+    ({"to": ["not a name"]}, "to[0]"),
+    ({"importance": "critical"}, "importance"),
+    ({"created_ts": "2026-12-01 10:00"}, "created"),
+    ({"id": "NOT-AN-ID"}, "id"),
+])
+def test_oversized_or_malformed_fields_are_invalid_arguments(change, field):
+    message = dataclasses.replace(_every_kind()[2], **change)
+    with pytest.raises(GitmailError) as info:
+        message.to_bytes()
+    assert info.value.code == INVALID_ARGUMENT and info.value.data["field"] == field
+
+
+def test_timestamps_stay_strings_and_normalize_to_utc():
+    assert format_ts(parse_ts("2026-12-01T07:00:00+02:00")) == "2026-12-01T05:00:00.000Z"
+    with pytest.raises(ValueError):
+        parse_ts("2026-12-01T05:00:00")  # no zone: ambiguous between machines
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(min_value=1, max_value=300))
+def test_ids_are_unique_sorted_and_filename_safe(count):
+    ids = [new_id() for _ in range(count)]
+    assert len(set(ids)) == count
+    assert ids == sorted(ids), "IDs minted in one process sort in minting order"
+    assert all(is_id(i) and len(i) == ID_LENGTH and i.isalnum() and i == i.lower() for i in ids)
+
+
+def test_ids_encode_their_time_and_never_collide_across_processes():
+    before = time.time()
+    mid = new_id()
+    assert abs(id_time(mid).timestamp() - before) < 1
+    # Two "machines" minting in the very same millisecond still differ.
+    script = "from gitmail import new_id; print(new_id(now_ms=1_000_000_000_000))"
+    minted = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+              for _ in range(2)]
+    assert minted[0][:10] == minted[1][:10] and minted[0] != minted[1]
+
+
+def test_ids_keep_order_when_the_clock_steps_back():
+    later = new_id()
+    earlier_clock = new_id(now_ms=1_000_000_000_000)
+    assert earlier_clock > later
+
+
+def test_hybrid_clock_orders_events_and_survives_parsing():
+    a, b = HybridClock("a"), HybridClock("b")
+    first = a.tick()
+    second = a.tick()
+    assert second > first
+    future = HLC(first.wall_ms + 60_000, 5, "b")
+    a.observe(future)
+    third = a.tick()
+    assert third > future and third.node == "a"
+    assert HLC.parse(str(third)) == third
+    with pytest.raises(ValueError):
+        HLC.parse("garbage")
+    assert b.tick().node == "b"

@@ -1,0 +1,72 @@
+"""The store: project keys, slugs, node names, where derived state lives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gitmail import Store, slug_for
+from gitmail.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
+from gitmail.names import normalize_human_key
+
+
+def test_slug_is_readable_deterministic_and_distinct():
+    slug = slug_for("/data/projects/backend")
+    assert slug.startswith("data-projects-backend-") and len(slug.rsplit("-", 1)[1]) == 12
+    assert slug == slug_for("/data/projects/backend/") == slug_for("/data//projects/backend")
+    script = "from gitmail import slug_for; print(slug_for('/data/projects/backend'))"
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    assert other == slug, "every machine computes the same slug"
+    # Keys that flatten to the same words still get different slugs.
+    assert slug_for("/data/projects/back-end") != slug_for("/data/projects/back_end")
+    assert slug_for("/Data/X") != slug_for("/data/x")
+
+
+@pytest.mark.parametrize("key", ["relative/path", "./backend", "backend", "", "   ", "/a\nb", 42, None, "/" + "x" * 2000])
+def test_bad_human_keys_are_refused(key):
+    with pytest.raises(GitmailError) as info:
+        slug_for(key)
+    assert info.value.code == INVALID_ARGUMENT and info.value.data["field"] == "human_key"
+
+
+def test_windows_style_keys_are_absolute():
+    assert normalize_human_key("c:\\work\\api\\") == "C:/work/api"
+
+
+def test_relative_key_explains_what_to_pass():
+    with pytest.raises(GitmailError) as info:
+        slug_for("backend")
+    assert "absolute path" in info.value.message
+
+
+def test_archive_is_created_on_request_only(store):
+    with pytest.raises(GitmailError) as info:
+        store.archive("/data/nothing")
+    assert info.value.code == NOT_FOUND
+    assert store.slugs() == []
+    archive = store.archive("/data/projects/backend", create=True)
+    slug = slug_for("/data/projects/backend")
+    paths = store.paths(slug)
+    assert archive.path == paths.archive and os.path.isfile(os.path.join(paths.archive, "HEAD"))
+    assert store.slugs() == [slug]
+    assert store.archive(slug) is archive, "a slug names the project too"
+    assert store.exists("/data/projects/backend/")
+    # Derived state lives apart from the repository.
+    assert not paths.derived.startswith(paths.archive)
+
+
+def test_node_name_is_stable_per_store(home):
+    first = Store(home, background=False).node
+    assert Store(home, background=False).node == first
+    assert first and all(ch.isalnum() or ch in "._-" for ch in first)
+
+
+def test_archive_refuses_forced_pushes(store):
+    from .conftest import git
+
+    archive = store.archive("/data/p", create=True)
+    assert git("--git-dir", archive.git_dir, "config", "receive.denyNonFastForwards").strip() == "true"
+    assert git("--git-dir", archive.git_dir, "config", "receive.denyDeletes").strip() == "true"

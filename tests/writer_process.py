@@ -1,0 +1,39 @@
+"""A writer run as its own OS process by the concurrency tests.
+
+Usage: python -m tests.writer_process ARCHIVE_PATH NAME COUNT
+Writes COUNT messages from agent NAME, printing each message id on its own
+line as soon as the write has returned (so the parent knows what was
+acknowledged), then prints "retries N".
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gitmail import Archive, Change, Message, new_id
+from gitmail.clock import now_ts
+from gitmail.records import inbox_path, outbox_path
+
+
+def main() -> None:
+    path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    archive = Archive(path)
+    for i in range(count):
+        message = Message(id=new_id(), thread_id=f"{name}-thread", sender=name, subject=f"{name} #{i}",
+                          created_ts=now_ts(), to=["Hub"], body=f"message {i} from {name}\n")
+
+        def send(snap, message=message):
+            return (Change(f"{name} sent {message.id}", author=name)
+                    .put_record(message)
+                    .put(inbox_path("Hub", message.id), message)
+                    .put(outbox_path(name, message.id), message))
+
+        archive.transact(send)
+        sys.stdout.write(message.id + "\n")
+        sys.stdout.flush()
+    sys.stdout.write(f"retries {archive.retries}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
