@@ -322,3 +322,27 @@ def test_writes_land_in_packs_not_loose_objects(archive):
         archive.transact(_send(_message(body=f"m{i}\n")))
     counts = dict(line.split(": ") for line in git("--git-dir", archive.git_dir, "count-objects", "-v").splitlines())
     assert counts["count"] == "0" and int(counts["in-pack"]) > 0
+
+
+def _bad_agent(snap):
+    return Change("bad").put_record(_message(sender="not a name"))
+
+
+def _oversized(snap):
+    return Change("big").put_record(_message(body="x" * (2 * 1024 * 1024)))
+
+
+def _reads_corrupt(snap):
+    Message.from_bytes(snap.read("messages/broken.md"), "messages/broken.md")
+    return Change("never").put("x", b"x")
+
+
+@pytest.mark.parametrize("fn, code", [(_bad_agent, INVALID_ARGUMENT), (_oversized, INVALID_ARGUMENT),
+                                      (_reads_corrupt, "CORRUPT_RECORD")])
+def test_bad_records_leave_the_repository_unchanged(archive, fn, code):
+    archive.transact(lambda s: Change("seed").put("messages/broken.md", b"no front matter\n"))
+    tip, objects = archive.tip(), _object_count(archive)
+    with pytest.raises(GitmailError) as info:
+        archive.transact(fn)
+    assert info.value.code == code and info.value.message
+    assert archive.tip() == tip and _object_count(archive) == objects
