@@ -27,3 +27,15 @@ Confirmation = Annotated[str, Field(description="Must be exactly 'I UNDERSTAND':
 Program = Annotated[str, Field(description="The agent program, e.g. 'claude-code' or 'codex-cli'.")]
 Model = Annotated[str, Field(description="The model behind the agent, e.g. 'opus-4.1' or 'gpt5-codex'.")]
 TaskDescription = Annotated[str, Field(description="What the agent is working on (shown in directory listings).")]
+AttachmentPaths = Annotated[list[str] | None, Field(description=(
+    "Files to attach: paths inside the project archive (relative) or absolute paths inside the server's allowed "
+    "attachment roots. Images become WebP; every file is stored by its SHA-256 and listed in the message's "
+    "attachments with media type, size and hash."))]
+ConvertImages = Annotated[bool | None, Field(description=(
+    "false: store images as they are and inline nothing (default: convert to WebP). Ignored when your "
+    "attachments policy is inline or file."))]
+AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
+    "How images referenced in body_md (file paths or data: URIs) are stored: auto inlines small ones as "
+    "data URIs, inline always, file never (default: your set_attachments_policy, else auto)."))]
+SenderSeat = Annotated[str | None, Field(max_length=128, description=(
+    "Your seat token from take_seat, when a session holds your seat (writes without it are refused then)."))]

@@ -8,6 +8,7 @@ from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from .params import AgentName, AgentToken, Importance, MessageId, ProjectKey, Recipients, SenderToken, SinceTs
+from .params import AttachmentPaths, AttachmentsPolicy, ConvertImages, SenderSeat
 from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
 
@@ -46,6 +47,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "When a recipient's contact policy refuses you, file a contact request to them (the message is "
             "not sent; resend once they accept)."))] = None,
         idempotency_key: IdempotencyKey = None,
+        attachment_paths: AttachmentPaths = None,
+        convert_images: ConvertImages = None,
+        attachments_policy: AttachmentsPolicy = None,
+        seat: SenderSeat = None,
         sender_token: SenderToken = None,
     ) -> dict[str, Any]:
         """Send a Markdown message to agents of the project; it is committed to git before this returns.
@@ -59,7 +64,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         return mail.send_message(
             project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
             bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
-            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, idempotency_key=idempotency_key)
+            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, idempotency_key=idempotency_key,
+            attachment_paths=attachment_paths, convert_images=convert_images,
+            attachments_policy=attachments_policy, seat=seat)
 
     @tool(mcp, WRITE)
     def reply_message(
@@ -74,6 +81,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         subject_prefix: Annotated[str, Field(max_length=32, description=(
             "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
         idempotency_key: IdempotencyKey = None,
+        attachment_paths: AttachmentPaths = None,
+        convert_images: ConvertImages = None,
+        attachments_policy: AttachmentsPolicy = None,
+        seat: SenderSeat = None,
         sender_token: SenderToken = None,
     ) -> dict[str, Any]:
         """Reply to a message in its thread, to its sender unless you name recipients.
@@ -84,7 +95,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
         return mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
                                   body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
-                                  idempotency_key=idempotency_key)
+                                  idempotency_key=idempotency_key,
+                                  attachment_paths=attachment_paths, convert_images=convert_images,
+                                  attachments_policy=attachments_policy, seat=seat)
 
     @tool(mcp, READ)
     def fetch_inbox(

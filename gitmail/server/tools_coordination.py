@@ -1,0 +1,295 @@
+"""Coordination tools: file reservations, the commit guard, seats, journals, sleep/wake, capabilities, attachments."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastmcp import Context, FastMCP
+from pydantic import Field
+
+from .. import reservations, seats
+from .params import AgentName, AgentToken, ProjectKey
+from .results import IDEMPOTENT, READ, WRITE, tool
+from .runtime import Runtime
+
+Seat = Annotated[str | None, Field(max_length=128, description=(
+    "Your seat token from take_seat, when a session holds this agent's seat; writes without it are refused "
+    "while the seat is held, and writes under a replaced seat fail with STALE_EPOCH."))]
+Paths = Annotated[list[str], Field(min_length=1, max_length=reservations.MAX_PATHS, description=(
+    "Paths or globs relative to the repository root: 'src/api/' (a folder and everything below it), "
+    "'src/*.py' (names directly in src), 'src/**/*.py' (at any depth), '?' and '[a-z]' also work."))]
+OptionalPaths = Annotated[list[str] | None, Field(description="Only reservations with exactly these patterns.")]
+ReservationIds = Annotated[list[str] | None, Field(description="Only reservations with these IDs.")]
+Lease = Annotated[int, Field(ge=seats.MIN_LEASE_S, le=seats.MAX_LEASE_S, description=(
+    "How long the seat is yours before you must renew it, in seconds."))]
+
+
+def register(mcp: FastMCP, rt: Runtime) -> None:
+    mail = rt.mail
+
+    @tool(mcp, WRITE)
+    def file_reservation_paths(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        paths: Paths,
+        ttl_seconds: Annotated[int, Field(ge=reservations.MIN_TTL, le=reservations.MAX_TTL, description=(
+            "How long the reservation lasts, in seconds (at least 60); renew it if you need longer."))] = 3600,
+        exclusive: Annotated[bool, Field(description=(
+            "true: others should not edit these files (the commit guard enforces it); false: shared, "
+            "only signals that you are working there."))] = True,
+        reason: Annotated[str, Field(max_length=4096, description="Why, for the agents and humans reading it.")] = "",
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Reserve files before editing them, so other agents know and the commit guard can protect them.
+
+        A path conflicts when an active exclusive reservation of another agent
+        overlaps it (patterns are compared exactly: 'src/**/*.py' and 'src/api/*'
+        overlap). Conflicting paths are not granted; the others are. Returns
+        {granted: [{id, path_pattern, exclusive, reason, expires_ts}], conflicts: [{path, holders}]}.
+        Reservations are records in the project's git archive.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
+                                           exclusive=exclusive, reason=reason, seat=seat)
+
+    @tool(mcp, IDEMPOTENT)
+    def release_file_reservations(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        paths: OptionalPaths = None,
+        file_reservation_ids: ReservationIds = None,
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Release your active reservations: those matching paths or IDs, or all of them when neither is given.
+
+        Released records stay in the archive for audit; a release is final.
+        Releasing something already released is a no-op. Returns {released, released_at, file_reservation_ids}.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.release_file_reservations(project_key, agent_name, paths=paths,
+                                              file_reservation_ids=file_reservation_ids, seat=seat)
+
+    @tool(mcp, WRITE)
+    def renew_file_reservations(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        extend_seconds: Annotated[int, Field(ge=reservations.MIN_TTL, le=reservations.MAX_TTL, description=(
+            "Seconds to add to the later of now and each reservation's expiry."))] = 1800,
+        paths: OptionalPaths = None,
+        file_reservation_ids: ReservationIds = None,
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Extend your active reservations without reissuing them; never shortens one.
+
+        Returns {renewed, file_reservations: [{id, path_pattern, old_expires_ts, new_expires_ts}]}.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.renew_file_reservations(project_key, agent_name, extend_seconds=extend_seconds, paths=paths,
+                                            file_reservation_ids=file_reservation_ids, seat=seat)
+
+    @tool(mcp, WRITE)
+    def force_release_file_reservation(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        file_reservation_id: Annotated[str, Field(description="The reservation to release (another agent's).")],
+        note: Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")] = "",
+        notify_previous: Annotated[bool, Field(description="Send the holder a message saying why.")] = True,
+        inactivity_seconds: Annotated[int, Field(ge=reservations.MIN_INACTIVITY, le=reservations.MAX_TTL, description=(
+            "The holder counts as gone after this long without activity."))] = reservations.DEFAULT_INACTIVITY,
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Release another agent's reservation that looks abandoned, and tell the holder.
+
+        Allowed when it has expired, or when its holder shows no activity for
+        inactivity_seconds: no message sent, journal entry, seat or reservation
+        renewal, and (when the project folder is on this machine) no file under
+        the pattern modified and no git commit touching it. Otherwise fails with
+        RESERVATION_NOT_STALE naming the latest activity.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.force_release_file_reservation(project_key, agent_name, file_reservation_id, note=note,
+                                                   notify_previous=notify_previous,
+                                                   inactivity_seconds=inactivity_seconds, seat=seat)
+
+    @tool(mcp, READ)
+    def list_file_reservations(
+        project_key: ProjectKey,
+        agent_name: Annotated[str | None, Field(description="Only this agent's reservations.")] = None,
+        active_only: Annotated[bool, Field(description="false: include released and expired ones.")] = True,
+    ) -> dict[str, Any]:
+        """List the project's file reservations (active ones by default)."""
+        return mail.list_file_reservations(project_key, agent_name=agent_name, active_only=active_only)
+
+    @tool(mcp, IDEMPOTENT)
+    def install_precommit_guard(
+        project_key: ProjectKey,
+        code_repo_path: Annotated[str, Field(description="Absolute path of the git repository to guard.")],
+    ) -> dict[str, Any]:
+        """Install the reservation guard (pre-commit and pre-push hooks) into a git repository on this machine.
+
+        Commits and pushes touching files another agent holds exclusively are
+        refused; set AGENT_NAME when committing, GITMAIL_GUARD_MODE=warn to only
+        warn, GITMAIL_GUARD_BYPASS=1 to skip once. An existing hook is kept and
+        runs first. Returns {hook, hooks, chained, hooks_dir, project}.
+        """
+        return mail.install_precommit_guard(project_key, code_repo_path)
+
+    @tool(mcp, IDEMPOTENT)
+    def uninstall_precommit_guard(
+        code_repo_path: Annotated[str, Field(description="Absolute path of the guarded git repository.")],
+    ) -> dict[str, Any]:
+        """Remove the reservation guard's hooks (and only those) from a git repository. Returns {removed, restored}."""
+        return mail.uninstall_precommit_guard(code_repo_path)
+
+    @tool(mcp, WRITE)
+    def take_seat(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        holder: Annotated[str, Field(max_length=200, description=(
+            "Names your session, e.g. 'claude-code on ci-7'."))] = "session",
+        lease_s: Lease = seats.DEFAULT_LEASE_S,
+        take_over: Annotated[bool, Field(description=(
+            "Take it even though another session holds it; that session's next write fails with STALE_EPOCH."))] = False,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Become the one session driving this agent.
+
+        Returns the seat {token, epoch, expires_at, holder}, the agent's home
+        folder and the end of its journal (newest last): read it before you carry
+        on. Pass the token as 'seat' on every write while you drive the agent.
+        Fails with SEAT_HELD while another session holds an unexpired seat.
+        """
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
+
+    @tool(mcp, WRITE)
+    def renew_seat(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
+        lease_s: Lease = seats.DEFAULT_LEASE_S,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Extend the lease of the seat you hold to at least lease_s from now; never shortens it."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.renew_seat(project_key, agent_name, seat, lease_s=lease_s)
+
+    @tool(mcp, IDEMPOTENT)
+    def release_seat(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Give up the seat you hold, so the next session need not wait out the lease."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.release_seat(project_key, agent_name, seat)
+
+    @tool(mcp, WRITE)
+    def journal(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        entry: Annotated[str, Field(min_length=1, max_length=20000, description=(
+            "What you decided and why, or what the next session must know."))],
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Append a dated entry to your journal (agents/<Name>/journal/YYYY/MM/DD/); take_seat hands its end on."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.journal(project_key, agent_name, entry, seat=seat)
+
+    @tool(mcp, READ)
+    def read_journal(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        limit: Annotated[int, Field(ge=1, le=1000, description="How many of the latest entries.")] = 20,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Read the end of your journal, newest last."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.read_journal(project_key, agent_name, limit=limit)
+
+    @tool(mcp, IDEMPOTENT)
+    def sleep_agent(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        target: Annotated[str | None, Field(description="The agent to put to sleep (default: you).")] = None,
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Put an agent (yourself by default) to sleep: its mail keeps arriving, but it cannot act until woken."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.sleep_agent(project_key, agent_name, target=target, seat=seat)
+
+    @tool(mcp, IDEMPOTENT)
+    def wake_agent(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        target: Annotated[str, Field(description="The asleep agent to wake (not yourself).")],
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Wake an asleep agent so a session may drive it again."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.wake_agent(project_key, agent_name, target, seat=seat)
+
+    @tool(mcp, IDEMPOTENT)
+    def publish_capabilities(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        capabilities: Annotated[list[str], Field(max_length=64, description=(
+            "What you can do, e.g. ['review', 'db-migrations']; replaces the list you published before."))],
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Publish your capability card; mail sent to 'role:<capability>' then reaches you."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.publish_capabilities(project_key, agent_name, capabilities, seat=seat)
+
+    @tool(mcp, READ)
+    def list_capabilities(
+        project_key: ProjectKey,
+        capability: Annotated[str | None, Field(description="Only agents publishing this capability.")] = None,
+    ) -> dict[str, Any]:
+        """List the active agents' capability cards (who a 'role:<capability>' address reaches)."""
+        return mail.list_capabilities(project_key, capability)
+
+    @tool(mcp, IDEMPOTENT)
+    def set_attachments_policy(
+        ctx: Context,
+        project_key: ProjectKey,
+        agent_name: AgentName,
+        policy: Annotated[Literal["auto", "inline", "file"], Field(description=(
+            "How images in your message bodies are stored when a send names no policy: auto inlines small "
+            "ones as data URIs, inline always inlines, file always stores them as attachment files."))],
+        agent_token: AgentToken = None,
+        seat: Seat = None,
+    ) -> dict[str, Any]:
+        """Choose your default handling of images in outgoing messages."""
+        rt.act_as(ctx, project_key, agent_name, agent_token)
+        return mail.set_attachments_policy(project_key, agent_name, policy, seat=seat)
+
+    @tool(mcp, READ)
+    def get_attachment(
+        project_key: ProjectKey,
+        path: Annotated[str, Field(description=(
+            "The stored path from a message's attachments (attachments/xx/<sha256>.<ext>)."))],
+    ) -> dict[str, Any]:
+        """Fetch a stored attachment, base64 encoded, after checking it against its SHA-256."""
+        return mail.get_attachment(project_key, path)
