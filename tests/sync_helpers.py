@@ -81,17 +81,21 @@ class Machine:
         self.sent.append(message.id)
         return message.id
 
-    def ack(self, agent: str, message_id: str, when: str | None = None) -> str:
+    def ack(self, agent: str, message_id: str, when: str | None = None) -> Receipt:
+        """Acknowledge (and read, if not yet read) a message; returns the receipt written."""
         stamp = when or now_ts()
         hlc = self.store.clock.tick()
+        written: list[Receipt] = []
 
         def records(snap):
             old = snap.load(receipt_path(agent, message_id), Receipt)
             read_at = old.read_at if old and old.read_at else stamp
-            return [Receipt(message_id=message_id, agent=agent, hlc=hlc, read_at=read_at, acked_at=stamp)]
+            acked_at = old.acked_at if old and old.acked_at else stamp  # the first acknowledgement stands
+            written[:] = [Receipt(message_id=message_id, agent=agent, hlc=hlc, read_at=read_at, acked_at=acked_at)]
+            return written
 
         self.write(f"{agent} acknowledged {message_id}", agent, records)
-        return stamp
+        return written[0]
 
     def edit_profile(self, name: str, **fields) -> None:
         hlc = self.store.clock.tick()
