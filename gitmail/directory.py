@@ -12,6 +12,7 @@ from .clock import format_ts, now, parse_ts
 from .errors import AGENT_INACTIVE, GitmailError, not_found
 from .names import check_agent_name
 from .records import Agent, Project, Reservation, agent_dir
+from .reservation_index import unreleased
 from .snapshot import Snapshot
 
 
@@ -58,16 +59,13 @@ def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, ac
 
 
 def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservation]:
-    """Reservations neither released nor expired at ``at`` (default: now)."""
-    moment = parse_ts(at) if at else now()
-    found = []
-    for path in snap.walk("reservations"):
-        reservation = snap.load(path, Reservation)
-        if reservation is None or reservation.released_ts is not None:
-            continue
-        if parse_ts(reservation.expires_ts) > moment:
-            found.append(reservation)
-    return found
+    """Reservations neither released nor expired at ``at`` (default: now).
+
+    Served from the active-set cache of :mod:`gitmail.reservation_index`, so
+    the cost does not grow with the reservation history.
+    """
+    moment = (parse_ts(at) if at else now()).timestamp()
+    return [entry.record for entry in unreleased(snap).values() if entry.active_at(moment)]
 
 
 def ts_of_hlc(hlc: object) -> str:
