@@ -9,21 +9,29 @@ as of one commit. Moving to another commit applies the git diff of the
 and a snapshot's queued group-commit edits are applied on top, so a
 transaction sees exactly the state it commits onto. The cache is derived:
 losing it costs one full scan.
+
+Short-lived processes (the commit guard's hook, the CLI) can also keep the
+set in the project's derived folder (``reservations-active.json``), so each
+run catches up by diff instead of rescanning.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from dataclasses import dataclass
 
 import pygit2
 
-from .clock import parse_ts
+from .clock import HLC, parse_ts
 from .records import Reservation
 from .snapshot import Snapshot
 
 FOLDER = "reservations"
+CACHE_FILE = "reservations-active.json"
+_CACHE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -91,8 +99,12 @@ def _advance(repo: pygit2.Repository, state: _State | None, commit: str | None, 
     if state is None or state.tree_id is None:
         _scan(repo, tree, FOLDER, horizon, entries)
         return _State(commit, tree_id, entries)
+    try:
+        old_tree = repo[state.tree_id]
+    except (KeyError, ValueError):  # the cached tree is gone (history rewritten and pruned)
+        _scan(repo, tree, FOLDER, horizon, entries)
+        return _State(commit, tree_id, entries)
     entries = {path: e for path, e in state.entries.items() if e.expires > horizon}
-    old_tree = repo[state.tree_id]
     for delta in old_tree.diff_to_tree(tree).deltas:
         if delta.status == pygit2.GIT_DELTA_DELETED:
             entries.pop(f"{FOLDER}/{delta.old_file.path}", None)
@@ -106,21 +118,54 @@ def _advance(repo: pygit2.Repository, state: _State | None, commit: str | None, 
     return _State(commit, tree_id, entries)
 
 
-def unreleased(snapshot: Snapshot) -> dict[str, Entry]:
+def _load(cache_dir: str) -> _State | None:
+    try:
+        with open(os.path.join(cache_dir, CACHE_FILE), encoding="utf-8") as handle:
+            raw = json.load(handle)
+        if raw.get("version") != _CACHE_VERSION:
+            return None
+        entries = {}
+        for path, fields in raw["entries"].items():
+            record = Reservation(**dict(fields, hlc=HLC.parse(fields["hlc"])))
+            entries[path] = Entry(record, parse_ts(record.expires_ts).timestamp())
+        return _State(raw["commit"], raw["tree_id"], entries)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing or unreadable: rebuild from the repository
+
+
+def _save(cache_dir: str, state: _State) -> None:
+    data = {"version": _CACHE_VERSION, "commit": state.commit, "tree_id": state.tree_id,
+            "entries": {path: e.record.to_fields() for path, e in state.entries.items()}}
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = os.path.join(cache_dir, f"{CACHE_FILE}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(tmp, os.path.join(cache_dir, CACHE_FILE))
+    except OSError:
+        pass  # a derived cache that cannot be written is simply rebuilt next time
+
+
+def unreleased(snapshot: Snapshot, cache_dir: str | None = None) -> dict[str, Entry]:
     """Path -> entry for every unreleased, unexpired reservation this snapshot sees.
 
     Expiry is judged against the wall clock when the cache is refreshed; callers
     still test :meth:`Entry.active_at` for the instant they care about.
+    ``cache_dir`` (the project's derived folder) keeps the set between processes.
     """
     repo = snapshot.repo
     key = repo.path
     horizon = time.time() - 1.0
     with _lock:
         state = _states.get(key)
+    if state is None and cache_dir is not None:
+        state = _load(cache_dir)
     if state is None or state.commit != snapshot.commit:
         state = _advance(repo, state, snapshot.commit, horizon)
         with _lock:
             _states[key] = state
+        if cache_dir is not None:
+            _save(cache_dir, state)
     pending = snapshot.pending_edits(FOLDER)
     if not pending:
         return state.entries

@@ -83,9 +83,9 @@ def _ids(ids: object) -> list[str]:
     return list(ids)
 
 
-def _active(snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+def _active(snapshot: Snapshot, at: dt.datetime, cache_dir: str | None = None) -> list[Reservation]:
     t = at.timestamp()
-    return [e.record for e in unreleased(snapshot).values() if e.active_at(t)]
+    return [e.record for e in unreleased(snapshot, cache_dir).values() if e.active_at(t)]
 
 
 def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
@@ -204,7 +204,7 @@ def list_reservations(store: Store, project: str, *, agent: str | None = None,
         check_agent_name(agent, "agent_name")
     snap = store.archive(project).snapshot()
     if active_only:
-        records = _active(snap, now())
+        records = _active(snap, now(), store.paths(store.resolve(project)).derived)
     else:
         records = [snap.load(p, Reservation) for p in snap.walk("reservations")]  # type: ignore[misc]
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
@@ -215,7 +215,8 @@ def conflicts_for_paths(store: Store, project: str, paths: list[str], *, agent: 
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
     snap = store.archive(project).snapshot()
     me = (agent or "").lower()
-    blocking = [r for r in _active(snap, now()) if r.exclusive and r.agent.lower() != me]
+    derived = store.paths(store.resolve(project)).derived
+    blocking = [r for r in _active(snap, now(), derived) if r.exclusive and r.agent.lower() != me]
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]

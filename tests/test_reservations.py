@@ -260,3 +260,28 @@ def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, 
         assert sorted(r["conflicts"] for r in results) == [0, 1], results
     active = rs.list_reservations(store, KEY)["file_reservations"]
     assert len(active) == 4
+
+
+def test_active_set_cache_persists_between_processes(store, project, monkeypatch):
+    from gitmail import reservation_index as ri
+
+    rs.reserve(store, KEY, "Blue", ["one/"], ttl_seconds=600)
+    assert rs.conflicts_for_paths(store, KEY, ["one/a"], agent="Green")
+    cache = os.path.join(store.paths(store.resolve(KEY)).derived, ri.CACHE_FILE)
+    assert json.load(open(cache))["commit"] == tip(store)
+    rs.reserve(store, KEY, "Blue", ["two/"], ttl_seconds=600)
+    # A fresh process: nothing in memory, the file catches up by diff without a full scan.
+    monkeypatch.setattr(ri, "_states", {})
+
+    def no_scan(*args):
+        raise AssertionError("full scan")
+
+    monkeypatch.setattr(ri, "_scan", no_scan)
+    assert [c["path"] for c in rs.conflicts_for_paths(store, KEY, ["one/a", "two/b"], agent="Green")] == ["one/a",
+                                                                                                          "two/b"]
+    monkeypatch.undo()
+    # An unreadable cache is rebuilt from the repository.
+    with open(cache, "w") as handle:
+        handle.write("{not json")
+    ri._states.clear()
+    assert len(rs.conflicts_for_paths(store, KEY, ["one/a", "two/b"], agent="Green")) == 2
