@@ -32,15 +32,14 @@ def object_id(kind: int, data: bytes) -> bytes:
 def encode_tree(entries: dict[str, tuple[int, bytes]]) -> bytes:
     """Serialize ``name -> (mode, oid)`` in git's canonical tree order."""
 
-    def sort_key(name: str) -> bytes:
+    items = []
+    for name, (mode, oid) in entries.items():
         raw = name.encode("utf-8")
-        return raw + b"/" if entries[name][0] == MODE_TREE else raw
-
-    parts = []
-    for name in sorted(entries, key=sort_key):
-        mode, oid = entries[name]
-        parts.append(b"%o %s\0%s" % (mode, name.encode("utf-8"), oid))
-    return b"".join(parts)
+        # git orders a folder as if its name ended in "/"; names are unique,
+        # so the sort never compares the encoded entries themselves.
+        items.append((raw + b"/" if mode == MODE_TREE else raw, b"%o %s\0%s" % (mode, raw, oid)))
+    items.sort()
+    return b"".join([entry for _, entry in items])
 
 
 def decode_tree(data: bytes) -> dict[str, tuple[int, bytes]]:

@@ -2,8 +2,8 @@
 
 Editing ``messages/2026/12/01/<id>.md`` reads and rewrites the root, the
 ``messages`` tree and the three date trees; every other tree is reused by id.
-Decoded trees are cached by id (trees are immutable), so the hot day folder is
-not re-parsed on every commit.
+Decoded trees are cached by id (trees are immutable), and so are the trees a
+commit writes, so the next commit finds the hot day folder already decoded.
 """
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ def _read_tree(repo: pygit2.Repository, oid: bytes) -> dict[str, tuple[int, byte
     if int(kind) != TREE:
         raise ValueError(f"object {oid.hex()} is not a tree")
     entries = decode_tree(data)
+    _remember(oid, entries)
+    return entries
+
+
+def _remember(oid: bytes, entries: dict[str, tuple[int, bytes]]) -> None:
     with _cache_lock:
         _cache[oid] = entries
+        _cache.move_to_end(oid)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-    return entries
 
 
 def check_path(path: str) -> str:
@@ -118,4 +123,7 @@ class TreeEditor:
         if not entries:
             return None  # git keeps no empty folders
         node.oid = self.pack.add(TREE, encode_tree(entries))
+        # The next commit starts from the trees written here: keep them
+        # decoded (a copy, since a later group of this batch edits on).
+        _remember(node.oid, dict(entries))
         return node.oid
