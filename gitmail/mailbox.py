@@ -17,6 +17,7 @@ from .directory import project_record, require_agent
 from .errors import invalid, not_found
 from .history import adding_commits
 from .ids import is_id
+from .index import indexer_for
 from .names import check_topic
 from .records import Message, Receipt, agent_dir, message_path, outbox_path, receipt_path
 from .snapshot import Snapshot
@@ -229,9 +230,11 @@ def fetch_inbox(ctx: "MailContext", project_key: str, agent_name: str, limit: in
     since = parse_since(since_ts)
     if topic is not None and topic != "":
         check_topic(topic)
-    snap, _, name = _open(ctx, project_key, agent_name)
-    return inbox(snap, name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,  # type: ignore[arg-type]
-                 topic=topic or None, limit=limit, include_bodies=include_bodies)
+    _, _, name = _open(ctx, project_key, agent_name)
+    # The hot read: answered from the derived-state cache (same shape as inbox() over a snapshot).
+    return indexer_for(ctx.store).project(project_key).inbox(
+        name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,  # type: ignore[arg-type]
+        topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
 def fetch_outbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,

@@ -35,7 +35,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "1"
+FORMAT = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS messages (
     ack_required INTEGER NOT NULL,
     topic TEXT,
     reply_to TEXT,
-    recipients TEXT NOT NULL
+    recipients TEXT NOT NULL,
+    attachments TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, created_ts);
 CREATE INDEX IF NOT EXISTS messages_topic ON messages (topic, created_ts);
@@ -89,7 +90,8 @@ CREATE TABLE IF NOT EXISTS pending (stamp INTEGER PRIMARY KEY AUTOINCREMENT, mes
 _ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
 
 MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts, m.importance, "
-                   "m.ack_required, m.topic, m.reply_to, m.recipients")
+                   "m.ack_required, m.topic, m.reply_to, m.recipients, m.attachments, m.blob")
+N_MESSAGE_COLUMNS = 13
 
 
 class MetaCorrupt(Exception):
@@ -97,12 +99,17 @@ class MetaCorrupt(Exception):
 
 
 def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A message's summary from the columns in :data:`MESSAGE_COLUMNS` order."""
+    """A message's summary from the columns in :data:`MESSAGE_COLUMNS` order.
+
+    Shaped like the mail domain's message views (``id … attachments``), plus
+    ``seq`` (when this machine first saw it) and ``blob`` (its file in git).
+    """
     recipients = json.loads(row[10])
     return {
-        "id": row[0], "seq": row[1], "thread_id": row[2], "from": row[3], "subject": row[4],
-        "created_ts": row[5], "importance": row[6], "ack_required": bool(row[7]), "topic": row[8],
-        "reply_to": row[9], "to": recipients["to"], "cc": recipients["cc"],
+        "id": row[0], "thread_id": row[2], "subject": row[4], "from": row[3], "to": recipients["to"],
+        "cc": recipients["cc"], "created_ts": row[5], "importance": row[6], "ack_required": bool(row[7]),
+        "topic": row[8], "reply_to": row[9], "attachments": json.loads(row[11]) if row[11] else [],
+        "seq": row[1], "blob": row[12],
     }
 
 
@@ -280,10 +287,11 @@ class Meta:
     def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any], stamp: str) -> None:
         seq = self._seq(db, change, stamp)
         db.execute(
-            "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (mid, seq, change.blob, fields["thread_id"], fields["from"], fields["subject"], fields["created_ts"],
              fields["importance"], int(fields["ack_required"]), fields["topic"], fields["reply_to"],
-             json.dumps({"to": fields["to"], "cc": fields["cc"]})),
+             json.dumps({"to": fields["to"], "cc": fields["cc"]}),
+             json.dumps(fields["attachments"]) if fields["attachments"] else None),
         )
         db.execute("UPDATE copies SET created_ts = ? WHERE message_id = ?", (fields["created_ts"], mid))
         db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (mid,))
@@ -339,11 +347,12 @@ class Meta:
     # -- what search documents are made of -------------------------------------
     def search_source(self, message_id: str) -> tuple[dict[str, Any], str, list[str]] | None:
         """A message's summary, its blob and every agent who may see it."""
-        rows = self.read(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m WHERE m.id = ?", (message_id,))
+        rows = self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
         if not rows:
             return None
         agents = [row[0] for row in self.read("SELECT DISTINCT agent FROM copies WHERE message_id = ?", (message_id,))]
-        return message_row(rows[0]), rows[0][11], agents
+        summary = message_row(rows[0])
+        return summary, summary["blob"], agents
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[tuple[str | None, int, int, Iterator[tuple[dict[str, Any], str, list[str]]]]]:
@@ -363,8 +372,8 @@ class Meta:
                 visible.setdefault(mid, []).append(agent)
 
             def sources() -> Iterator[tuple[dict[str, Any], str, list[str]]]:
-                for row in db.execute(f"SELECT {MESSAGE_COLUMNS}, m.blob FROM messages m ORDER BY m.seq"):
-                    yield message_row(row), row[11], sorted(set(visible.get(row[0], [])))
+                for row in db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages m ORDER BY m.seq"):
+                    yield message_row(row), row[12], sorted(set(visible.get(row[0], [])))
 
             yield (watermark[0] or None) if watermark else None, stamp, total, sources()
         finally:

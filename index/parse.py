@@ -80,6 +80,14 @@ def _names(value: Any, key: str) -> list[str]:
     return value
 
 
+def _maps(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise Unreadable("field 'attachments' must be a list of mappings")
+    return value
+
+
 def _text(fields: dict[str, Any], key: str, required: bool = True) -> str | None:
     value = fields.get(key)
     if value is None:
@@ -119,6 +127,7 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
         "ack_required": bool(fields.get("ack_required", False)),
         "topic": _text(fields, "topic", required=False),
         "reply_to": _text(fields, "reply_to", required=False),
+        "attachments": _maps(fields.get("attachments")),
         "body": body,
     }
 

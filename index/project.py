@@ -27,7 +27,7 @@ from gitmail.clock import now_ts
 from gitmail.engine import Archive
 from gitmail.errors import invalid, not_found
 
-from . import reads
+from . import parse, reads
 from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
 from .query import parse_query
@@ -204,20 +204,28 @@ class ProjectIndex:
             value = memo[key] = compute()
         return _fresh(value)
 
-    def inbox(self, agent: str, *, since_ts: str | None = None, urgent_only: bool = False, unread_only: bool = False,
-              topic: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        """An agent's inbox page, newest first (see :func:`reads.inbox`)."""
-        since = reads.normalize_ts(since_ts, "since_ts")
-        reads.check_limit(limit)
-        key = ("inbox", agent, since, bool(urgent_only), bool(unread_only), topic or None, limit)
-        return self._cached(key, lambda: reads.inbox(self.meta, agent, since_ts=since, urgent_only=urgent_only,
-                                                     unread_only=unread_only, topic=topic, limit=limit))
+    def _body(self, blob: str) -> str:
+        return parse.body_of(self._blob(blob))
 
-    def outbox(self, agent: str, *, since_ts: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    def inbox(self, agent: str, *, since_ts: str | None = None, urgent_only: bool = False, unread_only: bool = False,
+              topic: str | None = None, limit: int = 20, include_bodies: bool = False) -> list[dict[str, Any]]:
+        """An agent's inbox page, newest first, in the mail domain's shape (see :func:`reads.inbox`)."""
         since = reads.normalize_ts(since_ts, "since_ts")
         reads.check_limit(limit)
-        return self._cached(("outbox", agent, since, limit),
-                            lambda: reads.outbox(self.meta, agent, since_ts=since, limit=limit))
+        key = ("inbox", agent, since, bool(urgent_only), bool(unread_only), (topic or "").lower(), limit,
+               bool(include_bodies))
+        return self._cached(key, lambda: reads.inbox(self.meta, agent, since_ts=since, urgent_only=urgent_only,
+                                                     unread_only=unread_only, topic=topic, limit=limit,
+                                                     body_of=self._body if include_bodies else None))
+
+    def outbox(self, agent: str, *, since_ts: str | None = None, limit: int = 20,
+               include_bodies: bool = False) -> list[dict[str, Any]]:
+        """What ``agent`` sent, newest first, with bcc (see :func:`reads.outbox`)."""
+        since = reads.normalize_ts(since_ts, "since_ts")
+        reads.check_limit(limit)
+        return self._cached(("outbox", agent, since, limit, bool(include_bodies)),
+                            lambda: reads.outbox(self.meta, agent, since_ts=since, limit=limit,
+                                                 body_of=self._body if include_bodies else None))
 
     def agents(self) -> list[dict[str, Any]]:
         return self._cached(("agents",), lambda: reads.agents(self.meta))

@@ -7,12 +7,12 @@ each one indexed SQLite query. :mod:`.cache` keeps their answers per commit.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from gitmail.clock import format_ts, parse_ts
 from gitmail.errors import invalid
 
-from .meta import MESSAGE_COLUMNS, Meta, message_row
+from .meta import MESSAGE_COLUMNS, N_MESSAGE_COLUMNS, Meta, message_row
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
@@ -42,9 +42,28 @@ def _kind(entry: dict[str, Any], agent: str) -> str:
     return "bcc"
 
 
+BodyReader = Callable[[str], str]
+
+
+def _view(entry: dict[str, Any], body_of: BodyReader | None) -> dict[str, Any]:
+    """The domain's message view: drop what is ours (seq, blob), add the body if asked."""
+    blob = entry.pop("blob")
+    entry.pop("seq")
+    if body_of is not None:
+        entry["body_md"] = body_of(blob)
+    return entry
+
+
 def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: bool = False,
-          unread_only: bool = False, topic: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-    """The newest messages in an agent's inbox, newest first, with its receipt times."""
+          unread_only: bool = False, topic: str | None = None, limit: int = 20,
+          body_of: BodyReader | None = None) -> list[dict[str, Any]]:
+    """An agent's received messages, newest first (by ID, as the folders list them).
+
+    Each entry is the mail domain's inbox view: the message fields, ``kind``
+    (to, cc or bcc), this agent's ``read_at`` and ``acknowledged_at``, and
+    ``body_md`` when ``body_of`` is given. ``unread_only`` keeps messages
+    without a read time; ``topic`` compares without case.
+    """
     sql = [f"SELECT {MESSAGE_COLUMNS}, r.read_at, r.acked_at FROM copies c "
            "JOIN messages m ON m.id = c.message_id "
            "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = c.message_id "
@@ -56,31 +75,31 @@ def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: b
     if urgent_only:
         sql.append("AND m.importance IN ('high', 'urgent')")
     if topic:
-        sql.append("AND m.topic = ?")
+        sql.append("AND lower(m.topic) = lower(?)")
         args.append(topic)
     if unread_only:
-        sql.append("AND r.read_at IS NULL AND r.acked_at IS NULL")
-    sql.append("ORDER BY c.created_ts DESC, c.message_id DESC LIMIT ?")
+        sql.append("AND r.read_at IS NULL")
+    sql.append("ORDER BY c.message_id DESC LIMIT ?")
     args.append(limit)
     out = []
     for row in meta.read(" ".join(sql), args):
-        entry = message_row(row)
-        entry["kind"] = _kind(entry, agent)
-        entry["read_at"], entry["acked_at"] = row[11], row[12]
+        entry = _view(message_row(row), body_of)
+        entry.update(kind=_kind(entry, agent), read_at=row[N_MESSAGE_COLUMNS], acknowledged_at=row[N_MESSAGE_COLUMNS + 1])
         out.append(entry)
     return out
 
 
-def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-    """The newest messages an agent sent, newest first, with their bcc lists."""
+def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 20,
+           body_of: BodyReader | None = None) -> list[dict[str, Any]]:
+    """What an agent sent, newest first, with ``bcc`` (the sender's own copy shows it)."""
     sql = (f"SELECT {MESSAGE_COLUMNS}, c.bcc FROM copies c JOIN messages m ON m.id = c.message_id "
            "WHERE c.agent = ? AND c.box = 'outbox'" + (" AND c.created_ts > ?" if since_ts else "")
-           + " ORDER BY c.created_ts DESC, c.message_id DESC LIMIT ?")
+           + " ORDER BY c.message_id DESC LIMIT ?")
     args = [agent, since_ts, limit] if since_ts else [agent, limit]
     out = []
     for row in meta.read(sql, args):
-        entry = message_row(row)
-        entry["bcc"] = json.loads(row[11]) if row[11] else []
+        entry = _view(message_row(row), body_of)
+        entry["bcc"] = json.loads(row[N_MESSAGE_COLUMNS]) if row[N_MESSAGE_COLUMNS] else []
         out.append(entry)
     return out
 
@@ -114,6 +133,7 @@ def messages_after(meta: Meta, agent: str, after_seq: int, limit: int, include_s
             continue
         seen.add(entry["id"])
         entry["seq"], entry["box"] = row[0], row[1]
+        del entry["blob"]
         out.append(entry)
     return out
 
@@ -126,13 +146,18 @@ def newest_arrivals(meta: Meta, agent: str, count: int) -> tuple[list[dict[str, 
     for row in rows[:count]:
         entry = message_row(row[2:])
         entry["seq"], entry["box"] = row[0], row[1]
+        del entry["blob"]
         out.append(entry)
     return out[::-1], len(rows) > count
 
 
 def message(meta: Meta, message_id: str) -> dict[str, Any] | None:
     rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
-    return message_row(rows[0]) if rows else None
+    if not rows:
+        return None
+    entry = message_row(rows[0])
+    del entry["blob"]
+    return entry
 
 
 def known_agent(meta: Meta, name: str) -> bool:

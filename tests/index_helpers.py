@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import random
 
 from gitmail import Agent, Change, Message, new_id
 from gitmail.clock import HLC, format_ts, now_ts
+from gitmail.ids import ALPHABET
 from gitmail.records import inbox_path, outbox_path
 
 from .conftest import git
+
+
+def id_at(moment: dt.datetime) -> str:
+    """An ID minted at ``moment``, as another machine would have (new_id keeps this process's order)."""
+    ms, rand = int(moment.timestamp() * 1000), random.getrandbits(64)
+    digits = [ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10))]
+    digits += [ALPHABET[(rand >> (5 * i)) & 31] for i in reversed(range(13))]
+    return "".join(digits)
 
 
 def message(sender: str, to: list[str], subject: str, body: str = "", *, cc: tuple[str, ...] = (),
             bcc: tuple[str, ...] = (), importance: str = "normal", topic: str | None = None,
             thread_id: str | None = None, when: dt.datetime | None = None) -> Message:
     moment = when or dt.datetime.now(dt.timezone.utc)
-    mid = new_id(int(moment.timestamp() * 1000))
+    mid = id_at(moment) if when else new_id()
     return Message(id=mid, thread_id=thread_id or mid, sender=sender, subject=subject, created_ts=format_ts(moment),
                    to=list(to), cc=list(cc), bcc=list(bcc), importance=importance, topic=topic, body=body)
 

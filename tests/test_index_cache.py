@@ -58,7 +58,10 @@ def test_inbox_pages_newest_first_with_filters(setup):
     assert index.inbox("Nobody") == []
     row = index.inbox("Green")[0]
     assert row["from"] == "Red" and row["to"] == ["Blue"] and row["cc"] == []  # bcc stays hidden in copies
-    assert row["read_at"] is None and row["acked_at"] is None
+    assert row["read_at"] is None and row["acknowledged_at"] is None
+    assert "body_md" not in row and row["attachments"] == []
+    assert subjects(index.inbox("Green", topic="OPS")) == ["fourth", "second"]  # topics compare without case
+    assert [row["body_md"] for row in index.inbox("Green", include_bodies=True)] == ["d", "c", "b", "a"]
 
 
 def test_unread_only_follows_receipts(setup):
@@ -71,6 +74,7 @@ def test_unread_only_follows_receipts(setup):
     assert read["fourth"] and read["first"] and read["third"] is None
     assert set(index.receipts("Green")) == {msgs[3].id, msgs[0].id}
     assert index.receipts("Green")[msgs[0].id]["acked_at"]
+    assert {row["subject"]: row["acknowledged_at"] for row in index.inbox("Green")}["first"]
 
 
 def test_outbox_shows_bcc_to_the_sender_only(setup):

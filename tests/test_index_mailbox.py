@@ -1,0 +1,48 @@
+"""The mail domain's inbox served from the cache equals the inbox read from a snapshot."""
+
+from __future__ import annotations
+
+import itertools
+
+from gitmail import mailbox
+from gitmail.index import indexer_for, search_messages
+
+from .mail_helpers import PROJECT, make_mail, open_agents, send
+
+
+def test_cached_inbox_matches_the_snapshot_inbox(store):
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake", "GreenCastle", "RedStone")
+    sent = []
+    for i in range(6):
+        sent.append(send(mail, "BlueLake", ["GreenCastle"], f"Step {i}", f"Body {i} about the plan",
+                         cc=["RedStone"] if i % 2 else None, bcc=["RedStone"] if i == 4 else None,
+                         importance=["normal", "urgent", "high"][i % 3], topic="ops" if i % 2 else None,
+                         ack_required=i == 3))
+    send(mail, "RedStone", ["GreenCastle", "BlueLake"], "From Red", "Red's plan")
+    mail.mark_message_read(PROJECT, "GreenCastle", sent[1]["id"])
+    mail.acknowledge_message(PROJECT, "GreenCastle", sent[3]["id"])
+
+    index = indexer_for(store).project(PROJECT)
+    snap = store.archive(PROJECT).snapshot()
+    since = sent[2]["created_ts"]
+    options = itertools.product([None, since], [False, True], [False, True], [None, "ops", "OPS"], [2, 20],
+                                [False, True])
+    for since_ts, urgent_only, unread_only, topic, limit, bodies in options:
+        for agent in ("GreenCastle", "RedStone", "BlueLake"):
+            kwargs = dict(since_ts=since_ts, urgent_only=urgent_only, unread_only=unread_only, topic=topic,
+                          limit=limit)
+            expected = mailbox.inbox(snap, agent, include_bodies=bodies, **kwargs)
+            assert index.inbox(agent, include_bodies=bodies, **kwargs) == expected, (agent, kwargs, bodies)
+
+    via_facade = mail.fetch_inbox(PROJECT, "GreenCastle", limit=50, include_bodies=True)
+    assert via_facade == mailbox.inbox(snap, "GreenCastle", limit=50, include_bodies=True)
+    assert len(via_facade) == 7
+
+
+def test_messages_sent_through_the_facade_are_searchable(store):
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake", "GreenCastle")
+    payload = send(mail, "BlueLake", ["GreenCastle"], "Deploy window", "The deploy window opens at noon")
+    [hit] = search_messages(store, PROJECT, '"deploy window"', agent_name="GreenCastle")
+    assert hit["id"] == payload["id"] and hit["from"] == "BlueLake"
