@@ -144,11 +144,13 @@ class Mail:
         return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes, limit)
 
     # -- receipts -------------------------------------------------------------
-    def mark_message_read(self, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
-        return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id)
+    def mark_message_read(self, project_key: str, agent_name: str, message_id: str,
+                          seat: str | None = None) -> dict[str, Any]:
+        return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat)
 
-    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
-        return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id)
+    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str,
+                            seat: str | None = None) -> dict[str, Any]:
+        return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat)
 
     # -- contacts -------------------------------------------------------------
     def request_contact(self, project_key: str, from_agent: str, to_agent: str, reason: str = "",

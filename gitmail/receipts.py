@@ -16,16 +16,18 @@ from .engine import Change
 from .errors import not_found
 from .mailbox import check_message_id
 from .records import Receipt, inbox_path
+from .seats import check_acting
 from .snapshot import Snapshot
 
 
-def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, ack: bool) -> Receipt:
+def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, ack: bool,
+          seat: str | None = None) -> Receipt:
     check_message_id(message_id)
     archive = ctx.archive(project_key)
     stamp, hlc = now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        agent = require_agent(snap, agent_name)
+        agent = check_acting(snap, require_agent(snap, agent_name), seat)  # awake, and holding its seat if taken
         if not snap.exists(inbox_path(agent.name, message_id)):
             raise not_found(f"message {message_id} is not in {agent.name}'s inbox; only a recipient can mark it "
                             "(fetch_inbox lists the IDs)", message_id=message_id, agent=agent.name)
@@ -45,14 +47,16 @@ def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, 
     return receipt
 
 
-def mark_message_read(ctx: MailContext, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+def mark_message_read(ctx: MailContext, project_key: str, agent_name: str, message_id: str,
+                      seat: str | None = None) -> dict[str, Any]:
     """Record that the agent read a message it received."""
-    receipt = _mark(ctx, project_key, agent_name, message_id, ack=False)
+    receipt = _mark(ctx, project_key, agent_name, message_id, ack=False, seat=seat)
     return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
 
 
-def acknowledge_message(ctx: MailContext, project_key: str, agent_name: str, message_id: str) -> dict[str, Any]:
+def acknowledge_message(ctx: MailContext, project_key: str, agent_name: str, message_id: str,
+                        seat: str | None = None) -> dict[str, Any]:
     """Acknowledge a message the agent received (which also marks it read)."""
-    receipt = _mark(ctx, project_key, agent_name, message_id, ack=True)
+    receipt = _mark(ctx, project_key, agent_name, message_id, ack=True, seat=seat)
     return {"message_id": message_id, "acknowledged": True, "acknowledged_at": receipt.acked_at,
             "read_at": receipt.read_at}

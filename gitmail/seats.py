@@ -79,9 +79,15 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
     if profile.status != "active":
         raise GitmailError(AGENT_INACTIVE, f"agent {name!r} is {profile.status} and cannot act; restore it with "
                            "unretire_agent or register a new agent", {"agent": name, "status": profile.status})
+    return check_acting(snapshot, profile, seat, at=at)
+
+
+def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
+                 at: dt.datetime | None = None) -> Agent:
+    """The part of :func:`require_actor` that applies to any write as an agent: awake, and holding the seat."""
     if profile.asleep:
-        raise GitmailError(AGENT_ASLEEP, f"agent {name!r} is asleep: it keeps receiving mail but cannot act "
-                           "until another agent or a human wakes it (wake_agent)", {"agent": name})
+        raise GitmailError(AGENT_ASLEEP, f"agent {profile.name!r} is asleep: it keeps receiving mail but cannot act "
+                           "until another agent or a human wakes it (wake_agent)", {"agent": profile.name})
     check_seat(snapshot, profile.name, seat, at=at)
     return profile
 

@@ -138,3 +138,16 @@ def test_force_release_notice_is_ordinary_mail(mail, store):
     inbox = mail.fetch_inbox(PROJECT, "Green", include_bodies=True)
     assert inbox[0]["id"] == out["notified"] and "merging now" in inbox[0]["body_md"]
     assert check_archive(store.archive(PROJECT), run_git=False) == []
+
+
+def test_receipts_are_writes_too(mail, store):
+    payload = send(mail, "Blue", ["Green"])
+    token = mail.take_seat(PROJECT, "Green")["seat"]["token"]
+    with fails_cleanly(store, "SEAT_HELD"):
+        mail.acknowledge_message(PROJECT, "Green", payload["id"])
+    assert mail.acknowledge_message(PROJECT, "Green", payload["id"], seat=token)["acknowledged"] is True
+    mail.release_seat(PROJECT, "Green", token)
+    second = send(mail, "Blue", ["Green"])
+    mail.sleep_agent(PROJECT, "Green")
+    with fails_cleanly(store, "AGENT_ASLEEP"):
+        mail.mark_message_read(PROJECT, "Green", second["id"])

@@ -136,24 +136,26 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
     @tool(mcp, IDEMPOTENT)
     def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
-                          agent_token: AgentToken = None) -> dict[str, Any]:
+                          agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
         """Record that you read a message in your inbox. Repeating it keeps the first time.
 
         Returns {message_id, read, read_at}.
         """
         rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id)
+        return mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
+                                      seat=seat)
 
     @tool(mcp, IDEMPOTENT)
     def acknowledge_message(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
-                            agent_token: AgentToken = None) -> dict[str, Any]:
+                            agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
         """Acknowledge a message in your inbox (and mark it read). Repeating it keeps the first times.
 
         Use it for messages with ack_required. Returns {message_id, acknowledged,
         acknowledged_at, read_at}.
         """
         rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id)
+        return mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
+                                        seat=seat)
 
     @tool(mcp, DESTRUCTIVE)
     def purge_old_messages(
