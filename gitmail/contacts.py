@@ -15,13 +15,13 @@ last contact it was waiting for.
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 from typing import Any
 
 from .clock import format_ts, now, now_ts
 from .context import MailContext
 from .delivery import compose, put_message
 from .directory import active_reservations, find_agent, require_agent
+from .globs import overlaps
 from .engine import Change
 from .errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from .idempotency import find as find_key
@@ -89,7 +89,7 @@ def _reservations_overlap(snap: Snapshot, sender: str, recipient: str) -> bool:
     active = active_reservations(snap)
     mine = [r.path_pattern for r in active if r.agent == sender]
     theirs = [r.path_pattern for r in active if r.agent == recipient]
-    return any(fnmatch.fnmatchcase(a, b) or fnmatch.fnmatchcase(b, a) for a in mine for b in theirs)
+    return any(overlaps(a, b) for a in mine for b in theirs)
 
 
 def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, thread_id: str | None = None,

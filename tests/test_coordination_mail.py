@@ -151,3 +151,15 @@ def test_receipts_are_writes_too(mail, store):
     mail.sleep_agent(PROJECT, "Green")
     with fails_cleanly(store, "AGENT_ASLEEP"):
         mail.mark_message_read(PROJECT, "Green", second["id"])
+
+
+def test_overlapping_reservations_count_as_shared_context(store):
+    from .mail_helpers import register
+
+    mail = make_mail(store)
+    register(mail, "Ann", "Bob")  # default policy: auto
+    with fails_cleanly(store, "CONTACT_REQUIRED"):
+        mail.send_message(PROJECT, "Ann", ["Bob"], "Hi", "no shared context yet")
+    mail.file_reservation_paths(PROJECT, "Ann", ["src/**/*.py"], exclusive=False)
+    mail.file_reservation_paths(PROJECT, "Bob", ["src/api/*"], exclusive=False)
+    assert send(mail, "Ann", ["Bob"])["to"] == ["Bob"]
