@@ -351,6 +351,19 @@ def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) ->
     return data
 
 
+def mark_verified(snapshot: Snapshot, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of a message's attachment entries, each with ``verified`` (its stored bytes match its hash)."""
+    out = []
+    for entry in entries:
+        try:
+            read_attachment(snapshot, entry.get("path", ""), entry.get("sha256"))
+            ok = True
+        except GitmailError:
+            ok = False
+        out.append(dict(entry, verified=ok))
+    return out
+
+
 def verify_entries(snapshot: Snapshot, entries: list[dict[str, Any]]) -> None:
     """Check every attachment of a message against its recorded hash (CORRUPT_RECORD on mismatch)."""
     for entry in entries:

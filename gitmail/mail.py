@@ -122,7 +122,11 @@ class Mail:
         return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit, include_bodies)
 
     def get_message(self, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
-        return mailbox.get_message(self.ctx, project_key, message_id, agent_name)
+        found = mailbox.get_message(self.ctx, project_key, message_id, agent_name)
+        if found.get("attachments"):  # each stored file is checked against the hash the message records
+            found["attachments"] = attachments.mark_verified(self.ctx.archive(project_key).snapshot(),
+                                                             found["attachments"])
+        return found
 
     def get_thread(self, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
         return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies)

@@ -163,3 +163,15 @@ def test_overlapping_reservations_count_as_shared_context(store):
     mail.file_reservation_paths(PROJECT, "Ann", ["src/**/*.py"], exclusive=False)
     mail.file_reservation_paths(PROJECT, "Bob", ["src/api/*"], exclusive=False)
     assert send(mail, "Ann", ["Bob"])["to"] == ["Bob"]
+
+
+def test_reading_a_message_verifies_its_attachments(mail, store, roots):
+    from gitmail import Change
+
+    (roots / "notes.txt").write_text("original\n")
+    payload = send(mail, "Blue", ["Green"], attachment_paths=[str(roots / "notes.txt")])
+    shown = mail.get_message(PROJECT, payload["id"], "Green")
+    assert [a["verified"] for a in shown["attachments"]] == [True]
+    path = shown["attachments"][0]["path"]
+    store.archive(PROJECT).transact(lambda s: Change("tamper").put(path, b"altered\n"))
+    assert mail.get_message(PROJECT, payload["id"], "Green")["attachments"][0]["verified"] is False
