@@ -153,7 +153,12 @@ def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_p
     assert commit(code_repo, "src/core/m.py", env={"AGENT_NAME": "Green"}).returncode != 0
     # Pointing at a store without the project warns and lets the commit through.
     lost = commit(code_repo, "src/core/m.py", env={"AGENT_NAME": "Green", "GITMAIL_HOME": str(tmp_path / "empty")})
-    assert lost.returncode == 0 and "not in the store" in lost.stdout + lost.stderr
+    assert lost.returncode == 0 and "no gitmail store" in lost.stdout + lost.stderr
+    assert not (tmp_path / "empty").exists()  # the hook never creates a store
+    other = tmp_path / "other-store"
+    Store(str(other), background=False)
+    unknown = commit(code_repo, "src/core/m.py", env={"AGENT_NAME": "Green", "GITMAIL_HOME": str(other)})
+    assert unknown.returncode == 0 and "not in the store" in unknown.stdout + unknown.stderr
 
 
 def test_bad_input(store, tmp_path):

@@ -7,6 +7,7 @@ push that touches another agent's exclusive reservation.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 
 from .. import capabilities, guard, journal, seats
 from .. import reservations as rs
-from ..store import Store
+from ..store import Store, default_home
 from ._app import Context, cli, command
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
@@ -148,7 +149,11 @@ def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
 def guard_check(ctx: Context, hook: str, repo: str) -> tuple[object, str, int]:
     """Run the guard's check (the installed hooks call this; pre-push reads git's ref lines on stdin)."""
     stdin = sys.stdin.read() if hook == "pre-push" else ""
-    code, text = guard.run_hook(Store(ctx.home, background=False), hook, repo, stdin)
+    home = os.path.abspath(os.path.expanduser(ctx.home)) if ctx.home else default_home()
+    if not os.path.isdir(os.path.join(home, "projects")):  # never create a store from inside a git hook
+        text = f"gitmail guard: no gitmail store at {home}; set GITMAIL_HOME to the store. Not checking."
+        return {"exit": 0, "report": text}, text, 0
+    code, text = guard.run_hook(Store(home, background=False), hook, repo, stdin)
     return {"exit": code, "report": text}, text, code
 
 
