@@ -43,8 +43,6 @@ from .records import (
     Reservation,
     Seat,
     classify,
-    message_path,
-    tombstone_path,
 )
 
 # Roles whose files never change once written: both sides can only add them.
@@ -55,7 +53,7 @@ CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservatio
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
-_ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
+_SHARD_ID = re.compile(r"/(\d{4}/\d{2}/\d{2})/([0-9a-z]{23})\.(?:md|yaml)$")
 
 
 def role_of(path: str) -> str | None:
@@ -255,7 +253,7 @@ class TreeMerge:
             self.newest_clock = seen
 
 
-def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, str | None]:
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
     """Files that differ from ``old`` to ``new``: path -> new blob id, or None if deleted."""
     if new is None and old is None:
         return {}
@@ -265,12 +263,12 @@ def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.T
         diff = old.diff_to_tree()
     else:
         diff = old.diff_to_tree(new)
-    out: dict[str, str | None] = {}
+    out: dict[str, pygit2.Oid | None] = {}
     for delta in diff.deltas:
         if delta.status == pygit2.GIT_DELTA_DELETED:
             out[delta.old_file.path] = None
         else:
-            out[delta.new_file.path] = str(delta.new_file.id)
+            out[delta.new_file.path] = delta.new_file.id
     return out
 
 
@@ -322,38 +320,40 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
 
 
 def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tree: pygit2.Tree | None,
-                      ours_changed: dict[str, str | None], theirs_changed: dict[str, str | None]) -> None:
+                      ours_changed: dict[str, pygit2.Oid | None], theirs_changed: dict[str, pygit2.Oid | None]) -> None:
     """Remove a tombstoned message, its copies and its receipts from the merged tree."""
+    if not (_exists(ours_tree, "tombstones") or _exists(theirs_tree, "tombstones")
+            or any(path.startswith("tombstones/") for path in merge.edits)):
+        return  # nothing was ever purged: the common case costs three lookups
 
     def present(path: str) -> bool:
         if path in merge.edits:
             return merge.edits[path] is not None
         return _exists(ours_tree, path)
 
-    def tombstoned(message_id: str) -> bool:
-        path = tombstone_path(message_id)
-        return present(path) or _exists(theirs_tree, path)
-
-    purged: set[str] = set()
+    purged: set[tuple[str, str]] = set()  # (day shard, message id)
     for changed in (ours_changed, theirs_changed):
         for path, blob in changed.items():
-            if blob is not None and role_of(path) == "tombstone":
-                purged.add(path.rsplit("/", 1)[1].removesuffix(".yaml"))
-    for path, data in list(merge.edits.items()):
-        if data is not None and role_of(path) in _MESSAGE_ROLES:
-            match = _ID_STEM.search(path)
-            if match and tombstoned(match.group(1)):
-                purged.add(match.group(1))
+            if blob is not None and path.startswith("tombstones/"):
+                match = _SHARD_ID.search(path)
+                if match:
+                    purged.add((match.group(1), match.group(2)))
+    for path, data in merge.edits.items():
+        if data is None or path.startswith("tombstones/"):
+            continue
+        match = _SHARD_ID.search(path)
+        if match and (match.group(1), match.group(2)) not in purged and role_of(path) in _MESSAGE_ROLES:
+            stone = f"tombstones/{match.group(1)}/{match.group(2)}.yaml"
+            if present(stone) or _exists(theirs_tree, stone):
+                purged.add((match.group(1), match.group(2)))
     if not purged:
         return
     agents = _folder_names(ours_tree, "agents") | _folder_names(theirs_tree, "agents")
-    for message_id in purged:
-        canonical = message_path(message_id)
-        shard = canonical[len("messages/"):]
-        candidates = [canonical]
+    for shard, message_id in purged:
+        candidates = [f"messages/{shard}/{message_id}.md"]
         for name in agents:
-            candidates += [f"agents/{name}/inbox/{shard}", f"agents/{name}/outbox/{shard}",
-                           f"agents/{name}/receipts/{shard[:-3]}.yaml"]
+            candidates += [f"agents/{name}/inbox/{shard}/{message_id}.md", f"agents/{name}/outbox/{shard}/{message_id}.md",
+                           f"agents/{name}/receipts/{shard}/{message_id}.yaml"]
         for path in candidates:
             if present(path):
                 merge.edits[path] = None

@@ -124,7 +124,7 @@ class SyncResult:
         return "".join(parts)
 
 
-def _count(changes: dict[str, str | None]) -> tuple[int, int]:
+def _count(changes: dict[str, object]) -> tuple[int, int]:
     """(records, messages) among changed files; inbox and outbox copies are not records of their own."""
     roles = Counter(role_of(path) for path, blob in changes.items() if blob is not None)
     records = sum(n for role, n in roles.items() if role not in ("inbox", "outbox"))
@@ -135,7 +135,7 @@ def _commit_tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | N
     return repo[commit].peel(pygit2.Tree) if commit else None
 
 
-def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, str | None]) -> None:
+def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oid | None]) -> None:
     """Move our clock past every clocked record that came in."""
     newest = None
     for path, blob in changes.items():
@@ -175,13 +175,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, remote: str, r
             subject = f"Merge {remote}/main: {sum(merged.incoming.values())} files in"
             if merged.conflicts:
                 subject += f", {len(merged.conflicts)} conflict(s) kept under conflicts/"
-            change = Change(subject, result=merged, merge_parent=theirs)
-            for path, data in merged.edits.items():
-                if data is None:
-                    change.delete(path)
-                else:
-                    change.put(path, data)
-            return change
+            # The paths come from git trees; the engine's tree editor checks each one as it applies it.
+            return Change(subject, edits=merged.edits, result=merged, merge_parent=theirs)
 
         committed = archive.transact(merge)
         merged: TreeMerge | None = committed.result
@@ -206,6 +201,8 @@ def _push(archive: Archive, remote: str) -> str:
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return "ok"
+    if "[remote rejected]" in text and ("cannot lock ref" in text or "incorrect old value" in text):
+        return "behind"  # another machine's push won the race for the hub's ref
     if "[remote rejected]" in text:
         remote_lines = [line[len("remote:"):].strip() for line in proc.stderr.splitlines() if line.startswith("remote:")]
         reason = "; ".join(line for line in remote_lines if line) or text.strip()
@@ -296,7 +293,7 @@ def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds
     repo = archive.repo
     for round_no in range(1, max_rounds + 1):
         result.rounds = round_no
-        theirs = _fetch(archive, remote)
+        theirs = fetch_remote(archive, remote)
         integrate(store, archive, theirs, remote, result)
         ours = archive.tip()
         result.tip = ours
@@ -326,7 +323,7 @@ def _ref(repo: pygit2.Repository, name: str) -> str | None:
         return None
 
 
-def _fetch(archive: Archive, remote: str) -> str | None:
+def fetch_remote(archive: Archive, remote: str) -> str | None:
     """Fetch the remote's main; its tip, or None while the remote is still empty."""
     proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, f"+{MAIN}:{tracking_ref(remote)}",
                 check=False)
