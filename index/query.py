@@ -11,8 +11,8 @@ Grammar (operators in capitals; AND is implied between neighbours)::
               | [date TO date] | date..date                  (dates: created: only)
 
 Fields: ``from:``, ``to:`` (to and cc), ``subject:``, ``body:``, ``thread:``,
-``topic:``, ``importance:``, ``created:``. Words without a field search the
-subject and the body. Dates are ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a full
+``topic:``, ``importance:``, ``created:``. Words without a field (and ``body:``)
+search the message text: the subject and the body. Dates are ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a full
 timestamp (UTC); a date names its whole period, so ``created:2026-12-01`` is
 that day and ``created:<2026-12`` is everything before December.
 
@@ -34,12 +34,11 @@ from gitmail.records import IMPORTANCE
 
 from .schema import TEXT_ANALYZER
 
-TEXT_FIELDS = ("subject", "body")
+TEXT_FIELD = "text"  # subject and body together (see schema)
 NAME_FIELDS = {"from": "from", "to": "to", "thread": "thread", "topic": "topic", "importance": "importance"}
 FIELDS = ("from", "to", "subject", "body", "thread", "topic", "importance", "created")
 MAX_QUERY = 1000
 MIN_PREFIX = 2
-SUBJECT_BOOST = 2.0
 
 _DATE_RE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?Z?)?)?)?$")
 
@@ -191,26 +190,24 @@ class _Parser:
             raise _fail(self.text, token.pos, "a [from TO to] range works only with created:")
         if field in NAME_FIELDS:
             return self.name(token, field)
-        fields = (field,) if field else TEXT_FIELDS
+        target = "subject" if field == "subject" else TEXT_FIELD
         if token.kind == "phrase":
             words = _analyze(token.text)
             if not words:
                 raise _fail(self.text, token.pos, "this phrase has no searchable words")
-            return _across(fields, lambda f: wq.Term(f, words[0]) if len(words) == 1 else wq.Phrase(f, words))
+            return wq.Term(target, words[0]) if len(words) == 1 else wq.Phrase(target, words)
         if token.text.endswith("*"):
             stem = token.text[:-1].lower()
             if not re.match(rf"^\w{{{MIN_PREFIX},}}$", stem):
                 raise _fail(self.text, token.pos, f"a prefix search needs at least {MIN_PREFIX} letters or digits "
                             "before a final '*' (and '*' nowhere else)")
-            return _across(fields, lambda f: wq.Prefix(f, stem))
+            return wq.Prefix(target, stem)
         if "*" in token.text or "?" in token.text:
             raise _fail(self.text, token.pos, "'*' is allowed only at the end of a word (a prefix search)")
         words = _analyze(token.text)
         if not words:
             raise _fail(self.text, token.pos, f"'{token.text}' has no letters or digits to search for")
-        if len(words) == 1:
-            return _across(fields, lambda f: wq.Term(f, words[0]))
-        return _across(fields, lambda f: wq.Phrase(f, words))
+        return wq.Term(target, words[0]) if len(words) == 1 else wq.Phrase(target, words)
 
     def name(self, token: _Token, field: str) -> wq.Query:
         value = token.text.strip().lower()
@@ -280,16 +277,6 @@ class _Parser:
 
 def _analyze(text: str) -> list[str]:
     return [token.text for token in TEXT_ANALYZER(text)]
-
-
-def _across(fields: tuple[str, ...], make) -> wq.Query:  # type: ignore[no-untyped-def]
-    queries = []
-    for f in fields:
-        q = make(f)
-        if f == "subject" and len(fields) > 1:
-            q.boost = SUBJECT_BOOST
-        queries.append(q)
-    return queries[0] if len(queries) == 1 else wq.Or(queries)
 
 
 def _range(start: dt.datetime | None, end: dt.datetime | None) -> wq.Query:

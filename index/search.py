@@ -11,9 +11,10 @@ A rebuild writes a new generation beside the live one and swaps the symlink
 atomically; searches keep using the old generation meanwhile, and it is
 deleted only once no process holds its ``readers.lock``.
 
-One writer per index: the writer lock is taken without waiting, so a search
-never stands behind a commit; if another thread or process is writing, the
-search answers from the searcher it has. Searchers are opened fresh after
+One writer per index (``search/writer.lock``, across processes): a search
+takes the writer lock only if it is free, so it never stands behind a commit;
+if another thread or process is writing, the search answers from the searcher
+it has. Searchers are opened fresh after
 each commit rather than refreshed (whoosh-reloaded's ``refresh`` can keep
 segments a merge already absorbed, giving duplicate hits).
 """
@@ -35,12 +36,11 @@ from whoosh.reading import SegmentReader
 from whoosh.writing import LockError
 
 from . import parse
-from .meta import Meta
+from .meta import FORMAT, Meta
 from .schema import SCHEMA, TEXT_ANALYZER, document
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = 1
 BATCH = 2000  # documents per incremental commit
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
 OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
@@ -55,7 +55,7 @@ class IndexBroken(Exception):
 
 
 def highlight_terms(query: wq.Query) -> tuple[set[str], tuple[str, ...]]:
-    """The body words and prefixes a query looks for (not those it excludes)."""
+    """The words and prefixes a query looks for in the text (not those it excludes)."""
     words: set[str] = set()
     prefixes: list[str] = []
 
@@ -63,15 +63,15 @@ def highlight_terms(query: wq.Query) -> tuple[set[str], tuple[str, ...]]:
         if isinstance(q, wq.Not):
             return
         if isinstance(q, wq.Prefix):
-            if q.fieldname == "body":
+            if q.fieldname == "text":
                 prefixes.append(q.text)
             return
         if isinstance(q, wq.Phrase):
-            if q.fieldname == "body":
+            if q.fieldname == "text":
                 words.update(q.words)
             return
         if isinstance(q, wq.Term):
-            if q.fieldname == "body":
+            if q.fieldname == "text":
                 words.add(q.text)
             return
         for child in q.children():
@@ -153,6 +153,49 @@ class _Reader:
             os.close(self.lock_fd)
 
 
+class _WriterLock:
+    """The one writer of a project's search index, across threads and processes.
+
+    A thread lock for this process plus an ``flock`` on ``search/writer.lock``
+    for the others (released by the OS if a process dies). Held for every
+    write: incremental commits, merges and rebuilds, so a rebuild never misses
+    what another process took off the queue meanwhile.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._thread = threading.Lock()
+        self._fd = -1
+
+    def acquire(self, blocking: bool) -> bool:
+        if not self._thread.acquire(blocking=blocking):
+            return False
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            return True
+        except OSError:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._thread.release()
+            if blocking:
+                raise
+            return False
+
+    def release(self) -> None:
+        os.close(self._fd)  # closing drops the flock
+        self._fd = -1
+        self._thread.release()
+
+    def __enter__(self) -> "_WriterLock":
+        self.acquire(blocking=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def _share(gen_dir: str) -> int:
     fd = os.open(os.path.join(gen_dir, "readers.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -169,7 +212,7 @@ class SearchIndex:
         os.makedirs(root, exist_ok=True)
         self._mu = threading.Lock()  # guards _reader
         self._reader: _Reader | None = None
-        self._write = threading.Lock()  # the one in-process writer
+        self._write = _WriterLock(os.path.join(root, "writer.lock"))
         self.commits = 0
 
     # -- generations ----------------------------------------------------------
@@ -326,7 +369,7 @@ class SearchIndex:
         Returns how many were applied, or None if another writer is busy
         (then it will apply them). Rebuilds the index if it is unreadable.
         """
-        if not self._write.acquire(blocking=wait):
+        if not self._write.acquire(wait):
             return None
         rebuild = False
         try:
@@ -362,7 +405,7 @@ class SearchIndex:
         idle moment in the background. Returns None if a writer is busy (try
         again later), False if there was nothing to merge.
         """
-        if not self._write.acquire(blocking=False):
+        if not self._write.acquire(False):
             return None
         try:
             gen_dir = self.live_dir()

@@ -109,6 +109,7 @@ def test_rebuilt_and_incremental_indexes_answer_alike(store, project, tmp_path, 
     incremental = answers(index)
     assert index.search_index.commits >= 12
 
+    index.flush()  # let the background merge finish before deleting the folder under it
     fresh_store = Store(home, background=False)
     shutil.rmtree(fresh_store.paths(fresh_store.resolve(PROJECT)).derived)
     rebuilt = indexer_for(fresh_store).project(PROJECT)
@@ -177,6 +178,7 @@ def test_old_format_and_deleted_state_are_rebuilt(store, project, home):
     archive, index = project
     expected = answers(index)
     derived = store.paths(store.resolve(PROJECT)).derived
+    index.flush()
     index.close()
     os.makedirs(os.path.join(derived, "index-v0", "junk"))
     shutil.rmtree(index.root)
