@@ -8,7 +8,9 @@ pushes that would damage the archive, naming each file and the reason:
 - a changed immutable record (messages and their copies, journal entries,
   tombstones, attachments, ...);
 - a deleted file, unless a tombstone in the pushed tree purges it (a message,
-  its copies and receipts), or it is a held message that was delivered;
+  its copies and receipts), it belongs to an agent deleted in the same push
+  (its profile, folder, contacts and reservations), or it is a delivered
+  held message or an expired idempotency key;
 - deleting ``main`` itself.
 
 Only ``refs/heads/main`` is checked; the tree the push would leave is
@@ -27,13 +29,14 @@ import pygit2
 from .attachments import STORED_RE
 from .errors import GitmailError
 from .merge import IMMUTABLE_ROLES, role_of, tree_changes
-from .records import classify, tombstone_path
+from .records import Reservation, classify, tombstone_path
 
 MAIN = "refs/heads/main"
 ZERO = "0" * 40
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
 _PURGEABLE = frozenset({"message", "inbox", "outbox", "receipt"})
+_AGENT_PROFILE = re.compile(r"^agents/[^/]+/profile\.yaml$")
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,15 @@ def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[
     old_tree = repo[old].peel(pygit2.Tree) if old != ZERO else None
     new_tree = repo[new].peel(pygit2.Tree)
     problems: list[Rejection] = []
-    for path, blob in sorted(tree_changes(repo, old_tree, new_tree).items()):
+    changes = tree_changes(repo, old_tree, new_tree)
+    removed_agents = {path.split("/")[1] for path, blob in changes.items()
+                      if blob is None and _AGENT_PROFILE.match(path)}
+    for path, blob in sorted(changes.items()):
         role = role_of(path)
         if blob is None:
-            if not _deletion_allowed(new_tree, path, role):
+            if not _deletion_allowed(repo, old_tree, new_tree, path, role, removed_agents):  # type: ignore[arg-type]
                 problems.append(Rejection(path, "deleted without a purge tombstone; records are only removed by a "
-                                          "purge, which leaves a tombstone under tombstones/"))
+                                          "purge (which leaves a tombstone under tombstones/) or with their agent"))
             continue
         if old_tree is not None and role in IMMUTABLE_ROLES and _exists(old_tree, path):
             problems.append(Rejection(path, f"a {role} record is immutable and was changed; "
@@ -102,12 +108,27 @@ def _malformed(path: str, data: bytes) -> str | None:
     return None
 
 
-def _deletion_allowed(new_tree: pygit2.Tree, path: str, role: str | None) -> bool:
-    if role == "held":
-        return True  # a held message leaves when it is delivered
+def _deletion_allowed(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree, path: str,
+                      role: str | None, removed_agents: set[str]) -> bool:
+    """Deletions a hub accepts: purges, delivered held messages, expired keys, a hard-deleted agent's files."""
+    if role in ("held", "idempotency"):
+        return True  # a held message leaves when delivered; idempotency keys expire
     if role in _PURGEABLE:
         match = _ID_STEM.search(path)
-        return bool(match) and _exists(new_tree, tombstone_path(match.group(1)))
+        if match and _exists(new_tree, tombstone_path(match.group(1))):
+            return True
+    if not removed_agents:
+        return False
+    parts = path.split("/")
+    if parts[0] == "agents" and parts[1] in removed_agents:
+        return True  # the whole agent was deleted (its profile went in the same push)
+    if role == "contact" and (parts[1] in removed_agents or parts[2].removesuffix(".yaml") in removed_agents):
+        return True
+    if role == "reservation":
+        try:
+            return Reservation.from_bytes(repo[old_tree[path].id].data, path).agent in removed_agents
+        except (GitmailError, KeyError):
+            return False
     return False
 
 
