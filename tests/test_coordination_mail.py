@@ -11,7 +11,7 @@ from gitmail.attachments import read_attachment
 from gitmail.fsck import check_archive
 from gitmail.records import Message, inbox_path
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
+from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send
 
 
 def png(color=(10, 200, 10), size=24) -> bytes:
