@@ -14,6 +14,7 @@ from typing import Any
 from . import agents, contacts, mailbox, messages, projects, receipts, retention, summaries
 from . import attachments, capabilities, guard, journal, reservations, seats
 from .context import Activity, MailContext
+from .index import search_messages
 from .store import Store
 
 
@@ -130,6 +131,11 @@ class Mail:
 
     def get_thread(self, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
         return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies)
+
+    def search_messages(self, project_key: str, query: str, limit: int = 20,
+                        agent_name: str | None = None) -> list[dict[str, Any]]:
+        """Full-text search, best first; with ``agent_name``, only what that agent sent or received."""
+        return search_messages(self.store, project_key, query, limit, agent_name)
 
     def fetch_topic(self, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,

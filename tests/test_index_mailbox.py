@@ -46,3 +46,11 @@ def test_messages_sent_through_the_facade_are_searchable(store):
     payload = send(mail, "BlueLake", ["GreenCastle"], "Deploy window", "The deploy window opens at noon")
     [hit] = search_messages(store, PROJECT, '"deploy window"', agent_name="GreenCastle")
     assert hit["id"] == payload["id"] and hit["from"] == "BlueLake"
+
+
+def test_the_facade_exposes_search(store):
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake", "GreenCastle", "RedStone")
+    payload = send(mail, "BlueLake", ["GreenCastle"], "Canary", "The canary build is green")
+    assert [hit["id"] for hit in mail.search_messages(PROJECT, "canary", limit=5)] == [payload["id"]]
+    assert mail.search_messages(PROJECT, "canary", agent_name="RedStone") == []
