@@ -243,3 +243,48 @@ def test_concurrent_writer_during_sync_loses_nothing(tmp_path, hub_dir):
     files = tree_files(a.store)
     assert files == tree_files(b.store)
     assert set(message_counts(files)) == set(a.sent + b.sent)
+
+
+def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, hub_dir):
+    from gitmail.sync import IntervalSyncer
+
+    a, b = _machines(tmp_path, "file://" + hub_dir, count=2)
+    syncer = IntervalSyncer(a.store, interval=0.1).start()
+    try:
+        written = b.send("GreenCastle", ["BlueLake"], "picked up on an interval")
+        sync_project(b.store, PROJECT)
+        deadline = time.monotonic() + 10
+        while not a.archive.snapshot().exists(message_path(written)):
+            assert time.monotonic() < deadline, "the interval syncer never brought the message in"
+            time.sleep(0.05)
+    finally:
+        syncer.stop()
+    assert syncer.rounds >= 1
+    add_remote(a.store, PROJECT, "gone", "file://" + str(tmp_path / "missing.git"))
+    reports = syncer.sync_now(PROJECT)
+    assert [r["error"]["code"] for r in reports if "error" in r] == ["SYNC_FAILED"]
+
+
+def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
+    from gitmail import mergedriver
+
+    files = {}
+    for name, text in (("base", b""), ("ours", b"---\nversion: ours\n---\n"), ("theirs", b"---\nversion: theirs\n---\n")):
+        files[name] = tmp_path / name
+        files[name].write_bytes(text)
+    work = tmp_path / "work"
+    work.mkdir()
+    git("init", "-q", str(work))
+    path = "messages/2026/12/01/01m8r3w8fe573chhyy6wrgf.md"
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        code, advice = mergedriver.run(str(files["base"]), str(files["ours"]), str(files["theirs"]), path)
+    finally:
+        os.chdir(cwd)
+    assert code == 1 and "git add conflicts/" in advice
+    kept = files["ours"].read_bytes()
+    parked = list((work / "conflicts").rglob("*.yaml"))
+    assert len(parked) == 1
+    record = Conflict.from_bytes(parked[0].read_bytes(), str(parked[0].relative_to(work)))
+    assert {kept, record.content.encode()} == {b"---\nversion: ours\n---\n", b"---\nversion: theirs\n---\n"}
