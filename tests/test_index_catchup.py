@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import threading
+import time
 
 import pygit2
 import pytest
@@ -266,3 +268,34 @@ def test_a_search_never_waits_for_a_busy_writer(store, project):
     finally:
         other.cancel()
     assert ids(index.search("bilby")) == {msg.id}  # the next search finds the writer free and takes it in
+
+
+def test_searches_keep_working_during_a_rebuild_and_old_readers_keep_their_generation(store, project):
+    archive, index = project
+    send_many(archive, [message("Blue", ["Green"], f"Bulk {i}", f"wallaby number {i}") for i in range(520)])
+    index.catch_up()
+    old = index.search_index.live_dir()
+    building, go = threading.Event(), threading.Event()
+
+    def progress(done, total):
+        if done < total and not building.is_set():
+            building.set()
+            go.wait(30)
+
+    rebuild = threading.Thread(target=index.search_index.rebuild, args=(progress,))
+    rebuild.start()
+    try:
+        assert building.wait(30)
+        start = time.monotonic()
+        assert len(index.search("wallaby", limit=1000)) == 520  # answered from the old generation, at once
+        assert time.monotonic() - start < 5
+        held = index.search_index._acquire()  # a search still running on the old generation
+    finally:
+        go.set()
+        rebuild.join(60)
+    assert index.search_index.live_dir() != old
+    assert os.path.isdir(old)  # kept: a reader still has it open
+    index.search_index._release(held)
+    index.search_index.collect()
+    assert not os.path.exists(old)
+    assert len(index.search("wallaby", limit=1000)) == 520
