@@ -11,7 +11,7 @@ import uuid
 import pytest
 from PIL import Image
 
-from .mcp_harness import ServerProcess, call, fail, run
+from .mcp_harness import ServerProcess, call, fail, read_json, run
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +72,11 @@ def test_reservations_conflicts_renew_release(server):
             assert again["conflicts"] == []
             history = await call(green, "list_file_reservations", project_key=project, active_only=False)
             assert any(r["released_ts"] for r in history["file_reservations"])
+            slug = (await call(green, "ensure_project", human_key=project))["slug"]
+            shown = await read_json(green, f"resource://file_reservations/{slug}?active_only=false")
+            assert len(shown["file_reservations"]) == len(history["file_reservations"])
+            active = await read_json(green, f"resource://file_reservations/{slug}")
+            assert [r["agent"] for r in active["file_reservations"]] == ["Green", "Green"]
             stale = await fail(blue, "force_release_file_reservation", project_key=project, agent_name="Blue",
                                file_reservation_id=again["granted"][0]["id"], agent_token=tokens["Blue"])
             assert stale["code"] == "RESERVATION_NOT_STALE"
@@ -130,6 +135,9 @@ def test_roles_sleep_and_wake(server):
                            capabilities=["review"])
             cards = await call(admin, "list_capabilities", project_key=project, capability="review")
             assert [a["name"] for a in cards["agents"]] == ["Green", "Red"]
+            slug = (await call(admin, "ensure_project", human_key=project))["slug"]
+            listed = await read_json(admin, f"resource://capabilities/{slug}")
+            assert {a["name"]: a["capabilities"] for a in listed["agents"]}["Red"] == ["review"]
             sent = await call(admin, "send_message", project_key=project, sender_name="Blue", to=["role:review"],
                               subject="Review please", body_md="PR 12")
             assert sent["deliveries"][0]["payload"]["to"] == ["Green", "Red"]

@@ -1,4 +1,8 @@
-"""Coordination tools: file reservations, the commit guard, seats, journals, sleep/wake, capabilities, attachments."""
+"""Coordination tools: file reservations, the commit guard, seats, journals, sleep/wake, capabilities, attachments.
+
+Also the read-only resources ``resource://file_reservations/{slug}`` and
+``resource://capabilities/{slug}``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pydantic import Field
 
 from .. import reservations, seats
 from .params import AgentName, AgentToken, ProjectKey
+from .resources import flag, resource
 from .results import IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
 
@@ -293,3 +298,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
     ) -> dict[str, Any]:
         """Fetch a stored attachment, base64 encoded, after checking it against its SHA-256."""
         return mail.get_attachment(project_key, path)
+
+    @resource(mcp, "resource://file_reservations/{slug}{?active_only}")
+    def file_reservations(slug: str, active_only: str | None = None) -> dict[str, Any]:
+        """A project's file reservations (by slug or human key); active_only=false adds released and expired ones."""
+        listed = mail.list_file_reservations(slug, active_only=True if active_only is None else flag(active_only))
+        return {"project": slug, **listed}
+
+    @resource(mcp, "resource://capabilities/{slug}")
+    def capability_cards(slug: str) -> dict[str, Any]:
+        """The capability cards of a project's active agents (who each role:<capability> address reaches)."""
+        return {"project": slug, **mail.list_capabilities(slug)}
