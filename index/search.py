@@ -25,6 +25,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -37,7 +38,7 @@ from whoosh.writing import LockError
 
 from . import parse
 from .meta import FORMAT, Meta
-from .schema import SCHEMA, TEXT_ANALYZER, document
+from .schema import SCHEMA, document
 
 _log = logging.getLogger("gitmail.index")
 
@@ -54,61 +55,48 @@ class IndexBroken(Exception):
     """The live generation cannot be read; it must be rebuilt."""
 
 
-def highlight_terms(query: wq.Query) -> tuple[set[str], tuple[str, ...]]:
-    """The words and prefixes a query looks for in the text (not those it excludes)."""
+def highlight_pattern(query: wq.Query) -> re.Pattern[str] | None:
+    """A regex for the words and prefixes a query looks for in the text (not those it excludes)."""
     words: set[str] = set()
-    prefixes: list[str] = []
+    prefixes: set[str] = set()
 
     def visit(q: wq.Query) -> None:
         if isinstance(q, wq.Not):
             return
-        if isinstance(q, wq.Prefix):
+        if isinstance(q, (wq.Prefix, wq.Phrase, wq.Term)):
             if q.fieldname == "text":
-                prefixes.append(q.text)
-            return
-        if isinstance(q, wq.Phrase):
-            if q.fieldname == "text":
-                words.update(q.words)
-            return
-        if isinstance(q, wq.Term):
-            if q.fieldname == "text":
-                words.add(q.text)
+                if isinstance(q, wq.Prefix):
+                    prefixes.add(q.text)
+                else:
+                    words.update(q.words if isinstance(q, wq.Phrase) else [q.text])
             return
         for child in q.children():
             visit(child)
 
     visit(query)
-    return words, tuple(prefixes)
+    if not words and not prefixes:
+        return None
+    alternatives = [re.escape(w) for w in sorted(words, key=len, reverse=True)]
+    alternatives += [re.escape(p) + r"\w*" for p in sorted(prefixes)]
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
 
 
-def snippet(body: str, words: set[str], prefixes: tuple[str, ...] = ()) -> str:
+def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
     """About SNIPPET_CHARS of ``body`` around its first matched word, matches in **bold**."""
-    spans = []
-    if words or prefixes:
-        for token in TEXT_ANALYZER(body, chars=True):
-            if token.text in words or (prefixes and token.text.startswith(prefixes)):
-                spans.append((token.startchar, token.endchar))
-    if not spans:
+    first = pattern.search(body) if pattern is not None else None
+    if first is None:
         flat = " ".join(body.split())
         return flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
-    first = spans[0][0]
-    start = max(0, first - SNIPPET_CHARS // 3)
+    start = max(0, first.start() - SNIPPET_CHARS // 3)
     if start:
-        space = body.find(" ", start, first)
+        space = body.find(" ", start, first.start())
         start = space + 1 if space >= 0 else start
     end = min(len(body), start + SNIPPET_CHARS)
     if end < len(body):
-        space = body.rfind(" ", spans[0][1], end)
+        space = body.rfind(" ", first.end(), end)
         end = space if space > 0 else end
-    out, cursor = [], start
-    for a, b in spans:
-        if a < start or b > end:
-            continue
-        out += [body[cursor:a], "**", body[a:b], "**"]
-        cursor = b
-    out.append(body[cursor:end])
-    text = " ".join("".join(out).split())
-    return ("…" if start else "") + text + ("…" if end < len(body) else "")
+    marked = pattern.sub(lambda m: f"**{m.group(0)}**", body[start:end])  # type: ignore[union-attr]
+    return ("…" if start else "") + " ".join(marked.split()) + ("…" if end < len(body) else "")
 
 
 def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
@@ -485,7 +473,7 @@ class SearchIndex:
     def _run(self, reader: _Reader, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
         scope = wq.Term("visible", agent.lower()) if agent else None
         results = reader.searcher.search(query, limit=limit, filter=scope)
-        words, prefixes = highlight_terms(query)
+        pattern = highlight_pattern(query)
         out = []
         for hit in results:
             data = hit["data"]
@@ -497,7 +485,7 @@ class SearchIndex:
                 "id": hit["id"], "subject": data["subject"], "importance": data["importance"],
                 "ack_required": data["ack_required"], "created_ts": data["created_ts"],
                 "thread_id": data["thread_id"], "from": data["from"], "topic": data["topic"],
-                "score": round(float(hit.score), 4), "snippet": snippet(body, words, prefixes),
+                "score": round(float(hit.score), 4), "snippet": snippet(body, pattern),
             })
         return out
 
