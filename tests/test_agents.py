@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import time
 
-from gitmail import HLC
+from gitmail import HLC, Change
 from gitmail.clock import format_ts
 from gitmail.fsck import check_archive
 from gitmail.ids import new_id
 from gitmail.records import Agent, Reservation
 from gitmail.store import slug_for
-from gitmail.mail import Mail
 
 from .conftest import git
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, register, tip
@@ -177,8 +177,8 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
 def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:
     """Bring in an agent registered long ago, the way a teammate's push would."""
     old_ms = int((time.time() - seconds_ago) * 1000)
-    stamp = format_ts(__import__("datetime").datetime.fromtimestamp(old_ms / 1000, tz=__import__("datetime").timezone.utc))
-    agent = Agent(id=new_id(now_ms=old_ms), name=name, program="cli", model="m", inception_ts=stamp,
+    stamp = format_ts(dt.datetime.fromtimestamp(old_ms / 1000, tz=dt.timezone.utc))
+    agent = Agent(id=new_id(), name=name, program="cli", model="m", inception_ts=stamp,
                   hlc=HLC(old_ms, 0, "elsewhere"))
     work = tmp_path / f"clone-{name}"
     git("clone", "-q", archive_dir(store), str(work))
@@ -200,9 +200,8 @@ def test_retire_inactive_agents_rules(store, tmp_path):
     archive = store.archive(PROJECT)
     now_ms = int(time.time() * 1000)
     reservation = Reservation(id=new_id(), agent="BusyBee", path_pattern="src/*.py",
-                              created_ts=format_ts(__import__("datetime").datetime.now(__import__("datetime").timezone.utc)),
+                              created_ts=format_ts(dt.datetime.now(dt.timezone.utc)),
                               expires_ts="2999-01-01T00:00:00.000Z", hlc=HLC(now_ms, 0, "n"))
-    from gitmail import Change
     archive.transact(lambda snap: Change("reserve", author="gitmail").put_record(reservation))
 
     with fails_cleanly(store, "INVALID_ARGUMENT"):
