@@ -226,9 +226,13 @@ class SearchIndex:
             ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
             with ix.searcher() as searcher:
                 count = searcher.doc_count()
-                # Read every stored document once, so damaged segment files show now.
-                for _ in searcher.all_stored_fields():
-                    pass
+                # Touch the first and last document and one posting list; damage that
+                # shows only later makes that search rebuild the index (see search()).
+                reader = searcher.reader()
+                if reader.doc_count_all():
+                    reader.stored_fields(0)
+                    reader.stored_fields(reader.doc_count_all() - 1)
+                searcher.search(wq.Term("importance", "normal"), limit=1)
         except IndexBroken:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever Whoosh raises on damaged files

@@ -299,3 +299,20 @@ def test_searches_keep_working_during_a_rebuild_and_old_readers_keep_their_gener
     index.search_index.collect()
     assert not os.path.exists(old)
     assert len(index.search("wallaby", limit=1000)) == 520
+
+
+@pytest.mark.parametrize("suffixes", [(".pst",), (".trm",), ("_stored.col",), ("_len.col",), ("created.col",), (".toc",)])
+def test_one_damaged_segment_file_is_noticed_and_rebuilt(store, project, home, suffixes):
+    archive, index = project
+    expected = answers(index)
+    index.flush()
+    index.close()
+    whoosh_dir = os.path.join(index.search_index.live_dir(), "whoosh")
+    damaged = [name for name in os.listdir(whoosh_dir) if name.endswith(suffixes)]
+    assert damaged
+    for name in damaged:
+        with open(os.path.join(whoosh_dir, name), "r+b") as handle:
+            size = os.path.getsize(handle.name)
+            handle.write(b"\xff" * max(size, 1))
+    reopened = indexer_for(Store(home, background=False)).project(PROJECT)
+    assert answers(reopened) == expected
