@@ -34,7 +34,7 @@ from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
 from .store import Store
 
-MAX_ROUNDS = 8
+MAX_ROUNDS = 10
 MAX_INTEGRATE_TRIES = 100
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -293,6 +293,7 @@ def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds
     repo = archive.repo
     for round_no in range(1, max_rounds + 1):
         result.rounds = round_no
+        round_started = time.monotonic()
         theirs = fetch_remote(archive, remote)
         integrate(store, archive, theirs, remote, result)
         ours = archive.tip()
@@ -308,7 +309,11 @@ def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds
             result.pushed = True
             break
         result.rejected_pushes += 1
-        time.sleep(random.uniform(0.01, 0.05) * round_no)
+        # Someone pushed during our round. Wait a random while that grows with
+        # each loss and with how long a round takes here, so that machines
+        # that collided spread out instead of colliding again.
+        round_time = time.monotonic() - round_started
+        time.sleep(random.uniform(0, max(round_time, 0.05) * 2 ** min(round_no, 5)))
     else:
         raise GitmailError(RETRY_EXHAUSTED, f"the remote {remote!r} kept moving during {max_rounds} rounds; "
                            "nothing was lost locally, sync again in a moment", result.to_dict())
