@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from .clock import now_ts
+from .contacts import release_held
 from .context import MailContext
 from .delivery import remove_message
 from .directory import (
@@ -219,6 +220,9 @@ def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confi
         name = agent.name
         change = Change("", result=None)
         removed_messages = []
+        for other in agent_names(snap):  # mail held for the deleted agent's approval goes on without it
+            if other != name:
+                release_held(snap, change, other, name, False, hlc)
         for path in snap.walk(f"{agent_dir(name)}/outbox"):
             copy = snap.load(path, Message)
             if copy is None:

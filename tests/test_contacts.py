@@ -186,3 +186,15 @@ def test_approved_link_is_left_alone_by_a_new_request(store):
     again = mail.request_contact(PROJECT, "GreenCastle", "BlueLake")
     assert again["status"] == "approved" and again["intro_message_id"] is None
     assert tip(store) == head
+
+
+def test_deleting_an_awaited_agent_releases_held_mail(store):
+    mail = make_mail(store)
+    register(mail, "GreenCastle", "BlueLake", "RedStone")
+    mail.set_contact_policy(PROJECT, "RedStone", "open")
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "for both",
+                      auto_contact_if_blocked=True)
+    mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
+    assert mail.list_held(PROJECT, "GreenCastle") == []
+    [delivered] = mail.fetch_inbox(PROJECT, "RedStone")
+    assert delivered["to"] == ["RedStone"] and delivered["subject"] == "Plan"
