@@ -288,3 +288,20 @@ def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
     assert len(parked) == 1
     record = Conflict.from_bytes(parked[0].read_bytes(), str(parked[0].relative_to(work)))
     assert {kept, record.content.encode()} == {b"---\nversion: ours\n---\n", b"---\nversion: theirs\n---\n"}
+
+
+def test_machines_that_created_the_project_independently_converge(tmp_path, hub_dir):
+    """Unrelated histories (no common commit) merge like any other: the rules need no ancestor."""
+    a, b = Machine(str(tmp_path / "m"), "first"), Machine(str(tmp_path / "m"), "second")
+    a.create_project()
+    b.create_project()
+    mine = a.send("BlueLake", ["GreenCastle"], "from a")
+    theirs = b.send("GreenCastle", ["BlueLake"], "from b")
+    for machine in (a, b):
+        add_remote(machine.store, PROJECT, "hub", "file://" + hub_dir)
+    for machine in (a, b, a):
+        sync_project(machine.store, PROJECT)
+    files = tree_files(a.store)
+    assert files == tree_files(b.store)
+    assert set(message_counts(files)) == {mine, theirs}
+    assert not any(path.startswith("conflicts/") for path in files)
