@@ -74,3 +74,24 @@ def test_three_agent_workflow_is_plain_git(store):
     assert shown.startswith("---\n") and "from: GreenCastle" in shown and "ack_required: true" in shown
 
     assert check_archive(store.archive(PROJECT)) == []
+
+
+def test_every_mail_record_type_passes_fsck(store):
+    mail = Mail(store)
+    mail.ensure_project(PROJECT)
+    for name in ("GreenCastle", "BlueLake", "RedStone", "Quiet"):
+        mail.register_agent(PROJECT, "cli", "m", name=name)
+    mail.set_contact_policy(PROJECT, "RedStone", "open")
+    mail.set_contact_policy(PROJECT, "Quiet", "open")
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "held", "waits", auto_contact_if_blocked=True,
+                      idempotency_key="held-1")
+    sent = mail.send_message(PROJECT, "GreenCastle", ["RedStone"], "hi", "- [ ] task", bcc=["Quiet"],
+                             idempotency_key="sent-1")["deliveries"][0]["payload"]
+    mail.acknowledge_message(PROJECT, "Quiet", sent["id"])
+    mail.reply_message(PROJECT, sent["id"], "RedStone", "on it")
+    mail.summarize_recent(PROJECT, since_hours=1)
+    mail.hard_delete_agent(PROJECT, "RedStone", "I UNDERSTAND")
+    snap = store.archive(PROJECT).snapshot()
+    roles = {path.split("/")[2] if path.startswith("agents/") else path.split("/")[0] for path in snap.walk()}
+    assert {"held", "idempotency", "summaries", "contacts", "tombstones", "receipts", "inbox", "outbox"} <= roles
+    assert check_archive(store.archive(PROJECT)) == []
