@@ -60,6 +60,7 @@ class ProjectIndex:
         self.search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
         self._sync_lock = threading.Lock()
         self._changed = threading.Condition()
+        self._version = 0  # bumped (under _changed) each time the metadata store moves
         self._known_tip: str | None = None  # the tip the metadata store is known to reflect
         self._memo: dict[Any, Any] = {}
         self._memo_tip: str | None = None
@@ -112,13 +113,21 @@ class ProjectIndex:
             try:
                 reached = self._sync_locked(target)
             except MetaCorrupt as exc:
-                _log.warning("index metadata of %s is damaged (%s); rebuilding", self.archive.path, exc)
-                self.meta.reset()
-                reached = self._sync_locked(target)
-                self.meta.set_state("search_rebuild", "1")
-            self._known_tip = reached
-        with self._changed:
-            self._changed.notify_all()
+                reached = self._recover(exc, target)
+            moved, self._known_tip = reached != self._known_tip, reached
+        if moved:
+            with self._changed:
+                self._version += 1
+                self._changed.notify_all()
+        return reached
+
+    def _recover(self, exc: Exception, target: str | None) -> str | None:
+        """Start the metadata store afresh after damage (call with the sync lock held)."""
+        _log.warning("index metadata of %s is damaged (%s); rebuilding", self.archive.path, exc)
+        self.meta.reset()
+        self._memo, self._memo_tip = {}, None
+        reached = self._sync_locked(target)
+        self.meta.set_state("search_rebuild", "1")
         return reached
 
     def _sync_locked(self, target: str | None) -> str | None:
@@ -184,13 +193,16 @@ class ProjectIndex:
         start = self.high_watermark() if after_seq is None else after_seq
         deadline = time.monotonic() + timeout
         while True:
+            with self._changed:
+                seen = self._version
             self._sync()
             current = self.meta.high_watermark()
             remaining = deadline - time.monotonic()
             if current > start or remaining <= 0:
                 return current
             with self._changed:
-                self._changed.wait(min(poll, remaining))
+                if self._version == seen:  # nothing moved since we looked: sleep until something does
+                    self._changed.wait(min(poll, remaining))
 
     # -- the cache of hot reads -----------------------------------------------
     def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
@@ -201,7 +213,13 @@ class ProjectIndex:
         try:
             value = memo[key]
         except KeyError:
-            value = memo[key] = compute()
+            try:
+                value = compute()
+            except MetaCorrupt as exc:
+                with self._sync_lock:
+                    self._known_tip = self._recover(exc, self.archive.tip())
+                value = compute()
+            memo[key] = value
         return _fresh(value)
 
     def _body(self, blob: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 import time
 
@@ -217,3 +218,17 @@ def test_wait_notices_outside_pushes_and_times_out(setup, store, tmp_path):
     assert index.wait(10, after_seq=high, poll=0.1) > high
     timer.join()
     assert index.messages_after("Green", high, 10)[0]["id"] == msg.id
+
+
+def test_metadata_damaged_while_open_is_rebuilt_on_the_next_read(setup, caplog):
+    archive, index, msgs = setup
+    expected = index.inbox("Green")
+    index.meta.checkpoint()  # everything in the main file, so damaging it is felt at once
+    for path in (index.meta.path, index.meta.path + "-wal"):
+        if os.path.exists(path):
+            size = os.path.getsize(path)
+            with open(path, "r+b") as handle:
+                handle.write(b"\x00damaged\x00" * (size // 9 + 1))
+    send(archive, message("Blue", ["Red"], "unrelated", "moves the tip, so the next read misses the memo"))
+    assert index.inbox("Green") == expected
+    assert "damaged" in caplog.text
