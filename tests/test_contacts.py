@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 from gitmail import Change, HLC
-from gitmail.clock import format_ts, now
+from gitmail.clock import format_ts, now, parse_ts
 from gitmail.ids import new_id
 from gitmail.records import Contact, HeldMessage, Reservation, contact_path, inbox_path
 
@@ -198,3 +199,23 @@ def test_deleting_an_awaited_agent_releases_held_mail(store):
     assert mail.list_held(PROJECT, "GreenCastle") == []
     [delivered] = mail.fetch_inbox(PROJECT, "RedStone")
     assert delivered["to"] == ["RedStone"] and delivered["subject"] == "Plan"
+
+
+def test_contact_ttls_and_expiry(store):
+    mail = make_mail(store)
+    register(mail, "GreenCastle", "BlueLake")
+    before = now()
+    request = mail.request_contact(PROJECT, "GreenCastle", "BlueLake")
+    pending_for = parse_ts(request["expires_ts"]) - before
+    assert dt.timedelta(days=7) - dt.timedelta(minutes=1) < pending_for <= dt.timedelta(days=7, minutes=1)
+    approved = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True, ttl_seconds=3600)
+    approved_for = parse_ts(approved["expires_ts"]) - before
+    assert dt.timedelta(minutes=59) < approved_for <= dt.timedelta(hours=1, minutes=1)
+    # the approval runs out: the link is shown as expired and mail needs contact again
+    link = store.archive(PROJECT).snapshot().load(contact_path("GreenCastle", "BlueLake"), Contact)
+    link.expires_at = format_ts(now() - dt.timedelta(seconds=1))
+    store.archive(PROJECT).transact(lambda snap: Change("expire").put_record(link))
+    [shown] = mail.list_contacts(PROJECT, "GreenCastle")
+    assert shown["status"] == "approved" and shown["expired"] is True
+    with fails_cleanly(store, "CONTACT_REQUIRED"):
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "after expiry")
