@@ -272,15 +272,19 @@ def open_archive(git_dir: str, *, maintain: bool) -> tuple[Archive, TimedMaintai
     return archive, maintainer
 
 
-def timed_writes(archive: Archive, maker: MailMaker, count: int, packs: list[int] | None = None) -> list[float]:
+def timed_writes(archive: Archive, maker: MailMaker, count: int, packs: list[int] | None = None,
+                 cpu: list[float] | None = None) -> list[float]:
+    """Send ``count`` messages one after another; wall ms per write (and pack counts, CPU ms if asked)."""
     times = []
     for _ in range(count):
         message = live_message(maker)
         if packs is not None:
             packs.append(pack_count(archive.git_dir))
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         archive.transact(send(message))
         times.append((time.perf_counter() - start) * 1000)
+        if cpu is not None:
+            cpu.append((time.thread_time() - start_cpu) * 1000)
     return times
 
 
@@ -503,22 +507,28 @@ def measure_pack_sweep(src: str, workdir: str, writes: int, seed: int) -> dict:
     maker = MailMaker(seed)
     timed_writes(archive, maker, 3)
     packs: list[int] = []
-    times = timed_writes(archive, maker, writes, packs)
+    cpu: list[float] = []
+    times = timed_writes(archive, maker, writes, packs, cpu)
     edges = [1, 9, 25, 49, 97, 193, 385, 10**9]
     buckets = []
     for lo, hi in zip(edges, edges[1:]):
-        chosen = [t for t, p in zip(times, packs) if lo <= p < hi]
+        chosen = [(t, c) for t, c, p in zip(times, cpu, packs) if lo <= p < hi]
         if chosen:
-            buckets.append({"packs": f"{lo}-{min(hi - 1, max(packs))}", "p50": round(statistics.median(chosen), 2),
-                            "n": len(chosen)})
-    slope = statistics.linear_regression(packs, times).slope if len(set(packs)) > 1 else 0.0
+            buckets.append({"packs": f"{lo}-{min(hi - 1, max(packs))}", "n": len(chosen),
+                            "p50": round(statistics.median(t for t, _ in chosen), 2),
+                            "cpu_p50": round(statistics.median(c for _, c in chosen), 2)})
+    varied = len(set(packs)) > 1
+    slope = statistics.linear_regression(packs, times).slope if varied else 0.0
+    cpu_slope = statistics.linear_regression(packs, cpu).slope if varied else 0.0
     before = pack_count(git_dir)
     start = time.perf_counter()
     consolidate(git_dir, force=True)
     consolidate_s = time.perf_counter() - start
+    packs_after = pack_count(git_dir)
     after_times = timed_writes(archive, maker, min(40, writes))
-    result = {"buckets": buckets, "ms_per_100_packs": round(slope * 100, 2), "packs_before": before,
-              "consolidate_s": round(consolidate_s, 2), "packs_after": pack_count(git_dir),
+    result = {"buckets": buckets, "ms_per_100_packs": round(slope * 100, 2),
+              "cpu_ms_per_100_packs": round(cpu_slope * 100, 2), "packs_before": before,
+              "consolidate_s": round(consolidate_s, 2), "packs_after": packs_after,
               "p50_after_consolidation": round(statistics.median(after_times), 2)}
     shutil.rmtree(git_dir)
     return result
@@ -627,12 +637,12 @@ def print_table(r: dict, sizes: list[int]) -> None:
     print(f"machine: load {r['load_before']} -> {r['load_after']}, one small-file fsync {r['fsync_ms_before']} -> "
           f"{r['fsync_ms_after']} ms")
     print(line)
-    print(f"{'archive':>9} {'p50 ms':>8} {'p95 ms':>8} {'max packs':>10} {'consol.':>8} "
+    print(f"{'archive':>9} {'p50 ms':>8} {'p95 ms':>8} {'max packs':>10} {'consol.':>8} {'each s':>7} "
           f"{'prefill msg/s':>14} {'packed B/msg':>13}")
     for size in sizes:
         lat, pre = r["latency"][str(size)], r["prefill"][str(size)]
         print(f"{size:>9} {lat['p50']:>8.2f} {lat['p95']:>8.2f} {lat['max_packs']:>10} {lat['consolidations']:>8} "
-              f"{pre['fast_import_msgs_per_s']:>14} {pre['bytes_per_msg_repacked']:>13}")
+              f"{lat['consolidation_s'] or 0:>7.2f} {pre['fast_import_msgs_per_s']:>14} {pre['bytes_per_msg_repacked']:>13}")
     print(f"flatness p50@{sizes[-1]} / p50@{sizes[0]} = {r['flatness']}  (goal <= 1.5)")
     print(line)
     for mode in ("threads", "processes"):
@@ -652,9 +662,10 @@ def print_table(r: dict, sizes: list[int]) -> None:
           f"time {d['engine_ms_per_msg']} vs {d['fast_import_ms_per_msg']} ms/msg = {d['time_ratio']}x")
     print(line)
     s = r["pack_sweep"]
-    print(f"write p50 by pack count, no consolidation (at {sizes[-1]}): " +
-          ", ".join(f"{b['packs']}: {b['p50']}" for b in s["buckets"]))
-    print(f"  slope {s['ms_per_100_packs']} ms per 100 packs; consolidating {s['packs_before']} packs took "
+    print(f"write by pack count, no consolidation (at {sizes[-1]}), p50 wall/CPU ms: " +
+          ", ".join(f"{b['packs']}: {b['p50']}/{b['cpu_p50']}" for b in s["buckets"]))
+    print(f"  slope {s['ms_per_100_packs']} ms wall, {s['cpu_ms_per_100_packs']} ms CPU per 100 packs; "
+          f"consolidating {s['packs_before']} packs took "
           f"{s['consolidate_s']} s -> {s['packs_after']} packs, p50 then {s['p50_after_consolidation']} ms")
     print(line)
     for key in ("profile", "profile_cpu"):
