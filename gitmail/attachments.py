@@ -77,8 +77,16 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":
-        roots = [r for r in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+        """Settings from the environment: ``GITMAIL_ATTACHMENT_ROOTS``, ``GITMAIL_INLINE_MAX_BYTES``,
+        ``GITMAIL_ATTACHMENT_MAX_BYTES`` and ``GITMAIL_KEEP_ORIGINAL_IMAGES`` (1 to keep originals)."""
+        env = os.environ
+        roots = [r for r in env.get(ROOTS_ENV, "").split(os.pathsep) if r.strip()]
         settings = cls(roots=roots)
+        for name, attr in (("GITMAIL_INLINE_MAX_BYTES", "inline_max_bytes"),
+                           ("GITMAIL_ATTACHMENT_MAX_BYTES", "max_file_bytes")):
+            if env.get(name, "").strip().isdigit():
+                setattr(settings, attr, int(env[name]))
+        settings.keep_originals = env.get("GITMAIL_KEEP_ORIGINAL_IMAGES", "").strip().lower() in ("1", "true", "yes")
         for key, value in overrides.items():
             setattr(settings, key, value)
         return settings

@@ -175,3 +175,17 @@ def test_reading_a_message_verifies_its_attachments(mail, store, roots):
     path = shown["attachments"][0]["path"]
     store.archive(PROJECT).transact(lambda s: Change("tamper").put(path, b"altered\n"))
     assert mail.get_message(PROJECT, payload["id"], "Green")["attachments"][0]["verified"] is False
+
+
+def test_environment_settings_keep_originals_and_limit_sizes(mail, store, roots, monkeypatch):
+    (roots / "a.png").write_bytes(png(size=40))
+    monkeypatch.setenv("GITMAIL_KEEP_ORIGINAL_IMAGES", "1")
+    monkeypatch.setenv("GITMAIL_INLINE_MAX_BYTES", "10")
+    payload = send(mail, "Blue", ["Green"], body=f"![a]({roots / 'a.png'})")
+    entry = payload["attachments"][0]
+    assert entry["type"] == "file"  # over the 10-byte inline limit
+    snap = store.archive(PROJECT).snapshot()
+    assert snap.read(entry["original_path"]) == png(size=40)
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", "50")
+    with fails_cleanly(store, "ATTACHMENT_TOO_LARGE"):
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", f"![a]({roots / 'a.png'})")
