@@ -220,9 +220,10 @@ def test_wait_notices_outside_pushes_and_times_out(setup, store, tmp_path):
     assert index.messages_after("Green", high, 10)[0]["id"] == msg.id
 
 
-def test_metadata_damaged_while_open_is_rebuilt_on_the_next_read(setup, caplog):
+def test_metadata_damaged_while_open_is_rebuilt_on_the_next_read(setup):
     archive, index, msgs = setup
     expected = index.inbox("Green")
+    generation = index.meta._generation
     index.meta.checkpoint()  # everything in the main file, so damaging it is felt at once
     for path in (index.meta.path, index.meta.path + "-wal"):
         if os.path.exists(path):
@@ -231,4 +232,4 @@ def test_metadata_damaged_while_open_is_rebuilt_on_the_next_read(setup, caplog):
                 handle.write(b"\x00damaged\x00" * (size // 9 + 1))
     send(archive, message("Blue", ["Red"], "unrelated", "moves the tip, so the next read misses the memo"))
     assert index.inbox("Green") == expected
-    assert "damaged" in caplog.text
+    assert index.meta._generation == generation + 1  # it was noticed, and the file started afresh
