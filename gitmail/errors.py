@@ -32,6 +32,7 @@ RESERVATION_NOT_STALE = "RESERVATION_NOT_STALE"  # force release refused: the ho
 PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"  # a file outside the archive and the allowed roots
 ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
 ATTACHMENT_UNDECODABLE = "ATTACHMENT_UNDECODABLE"  # an image Pillow cannot read
+CURSOR_AHEAD = "CURSOR_AHEAD"  # a read cursor beyond this machine's high watermark
 
 
 class GitmailError(Exception):

@@ -11,6 +11,8 @@ from . import _app
 from ._app import cli
 from . import store_cmds  # noqa: F401  (registers commands)
 from . import serve_cmds  # noqa: F401
+from . import sync_cmds  # noqa: F401
+from . import mail_cmds  # noqa: F401
 from . import coord_cmds  # noqa: F401
 from . import index_cmds  # noqa: F401
 

@@ -13,15 +13,15 @@ from fastmcp import FastMCP
 
 from .. import __version__
 from ..store import Store
-from . import resources, tools_agents, tools_contacts, tools_health, tools_messages, tools_projects, tools_search
-from . import tools_coordination
+from . import resources, tools_agents, tools_contacts, tools_health, tools_macros, tools_messages, tools_projects
+from . import tools_coordination, tools_reads, tools_search
 from .auth import BearerToken
 from .identity import Identities
 from .results import ArgumentErrors
 from .runtime import Listen, Runtime
 
-PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_contacts, tools_search,
-         tools_coordination, resources)
+PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
+         tools_macros, tools_coordination, resources)
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.

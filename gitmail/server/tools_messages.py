@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
@@ -43,9 +43,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         broadcast: Annotated[bool, Field(description=(
             "With an empty 'to': send to every active agent of the project except you; recipients whose "
             "contact policy would refuse are skipped and listed in broadcast_skipped."))] = False,
-        auto_contact_if_blocked: Annotated[bool | None, Field(description=(
+        auto_contact_if_blocked: Annotated[bool, Field(description=(
             "When a recipient's contact policy refuses you, file a contact request to them (the message is "
-            "not sent; resend once they accept)."))] = None,
+            "not sent; resend once they accept)."))] = False,
         idempotency_key: IdempotencyKey = None,
         attachment_paths: AttachmentPaths = None,
         convert_images: ConvertImages = None,
@@ -80,6 +80,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         bcc: Recipients = None,
         subject_prefix: Annotated[str, Field(max_length=32, description=(
             "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
+        importance: Annotated[Literal["low", "normal", "high", "urgent"] | None, Field(description=(
+            "Override the original's importance."))] = None,
+        ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
         idempotency_key: IdempotencyKey = None,
         attachment_paths: AttachmentPaths = None,
         convert_images: ConvertImages = None,
@@ -95,7 +98,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
         return mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
                                   body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
-                                  idempotency_key=idempotency_key,
+                                  importance=importance, ack_required=ack_required, idempotency_key=idempotency_key,
                                   attachment_paths=attachment_paths, convert_images=convert_images,
                                   attachments_policy=attachments_policy, seat=seat)
 
@@ -124,15 +127,24 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
     @tool(mcp, READ)
     def fetch_topic(
+        ctx: Context,
         project_key: ProjectKey,
         topic_name: Annotated[str, Field(description="The topic tag (case-insensitive).")],
         limit: Limit = 50,
         include_bodies: IncludeBodies = True,
         since_ts: SinceTs = None,
+        agent_name: Annotated[str | None, Field(description=(
+            "You, to see your read state (needed for unread_only)."))] = None,
+        unread_only: Annotated[bool, Field(description=(
+            "Only messages addressed to agent_name that it has not marked read."))] = False,
+        agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """List the project's messages tagged with a topic, newest first, whoever they were sent to."""
+        if agent_name:
+            rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
-                                include_bodies=include_bodies, since_ts=since_ts)
+                                include_bodies=include_bodies, since_ts=since_ts, agent_name=agent_name,
+                                unread_only=unread_only)
 
     @tool(mcp, IDEMPOTENT)
     def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,

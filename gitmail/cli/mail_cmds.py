@@ -1,0 +1,253 @@
+"""Mail commands: projects, agents, sending, reading and searching from a shell.
+
+Each command is a thin call into :class:`gitmail.mail.Mail` on the local
+store. The shell user owns the store's files, so no agent token is asked for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any, Iterable
+
+import click
+
+from ..errors import INVALID_ARGUMENT, GitmailError
+from ..ids import is_id
+from ..mail import Mail
+from ._app import Context, command
+
+
+def _mail(ctx: Context) -> Mail:
+    return Mail(ctx.store)
+
+
+def table(rows: Iterable[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
+    """Rows as left-aligned text columns under a header."""
+    rows = list(rows)
+    if not rows:
+        return empty
+    cells = [[str(row.get(key) if row.get(key) is not None else "") for key, _ in columns] for row in rows]
+    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, (_, title) in enumerate(columns)]
+    lines = ["  ".join(title.ljust(widths[i]) for i, (_, title) in enumerate(columns)).rstrip()]
+    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in cells]
+    return "\n".join(lines)
+
+
+def body_text(body: str | None, body_file: str | None) -> str:
+    """The message body from --body, --body-file (``-`` for standard input), or standard input."""
+    if body is not None and body_file is not None:
+        raise click.UsageError("give --body or --body-file, not both")
+    if body is not None:
+        return body
+    if body_file is not None and body_file != "-":
+        with open(body_file, encoding="utf-8") as handle:
+            return handle.read()
+    if body_file == "-" or not sys.stdin.isatty():
+        return sys.stdin.read()
+    raise click.UsageError("give the body with --body TEXT, --body-file FILE, or on standard input")
+
+
+def render_message(message: dict[str, Any]) -> str:
+    head = [f"id:       {message['id']}", f"from:     {message.get('from')}",
+            f"to:       {', '.join(message.get('to') or [])}"]
+    if message.get("cc"):
+        head.append(f"cc:       {', '.join(message['cc'])}")
+    head += [f"subject:  {message.get('subject')}", f"date:     {message.get('created_ts')}",
+             f"thread:   {message.get('thread_id')}"]
+    flags = [message.get("importance") or "normal"] + (["ack required"] if message.get("ack_required") else [])
+    head.append(f"flags:    {', '.join(flags)}")
+    return "\n".join(head) + "\n\n" + (message.get("body_md") or "")
+
+
+INBOX_COLUMNS = [("id", "ID"), ("created_ts", "DATE"), ("from", "FROM"), ("importance", "IMPORTANCE"),
+                 ("subject", "SUBJECT")]
+
+
+@command(name="init")
+@click.argument("project_key")
+def init(ctx: Context, project_key: str) -> tuple[object, str]:
+    """Create the project named by an absolute path (a no-op if it exists).
+
+    Prints the project's slug and where its archive and checkout live.
+    """
+    project = _mail(ctx).ensure_project(project_key)
+    paths = ctx.store.paths(project["slug"])
+    data = dict(project, archive=paths.archive, checkout=paths.checkout)
+    return data, f"project {project['slug']}\n  archive  {paths.archive}\n  checkout {paths.checkout}"
+
+
+@command(name="projects")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived projects.")
+def projects(ctx: Context, include_archived: bool) -> tuple[object, str]:
+    """List the projects in the store."""
+    listed = _mail(ctx).list_projects(include_archived=include_archived)
+    return listed, table(listed, [("slug", "SLUG"), ("human_key", "KEY"), ("created_at", "CREATED"),
+                                  ("archived_at", "ARCHIVED")], "no projects yet; create one with `gitmail init /abs/path`")
+
+
+@command(name="agents")
+@click.argument("project")
+@click.option("--all", "include_retired", is_flag=True, help="Include retired and deregistered agents.")
+def agents(ctx: Context, project: str, include_retired: bool) -> tuple[object, str]:
+    """List the agents of PROJECT (a human key or slug)."""
+    listed = _mail(ctx).list_agents(project, active_only=not include_retired)
+    return listed, table(listed, [("name", "NAME"), ("program", "PROGRAM"), ("model", "MODEL"), ("status", "STATUS"),
+                                  ("last_active_ts", "LAST ACTIVE"), ("task_description", "TASK")],
+                         "no agents registered")
+
+
+@command(name="register")
+@click.argument("project")
+@click.option("--name", default=None, help="Agent name (default: a generated adjective+noun name).")
+@click.option("--program", default="cli", show_default=True, help="The program acting as the agent.")
+@click.option("--model", default="human", show_default=True, help="The model (or person) behind it.")
+@click.option("--task", "task_description", default="", help="What the agent works on.")
+@click.option("--policy", type=click.Choice(["open", "auto", "contacts_only", "block_all"]), default=None,
+              help="Also set who may write to the agent.")
+def register(ctx: Context, project: str, name: str | None, program: str, model: str, task_description: str,
+             policy: str | None) -> tuple[object, str]:
+    """Register an agent in PROJECT (or update its profile) and print its token once."""
+    mail = _mail(ctx)
+    profile = mail.register_agent(project, program, model, name=name, task_description=task_description)
+    if policy:
+        profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy)["policy"]
+    token = profile.get("registration_token")
+    text = f"agent {profile['name']} in {project}" + (f"\nregistration token (shown once): {token}" if token else "")
+    return profile, text
+
+
+@command(name="send")
+@click.argument("project")
+@click.option("--from", "sender", required=True, help="The sending agent.")
+@click.option("--to", "to", multiple=True, help="A recipient (repeat for several).")
+@click.option("--cc", multiple=True, help="A copy recipient (repeatable).")
+@click.option("--bcc", multiple=True, help="A hidden recipient (repeatable).")
+@click.option("--subject", required=True, help="The subject line.")
+@click.option("--body", default=None, help="The Markdown body (or use --body-file / standard input).")
+@click.option("--body-file", default=None, help="Read the body from this file ('-' for standard input).")
+@click.option("--importance", type=click.Choice(["low", "normal", "high", "urgent"]), default="normal",
+              show_default=True, help="How urgent the message is.")
+@click.option("--ack", "ack_required", is_flag=True, help="Ask recipients to acknowledge.")
+@click.option("--thread", "thread_id", default=None, help="Continue this thread.")
+@click.option("--topic", default=None, help="Tag the message with a topic.")
+def send(ctx: Context, project: str, sender: str, to: tuple[str, ...], cc: tuple[str, ...], bcc: tuple[str, ...],
+         subject: str, body: str | None, body_file: str | None, importance: str, ack_required: bool,
+         thread_id: str | None, topic: str | None) -> tuple[object, str]:
+    """Send a message in PROJECT as an agent; prints the new message's ID."""
+    result = _mail(ctx).send_message(project, sender, list(to), subject, body_text(body, body_file), cc=list(cc),
+                                     bcc=list(bcc), importance=importance, ack_required=ack_required,
+                                     thread_id=thread_id, topic=topic)
+    payload = result["deliveries"][0]["payload"]
+    return result, f"sent {payload['id']} (thread {payload['thread_id']})"
+
+
+@command(name="inbox")
+@click.argument("project")
+@click.argument("agent")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000), help="At most this many.")
+@click.option("--unread", "unread_only", is_flag=True, help="Only messages not yet read.")
+@click.option("--urgent", "urgent_only", is_flag=True, help="Only high and urgent messages.")
+@click.option("--bodies", "include_bodies", is_flag=True, help="Include the bodies (with --json).")
+def inbox(ctx: Context, project: str, agent: str, limit: int, unread_only: bool, urgent_only: bool,
+          include_bodies: bool) -> tuple[object, str]:
+    """List AGENT's newest messages in PROJECT, newest first (read state unchanged)."""
+    listed = _mail(ctx).fetch_inbox(project, agent, limit=limit, urgent_only=urgent_only,
+                                    include_bodies=include_bodies, unread_only=unread_only)
+    rows = [dict(m, subject=("  " if m.get("read_at") else "* ") + m["subject"]) for m in listed]
+    return listed, table(rows, INBOX_COLUMNS, "inbox is empty")
+
+
+@command(name="read")
+@click.argument("project")
+@click.argument("message_id")
+@click.option("--as", "agent", default=None, help="Also mark the message read for this recipient.")
+def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tuple[object, str]:
+    """Show one message in full; with --as AGENT, mark it read for that recipient."""
+    mail = _mail(ctx)
+    message = mail.get_message(project, message_id)
+    if agent:
+        message["receipt"] = mail.mark_message_read(project, agent, message_id)
+    return message, render_message(message)
+
+
+@command(name="reply")
+@click.argument("project")
+@click.argument("message_id")
+@click.option("--from", "sender", required=True, help="The replying agent.")
+@click.option("--to", "to", multiple=True, help="Recipients (default: the original sender).")
+@click.option("--body", default=None, help="The Markdown body (or use --body-file / standard input).")
+@click.option("--body-file", default=None, help="Read the body from this file ('-' for standard input).")
+def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[str, ...], body: str | None,
+          body_file: str | None) -> tuple[object, str]:
+    """Reply to MESSAGE_ID in its thread."""
+    result = _mail(ctx).reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None)
+    return result, f"sent {result['id']} (thread {result['thread_id']})"
+
+
+@command(name="ack")
+@click.argument("project")
+@click.argument("agent")
+@click.argument("message_id")
+def ack(ctx: Context, project: str, agent: str, message_id: str) -> tuple[object, str]:
+    """Acknowledge MESSAGE_ID as AGENT (also marks it read)."""
+    result = _mail(ctx).acknowledge_message(project, agent, message_id)
+    return result, f"acknowledged {message_id} at {result['acknowledged_at']}"
+
+
+@command(name="search")
+@click.argument("project")
+@click.argument("query")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="At most this many.")
+def search(ctx: Context, project: str, query: str, limit: int) -> tuple[object, str]:
+    """Full-text search of PROJECT's messages ("phrases", prefix*, AND/OR/NOT, field:value)."""
+    hits = _mail(ctx).search_messages(project, query, limit=limit)
+    return hits, table(hits, [("id", "ID"), ("created_ts", "DATE"), ("from", "FROM"), ("subject", "SUBJECT")],
+                       "no matches")
+
+
+@command(name="thread")
+@click.argument("project")
+@click.argument("thread_id")
+def thread(ctx: Context, project: str, thread_id: str) -> tuple[object, str]:
+    """Show every message of a thread, oldest first."""
+    view = _mail(ctx).get_thread(project, thread_id, include_bodies=True)
+    text = f"\n\n{'-' * 72}\n\n".join(render_message(m) for m in view["messages"])
+    return view, text or "no messages in this thread"
+
+
+@command(name="log")
+@click.argument("project")
+@click.argument("ident")
+@click.option("--thread", "as_thread", is_flag=True, help="Treat IDENT as a thread ID even if it names a message.")
+@click.option("-p", "--patch", is_flag=True, help="Show each commit's diff (text output).")
+def log(ctx: Context, project: str, ident: str, as_thread: bool, patch: bool) -> tuple[object, str]:
+    """The git history of a message (IDENT is its ID) or of a whole thread.
+
+    Runs the real `git log` on the archive over every file of the message(s):
+    the message, its inbox and outbox copies and its receipts.
+    """
+    if as_thread or not is_id(ident):
+        ids = [m["id"] for m in _mail(ctx).get_thread(project, ident, include_bodies=False)["messages"]]
+    else:
+        ids = [ident]
+    git_dir = ctx.store.paths(ctx.store.resolve(project)).archive
+    specs = [f":(glob)**/{message_id}.*" for message_id in ids]
+    commits = []
+    if specs:
+        out = _git(git_dir, "log", "--format=%H%x1f%an%x1f%aI%x1f%s", "--", *specs)
+        for line in out.splitlines():
+            sha, author, date, subject = line.split("\x1f", 3)
+            commits.append({"commit": sha, "author": author, "date": date, "subject": subject})
+    text = "\n".join(f"{c['commit'][:12]} {c['date']} {c['author']}: {c['subject']}" for c in commits)
+    if patch and specs:
+        text = _git(git_dir, "log", "-p", "--", *specs)
+    return {"ids": ids, "commits": commits}, text or "no history"
+
+
+def _git(git_dir: str, *args: str) -> str:
+    proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GitmailError(INVALID_ARGUMENT, f"git {args[0]} failed on {git_dir}: {proc.stderr.strip()}",
+                           {"git_dir": git_dir})
+    return proc.stdout

@@ -1,0 +1,88 @@
+"""The `gitmail` command as a shell user meets it: real processes on a private store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from gitmail.cli import cli
+
+from .conftest import git
+from .mcp_harness import ROOT, child_env
+
+PROJECT = "/work/cli/project"
+
+
+def gitmail(home: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gitmail", *args], env=child_env(home), input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def ok(home: str, *args: str, stdin: str | None = None) -> dict | list:
+    proc = gitmail(home, *args, "--json", stdin=stdin)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout)
+
+
+def test_every_command_has_help_and_a_row_in_the_readme():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    missing_help = [name for name, command in cli.commands.items() if not (command.help or "").strip()]
+    missing_row = [name for name in cli.commands if f"`gitmail {name}" not in readme]
+    assert not missing_help, f"commands without help text: {missing_help}"
+    assert not missing_row, f"commands missing from README.md: {missing_row}"
+
+
+def test_mail_round_trip_from_the_shell(tmp_path):
+    home = str(tmp_path / "home")
+    project = ok(home, "init", PROJECT)
+    assert os.path.isdir(project["archive"])
+    ok(home, "register", PROJECT, "--name", "BlueLake", "--policy", "open")
+    green = ok(home, "register", PROJECT, "--name", "GreenCastle", "--policy", "open")
+    assert green["registration_token"] and green["contact_policy"] == "open"
+    assert [p["slug"] for p in ok(home, "projects")] == [project["slug"]]
+    assert [a["name"] for a in ok(home, "agents", PROJECT)] == ["BlueLake", "GreenCastle"]
+
+    sent = ok(home, "send", PROJECT, "--from", "BlueLake", "--to", "GreenCastle", "--subject", "Schema plan",
+              "--ack", stdin="Add an **email** column, please.")
+    message_id = sent["deliveries"][0]["payload"]["id"]
+    inbox = ok(home, "inbox", PROJECT, "GreenCastle")
+    assert [m["id"] for m in inbox] == [message_id] and inbox[0]["read_at"] is None
+    text = gitmail(home, "inbox", PROJECT, "GreenCastle").stdout
+    assert "* Schema plan" in text  # unread marker
+
+    shown = ok(home, "read", PROJECT, message_id, "--as", "GreenCastle")
+    assert shown["body_md"].strip() == "Add an **email** column, please." and shown["receipt"]["read"] is True
+    reply = ok(home, "reply", PROJECT, message_id, "--from", "GreenCastle", "--body", "Done in migration 42.")
+    acked = ok(home, "ack", PROJECT, "GreenCastle", message_id)
+    assert acked["acknowledged"] is True
+    hits = ok(home, "search", PROJECT, "migration")
+    assert [h["id"] for h in hits] == [reply["id"]]
+    thread = ok(home, "thread", PROJECT, reply["thread_id"])
+    assert [m["id"] for m in thread["messages"]] == [message_id, reply["id"]]
+
+    history = ok(home, "log", PROJECT, message_id)
+    subjects = [c["subject"] for c in history["commits"]]
+    assert len(subjects) >= 3 and any("Schema plan" in s for s in subjects)  # sent, read, acknowledged
+    assert {c["author"] for c in history["commits"]} >= {"BlueLake", "GreenCastle"}
+    whole = ok(home, "log", PROJECT, reply["thread_id"], "--thread")
+    assert len(whole["commits"]) > len(history["commits"])
+    # The same history through plain git.
+    archive = os.path.join(home, "projects", project["slug"], "archive.git")
+    plain = git("--git-dir", archive, "log", "--format=%H", "--", f":(glob)**/{message_id}.*").split()
+    assert plain == [c["commit"] for c in history["commits"]]
+
+
+def test_shell_errors_exit_2_with_a_code_and_change_nothing(tmp_path):
+    home = str(tmp_path / "home")
+    project = ok(home, "init", PROJECT)
+    ok(home, "register", PROJECT, "--name", "BlueLake")
+    archive = os.path.join(home, "projects", project["slug"], "archive.git")
+    before = git("--git-dir", archive, "rev-parse", "main")
+    proc = gitmail(home, "send", PROJECT, "--from", "BlueLake", "--to", "Nobody", "--subject", "s", "--body", "b")
+    assert proc.returncode == 2 and proc.stderr.startswith("error [") and "Nobody" in proc.stderr
+    relative = gitmail(home, "init", "relative/path", "--json")
+    assert relative.returncode == 2 and json.loads(relative.stdout)["error"]["code"] == "INVALID_ARGUMENT"
+    assert git("--git-dir", archive, "rev-parse", "main") == before
