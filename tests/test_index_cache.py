@@ -239,3 +239,15 @@ def test_metadata_damaged_while_open_is_rebuilt_on_the_next_read(setup):
     assert answer["page"] == expected
     assert index.meta._generation == generation + 1  # it was noticed, and the file started afresh
     assert index.inbox("Green") == expected
+
+
+def test_message_summary_and_attach_all(setup, store):
+    archive, index, msgs = setup
+    summary = index.message(msgs[1].id)
+    assert summary["subject"] == "second" and summary["importance"] == "urgent" and summary["topic"] == "ops"
+    assert "blob" not in summary and index.message("0" * 23) is None
+    other = store.archive("/work/projects/other", create=True)
+    register(other, "Solo")
+    indexer = indexer_for(store)
+    assert sorted(indexer.attach_all()) == sorted(store.slugs())
+    assert indexer.project("/work/projects/other").agents()[0]["name"] == "Solo"
