@@ -285,3 +285,35 @@ def test_long_poll_returns_as_soon_as_a_message_arrives(server):
     assert empty["messages"] == [] and 0.9 <= waited_empty < 5
     assert [m["subject"] for m in page["messages"]] == ["wake up"]
     assert 0.9 <= waited < 5
+
+
+def test_long_poll_wakes_for_mail_written_by_another_process(server):
+    project = fresh_project()
+
+    async def scenario():
+        import asyncio
+        import sys
+
+        from .mcp_harness import child_env
+
+        async with server.client() as reader:
+            await pair(reader, project)
+            start = await call(reader, "catch_up", project_key=project, agent_name="GreenCastle")
+
+            async def shell_send():
+                await asyncio.sleep(0.5)
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "gitmail", "send", project, "--from", "BlueLake", "--to", "GreenCastle",
+                    "--subject", "from the shell", "--body", "hi", env=child_env(server.home))
+                assert await proc.wait() == 0
+                return time.monotonic()
+
+            page, sent_at = await asyncio.gather(
+                call(reader, "read_messages", project_key=project, agent_name="GreenCastle",
+                     after=start["next_after"], wait_seconds=25),
+                shell_send())
+            return page, time.monotonic() - sent_at
+
+    page, lag = run(scenario())
+    assert [m["subject"] for m in page["messages"]] == ["from the shell"]
+    assert lag < 3

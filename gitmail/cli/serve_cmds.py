@@ -16,10 +16,12 @@ from ._app import Context, command
 @click.option("--stdio", is_flag=True, help="Serve one client over standard input/output instead of HTTP.")
 @click.option("--token", envvar=TOKEN_ENV, default=None,
               help=f"Bearer token every HTTP request must carry (default: ${TOKEN_ENV}).")
+@click.option("--sync-interval", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Every this many seconds, sync each project that has a remote (0: never; see `gitmail sync`).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="uvicorn log level.")
 def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token: str | None,
-          log_level: str) -> tuple[object, str]:
+          sync_interval: float, log_level: str) -> tuple[object, str]:
     """Run the MCP server on the store (default http://127.0.0.1:8765/mcp).
 
     Agents connect with any MCP client over Streamable HTTP, or launch
@@ -28,8 +30,9 @@ def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token:
     from ..server.serve import serve_http, serve_stdio  # FastMCP loads only when serving
 
     if stdio:
-        serve_stdio(ctx.store)
+        serve_stdio(ctx.store, sync_interval=sync_interval)
         return {"stopped": True, "transport": "stdio"}, "gitmail: stdio server stopped"
     check_bind(host, token)
-    serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level)
+    serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level,
+               sync_interval=sync_interval)
     return {"stopped": True, "transport": "http"}, "gitmail: server stopped"

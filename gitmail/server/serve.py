@@ -1,19 +1,56 @@
-"""Running the server: Streamable HTTP under uvicorn, or stdio."""
+"""Running the server: Streamable HTTP under uvicorn, or stdio.
+
+While it serves, the server also keeps its store current: a watcher on every
+archive's refs brings the index up to date after outside changes (a push into
+the archive, another process's write, a human's commit), which also wakes
+long-polling readers at once; and, when asked for, an interval syncer pulls
+and pushes every project that has a remote.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from typing import Iterator
 
 import uvicorn
 
+from ..index import indexer_for
 from ..store import Store
+from ..sync import IntervalSyncer
+from ..watch import Watcher
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .runtime import Listen
 
+_log = logging.getLogger("gitmail.server")
+
+
+@contextlib.contextmanager
+def services(store: Store, sync_interval: float) -> Iterator[None]:
+    """The store's background work for as long as the server runs."""
+    indexer = indexer_for(store)
+    indexer.attach_all()
+
+    def on_change(slug: str) -> None:
+        try:
+            indexer.project(slug).catch_up()
+        except Exception:  # noqa: BLE001 - the next change or read catches up again
+            _log.exception("catching up %s after an outside change failed", slug)
+
+    syncer = IntervalSyncer(store, sync_interval).start() if sync_interval > 0 else None
+    try:
+        with Watcher(store, on_change):
+            yield
+    finally:
+        if syncer is not None:
+            syncer.stop()
+        indexer.close()
+
 
 def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None,
-               path: str = DEFAULT_PATH, log_level: str = "warning") -> None:
+               path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0) -> None:
     """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token."""
     check_bind(host, token)
     mcp = build_server(store, token=token, listen=Listen("http", host, port, path))
@@ -21,10 +58,12 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} (store {store.home}"
           f"{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    with services(store, sync_interval):
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def serve_stdio(store: Store) -> None:
+def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:
     """Serve MCP over standard input and output (one client, the parent process)."""
     mcp = build_server(store, listen=Listen("stdio"))
-    mcp.run(transport="stdio", show_banner=False)
+    with services(store, sync_interval):
+        mcp.run(transport="stdio", show_banner=False)
