@@ -252,10 +252,14 @@ class SearchIndex:
             return True
 
     def _new_generation(self) -> tuple[str, int]:
+        """A new, empty generation folder, already share-locked so no collector deletes it."""
         name = f"gen-{time.time_ns():020d}-{os.getpid()}"
+        building = os.path.join(self.root, "." + name)
+        os.makedirs(os.path.join(building, "whoosh"))
+        fd = _share(building)
         gen_dir = os.path.join(self.root, name)
-        os.makedirs(os.path.join(gen_dir, "whoosh"))
-        return gen_dir, _share(gen_dir)
+        os.rename(building, gen_dir)  # the lock belongs to the file, which moves along
+        return gen_dir, fd
 
     def _swap(self, gen_dir: str) -> None:
         tmp = f"{self._link}.{os.getpid()}.{threading.get_ident()}"
@@ -430,20 +434,32 @@ class SearchIndex:
         live = self.live_dir()
         if live is None:
             return
-        fresh = _Reader(live)
+        fresh = self._open_live(live)
         with self._mu:
             old, self._reader = self._reader, fresh
             if old is not None and old.refs == 0:
                 old.close()
+
+    def _open_live(self, live: str | None) -> _Reader:
+        """A reader on the live generation, even if a swap moves it while we open it."""
+        for _ in range(5):
+            if live is None:
+                raise IndexBroken("no live generation")
+            try:
+                return _Reader(live)
+            except Exception:  # noqa: BLE001 - gone under us? then the link has moved on
+                now_live = self.live_dir()
+                if now_live == live:
+                    raise
+                live = now_live
+        raise IndexBroken("the live generation kept changing")
 
     def _acquire(self) -> _Reader:
         with self._mu:
             reader = self._reader
             live = self.live_dir()
             if reader is None or not reader.current(live):
-                if live is None:
-                    raise IndexBroken("no live generation")
-                fresh = _Reader(live)
+                fresh = self._open_live(live)
                 if reader is not None and reader.refs == 0:
                     reader.close()
                 self._reader = reader = fresh

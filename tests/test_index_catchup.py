@@ -246,6 +246,7 @@ def test_yesterday_message_pulled_today_is_new(store, project, tmp_path):
 
 def test_background_merge_keeps_answers_and_folds_segments(store, project):
     archive, index = project
+    index.merger.stop()  # merge by hand below, at a moment the test chooses
     for i in range(10):
         send(archive, message("Green", ["Blue"], f"Note {i}", f"Plan item {i} for the release."))
         index.catch_up()
@@ -316,3 +317,13 @@ def test_one_damaged_segment_file_is_noticed_and_rebuilt(store, project, home, s
             handle.write(b"\xff" * max(size, 1))
     reopened = indexer_for(Store(home, background=False)).project(PROJECT)
     assert answers(reopened) == expected
+
+
+def test_the_background_merger_folds_segments_after_a_burst(store, project):
+    archive, index = project
+    for i in range(8):
+        send(archive, message("Green", ["Blue"], f"Burst {i}", f"dingo {i}"))
+        index.catch_up()
+    assert index.flush(60)
+    assert index.search_index.segment_count() <= 2
+    assert len(index.search("dingo")) == 8
