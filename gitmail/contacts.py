@@ -25,6 +25,7 @@ from .globs import overlaps
 from .engine import Change
 from .errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from .idempotency import find as find_key
+from .ids import id_time, is_id
 from .mailbox import iter_folder
 from .records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
 from .snapshot import Snapshot
@@ -75,8 +76,10 @@ def _exchanged_recently(snap: Snapshot, sender: str, recipient: str, since: str)
 
 
 def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -> bool:
+    # A thread named by a message ID began with that message: nothing older can be part of it.
+    since = format_ts(id_time(thread_id)) if is_id(thread_id) else None
     for folder in ("inbox", "outbox"):
-        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}"):
+        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}", since):
             message = snap.load(path, Message)
             if message is None or thread_id not in (message.thread_id, message.id):
                 continue
