@@ -21,13 +21,14 @@ from .clock import format_ts, now, now_ts
 from .context import MailContext
 from .delivery import compose, put_message
 from .directory import active_reservations, find_agent, require_agent
-from .globs import overlaps
 from .engine import Change
 from .errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
+from .globs import overlaps
 from .idempotency import find as find_key
 from .ids import id_time, is_id
 from .mailbox import iter_folder
 from .records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
+from .seats import check_acting
 from .snapshot import Snapshot
 
 PENDING_TTL_SECONDS = 7 * 24 * 3600
@@ -166,7 +167,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
 
 
 def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agent: str, reason: str = "",
-                    ttl_seconds: int = PENDING_TTL_SECONDS) -> dict[str, Any]:
+                    ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """Ask ``to_agent`` to accept mail from ``from_agent``."""
     check_ttl(ttl_seconds)
     if not isinstance(reason, str):
@@ -175,7 +176,7 @@ def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agen
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        requester = require_agent(snap, from_agent, "from_agent", active=True)
+        requester = check_acting(snap, require_agent(snap, from_agent, "from_agent", active=True), seat)
         target = require_agent(snap, to_agent, "to_agent", active=True)
         if requester.name == target.name:
             raise invalid("an agent needs no contact with itself", field="to_agent")
@@ -192,7 +193,7 @@ def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agen
 
 
 def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agent: str, accept: bool,
-                    ttl_seconds: int = APPROVED_TTL_SECONDS) -> dict[str, Any]:
+                    ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
     check_ttl(ttl_seconds)
     if not isinstance(accept, bool):
@@ -201,7 +202,7 @@ def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agen
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        target = require_agent(snap, to_agent, "to_agent")
+        target = check_acting(snap, require_agent(snap, to_agent, "to_agent"), seat)
         requester = require_agent(snap, from_agent, "from_agent")
         link = link_between(snap, requester.name, target.name)
         if link is None:
@@ -303,7 +304,8 @@ def list_contacts(ctx: MailContext, project_key: str, agent_name: str) -> list[d
     return out
 
 
-def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, policy: str) -> dict[str, Any]:
+def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, policy: str,
+                       seat: str | None = None) -> dict[str, Any]:
     """Set who may write to the agent: open, auto, contacts_only or block_all."""
     if policy not in CONTACT_POLICIES:
         raise invalid(f"policy must be one of {', '.join(CONTACT_POLICIES)}; got {policy!r}", field="policy")
@@ -311,7 +313,7 @@ def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, poli
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        agent = require_agent(snap, agent_name)
+        agent = check_acting(snap, require_agent(snap, agent_name), seat)
         if agent.contact_policy == policy:
             return Change("", result=agent.name)
         agent.contact_policy, agent.hlc = policy, hlc

@@ -164,18 +164,19 @@ class Mail:
 
     # -- contacts -------------------------------------------------------------
     def request_contact(self, project_key: str, from_agent: str, to_agent: str, reason: str = "",
-                        ttl_seconds: int = contacts.PENDING_TTL_SECONDS) -> dict[str, Any]:
-        return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason, ttl_seconds)
+                        ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+        return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason, ttl_seconds, seat)
 
     def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool,
-                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS) -> dict[str, Any]:
-        return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds)
+                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+        return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds, seat)
 
     def list_contacts(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
         return contacts.list_contacts(self.ctx, project_key, agent_name)
 
-    def set_contact_policy(self, project_key: str, agent_name: str, policy: str) -> dict[str, Any]:
-        return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy)
+    def set_contact_policy(self, project_key: str, agent_name: str, policy: str,
+                           seat: str | None = None) -> dict[str, Any]:
+        return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy, seat)
 
     def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
         return contacts.list_held(self.ctx, project_key, agent_name)

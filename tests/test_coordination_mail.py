@@ -189,3 +189,21 @@ def test_environment_settings_keep_originals_and_limit_sizes(mail, store, roots,
     monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", "50")
     with fails_cleanly(store, "ATTACHMENT_TOO_LARGE"):
         mail.send_message(PROJECT, "Blue", ["Green"], "S", f"![a]({roots / 'a.png'})")
+
+
+def test_contact_writes_are_fenced_too(store):
+    from .mail_helpers import register
+
+    mail = make_mail(store)
+    register(mail, "Ann", "Bob")
+    token = mail.take_seat(PROJECT, "Ann")["seat"]["token"]
+    with fails_cleanly(store, "SEAT_HELD"):
+        mail.request_contact(PROJECT, "Ann", "Bob")
+    with fails_cleanly(store, "SEAT_HELD"):
+        mail.set_contact_policy(PROJECT, "Ann", "open")
+    mail.request_contact(PROJECT, "Ann", "Bob", seat=token)
+    mail.sleep_agent(PROJECT, "Bob")
+    with fails_cleanly(store, "AGENT_ASLEEP"):
+        mail.respond_contact(PROJECT, "Bob", "Ann", True)
+    mail.wake_agent(PROJECT, "Ann", "Bob", seat=token)
+    assert mail.respond_contact(PROJECT, "Bob", "Ann", True)["status"] == "approved"

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, ProjectKey, SenderSeat
 from .results import IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
 
@@ -26,6 +26,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
         ttl_seconds: Ttl = 7 * 86400,
         agent_token: AgentToken = None,
+        seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Ask another agent for permission to message it; it gets a short ack-required intro message.
 
@@ -34,7 +35,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         rt.act_as(ctx, project_key, from_agent, agent_token)
         return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
-                                    reason=reason, ttl_seconds=ttl_seconds)
+                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat)
 
     @tool(mcp, IDEMPOTENT)
     def respond_contact(
@@ -45,11 +46,12 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         accept: Annotated[bool, Field(description="true to approve, false to deny.")],
         ttl_seconds: Ttl = 30 * 86400,
         agent_token: AgentToken = None,
+        seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Approve or deny a contact request made to you."""
         rt.act_as(ctx, project_key, to_agent, agent_token)
         return mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
-                                    accept=accept, ttl_seconds=ttl_seconds)
+                                    accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
     @tool(mcp, READ)
     def list_contacts(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
@@ -68,7 +70,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
             "links only; block_all: nobody."))],
         agent_token: AgentToken = None,
+        seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Choose who may send you messages."""
         rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy)
+        return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
