@@ -158,10 +158,10 @@ def _old_holder(store, name, ago_s):
 def test_expiry_is_honoured_to_the_second(store, project):
     at = now()
     record = Reservation(id=new_id(), agent="Blue", path_pattern="core/*", created_ts=format_ts(at),
-                         expires_ts=format_ts(at + dt.timedelta(seconds=1.5)), hlc=store.clock.tick())
+                         expires_ts=format_ts(at + dt.timedelta(seconds=3)), hlc=store.clock.tick())
     _put(store, record)
     assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["granted"] == []
-    time.sleep(max(0.0, (at + dt.timedelta(seconds=1.55) - now()).total_seconds()))
+    time.sleep(max(0.0, (at + dt.timedelta(seconds=3.02) - now()).total_seconds()))
     assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["conflicts"] == []
 
 
