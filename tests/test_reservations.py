@@ -285,3 +285,17 @@ def test_active_set_cache_persists_between_processes(store, project, monkeypatch
         handle.write("{not json")
     ri._states.clear()
     assert len(rs.conflicts_for_paths(store, KEY, ["one/a", "two/b"], agent="Green")) == 2
+
+
+def test_active_until_the_expiry_instant_and_not_at_it():
+    from gitmail.reservation_index import Entry
+
+    at = now()
+    expires = at + dt.timedelta(seconds=60)
+    record = Reservation(id=new_id(), agent="Blue", path_pattern="a", created_ts=format_ts(at),
+                         expires_ts=format_ts(expires), hlc=HLC(0, 0, "n"))
+    entry = Entry(record, expires.timestamp())
+    assert entry.active_at(expires.timestamp() - 0.001)
+    assert not entry.active_at(expires.timestamp())
+    released = Entry(dataclasses.replace(record, released_ts=format_ts(at)), expires.timestamp())
+    assert not released.active_at(at.timestamp())
