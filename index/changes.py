@@ -2,9 +2,9 @@
 
 Derived state follows the repository by tree diffs: the records added,
 changed or deleted between the commit the index reflects (its watermark) and
-the tip. libgit2 compares the two trees and skips every unchanged day shard
-by its tree id, so catching up after one commit touches a handful of entries
-whatever the archive's size.
+the tip. Unchanged subtrees (whole day shards, other agents' folders) are
+skipped by their tree id, so catching up after one commit touches a handful
+of entries whatever the archive's size.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pygit2
 from gitmail.records import classify
 
 ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation")
-_ZERO = "0" * 40
 
 
 @dataclass(frozen=True)
@@ -38,24 +37,42 @@ def relevant_role(path: str) -> str | None:
     return kind[0] if kind is not None and kind[0] in ROLES else None
 
 
+def _worth_entering(path: str) -> bool:
+    """Whether the folder at ``path`` can hold records derived state keeps."""
+    parts = path.split("/")
+    if parts[0] not in ("messages", "agents", "reservations"):
+        return False
+    return not (parts[0] == "agents" and len(parts) >= 3 and parts[2] not in ("inbox", "outbox", "receipts"))
+
+
+def _compare(old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str) -> Iterator[RecordChange]:
+    before = {entry.name: entry for entry in old} if old is not None else {}
+    after = {entry.name: entry for entry in new} if new is not None else {}
+    for name in sorted(before.keys() | after.keys()):
+        a, b = before.get(name), after.get(name)
+        if a is not None and b is not None and a.id == b.id:
+            continue  # the same blob or the same whole subtree: nothing inside changed
+        path = prefix + name
+        a_tree = a is not None and a.type_str == "tree"
+        b_tree = b is not None and b.type_str == "tree"
+        if (a_tree or b_tree) and _worth_entering(path):
+            yield from _compare(a if a_tree else None, b if b_tree else None, path + "/")  # type: ignore[arg-type]
+        a_blob, b_blob = a is not None and not a_tree, b is not None and not b_tree
+        if a_blob or b_blob:
+            role = relevant_role(path)
+            if role is not None:
+                yield RecordChange(path, role, str(b.id) if b_blob else None)  # type: ignore[union-attr]
+
+
 def diff(repo: pygit2.Repository, old: str | None, new: str | None) -> Iterator[RecordChange]:
-    """Record changes turning the tree of ``old`` into the tree of ``new``."""
-    old_tree, new_tree = _tree(repo, old), _tree(repo, new)
-    if old_tree is None and new_tree is None:
-        return
-    if old_tree is None:
-        patch = new_tree.diff_to_tree(swap=True)  # type: ignore[union-attr]
-    elif new_tree is None:
-        patch = old_tree.diff_to_tree()
-    else:
-        patch = repo.diff(old_tree, new_tree)
-    for delta in patch.deltas:
-        path = delta.new_file.path or delta.old_file.path
-        role = relevant_role(path)
-        if role is None:
-            continue
-        blob = str(delta.new_file.id)
-        yield RecordChange(path, role, None if blob == _ZERO else blob)
+    """Record changes turning the tree of ``old`` into the tree of ``new``.
+
+    Walks both trees together and skips every subtree whose id is unchanged,
+    so the cost follows the size of the folders a commit touched (a day
+    shard or two), not the size of the archive. (libgit2's tree diff visits
+    every entry of both trees.)
+    """
+    return _compare(_tree(repo, old), _tree(repo, new), "")
 
 
 def listing(repo: pygit2.Repository, commit: str | None) -> Iterator[RecordChange]:
