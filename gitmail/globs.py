@@ -20,10 +20,13 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from .errors import invalid
 
 MAX_PATTERN = 1024
+MAX_SEGMENT = 255  # the longest file name most file systems allow
+MAX_STARS = 16  # keeps the exact overlap test cheap for any pair of patterns
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_CHAR = 0x10FFFF
 
@@ -124,20 +127,33 @@ def _segments_meet(a: tuple, b: tuple) -> bool:
     """Whether two segment globs match at least one common string."""
     if not any(t is STAR for t in a) and not any(t is STAR for t in b):
         return len(a) == len(b) and all(_intersects(x, y) for x, y in zip(a, b))
+    return _meet(a, b, STAR, _intersects)
 
-    @functools.lru_cache(maxsize=None)
-    def meet(i: int, j: int) -> bool:
-        if i == len(a) and j == len(b):
-            return True
-        if i < len(a) and a[i] is STAR:
-            return meet(i + 1, j) or (j < len(b) and meet(i, j + 1))
-        if j < len(b) and b[j] is STAR:
-            return meet(i, j + 1) or (i < len(a) and meet(i + 1, j))
-        if i == len(a) or j == len(b):
-            return False
-        return _intersects(a[i], b[j]) and meet(i + 1, j + 1)
 
-    return meet(0, 0)
+def _meet(a: tuple, b: tuple, wild: object, same: Callable[[Any, Any], bool]) -> bool:
+    """Whether two token sequences share a match, where ``wild`` matches any run of tokens.
+
+    Dynamic programming over suffixes, filled from the end (no recursion, so
+    long patterns cannot exhaust the stack): ``row[j]`` says whether
+    ``a[i:]`` and ``b[j:]`` can match the same text.
+    """
+    la, lb = len(a), len(b)
+    below = [False] * (lb + 1)  # the row for i + 1
+    for i in range(la, -1, -1):
+        row = [False] * (lb + 1)
+        for j in range(lb, -1, -1):
+            if i == la and j == lb:
+                row[j] = True
+            elif i < la and a[i] is wild:
+                row[j] = below[j] or (j < lb and row[j + 1])
+            elif j < lb and b[j] is wild:
+                row[j] = row[j + 1] or (i < la and below[j])
+            elif i == la or j == lb:
+                row[j] = False
+            else:
+                row[j] = below[j + 1] and same(a[i], b[j])
+        below = row
+    return below[0]
 
 
 @dataclass(frozen=True)
@@ -167,6 +183,11 @@ def normalize(pattern: object, field: str = "paths") -> str:
         raise invalid(f"{field}: {pattern!r} climbs out of the repository with '..'; name paths inside it", field=field)
     if not parts:
         raise invalid(f"{field}: {pattern!r} names nothing; use '**' to mean the whole repository", field=field)
+    if any(len(p) > MAX_SEGMENT for p in parts):
+        raise invalid(f"{field}: a path segment of {pattern!r} is longer than {MAX_SEGMENT} characters", field=field)
+    if len(re.findall(r"\*+", text)) > MAX_STARS:
+        raise invalid(f"{field}: {pattern!r} has more than {MAX_STARS} '*' wildcards; use a simpler pattern",
+                      field=field)
     if text.endswith("/") and parts[-1] != GLOBSTAR:
         parts.append(GLOBSTAR)
     # ``dir/**`` and ``dir/`` mean what the plain ``dir`` means: everything below it.
@@ -211,19 +232,7 @@ def _compile(text: str, literal: bool) -> tuple:
 
 
 def _sequences_meet(a: tuple, b: tuple) -> bool:
-    @functools.lru_cache(maxsize=None)
-    def meet(i: int, j: int) -> bool:
-        if i == len(a):
-            return all(s is GLOBSTAR for s in b[j:])
-        if j == len(b):
-            return all(s is GLOBSTAR for s in a[i:])
-        if a[i] is GLOBSTAR:
-            return meet(i + 1, j) or meet(i, j + 1)
-        if b[j] is GLOBSTAR:
-            return meet(i, j + 1) or meet(i + 1, j)
-        return _segments_meet(a[i], b[j]) and meet(i + 1, j + 1)
-
-    return meet(0, 0)
+    return _meet(a, b, GLOBSTAR, _segments_meet)
 
 
 def _prefixes_differ(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

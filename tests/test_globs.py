@@ -57,7 +57,8 @@ def test_normalize(raw, canonical):
     assert normalize(raw) == canonical
 
 
-@pytest.mark.parametrize("bad", ["", "  ", "/abs/path", "C:/x", "../up", "a/../../b", ".", "a\x00b", 42, None])
+@pytest.mark.parametrize("bad", ["", "  ", "/abs/path", "C:/x", "../up", "a/../../b", ".", "a\x00b", 42, None,
+                                 "a/" + "x" * 256, "*a" * 17])
 def test_bad_patterns(bad):
     with pytest.raises(GitmailError) as info:
         normalize(bad)
