@@ -112,9 +112,9 @@ def timed_sync(store: Store, remote: str = "hub") -> dict[str, float]:
     archive = store.archive(PROJECT)
     result = SyncResult(project=store.resolve(PROJECT), remote=remote)
     t0 = time.perf_counter()
-    theirs = fetch_remote(archive, remote)
+    theirs, _nodes = fetch_remote(archive, remote)
     t1 = time.perf_counter()
-    integrate(store, archive, theirs, remote, result)
+    integrate(store, archive, theirs, f"{remote}/main", result)
     t2 = time.perf_counter()
     pushed = sync_project(store, PROJECT, remote)[0]  # pushes the merge, if any
     t3 = time.perf_counter()

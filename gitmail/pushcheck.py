@@ -13,8 +13,9 @@ pushes that would damage the archive, naming each file and the reason:
   held message or an expired idempotency key;
 - deleting ``main`` itself.
 
-Only ``refs/heads/main`` is checked; the tree the push would leave is
-compared with the tree the hub has now.
+``refs/heads/main`` and the machines' own refs (``refs/gitmail/nodes/*``)
+are checked: the tree the push would leave is compared with the tree the
+ref has now (for a new machine ref, with ``main``'s).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .merge import IMMUTABLE_ROLES, role_of, tree_changes
 from .records import Reservation, classify, tombstone_path
 
 MAIN = "refs/heads/main"
+NODE_PREFIX = "refs/gitmail/nodes/"  # each machine's own ref (see gitmail.sync)
 ZERO = "0" * 40
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
@@ -60,11 +62,16 @@ def open_receiving(git_dir: str) -> pygit2.Repository:
 
 def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[Rejection]:
     """Problems with moving ``ref`` from ``old`` to ``new`` (empty when acceptable)."""
-    if ref != MAIN:
+    if ref != MAIN and not ref.startswith(NODE_PREFIX):
         return []
     if new == ZERO:
+        if ref != MAIN:
+            return []  # a machine's own ref may be dropped
         return [Rejection(ref, "deleting main would delete the whole archive for everyone; it is refused")]
-    old_tree = repo[old].peel(pygit2.Tree) if old != ZERO else None
+    if old != ZERO:
+        old_tree = repo[old].peel(pygit2.Tree)
+    else:  # a new ref: what it adds over main is what needs checking
+        old_tree = repo[repo.references[MAIN].target].peel(pygit2.Tree) if MAIN in repo.references else None
     new_tree = repo[new].peel(pygit2.Tree)
     problems: list[Rejection] = []
     changes = tree_changes(repo, old_tree, new_tree)

@@ -3,15 +3,20 @@
 Transport is the system ``git`` (so ssh keys, credential helpers and any URL
 git understands just work); merging is :mod:`gitmail.merge`; the local
 ``main`` only ever moves by compare-and-swap, through the engine, so a sync
-never loses a write that raced with it. One round:
+never loses a write that raced with it. One sync:
 
-1. ``git fetch <remote>`` into ``refs/remotes/<remote>/main``;
-2. if the remote tip already contains ours, fast-forward; if ours contains
-   it, nothing to merge; otherwise commit a merge (two parents) whose tree
+1. ``git fetch <remote>``: its ``main`` into ``refs/remotes/<remote>/main``,
+   and every machine's own ref (``refs/gitmail/nodes/<node>``) into
+   ``refs/remotes/<remote>/nodes/``;
+2. bring each fetched tip in: fast-forward when it contains ours, nothing
+   when ours contains it, otherwise a merge commit (two parents) whose tree
    the record rules computed against the current tip;
-3. ``git push <remote> main`` (never forced). A push rejected because the
-   remote moved meanwhile starts another round, a bounded number of times
-   with a random pause, so that machines syncing at the same moment take turns.
+3. ``git push <remote> main`` (never forced). When another machine moved the
+   remote's ``main`` in the meantime, push to this machine's own ref
+   ``refs/gitmail/nodes/<node>`` instead: nobody else writes it, so that push
+   always goes through, and every other machine merges it on its next sync
+   (and carries it into ``main`` with its own push). A sync therefore takes
+   one round however many machines sync at once; nobody retries in a loop.
 """
 
 from __future__ import annotations
@@ -34,14 +39,25 @@ from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
 from .store import Store
 
-MAX_ROUNDS = 10
+MAX_ROUNDS = 4
 MAX_INTEGRATE_TRIES = 100
+MAX_PAUSE = 2.0  # seconds: the longest pause before another round
+NODE_REFS = "refs/gitmail/nodes"
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def tracking_ref(remote: str) -> str:
     """Where the last fetched tip of ``remote``'s main is kept in the local archive."""
     return f"refs/remotes/{remote}/main"
+
+
+def node_ref(node: str) -> str:
+    """The ref on a remote that only machine ``node`` pushes to."""
+    return f"{NODE_REFS}/{node}"
+
+
+def _tracking_nodes(remote: str) -> str:
+    return f"refs/remotes/{remote}/nodes"
 
 
 def _git(git_dir: str, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -108,6 +124,7 @@ class SyncResult:
     rejected_pushes: int = 0
     rounds: int = 0
     pushed: bool = False
+    pushed_to: str | None = None  # "main", or "node" when main had moved and this machine's own ref took the push
     tip: str | None = None
     seconds: float = 0.0
 
@@ -119,8 +136,8 @@ class SyncResult:
                  f"{self.records_out} out ({self.messages_out} messages)"]
         if self.conflicts:
             parts.append(f", {len(self.conflicts)} conflict(s) kept under conflicts/")
-        if self.rejected_pushes:
-            parts.append(f", {self.rejected_pushes} push(es) retried")
+        if self.pushed_to == "node":
+            parts.append(", pushed to this machine's own ref (main had just moved; others merge it on their next sync)")
         return "".join(parts)
 
 
@@ -147,8 +164,8 @@ def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oi
         store.clock.observe(newest)
 
 
-def integrate(store: Store, archive: Archive, theirs: str | None, remote: str, result: SyncResult) -> None:
-    """Bring the fetched commit ``theirs`` into the local main (fast-forward or merge)."""
+def integrate(store: Store, archive: Archive, theirs: str | None, label: str, result: SyncResult) -> None:
+    """Bring the fetched commit ``theirs`` (named ``label`` in the merge commit) into the local main."""
     repo = archive.repo
     for _ in range(MAX_INTEGRATE_TRIES):
         if theirs is None:
@@ -172,7 +189,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, remote: str, r
             if tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip):
                 return Change("nothing to merge", result=None)  # settled by the caller's next look
             merged = merge_commits(here, tip, theirs)
-            subject = f"Merge {remote}/main: {sum(merged.incoming.values())} files in"
+            subject = f"Merge {label}: {sum(merged.incoming.values())} files in"
             if merged.conflicts:
                 subject += f", {len(merged.conflicts)} conflict(s) kept under conflicts/"
             # The paths come from git trees; the engine's tree editor checks each one as it applies it.
@@ -192,12 +209,12 @@ def integrate(store: Store, archive: Archive, theirs: str | None, remote: str, r
                               "record": c.path()} for c in merged.conflicts]
         return
     raise GitmailError(RETRY_EXHAUSTED, "local writers kept moving main while the sync tried to merge; "
-                       "nothing was lost, sync again in a moment", {"remote": remote})
+                       "nothing was lost, sync again in a moment", {"from": label})
 
 
-def _push(archive: Archive, remote: str) -> str:
-    """Push main; returns ``"ok"`` or ``"behind"`` (remote moved: fetch and merge again)."""
-    proc = _git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{MAIN}", check=False)
+def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
+    """Push main to ``target``; returns ``"ok"`` or ``"behind"`` (the remote ref moved: fetch and merge again)."""
+    proc = _git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{target}", check=False)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return "ok"
@@ -293,30 +310,31 @@ def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds
     repo = archive.repo
     for round_no in range(1, max_rounds + 1):
         result.rounds = round_no
-        round_started = time.monotonic()
-        theirs = fetch_remote(archive, remote)
-        integrate(store, archive, theirs, remote, result)
+        theirs, nodes = fetch_remote(archive, remote)
+        integrate(store, archive, theirs, f"{remote}/main", result)
+        for node, tip in sorted(nodes.items()):
+            if node != store.node:
+                integrate(store, archive, tip, f"{remote}/nodes/{node}", result)
         ours = archive.tip()
         result.tip = ours
         if ours is None or ours == theirs:
             break
-        outcome = _push(archive, remote)
-        if outcome == "ok":
-            changes = tree_changes(repo, _commit_tree(repo, theirs), _commit_tree(repo, ours))
-            records, messages = _count(changes)
-            result.records_out += records
-            result.messages_out += messages
-            result.pushed = True
-            break
-        result.rejected_pushes += 1
-        # Someone pushed during our round. Wait a random while that grows with
-        # each loss and with how long a round takes here, so that machines
-        # that collided spread out instead of colliding again.
-        round_time = time.monotonic() - round_started
-        time.sleep(random.uniform(0, max(round_time, 0.05) * 2 ** min(round_no, 5)))
+        target = MAIN
+        if _push(archive, remote) != "ok":
+            result.rejected_pushes += 1
+            target = node_ref(store.node)
+            if nodes.get(store.node) != ours and _push(archive, remote, target) != "ok":
+                # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
+                time.sleep(random.uniform(0, MAX_PAUSE))
+                continue
+        changes = tree_changes(repo, _commit_tree(repo, theirs), _commit_tree(repo, ours))
+        result.records_out, result.messages_out = _count(changes)
+        result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
+        break
     else:
-        raise GitmailError(RETRY_EXHAUSTED, f"the remote {remote!r} kept moving during {max_rounds} rounds; "
-                           "nothing was lost locally, sync again in a moment", result.to_dict())
+        raise GitmailError(RETRY_EXHAUSTED, f"this machine's own ref on {remote!r} kept moving during {max_rounds} "
+                           "rounds (does another store share this node name?); nothing was lost locally",
+                           result.to_dict())
     result.seconds = round(time.monotonic() - started, 4)
     return result
 
@@ -328,13 +346,19 @@ def _ref(repo: pygit2.Repository, name: str) -> str | None:
         return None
 
 
-def fetch_remote(archive: Archive, remote: str) -> str | None:
-    """Fetch the remote's main; its tip, or None while the remote is still empty."""
-    proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, f"+{MAIN}:{tracking_ref(remote)}",
-                check=False)
+def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, str]]:
+    """Fetch the remote's main and machine refs: (main's tip or None while empty, node -> tip)."""
+    specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{_tracking_nodes(remote)}/*"]
+    proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", remote, *specs, check=False)
+    has_main = True
+    if proc.returncode != 0 and "couldn't find remote ref" in proc.stderr:
+        has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
+        proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
     if proc.returncode != 0:
-        if "couldn't find remote ref" in proc.stderr:
-            return None  # an empty remote: the first push fills it
         raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {proc.stderr.strip()}; check the "
                            "remote's URL and your access to it, then sync again", {"remote": remote})
-    return _ref(archive.repo, tracking_ref(remote))
+    repo = archive.repo
+    prefix = _tracking_nodes(remote) + "/"
+    nodes = {name[len(prefix):]: str(repo.references[name].resolve().target)
+             for name in repo.references if name.startswith(prefix)}
+    return (_ref(repo, tracking_ref(remote)) if has_main else None), nodes

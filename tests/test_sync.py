@@ -305,3 +305,35 @@ def test_machines_that_created_the_project_independently_converge(tmp_path, hub_
     assert files == tree_files(b.store)
     assert set(message_counts(files)) == {mine, theirs}
     assert not any(path.startswith("conflicts/") for path in files)
+
+
+def test_simultaneous_syncs_finish_in_one_round_through_machine_refs(tmp_path, hub_dir):
+    """Two machines push at once; the loser's push goes to its own ref instead of retrying, and nothing is lost."""
+    import threading
+
+    a, b = _machines(tmp_path, "file://" + hub_dir, count=2)
+    hook = os.path.join(hub_dir, "hooks", "pre-receive")
+    with open(hook, "w", encoding="utf-8") as handle:
+        handle.write("#!/bin/sh\ncat >/dev/null\nsleep 1\n")  # a slow hub: both pushes overlap
+    os.chmod(hook, 0o755)
+    sent = {a.send("BlueLake", ["GreenCastle"], "from a"), b.send("GreenCastle", ["BlueLake"], "from b")}
+    results = {}
+
+    def run(machine):
+        results[machine.name] = sync_project(machine.store, PROJECT)[0]
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.pushed_to for r in results.values()) == ["main", "node"]
+    assert all(r.rounds == 1 for r in results.values())
+    loser = a if results[a.name].pushed_to == "node" else b
+    assert git("rev-parse", f"refs/gitmail/nodes/{loser.name}", cwd=hub_dir).stdout.strip() == loser.archive.tip()
+    os.unlink(hook)
+    _sync_until_quiet([a, b], [0, 1])
+    files = tree_files(a.store)
+    assert files == tree_files(b.store) and set(message_counts(files)) >= sent
+    hub_tree = git("rev-parse", "main^{tree}", cwd=hub_dir).stdout.strip()
+    assert hub_tree == tree_id(a.store)
