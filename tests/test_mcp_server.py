@@ -218,3 +218,22 @@ def test_stdio_session_acts_as_its_agent(tmp_path):
     assert profile["name"] == "RedStone" and retired["status"] == "retired"
     assert other["code"] == "UNAUTHORIZED"
     assert health["transport"] == "stdio"
+
+
+def test_every_tool_and_resource_is_in_the_readme(tmp_path):
+    import asyncio
+    import os
+
+    from gitmail import Store
+    from gitmail.server import build_server
+
+    from .mcp_harness import ROOT
+
+    mcp = build_server(Store(str(tmp_path / "home"), background=False))
+    tools = [tool.name for tool in asyncio.run(mcp.list_tools())]
+    uris = [t.uri_template.split("{?")[0] for t in asyncio.run(mcp.list_resource_templates())]
+    uris += [str(r.uri) for r in asyncio.run(mcp.list_resources())]
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    assert [name for name in tools if f"`{name}`" not in readme] == []
+    assert [uri for uri in uris if f"`{uri}`" not in readme] == []

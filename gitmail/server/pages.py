@@ -96,7 +96,9 @@ def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark:
             item["full_read"] = _full_read(project, agent, entry)
         shown.append(item)
     shown.reverse()
-    cursor = high_watermark  # everything of this agent up to here is shown or deliberately older
+    # Everything of this agent up to the high watermark is shown or deliberately
+    # older; an arrival read after the watermark moves the cursor past itself.
+    cursor = max([high_watermark] + [entry.seq for entry in entries])
     return {
         "project": project,
         "agent": agent,

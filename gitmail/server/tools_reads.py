@@ -17,15 +17,12 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from ..errors import CURSOR_AHEAD, GitmailError
-from ..index import ProjectIndex, indexer_for
+from ..index import indexer_for
 from ..records import Message, message_path
 from . import pages
 from .params import AgentName, AgentToken, ProjectKey
 from .results import READ, tool
 from .runtime import Runtime
-
-WINDOW_START = 64  # first look at this many sequence numbers below the high watermark
-
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
     def agent_of(project_key: str, agent_name: str) -> str:
@@ -40,26 +37,6 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             message = dict(row, body_md=record.body if record is not None else "")
             entries.append(pages.Entry(row["seq"], message))
         return entries
-
-    def newest(index: ProjectIndex, agent: str, count: int, high: int) -> tuple[list[dict], bool]:
-        """The agent's ``count`` newest inbox arrivals, and whether older ones exist.
-
-        Sequence numbers are shared by the whole project, so look below the high
-        watermark in a window that grows until it holds enough of this agent's mail.
-        """
-        window = WINDOW_START
-        while True:
-            start = max(0, high - window)
-            rows, cursor = [], start
-            while True:
-                page = index.messages_after(agent, cursor, 1000)
-                rows += page
-                if len(page) < 1000:
-                    break
-                cursor = page[-1]["seq"]
-            if len(rows) > count or start == 0:
-                return rows[-count:], len(rows) > count
-            window *= 4
 
     @tool(mcp, READ)
     def catch_up(
@@ -84,7 +61,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent = agent_of(project_key, agent_name)
         index = indexer_for(rt.store).project(project_key)
         high = index.high_watermark()
-        rows, older = newest(index, agent, limit, high)
+        rows, older = index.newest_arrivals(agent, limit)
         doc = pages.catch_up_doc(project_key, agent, with_bodies(project_key, rows), high, older)
         return ToolResult(content=pages.dumps(doc))
 
