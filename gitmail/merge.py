@@ -37,6 +37,7 @@ from .records import (
     Conflict,
     Contact,
     HeldMessage,
+    IdempotencyKey,
     Project,
     Receipt,
     Record,
@@ -46,8 +47,8 @@ from .records import (
 )
 
 # Roles whose files never change once written: both sides can only add them.
-IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "idempotency",
-                             "summary", "conflict", "attachment"})
+IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
+                             "attachment"})
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
@@ -224,6 +225,14 @@ def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return dataclasses.replace(mine, awaiting=awaiting, denied=denied).to_bytes()
 
 
+def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """A key's held message was delivered: the delivered version is final (ties: the smaller file)."""
+    mine, other = _parse(IdempotencyKey, path, ours, theirs)
+    if mine.held != other.held:
+        return theirs if mine.held else ours
+    return min(ours, theirs)
+
+
 _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
     "project": _per_field(Project),
     "agent": _per_field(Agent),
@@ -232,6 +241,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "reservation": _reservation,
     "seat": _seat,
     "held": _held,
+    "idempotency": _idempotency,
 }
 
 

@@ -119,3 +119,19 @@ def test_profile_merge_is_commutative_per_field(base_clock, ours_clock, theirs_c
         assert merged.task_description == theirs_task
     if ours_policy == theirs_policy:
         assert merged.contact_policy == ours_policy
+
+
+def test_a_delivered_idempotency_key_wins_over_a_held_one():
+    from gitmail.records import IdempotencyKey
+
+    def key(message_id: str, held: bool) -> tuple[str, bytes]:
+        record = IdempotencyKey(key_hash="a" * 64, agent="BlueLake", operation="send_message", request_hash="b" * 64,
+                                created_at="2026-12-01T10:00:00.000Z", message_id=message_id, held=held)
+        return record.path(), record.to_bytes()
+
+    path, held = key("01m8r3w8fe573chhyy6wrgf", True)
+    _, delivered = key("01m8r3w8fe573chhyy6wrgg", False)
+    _, other_held = key("01m8r3w8fe573chhyy6wrgf", True)
+    assert merge_file(path, b"x", held + b"# ours\n", delivered).content == delivered
+    assert merge_file(path, b"x", delivered, held + b"# ours\n").content == delivered
+    assert merge_file(path, None, held, other_held).conflict is None
