@@ -8,11 +8,14 @@ store and talk to it with fastmcp's client over Streamable HTTP (or spawn
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -35,6 +38,12 @@ def child_env(home: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child: have the kernel end it if the test process dies first (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class ServerProcess:
     """``gitmail serve`` on a free port; ``url`` is its MCP endpoint."""
 
@@ -45,17 +54,18 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://{host}:{self.port}/mcp"
         env = child_env(home, **({"GITMAIL_TOKEN": token} if token else {}))
+        self.log = tempfile.TemporaryFile(mode="w+")  # a pipe nobody reads could fill and stall the server
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gitmail", "serve", "--host", host, "--port", str(self.port), *extra_args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=_die_with_parent)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise RuntimeError(f"gitmail serve exited with {self.proc.returncode}: {err}{out}")
+                self.log.seek(0)
+                raise RuntimeError(f"gitmail serve exited with {self.proc.returncode}: {self.log.read()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2):
                     return
@@ -77,9 +87,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                stream.close()
+        self.log.close()
 
 
 def stdio_client(home: str) -> Client:
