@@ -32,6 +32,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -45,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gitmail.clock import format_ts  # noqa: E402
-from gitmail.ids import new_id  # noqa: E402
+from gitmail.ids import ALPHABET, ID_LENGTH  # noqa: E402
 from gitmail.mail import Mail  # noqa: E402
 from gitmail.records import Message, inbox_path, message_path, outbox_path  # noqa: E402
 from gitmail.store import Store  # noqa: E402
@@ -103,6 +104,15 @@ def setup(home: str, senders: int) -> dict[str, str]:
     return tokens
 
 
+def past_id(ms: int, rng: random.Random) -> str:
+    """An ID minted at ``ms`` (``new_id`` never mints earlier than the last ID it made)."""
+    value, chars = (ms << 65) | rng.getrandbits(65), []
+    for _ in range(ID_LENGTH):
+        chars.append(ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
 def history(home: str, count: int, per_day: int) -> float:
     """Add ``count`` past messages (``per_day`` a day, ending yesterday) with git fast-import; seconds taken."""
     began = time.perf_counter()
@@ -115,6 +125,7 @@ def history(home: str, count: int, per_day: int) -> float:
     out = proc.stdin
     assert out is not None
     chunk = 1000
+    rng = random.Random(count)
     for first in range(0, count, chunk):
         files = []
         for i in range(first, min(count, first + chunk)):
@@ -123,7 +134,7 @@ def history(home: str, count: int, per_day: int) -> float:
             to = [RECIPIENT] if i % 4 == 0 else [FILLERS[(i + 1 + i // 7) % len(FILLERS)]]
             if to == [sender]:
                 to = [FILLERS[(i + 2) % len(FILLERS)]]
-            mid = new_id(ms)
+            mid = past_id(ms, rng)
             created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc))
             data = Message(id=mid, thread_id=mid, sender=sender, subject=f"history {i}", created_ts=created,
                            to=to, body=body(i)).to_bytes()
