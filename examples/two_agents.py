@@ -93,7 +93,13 @@ async def coordinate(url: str) -> dict[str, str]:
 
         caught_up = await tool(blue, "catch_up", project_key=PROJECT, agent_name="BlueLake")
         print(f"BlueLake catches up: {[m['subject'] for m in caught_up['messages']]}")
-        hits = await tool(blue, "search_messages", project_key=PROJECT, query="migration")
+        # The search index takes new mail in moments after it is committed, never blocking the sender.
+        hits: list = []
+        for _ in range(50):
+            hits = await tool(blue, "search_messages", project_key=PROJECT, query="migration")
+            if hits:
+                break
+            await asyncio.sleep(0.1)
         print(f"search 'migration': {[h['subject'] for h in hits]}")
         return {"slug": project["slug"], "message": first["id"], "thread": reply["thread_id"]}
 

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 import pytest
 
-from .mcp_harness import ServerProcess, ToolFailed, call, child_env, fail, read_json, run, stdio_client
+from .mcp_harness import ServerProcess, call, child_env, fail, read_json, run, stdio_client
 
 PROJECT = "/work/projects/server-tests"
 

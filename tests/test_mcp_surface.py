@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -95,7 +96,11 @@ def test_topics_search_summaries_and_retention(server):
                        sender_name="GreenCastle", body_md="Agreed, the deploy is fine.")
             topic = await call(client, "fetch_topic", project_key=project, topic_name="release")
             bad_topic = await fail(client, "fetch_topic", project_key=project, topic_name="no spaces allowed")
-            hits = await call(client, "search_messages", project_key=project, query="deploy")
+            for _ in range(50):  # the search index takes new mail in moments, never blocking a sender
+                hits = await call(client, "search_messages", project_key=project, query="deploy")
+                if len(hits) == 2:
+                    break
+                await asyncio.sleep(0.1)
             bad_query = await fail(client, "search_messages", project_key=project, query='"unclosed')
             summary = await call(client, "summarize_thread", project_key=project, thread_id=thread,
                                  include_examples=True)
