@@ -84,3 +84,31 @@ def test_orphaned_temporary_packs_are_removed(tmp_path):
     os.utime(orphan, (time.time() - 7200, time.time() - 7200))
     consolidate(archive.git_dir)
     assert not os.path.exists(orphan) and os.path.exists(recent)
+
+
+def test_rollup_keeps_a_doubling_progression():
+    from gitmail.maintenance import _rollup
+
+    def names(sizes):
+        return _rollup([(size, f"p{i}") for i, size in enumerate(sizes)])
+
+    assert names([1, 2, 4, 8]) == []  # already geometric: nothing to do
+    assert names([1, 1, 1, 1, 1000]) == ["p0", "p1", "p2", "p3"]  # the big pack stays
+    assert names([1, 1, 3, 100]) == ["p0", "p1", "p2"]
+    assert names([5, 5, 6]) == ["p0", "p1", "p2"]  # the merged total outgrows the last one
+    assert names([7]) == []
+
+
+def test_old_large_packs_are_left_alone(tmp_path):
+    """Only new small packs are merged; git gc --auto never escalates to a full repack."""
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 300, prefix="old")
+    consolidate(archive.git_dir, force=True)
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    (big,) = [name for name in os.listdir(pack_dir) if name.endswith(".pack")]
+    _fill(archive, 60, prefix="new")  # more packs than git's own gc.autoPackLimit (50)
+    assert consolidate(archive.git_dir)
+    assert os.path.exists(os.path.join(pack_dir, big)), "the large pack was rewritten"
+    assert pack_count(archive.git_dir) == 2
+    assert len(archive.snapshot().listdir("new")) == 60
+    git("--git-dir", archive.git_dir, "fsck", "--strict")
