@@ -102,7 +102,8 @@ def test_rollup_keeps_a_doubling_progression():
 def test_old_large_packs_are_left_alone(tmp_path):
     """Only new small packs are merged; git gc --auto never escalates to a full repack."""
     archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
-    _fill(archive, 300, prefix="old")
+    for i in range(100):  # an established archive: one large pack of varied content
+        archive.transact(lambda s, i=i: Change("old").put(f"old/{i}", os.urandom(8192).hex().encode()))
     consolidate(archive.git_dir, force=True)
     pack_dir = os.path.join(archive.git_dir, "objects", "pack")
     (big,) = [name for name in os.listdir(pack_dir) if name.endswith(".pack")]
