@@ -116,6 +116,11 @@ class Archive:
         self._lock_path = os.path.join(self.git_dir, "gitmail-write.lock")
         self._pack_dir = os.path.join(self.git_dir, "objects", "pack")
         os.makedirs(self._pack_dir, exist_ok=True)
+        if durable and "core.fsync" not in repo.config:
+            # Objects that git itself brings in (a fetch before a fast-forward,
+            # a push from a human) must be as durable as our own packs.
+            repo.config["core.fsync"] = "objects,derived-metadata,reference"
+            repo.config["core.fsyncMethod"] = "fsync"
         self.maintainer = Maintainer(self.git_dir) if maintain else None
         if self.maintainer is not None:
             self.add_listener(self.maintainer.on_commit)

@@ -346,3 +346,8 @@ def test_bad_records_leave_the_repository_unchanged(archive, fn, code):
         archive.transact(fn)
     assert info.value.code == code and info.value.message
     assert archive.tip() == tip and _object_count(archive) == objects
+
+
+def test_git_itself_is_configured_to_write_durably(archive):
+    assert git("--git-dir", archive.git_dir, "config", "core.fsync").strip() == "objects,derived-metadata,reference"
+    assert git("--git-dir", archive.git_dir, "config", "core.fsyncMethod").strip() == "fsync"
