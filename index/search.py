@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from whoosh import index as windex
 from whoosh import query as wq
+from whoosh.filedb.filestore import RamStorage
 from whoosh.reading import SegmentReader
 from whoosh.writing import LockError
 
@@ -46,6 +47,7 @@ BATCH = 2000  # documents per incremental commit
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
 OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
+OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
 
 BlobReader = Callable[[str], bytes]
 Progress = Callable[[int, int], None]
@@ -473,26 +475,57 @@ class SearchIndex:
                 reader.close()
 
     def search(self, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
-        """Best matches first, each with a short highlighted snippet."""
+        """Best matches first, each with a short highlighted snippet.
+
+        Messages still queued for the writer (it is busy, and a search never
+        waits for it) are searched in a small in-memory index and merged in,
+        so a search sees every message committed before it began.
+        """
+        overlay = self._queued_overlay()
+        extra = len(overlay[0]) if overlay else 0
         for attempt in (1, 2):
             try:
                 reader = self._acquire()
                 try:
                     with reader.use:
-                        return self._run(reader, query, limit, agent)
+                        hits = self._run(reader.searcher, query, limit + extra, agent)
                 finally:
                     self._release(reader)
+                break
             except Exception as exc:  # noqa: BLE001 - a damaged index is rebuilt, then asked again
                 if attempt == 2:
                     raise
                 _log.warning("search index %s failed to answer (%s: %s); rebuilding", self.root,
                              type(exc).__name__, exc)
                 self.rebuild()
-        raise AssertionError("unreachable")
+        if overlay:
+            queued, ram = overlay
+            hits = [hit for hit in hits if hit["id"] not in queued]  # stale, or about to be
+            if ram is not None:
+                with ram.searcher() as searcher:
+                    hits += self._run(searcher, query, limit, agent)
+                hits.sort(key=lambda hit: hit["score"], reverse=True)
+        return hits[:limit]
 
-    def _run(self, reader: _Reader, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
+    def _queued_overlay(self) -> tuple[set[str], windex.Index | None] | None:
+        """Queued messages as (their ids, an in-memory index of those that exist), or None."""
+        items = self.meta.pending(OVERLAY_MAX + 1)
+        if not items or len(items) > OVERLAY_MAX:
+            return None  # nothing queued, or a backlog (a rebuild): answer from the index as it stands
+        queued = {mid for _, mid in items}
+        docs = [self._document(*source) for source in map(self.meta.search_source, sorted(queued)) if source]
+        if not docs:
+            return queued, None
+        ram = RamStorage().create_index(SCHEMA)
+        writer = ram.writer()
+        for doc in docs:
+            writer.add_document(**doc)
+        writer.commit()
+        return queued, ram
+
+    def _run(self, searcher: Any, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
         scope = wq.Term("visible", agent.lower()) if agent else None
-        results = reader.searcher.search(query, limit=limit, filter=scope)
+        results = searcher.search(query, limit=limit, filter=scope)
         pattern = highlight_pattern(query)
         out = []
         for hit in results:

@@ -257,19 +257,28 @@ def test_background_merge_keeps_answers_and_folds_segments(store, project):
     assert answers(index) == before
 
 
-def test_a_search_never_waits_for_a_busy_writer(store, project):
+def test_a_search_never_waits_for_a_busy_writer_yet_sees_what_is_queued(store, project, tmp_path):
     archive, index = project
     live = index.search_index.live_dir()
+    gone = index.search("outage")[0]["id"]
     other = windex.open_dir(os.path.join(live, "whoosh")).writer()  # stands for another process's writer
     try:
         msg = message("Blue", ["Green"], "Queued", "a bilby arrives")
         send(archive, msg)
-        assert index.search("bilby") == []  # answered at once from what is indexed
-        assert index.meta.has_pending()
+        work = clone(store, tmp_path)
+        git("rm", "-q", "-r", "--", *[p for p in tracked(work) if gone in p], cwd=work)
+        push(work, "delete the outage message")
+        start = time.monotonic()
+        assert ids(index.search("bilby")) == {msg.id}  # merged in from the queue, not from the index
+        assert gone not in ids(index.search("outage OR bilby"))
+        assert ids(index.search("bilby", agent="Red")) == set()  # scoping applies to queued messages too
+        assert time.monotonic() - start < 5
+        assert index.meta.has_pending()  # the index itself has not taken them in yet
     finally:
         other.cancel()
     index.flush()  # the background catch-up found the writer busy and gave up; it is idle now
     assert ids(index.search("bilby")) == {msg.id}  # the next search finds the writer free and takes it in
+    assert not index.meta.has_pending()
 
 
 def test_searches_keep_working_during_a_rebuild_and_old_readers_keep_their_generation(store, project):
