@@ -331,9 +331,10 @@ class SearchIndex:
         os.replace(tmp, os.path.join(gen_dir, "info.json"))
 
     def _document(self, summary: dict[str, Any], blob: str, agents: list[str]) -> dict[str, Any]:
+        # The metadata store parsed this file already (an unreadable one has no summary).
         try:
-            body = parse.front_matter(self.read_blob(blob))[1]
-        except (parse.Unreadable, KeyError):
+            body = parse.body_of(self.read_blob(blob))
+        except KeyError:
             body = ""
         return document(summary, blob, body, agents)
 
