@@ -13,11 +13,17 @@ from typing import Any
 import yaml
 
 
-class _Loader(yaml.SafeLoader):
+# libyaml's C parser and emitter when present (several times faster), the
+# pure-Python ones otherwise; both produce the same values and bytes.
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     pass
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
     pass
 
 
@@ -32,7 +38,7 @@ _without_timestamps(_Loader)
 _without_timestamps(_Dumper)
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:  # type: ignore[name-defined]
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
