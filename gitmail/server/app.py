@@ -14,14 +14,14 @@ from fastmcp import FastMCP
 from .. import __version__
 from ..store import Store
 from . import resources, tools_agents, tools_contacts, tools_health, tools_macros, tools_messages, tools_projects
-from . import tools_coordination, tools_reads, tools_search
+from . import tools_coordination, tools_reads, tools_search, tools_sync
 from .auth import BearerToken
 from .identity import Identities
 from .results import ArgumentErrors
 from .runtime import Listen, Runtime
 
 PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-         tools_macros, tools_coordination, resources)
+         tools_macros, tools_coordination, tools_sync, resources)
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.

@@ -1,0 +1,69 @@
+"""Sync on demand over MCP: a server pulls a teammate's mail and pushes its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitmail import Mail, Store
+from gitmail.sync import add_remote, sync_project
+
+from .conftest import git
+from .mcp_harness import ServerProcess, call, fail, run
+from .test_mcp_mail import pair
+
+PROJECT = "/work/projects/mcp-sync"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
+    yield proc
+    proc.stop()
+
+
+def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
+    hub = str(tmp_path / "hub.git")
+    git("init", "-q", "--bare", "-b", "main", hub)
+
+    async def setup():
+        async with server.client() as client:
+            blue, green = await pair(client, PROJECT)
+            await call(client, "send_message", project_key=PROJECT, sender_name="BlueLake", to=["GreenCastle"],
+                       subject="from the server machine", body_md="hello hub", sender_token=blue["registration_token"])
+            return blue, green
+
+    blue, green = run(setup())
+    add_remote(Store(server.home, background=False), PROJECT, "hub", hub)
+
+    async def first_sync():
+        async with server.client() as client:
+            remotes = await call(client, "list_remotes", project_key=PROJECT)
+            synced = await call(client, "sync_project", project_key=PROJECT)
+            unknown = await fail(client, "sync_project", project_key=PROJECT, remote="nowhere")
+            return remotes, synced, unknown
+
+    remotes, synced, unknown = run(first_sync())
+    assert remotes["remotes"] == {"hub": hub}
+    (result,) = synced["results"]
+    assert result["remote"] == "hub" and result["messages_out"] >= 1 and result["conflicts"] == []
+    assert unknown["code"] == "NOT_FOUND" and "remote" in unknown["message"]
+    assert "from the server machine" in git("--git-dir", hub, "grep", "-h", "subject:", "main", "--", "messages")
+
+    # A teammate on another machine pulls, writes, and pushes back through the hub.
+    other = Store(str(tmp_path / "other-home"), background=False)
+    add_remote(other, PROJECT, "hub", hub)
+    sync_project(other, PROJECT, "hub")
+    Mail(other).send_message(PROJECT, "GreenCastle", ["BlueLake"], "from the other machine", "hello back")
+    sync_project(other, PROJECT, "hub")
+
+    async def second_sync():
+        async with server.client() as client:
+            synced = await call(client, "sync_project", project_key=PROJECT, remote="hub")
+            inbox = await call(client, "fetch_inbox", project_key=PROJECT, agent_name="BlueLake",
+                               agent_token=blue["registration_token"])
+            return synced, inbox
+
+    synced, inbox = run(second_sync())
+    assert synced["results"][0]["messages_in"] >= 1
+    subjects = [message["subject"] for message in (inbox["messages"] if isinstance(inbox, dict) else inbox)]
+    assert "from the other machine" in subjects
