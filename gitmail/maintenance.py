@@ -26,8 +26,10 @@ import struct
 import subprocess
 import time
 
+import pygit2
+
 from .background import Debounced
-from .objects import fsync_dir
+from .objects import TREE, decode_tree, fsync_dir
 
 PACK_LIMIT = 32  # consolidate once this many packs have accumulated
 _TMP_MAX_AGE = 3600.0
@@ -88,15 +90,38 @@ def _object_ids(index_path: str) -> list[str]:
     return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
 
 
+def _names(git_dir: str, ids: list[str]) -> dict[str, str]:
+    """A file name for each blob and tree among ``ids``, from the trees among them.
+
+    ``pack-objects`` pairs objects with similar names when it looks for
+    deltas; without names, successive versions of a day folder would not be
+    stored as small deltas of each other.
+    """
+    repo = pygit2.Repository(git_dir)
+    wanted = set(ids)
+    names: dict[str, str] = {}
+    for oid in ids:
+        kind, data = repo.odb.read(oid)
+        if int(kind) != TREE:
+            continue
+        for name, (_, child) in decode_tree(data).items():
+            child_id = child.hex()
+            if child_id in wanted:
+                names.setdefault(child_id, name)
+    return names
+
+
 def _merge_packs(git_dir: str, bases: list[str]) -> None:
     pack_dir = os.path.join(git_dir, "objects", "pack")
     ids: dict[str, None] = {}
     for base in bases:
         ids.update(dict.fromkeys(_object_ids(base + ".idx")))
+    names = _names(git_dir, list(ids))
+    listing = "".join(f"{oid} {names[oid]}\n" if oid in names else f"{oid}\n" for oid in ids)
     subprocess.run(
         ["git", "--git-dir", git_dir, "-c", "core.fsync=objects,derived-metadata", "-c", "core.fsyncMethod=fsync",
          "pack-objects", "-q", "--delta-base-offset", os.path.join(pack_dir, "pack")],
-        input="\n".join(ids).encode() + b"\n", check=True, capture_output=True,
+        input=listing.encode(), check=True, capture_output=True,
     )
     fsync_dir(pack_dir)  # the new pack is durable before the old ones go
     for base in bases:
@@ -135,8 +160,13 @@ def _remove_orphans(git_dir: str) -> None:
     pack_dir = os.path.join(git_dir, "objects", "pack")
     cutoff = time.time() - _TMP_MAX_AGE
     for entry in os.scandir(pack_dir):
-        if entry.name.startswith("tmp_gm_") and entry.stat().st_mtime < cutoff:
-            os.unlink(entry.path)
+        if not entry.name.startswith("tmp_gm_"):
+            continue
+        try:  # a live writer may rename its file away at any moment
+            if entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            pass
 
 
 class Maintainer:
