@@ -54,6 +54,10 @@ class Debounced:
         """Block until no run is pending or running (for shutdown and tests)."""
         return self._idle.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the worker, letting a run in progress finish first."""
         self._stop = True
         self._wanted.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)

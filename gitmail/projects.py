@@ -9,7 +9,6 @@ repository from this machine, which is why it needs a confirmation phrase.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 from .clock import now_ts
@@ -94,10 +93,7 @@ def hard_delete_project(ctx: MailContext, project_key: str, confirmation: str) -
     archive = ctx.archive(project_key)
     project = project_record(archive.snapshot())
     slug = ctx.slug(project_key)
-    paths = ctx.store.paths(slug)
-    ctx.store.forget(slug)
-    for folder in (os.path.dirname(paths.archive), paths.derived):
-        shutil.rmtree(folder, ignore_errors=True)
+    ctx.store.remove(slug)
     ctx.activity.forget(slug)
     return {
         "deleted": True,

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import threading
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ class Store:
         self.home = os.path.abspath(home or default_home())
         self.durable = durable
         self.background = background
-        self._workers: list[CheckoutRefresher] = []
+        self._refreshers: dict[str, CheckoutRefresher] = {}
         os.makedirs(os.path.join(self.home, "projects"), exist_ok=True)
         self.node = self._node_name()
         self.clock = HybridClock(self.node)
@@ -129,22 +130,40 @@ class Store:
             if self.background:
                 refresher = CheckoutRefresher(paths.archive, paths.checkout)
                 archive.add_listener(refresher.on_commit)
-                self._workers.append(refresher)
+                self._refreshers[slug] = refresher
             self._archives[slug] = archive
             return archive
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until background work (checkout refresh, packing) has caught up."""
-        for worker in self._workers:
-            worker.worker.wait_idle(timeout)
+        for refresher in self._refreshers.values():
+            refresher.worker.wait_idle(timeout)
         for archive in self._archives.values():
             if archive.maintainer is not None:
                 archive.maintainer.worker.wait_idle(timeout)
 
-    def forget(self, slug: str) -> None:
-        """Drop the open handle of a project (before its folder is deleted)."""
+    def remove(self, slug: str) -> None:
+        """Delete a project's repository, checkout and derived state from this machine.
+
+        Background work on the project is stopped first, and the folders are
+        renamed away before they are deleted, so the project is gone at once
+        for every later call even while the deletion is still running.
+        """
         with self._lock:
-            self._archives.pop(slug, None)
+            archive = self._archives.pop(slug, None)
+            refresher = self._refreshers.pop(slug, None)
+        if refresher is not None:
+            refresher.worker.stop()
+        if archive is not None and archive.maintainer is not None:
+            archive.maintainer.worker.stop()
+        paths = self.paths(slug)
+        for folder in (os.path.dirname(paths.archive), paths.derived):
+            doomed = f"{folder}.deleting-{secrets.token_hex(4)}"
+            try:
+                os.rename(folder, doomed)
+            except FileNotFoundError:
+                continue
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def slugs(self) -> list[str]:
         root = os.path.join(self.home, "projects")

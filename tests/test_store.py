@@ -70,3 +70,20 @@ def test_archive_refuses_forced_pushes(store):
     archive = store.archive("/data/p", create=True)
     assert git("--git-dir", archive.git_dir, "config", "receive.denyNonFastForwards").strip() == "true"
     assert git("--git-dir", archive.git_dir, "config", "receive.denyDeletes").strip() == "true"
+
+
+def test_remove_stops_background_work_and_leaves_nothing(home):
+    from gitmail import Change
+
+    store = Store(home)  # with the checkout refresher and pack maintenance running
+    archive = store.archive("/data/p", create=True)
+    for i in range(20):
+        archive.transact(lambda s, i=i: Change(f"add {i}").put(f"notes/{i}.md", b"x"))
+    slug = store.resolve("/data/p")
+    store.remove(slug)  # while the refresher is likely mid-run
+    assert not os.path.exists(os.path.join(home, "projects", slug))
+    assert not os.path.exists(store.paths(slug).derived)
+    with pytest.raises(GitmailError) as info:
+        store.archive("/data/p")
+    assert info.value.code == NOT_FOUND
+    assert [name for name in os.listdir(os.path.join(home, "projects")) if slug in name] == []
