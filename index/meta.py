@@ -333,6 +333,9 @@ class Meta:
     def has_pending(self) -> bool:
         return bool(self.read("SELECT 1 FROM pending LIMIT 1"))
 
+    def pending_count(self) -> int:
+        return int(self.read("SELECT count(*) FROM pending")[0][0])
+
     def done(self, stamps: list[tuple[int, str]]) -> None:
         """Drop queue entries the search index took in (unless re-queued since)."""
         db = self.db

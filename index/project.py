@@ -38,6 +38,8 @@ _log = logging.getLogger("gitmail.index")
 VERSION_DIR = f"index-v{FORMAT}"
 MEMO_ENTRIES = 1024
 MERGE_DELAY = 1.0  # seconds after a burst of commits before small search segments are merged
+BULK_REBUILD_MIN = 2000  # queued messages from which a large arrival may be taken in by a rebuild...
+BULK_REBUILD_SHARE = 0.3  # ...when they are at least this share of all messages
 
 
 def _fresh(value: Any) -> Any:
@@ -99,11 +101,20 @@ class ProjectIndex:
         """
         current = self._sync(tip)
         self._ensure_search()
-        if self.meta.get_state("search_rebuild") == "1":
+        if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
             self._rebuild_search()
         if self.search_index.drain(wait=True):
             self.merger.poke()
         return current
+
+    def _bulk_arrival(self) -> bool:
+        """Whether so much arrived at once (a large sync) that a rebuild is the cheaper way in.
+
+        A rebuild streams every document into one writer; taking a queue of
+        this size in by updates costs more per message than that.
+        """
+        pending = self.meta.pending_count()
+        return pending >= BULK_REBUILD_MIN and pending >= BULK_REBUILD_SHARE * self.meta.message_count()
 
     def _sync(self, tip: str | None = None) -> str | None:
         target = tip or self.archive.tip()

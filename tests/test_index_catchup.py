@@ -337,3 +337,24 @@ def test_the_background_merger_folds_segments_after_a_burst(store, project):
     assert index.flush(60)
     assert index.search_index.segment_count() <= 2
     assert len(index.search("dingo")) == 8
+
+
+def test_a_bulk_arrival_is_taken_in_by_a_rebuild(store, project, monkeypatch):
+    """A large sync lands as one new generation, not as thousands of updates."""
+    from gitmail.index import project as index_project
+
+    archive = store.archive(PROJECT)
+    indexer = indexer_for(store)
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    before = index.search_index.live_dir()
+    monkeypatch.setattr(index_project, "BULK_REBUILD_MIN", 5)
+    send_many(archive, [message("Blue", ["Green"], f"Bulk {i}", f"arrived in bulk number{i}") for i in range(3)])
+    index.catch_up()
+    assert index.search_index.live_dir() == before, "a small arrival is taken in by updates"
+    send_many(archive, [message("Green", ["Red"], f"Bulk {i}", f"arrived in bulk number{i}") for i in range(3, 12)])
+    index.catch_up()
+    assert index.search_index.live_dir() != before, "a large arrival builds a new generation"
+    assert len(index.search("bulk", limit=50)) == 12
+    assert [hit["subject"] for hit in index.search("number11")] == ["Bulk 11"]
+    indexer.close()
