@@ -61,7 +61,7 @@ def refresh(archive_dir: str, checkout_dir: str) -> str:
 class CheckoutRefresher:
     """Refreshes a checkout in the background after commits."""
 
-    def __init__(self, archive_dir: str, checkout_dir: str, delay: float = 0.05):
+    def __init__(self, archive_dir: str, checkout_dir: str, delay: float = 0.3):
         self.archive_dir = archive_dir
         self.checkout_dir = checkout_dir
         self.last_state = ""

@@ -37,6 +37,7 @@ _log = logging.getLogger("gitmail.index")
 
 VERSION_DIR = f"index-v{FORMAT}"
 MEMO_ENTRIES = 1024
+CATCH_UP_DELAY = 0.02  # seconds commits may gather before one background catch-up takes them all in
 MERGE_DELAY = 1.0  # seconds after a burst of commits before small search segments are merged
 BULK_REBUILD_MIN = 2000  # queued messages from which a large arrival may be taken in by a rebuild...
 BULK_REBUILD_SHARE = 0.3  # ...when they are at least this share of all messages
@@ -69,7 +70,7 @@ class ProjectIndex:
         self._search_ready = False
         self._ensure_lock = threading.Lock()
         name = os.path.basename(derived_dir)
-        self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=0.002)
+        self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=CATCH_UP_DELAY)
         self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY)
 
     def _blob(self, oid: str) -> bytes:
@@ -78,6 +79,10 @@ class ProjectIndex:
     # -- catching up ----------------------------------------------------------
     def on_commit(self, old_tip: str | None, new_tip: str) -> None:
         """Archive listener: catch up in the background, never in the committer's way."""
+        self.poke()
+
+    def poke(self) -> None:
+        """Catch up in the background soon; pokes that arrive together share one catch-up."""
         self.worker.poke()
 
     def _work(self) -> None:

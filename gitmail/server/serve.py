@@ -34,10 +34,12 @@ def services(store: Store, sync_interval: float) -> Iterator[None]:
     indexer.attach_all()
 
     def on_change(slug: str) -> None:
+        # The watcher also sees this server's own commits: poking the index's
+        # background worker (rather than catching up here) lets both share one run.
         try:
-            indexer.project(slug).catch_up()
+            indexer.project(slug).poke()
         except Exception:  # noqa: BLE001 - the next change or read catches up again
-            _log.exception("catching up %s after an outside change failed", slug)
+            _log.exception("waking the index of %s after an outside change failed", slug)
 
     syncer = IntervalSyncer(store, sync_interval).start() if sync_interval > 0 else None
     try:
