@@ -22,7 +22,7 @@ import datetime as dt
 import hashlib
 import re
 import secrets
-from typing import Any
+from typing import Any, Callable
 
 from .clock import format_ts, now, parse_ts
 from .engine import Change
@@ -197,10 +197,10 @@ def take_seat(store: Store, project: str, agent: str, *, holder: str = "session"
     return archive.transact(fn).result
 
 
-def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
-    """Extend the lease of the seat held with token ``seat``; never shortens it."""
+def _with_held_seat(store: Store, project: str, agent: str, seat: str | None,
+                    step: Callable[[str, Seat, dt.datetime, Any], Change]) -> dict[str, Any]:
+    """Commit ``step(agent_name, seat_record, now, hlc)`` once the seat token is checked."""
     check_agent_name(agent, "agent_name")
-    lease = _lease(lease_s)
     if seat is None:
         raise invalid("seat is required: pass the token take_seat returned", field="seat")
     archive = store.archive(project)
@@ -211,36 +211,36 @@ def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: in
         agent_name = load_agent(snap, agent).name
         record = check_seat(snap, agent_name, seat, at=at)
         assert record is not None
+        return step(agent_name, record, at, hlc)
+
+    return archive.transact(fn).result
+
+
+def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+    """Extend the lease of the seat held with token ``seat``; never shortens it."""
+    lease = _lease(lease_s)
+
+    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: Any) -> Change:
         wanted = at + dt.timedelta(seconds=lease)
-        old = parse_ts(record.lease_expires_at)
-        if wanted <= old:
+        if wanted <= parse_ts(record.lease_expires_at):
             return Change("seat lease already long enough", result={"agent": agent_name, "renewed": False,
                                                                       "seat": seat_view(record)})
         renewed = dataclasses.replace(record, lease_expires_at=format_ts(wanted), hlc=hlc)
         return Change(f"{agent_name} renewed its seat until {renewed.lease_expires_at}", author=agent_name,
                       result={"agent": agent_name, "renewed": True, "seat": seat_view(renewed)}).put_record(renewed)
 
-    return archive.transact(fn).result
+    return _with_held_seat(store, project, agent, seat, step)
 
 
 def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str, Any]:
     """Give up the seat held with token ``seat`` so the next session need not wait for the lease."""
-    check_agent_name(agent, "agent_name")
-    if seat is None:
-        raise invalid("seat is required: pass the token take_seat returned", field="seat")
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-    at = now()
 
-    def fn(snap: Snapshot) -> Change:
-        agent_name = load_agent(snap, agent).name
-        record = check_seat(snap, agent_name, seat, at=at)
-        assert record is not None
+    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: Any) -> Change:
         released = dataclasses.replace(record, released_at=format_ts(at), hlc=hlc)
         return Change(f"{agent_name} released its seat (epoch {record.epoch})", author=agent_name,
                       result={"agent": agent_name, "released": True, "seat": seat_view(released)}).put_record(released)
 
-    return archive.transact(fn).result
+    return _with_held_seat(store, project, agent, seat, step)
 
 
 def seat_status(store: Store, project: str, agent: str) -> dict[str, Any]:
