@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import hashlib
 import io
 import mimetypes
@@ -40,7 +39,6 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from .engine import Change
 from .errors import (
     ATTACHMENT_TOO_LARGE,
     ATTACHMENT_UNDECODABLE,
@@ -51,7 +49,7 @@ from .errors import (
     invalid,
 )
 from .records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
-from .seats import require_actor
+from .seats import update_own_profile
 from .snapshot import Snapshot
 from .store import Store
 
@@ -328,19 +326,9 @@ def set_agent_policy(store: Store, project: str, agent: str, policy: str, *,
                      seat: str | None = None) -> dict[str, Any]:
     """Set how ``agent``'s outgoing images are handled when a send names no policy."""
     policy = effective_policy(policy, None)
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-
-    def fn(snap: Snapshot) -> Change:
-        profile = require_actor(snap, agent, seat)
-        result = {"agent": profile.name, "attachments_policy": policy}
-        if profile.attachments_policy == policy:
-            return Change("no change", result=result)
-        updated = dataclasses.replace(profile, attachments_policy=policy, hlc=hlc)
-        return Change(f"{profile.name} set its attachments policy to {policy}", author=profile.name,
-                      result=result).put_record(updated)
-
-    return archive.transact(fn).result
+    return update_own_profile(store, project, agent, seat,
+                              lambda name: f"{name} set its attachments policy to {policy}",
+                              attachments_policy=policy)
 
 
 def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) -> bytes:

@@ -8,14 +8,12 @@ does not need to know their names.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from .engine import Change
 from .errors import NOT_FOUND, GitmailError, invalid
 from .names import TOPIC_RE, check_agent_name
 from .records import Agent
-from .seats import require_actor
+from .seats import update_own_profile
 from .snapshot import Snapshot
 from .store import Store
 
@@ -40,20 +38,9 @@ def publish(store: Store, project: str, agent: str, capabilities: list[str], *,
     if len(capabilities) > MAX_CAPABILITIES:
         raise invalid(f"at most {MAX_CAPABILITIES} capabilities per agent", field="capabilities")
     wanted = sorted({check_capability(item) for item in capabilities})
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-
-    def fn(snap: Snapshot) -> Change:
-        profile = require_actor(snap, agent, seat)
-        result = {"agent": profile.name, "capabilities": wanted}
-        if profile.capabilities == wanted:
-            return Change("no change", result=result)
-        updated = dataclasses.replace(profile, capabilities=wanted, hlc=hlc)
-        listed = ", ".join(wanted) or "none"
-        return Change(f"{profile.name} published capabilities: {listed}", author=profile.name,
-                      result=result).put_record(updated)
-
-    return archive.transact(fn).result
+    listed = ", ".join(wanted) or "none"
+    return update_own_profile(store, project, agent, seat, lambda name: f"{name} published capabilities: {listed}",
+                              capabilities=wanted)
 
 
 def _profiles(snapshot: Snapshot) -> list[Agent]:

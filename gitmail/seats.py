@@ -243,6 +243,27 @@ def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str,
     return _with_held_seat(store, project, agent, seat, step)
 
 
+def update_own_profile(store: Store, project: str, agent: str, seat: str | None,
+                       describe: Callable[[str], str], **fields: Any) -> dict[str, Any]:
+    """Set ``fields`` on the acting agent's own profile; nothing is committed if they already hold.
+
+    The agent is checked like any writer (awake, seat not stale). Returns
+    ``{"agent": name, **fields}``; ``describe(name)`` is the commit line.
+    """
+    archive = store.archive(project)
+    hlc = store.clock.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        profile = require_actor(snap, agent, seat)
+        result = {"agent": profile.name, **fields}
+        if all(getattr(profile, key) == value for key, value in fields.items()):
+            return Change("no change", result=result)
+        updated = dataclasses.replace(profile, hlc=hlc, **fields)
+        return Change(describe(profile.name), author=profile.name, result=result).put_record(updated)
+
+    return archive.transact(fn).result
+
+
 def seat_status(store: Store, project: str, agent: str) -> dict[str, Any]:
     """Who holds ``agent``'s seat now (read only)."""
     check_agent_name(agent, "agent_name")
