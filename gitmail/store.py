@@ -149,21 +149,26 @@ class Store:
         renamed away before they are deleted, so the project is gone at once
         for every later call even while the deletion is still running.
         """
+        paths = self.paths(slug)
+        doomed = []
+        # Under the lock, so no other thread can reopen (and cache) the project
+        # between dropping its handle and moving its folders away.
         with self._lock:
             archive = self._archives.pop(slug, None)
             refresher = self._refreshers.pop(slug, None)
-        if refresher is not None:
-            refresher.worker.stop()
-        if archive is not None and archive.maintainer is not None:
-            archive.maintainer.worker.stop()
-        paths = self.paths(slug)
-        for folder in (os.path.dirname(paths.archive), paths.derived):
-            doomed = f"{folder}.deleting-{secrets.token_hex(4)}"
-            try:
-                os.rename(folder, doomed)
-            except FileNotFoundError:
-                continue
-            shutil.rmtree(doomed, ignore_errors=True)
+            if refresher is not None:
+                refresher.worker.stop()
+            if archive is not None and archive.maintainer is not None:
+                archive.maintainer.worker.stop()
+            for folder in (os.path.dirname(paths.archive), paths.derived):
+                target = f"{folder}.deleting-{secrets.token_hex(4)}"
+                try:
+                    os.rename(folder, target)
+                except FileNotFoundError:
+                    continue
+                doomed.append(target)
+        for target in doomed:
+            shutil.rmtree(target, ignore_errors=True)
 
     def slugs(self) -> list[str]:
         root = os.path.join(self.home, "projects")
