@@ -1,7 +1,9 @@
 """A debounced background worker: many pokes, one run at a time.
 
 Used for the jobs that follow commits but must never hold up a writer:
-refreshing the human checkout and consolidating packs.
+refreshing the human checkout, catching the index up, consolidating packs.
+Jobs that are cheaper done in bulk can ask to wait for a pause in the pokes
+(``max_wait``), so a burst of commits costs one run instead of dozens.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ _log = logging.getLogger("gitmail.background")
 
 
 class Debounced:
-    """Runs ``job`` in a daemon thread at most once per ``delay`` after a poke."""
+    """Runs ``job`` in a daemon thread at most once per ``delay`` after a poke.
 
-    def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05):
+    With ``max_wait``, a run waits until ``delay`` seconds pass without a poke,
+    but never longer than ``max_wait`` after the first one.
+    """
+
+    def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05, max_wait: float | None = None):
         self.name = name
         self.job = job
         self.delay = delay
+        self.max_wait = max_wait
         self._wanted = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -41,14 +48,23 @@ class Debounced:
             self._wanted.wait()
             if self._stop:
                 break
-            time.sleep(self.delay)
-            self._wanted.clear()
+            self._settle()
             try:
                 self.job()
             except Exception:  # noqa: BLE001 - a failed run is retried on the next poke
                 _log.exception("%s failed", self.name)
             if not self._wanted.is_set():
                 self._idle.set()
+
+    def _settle(self) -> None:
+        began = time.monotonic()
+        while True:
+            self._wanted.clear()
+            time.sleep(self.delay)
+            if (self._stop or self.max_wait is None or not self._wanted.is_set()
+                    or time.monotonic() - began >= self.max_wait):
+                self._wanted.clear()  # pokes that came meanwhile are served by this run
+                return
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no run is pending or running (for shutdown and tests)."""
