@@ -31,14 +31,17 @@ from . import parse, reads
 from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
 from .query import parse_query
-from .search import Progress, SearchIndex
+from .search import OVERLAY_MAX, Progress, SearchIndex
 
 _log = logging.getLogger("gitmail.index")
 
 VERSION_DIR = f"index-v{FORMAT}"
 MEMO_ENTRIES = 1024
 CATCH_UP_DELAY = 0.02  # seconds commits may gather before one background catch-up takes them all in
-MERGE_DELAY = 1.0  # seconds after a burst of commits before small search segments are merged
+MERGE_DELAY = 1.0  # seconds without a search-index commit before small search segments are merged
+DRAIN_QUIET = 0.25  # queued messages go into the search index once commits pause this long...
+DRAIN_MAX_WAIT = 1.0  # ...or at the latest this long after the first of them was queued...
+DRAIN_AT = 128  # ...or at once when this many are queued (searches merge the queue in from memory)
 BULK_REBUILD_MIN = 2000  # queued messages from which a large arrival may be taken in by a rebuild...
 BULK_REBUILD_SHARE = 0.3  # ...when they are at least this share of all messages
 
@@ -71,7 +74,10 @@ class ProjectIndex:
         self._ensure_lock = threading.Lock()
         name = os.path.basename(derived_dir)
         self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=CATCH_UP_DELAY)
-        self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY)
+        self.drainer = Debounced(f"gitmail-index-drain:{name}", self._drain, delay=DRAIN_QUIET,
+                                 max_wait=DRAIN_MAX_WAIT)
+        self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY,
+                                max_wait=4 * MERGE_DELAY)
 
     def _blob(self, oid: str) -> bytes:
         return self.archive.repo[oid].data
@@ -86,7 +92,26 @@ class ProjectIndex:
         self.worker.poke()
 
     def _work(self) -> None:
-        self.catch_up()
+        """Background catch-up: the metadata at once, the search index in batches.
+
+        Every commit moves the metadata store (inbox, cursors) within
+        CATCH_UP_DELAY. A search-index commit costs about the same for one
+        message as for a hundred, so queued messages wait for a pause (or
+        for DRAIN_AT of them); searches meanwhile merge the queue in from
+        memory, so they miss nothing.
+        """
+        self._sync()
+        self._ensure_search()
+        if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
+            self._rebuild_search()
+        elif self.meta.pending_count() >= DRAIN_AT:
+            self._drain()
+        elif self.meta.has_pending():
+            self.drainer.poke()
+
+    def _drain(self) -> None:
+        if self.search_index.drain(wait=True):
+            self.merger.poke()
 
     def _merge(self) -> None:
         if self.search_index.consolidate() is None:
@@ -94,7 +119,7 @@ class ProjectIndex:
 
     def flush(self, timeout: float = 60.0) -> bool:
         """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""
-        return self.worker.wait_idle(timeout) and self.merger.wait_idle(timeout)
+        return all(job.wait_idle(timeout) for job in (self.worker, self.drainer, self.merger))
 
     def catch_up(self, tip: str | None = None) -> str | None:
         """Bring all derived state up to ``tip`` (default: the archive's tip), now.
@@ -108,8 +133,7 @@ class ProjectIndex:
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
             self._rebuild_search()
-        if self.search_index.drain(wait=True):
-            self.merger.poke()
+        self._drain()
         return current
 
     def _bulk_arrival(self) -> bool:
@@ -310,8 +334,8 @@ class ProjectIndex:
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1":
             self.worker.poke()  # rebuilt in the background; answer from the old generation meanwhile
-        elif self.search_index.drain(wait=False):  # a busy writer is not waited for
-            self.merger.poke()
+        elif self.meta.pending_count() > OVERLAY_MAX and self.search_index.drain(wait=False):
+            self.merger.poke()  # more is queued than a search merges in from memory (a busy writer is not waited for)
         if agent is not None and not reads.known_agent(self.meta, agent):
             raise not_found(f"no agent named {agent!r} in this project; register it first or check the spelling",
                             agent=agent)
@@ -319,6 +343,7 @@ class ProjectIndex:
 
     def close(self) -> None:
         self.worker.stop()
+        self.drainer.stop()
         self.merger.stop()
         self.search_index.close()
 

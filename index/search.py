@@ -192,6 +192,41 @@ def _share(gen_dir: str) -> int:
     return fd
 
 
+class _Overlay:
+    """An in-memory index of the messages queued for the search writer.
+
+    Kept between searches and extended with what was queued since, so a
+    search during a burst of commits indexes only the newest arrivals; it
+    starts afresh once the writer has taken queued messages in.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: set[tuple[int, str]] = set()
+        self._ram: windex.Index | None = None
+
+    def search(self, queued: list[tuple[int, str]], make_doc: Callable[[str], dict[str, Any] | None],
+               run: Callable[[Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """``run(searcher)`` over the queued messages ``queued`` ((stamp, id) pairs)."""
+        wanted = set(queued)
+        with self._lock:
+            if self._ram is None or not self._items <= wanted:
+                self._ram, self._items = RamStorage().create_index(SCHEMA), set()
+            new = sorted(wanted - self._items)
+            if new:
+                writer = self._ram.writer()
+                for _, mid in new:
+                    doc = make_doc(mid)
+                    if doc is None:
+                        writer.delete_by_term("id", mid)
+                    else:
+                        writer.update_document(**doc)
+                writer.commit()
+                self._items |= set(new)
+            with self._ram.searcher() as searcher:
+                return run(searcher)
+
+
 class SearchIndex:
     """The search side of one project's derived state."""
 
@@ -204,6 +239,7 @@ class SearchIndex:
         self._reader: _Reader | None = None
         self._write = _WriterLock(os.path.join(root, "writer.lock"))
         self.commits = 0
+        self._overlay = _Overlay()
 
     # -- generations ----------------------------------------------------------
     @property
@@ -478,12 +514,14 @@ class SearchIndex:
     def search(self, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
         """Best matches first, each with a short highlighted snippet.
 
-        Messages still queued for the writer (it is busy, and a search never
-        waits for it) are searched in a small in-memory index and merged in,
-        so a search sees every message committed before it began.
+        Messages still queued for the writer (it takes them in batches, and a
+        search never waits for it) are searched in a small in-memory index and
+        merged in, so a search sees every message committed before it began.
         """
-        overlay = self._queued_overlay()
-        extra = len(overlay[0]) if overlay else 0
+        queued = self.meta.pending(OVERLAY_MAX + 1)
+        if len(queued) > OVERLAY_MAX:
+            queued = []  # a backlog (a rebuild): answer from the index as it stands
+        extra = len(queued)
         for attempt in (1, 2):
             try:
                 reader = self._acquire()
@@ -499,30 +537,16 @@ class SearchIndex:
                 _log.warning("search index %s failed to answer (%s: %s); rebuilding", self.root,
                              type(exc).__name__, exc)
                 self.rebuild()
-        if overlay:
-            queued, ram = overlay
-            hits = [hit for hit in hits if hit["id"] not in queued]  # stale, or about to be
-            if ram is not None:
-                with ram.searcher() as searcher:
-                    hits += self._run(searcher, query, limit, agent)
-                hits.sort(key=lambda hit: hit["score"], reverse=True)
+        if queued:
+            ids = {mid for _, mid in queued}
+            hits = [hit for hit in hits if hit["id"] not in ids]  # stale, or about to be
+            hits += self._overlay.search(queued, self._queued_document, lambda s: self._run(s, query, limit, agent))
+            hits.sort(key=lambda hit: hit["score"], reverse=True)
         return hits[:limit]
 
-    def _queued_overlay(self) -> tuple[set[str], windex.Index | None] | None:
-        """Queued messages as (their ids, an in-memory index of those that exist), or None."""
-        items = self.meta.pending(OVERLAY_MAX + 1)
-        if not items or len(items) > OVERLAY_MAX:
-            return None  # nothing queued, or a backlog (a rebuild): answer from the index as it stands
-        queued = {mid for _, mid in items}
-        docs = [self._document(*source) for source in map(self.meta.search_source, sorted(queued)) if source]
-        if not docs:
-            return queued, None
-        ram = RamStorage().create_index(SCHEMA)
-        writer = ram.writer()
-        for doc in docs:
-            writer.add_document(**doc)
-        writer.commit()
-        return queued, ram
+    def _queued_document(self, mid: str) -> dict[str, Any] | None:
+        source = self.meta.search_source(mid)
+        return None if source is None else self._document(*source)
 
     def _run(self, searcher: Any, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
         scope = wq.Term("visible", agent.lower()) if agent else None

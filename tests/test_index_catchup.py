@@ -358,3 +358,40 @@ def test_a_bulk_arrival_is_taken_in_by_a_rebuild(store, project, monkeypatch):
     assert len(index.search("bulk", limit=50)) == 12
     assert [hit["subject"] for hit in index.search("number11")] == ["Bulk 11"]
     indexer.close()
+
+
+def test_a_burst_of_commits_costs_few_search_index_commits_yet_every_message_is_found(store, project):
+    """The metadata follows each commit; the search index takes a burst in as one batch."""
+    archive, index = project
+    index.flush(30)
+    before = index.search_index.commits
+    sent = []
+    for i in range(30):
+        msg = message("Green", ["Blue"], f"Numbat {i}", f"numbat sighting {i}")
+        send(archive, msg)
+        sent.append(msg.id)
+        time.sleep(0.01)  # commits arrive one by one, as from agents, each poking the background indexer
+        if i % 10 == 9:  # searches in the middle of the burst see every message sent so far
+            assert ids(index.search("numbat", limit=100)) == set(sent)
+    assert index.flush(30)
+    assert not index.meta.has_pending()
+    assert index.search_index.commits - before <= 5  # not one per commit
+    assert ids(index.search_index.search(parse_query("numbat"), 100, None)) == set(sent)
+
+
+def test_the_in_memory_queue_index_is_extended_then_dropped_after_a_drain(store, project):
+    archive, index = project
+    index.flush(30)
+    index.drainer.stop()  # the test decides when the queue is taken in
+    index.worker.stop()
+    first = message("Blue", ["Green"], "Quokka one", "quokka first")
+    send(archive, first)
+    assert ids(index.search("quokka")) == {first.id}
+    second = message("Green", ["Blue"], "Quokka two", "quokka second")
+    send(archive, second)
+    assert ids(index.search("quokka")) == {first.id, second.id}  # the queue index grew by one
+    assert ids(index.search("quokka", agent="Red")) == set()
+    index.search_index.drain(wait=True)
+    assert not index.meta.has_pending()
+    assert ids(index.search("quokka")) == {first.id, second.id}  # now from the index alone, without duplicates
+    assert len(index.search("quokka")) == 2
