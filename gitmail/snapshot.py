@@ -4,10 +4,15 @@ A :class:`Snapshot` reads files and directory listings straight from git's
 object database (no work tree, no ``.git/index``). During a group commit each
 transaction sees the snapshot overlaid with the edits of the transactions
 queued before it, so validation always sees the state it will commit onto.
+
+Parsed records are remembered by blob id and path (a blob never changes), so
+the profiles and project record that every call consults are parsed once, not
+on every call; each caller gets its own copy to change.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Iterator, TypeVar
 
 import pygit2
@@ -15,6 +20,9 @@ import pygit2
 from .records import Record
 
 R = TypeVar("R", bound=Record)
+
+_PARSED_MAX = 4096
+_parsed: dict[tuple[type, str, bytes], Record] = {}
 
 
 class Snapshot:
@@ -55,8 +63,20 @@ class Snapshot:
 
     def load(self, path: str, record_type: type[R]) -> R | None:
         """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable."""
-        data = self.read(path)
-        return None if data is None else record_type.from_bytes(data, path)
+        if path in self._pending:
+            data = self._pending[path]
+            return None if data is None else record_type.from_bytes(data, path)
+        obj = self._entry(path)
+        if obj is None or obj.type != pygit2.GIT_OBJECT_BLOB:
+            return None
+        key = (record_type, path, obj.id.raw)
+        record = _parsed.get(key)
+        if record is None:
+            record = record_type.from_bytes(obj.data, path)
+            if len(_parsed) >= _PARSED_MAX:
+                _parsed.clear()
+            _parsed[key] = record
+        return copy.deepcopy(record)  # type: ignore[return-value]
 
     def listdir(self, path: str) -> list[str]:
         """Sorted names (files and folders) directly inside the folder ``path``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -9,11 +10,12 @@ import time
 import pygit2
 import pytest
 
-from gitmail import Archive, Change, GitmailError, Message, new_id
+from gitmail import Archive, Change, GitmailError, HybridClock, Message, new_id
 from gitmail.clock import now_ts
 from gitmail.engine import MAX_ATTEMPTS
 from gitmail.errors import INVALID_ARGUMENT, RETRY_EXHAUSTED
-from gitmail.records import inbox_path, outbox_path
+from gitmail.records import Agent, inbox_path, outbox_path
+from gitmail.snapshot import Snapshot
 
 from .conftest import git
 
@@ -351,3 +353,30 @@ def test_bad_records_leave_the_repository_unchanged(archive, fn, code):
 def test_git_itself_is_configured_to_write_durably(archive):
     assert git("--git-dir", archive.git_dir, "config", "core.fsync").strip() == "objects,derived-metadata,reference"
     assert git("--git-dir", archive.git_dir, "config", "core.fsyncMethod").strip() == "fsync"
+
+
+
+def test_loaded_records_are_parsed_once_and_each_caller_gets_its_own_copy(archive, monkeypatch):
+    parses = []
+    parse = Agent.from_bytes.__func__
+    monkeypatch.setattr(Agent, "from_bytes", classmethod(lambda cls, data, path="<record>": (
+        parses.append(path), parse(cls, data, path))[1]))
+    profile = Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=now_ts(),
+                    hlc=HybridClock("node-a").tick())
+    archive.transact(lambda s: Change("register").put_record(profile))
+    snap = archive.snapshot()
+    first = snap.load(profile.path(), Agent)
+    first.task_description = "changed by one caller"
+    first.capabilities.append("mutated")
+    second = archive.snapshot().load(profile.path(), Agent)
+    assert parses == [profile.path()]  # the second load, from a new snapshot, did not parse again
+    assert second is not first
+    assert second.task_description == "" and "mutated" not in second.capabilities
+    # The same bytes at another path are checked against that path, not served from memory.
+    archive.transact(lambda s: Change("copy").put("agents/Other/profile.yaml", profile.to_bytes()))
+    with pytest.raises(GitmailError) as info:
+        archive.snapshot().load("agents/Other/profile.yaml", Agent)
+    assert "does not match the file's location" in info.value.message
+    # An edit queued ahead in a group commit is read as queued, not from the remembered parse.
+    queued = Snapshot(archive.repo, archive.tip(), {profile.path(): dataclasses.replace(profile, model="o").to_bytes()})
+    assert queued.load(profile.path(), Agent).model == "o"
