@@ -113,3 +113,20 @@ def test_old_large_packs_are_left_alone(tmp_path):
     assert pack_count(archive.git_dir) == 2
     assert len(archive.snapshot().listdir("new")) == 60
     git("--git-dir", archive.git_dir, "fsck", "--strict")
+
+
+def test_consolidation_stores_versions_of_a_folder_as_deltas(tmp_path):
+    """Objects are handed to pack-objects with their paths, so each folder version deltas against the last."""
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _fill(archive, 200)
+    assert consolidate(archive.git_dir, force=True)
+    pack = [name for name in os.listdir(os.path.join(archive.git_dir, "objects", "pack")) if name.endswith(".idx")]
+    listing = git("--git-dir", archive.git_dir, "verify-pack", "-v",
+                  os.path.join(archive.git_dir, "objects", "pack", pack[0]))
+    # "<id> tree <size> <packed size> <offset> [<depth> <base>]": a delta names its depth and base.
+    trees = [line.split() for line in listing.splitlines() if " tree " in line]
+    assert len(trees) == 400  # per commit, a root (one entry, too small to bother) and a version of "f"
+    assert sum(len(fields) > 5 for fields in trees) >= 190  # nearly every "f" is a delta of its neighbour
+    with open(os.path.join(archive.git_dir, "gitmail-rollup-tip"), encoding="ascii") as handle:
+        assert handle.read().strip() == archive.tip()  # the next run names only what came after
+    git("--git-dir", archive.git_dir, "fsck", "--strict")
