@@ -2,7 +2,11 @@
 
 The database is the bare ``archive.git``. Beside it, ``checkout/`` is an
 ordinary clone (sharing the archive's objects, so it costs no copy) that a
-background refresher fast-forwards to ``main`` shortly after each commit.
+background refresher fast-forwards to ``main`` shortly after commits pause
+(and every second during a long burst). Since the objects are
+shared, a refresh needs no fetch: it reads the archive's ``main``, moves
+``origin/main`` there and fast-forwards, so only ``git status`` and ``git
+merge`` run, and nothing at all when the checkout is current.
 
 Humans may edit and commit in the checkout. Their commits land on the
 checkout's own branch; they reach the database only by ``git push``, which
@@ -18,7 +22,12 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pygit2
+
 from .background import Debounced
+
+_QUIET = 0.3  # a refresh follows once commits pause this long...
+_MAX_WAIT = 1.0  # ...or this long after the first commit of a burst
 
 
 def _git(*args: str, cwd: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -43,30 +52,34 @@ def refresh(archive_dir: str, checkout_dir: str) -> str:
         _git("clone", "-q", "--shared", "--branch", "main", archive_dir, tmp)
         os.replace(tmp, checkout_dir)
         return "created"
-    _git("fetch", "-q", "origin", "main", cwd=checkout_dir)
-    head = _git("rev-parse", "HEAD", cwd=checkout_dir, check=False).stdout.strip()
-    upstream = _git("rev-parse", "FETCH_HEAD", cwd=checkout_dir).stdout.strip()
+    try:
+        upstream = pygit2.Repository(archive_dir).references["refs/heads/main"].target
+    except KeyError:
+        return "current"  # nothing committed yet
+    repo = pygit2.Repository(checkout_dir)
+    repo.references.create("refs/remotes/origin/main", upstream, force=True)  # as a fetch would leave it
+    head = None if repo.head_is_unborn else repo.head.target
     if head == upstream:
         return "current"
-    if head and _git("merge-base", "--is-ancestor", upstream, head, cwd=checkout_dir, check=False).returncode == 0:
+    if head is not None and repo.descendant_of(head, upstream):
         return "held"  # the human's commits are ahead of main: leave them be
     if _git("status", "--porcelain", "--untracked-files=no", cwd=checkout_dir).stdout.strip():
         return "held"
-    if head and _git("merge-base", "--is-ancestor", head, upstream, cwd=checkout_dir, check=False).returncode != 0:
+    if head is not None and not repo.descendant_of(upstream, head):
         return "held"  # diverged: the human must pull and push
-    _git("merge", "-q", "--ff-only", "FETCH_HEAD", cwd=checkout_dir)
+    _git("merge", "-q", "--ff-only", str(upstream), cwd=checkout_dir)
     return "updated"
 
 
 class CheckoutRefresher:
     """Refreshes a checkout in the background after commits."""
 
-    def __init__(self, archive_dir: str, checkout_dir: str, delay: float = 0.3):
+    def __init__(self, archive_dir: str, checkout_dir: str):
         self.archive_dir = archive_dir
         self.checkout_dir = checkout_dir
         self.last_state = ""
         self.worker = Debounced(f"gitmail-checkout:{os.path.basename(os.path.dirname(checkout_dir))}",
-                                self._run, delay=delay)
+                                self._run, delay=_QUIET, max_wait=_MAX_WAIT)
 
     def on_commit(self, old: str | None, new: str) -> None:
         self.worker.poke()

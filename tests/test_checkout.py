@@ -78,3 +78,27 @@ def test_refresher_leaves_uncommitted_edits_alone(store):
     git("checkout", "--", "notes/a.md", cwd=paths.checkout)
     assert refresh(paths.archive, paths.checkout) == "updated"
     assert refresh(paths.archive, paths.checkout) == "current"
+
+
+def test_during_a_long_burst_the_checkout_still_moves_and_is_current_after_it(home):
+    store = Store(home)  # with background workers
+    archive = store.archive("/data/burst", create=True)
+    checkout = store.paths(store.resolve("/data/burst")).checkout
+    seen_during = set()
+    end = time.time() + 3.5
+    i = 0
+    while time.time() < end:
+        _add(archive, f"notes/{i:04d}.md", f"{i}\n")
+        i += 1
+        time.sleep(0.02)
+        if os.path.isdir(os.path.join(checkout, ".git")):
+            seen_during.add(git("rev-parse", "HEAD", cwd=checkout).strip())
+    assert len(seen_during) >= 2  # refreshed while commits kept coming, not only after they stopped
+    tip = archive.tip()
+    deadline = time.time() + 3
+    while git("rev-parse", "HEAD", cwd=checkout).strip() != tip and time.time() < deadline:
+        time.sleep(0.05)
+    assert git("rev-parse", "HEAD", cwd=checkout).strip() == tip
+    assert git("rev-parse", "origin/main", cwd=checkout).strip() == tip  # as if fetched
+    assert git("status", "--porcelain", cwd=checkout).strip() == ""
+    assert len(os.listdir(os.path.join(checkout, "notes"))) == i
