@@ -23,6 +23,16 @@ def store(home):
     return Store(home, background=False)
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store."""
+    from .mcp_harness import ServerProcess
+
+    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
+    yield proc
+    proc.stop()
+
+
 def git_run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real git binary as a human would; the caller inspects the outcome."""
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="Human", GIT_AUTHOR_EMAIL="human@example.org",

@@ -8,17 +8,9 @@ import os
 import subprocess
 import uuid
 
-import pytest
 from PIL import Image
 
-from .mcp_harness import ServerProcess, call, fail, read_json, run
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
-    yield proc
-    proc.stop()
+from .mcp_harness import call, fail, read_json, run
 
 
 async def team(client, project: str, *names: str) -> dict[str, str]:

@@ -10,14 +10,7 @@ import uuid
 import pytest
 from mcp_types import CallToolResult
 
-from .mcp_harness import ServerProcess, call, fail, read_json, run
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
-    yield proc
-    proc.stop()
+from .mcp_harness import call, fail, read_json, run
 
 
 async def pair(client, project: str) -> tuple[dict, dict]:

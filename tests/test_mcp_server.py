@@ -15,13 +15,6 @@ from .mcp_harness import ServerProcess, call, child_env, fail, read_json, run, s
 PROJECT = "/work/projects/server-tests"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
-    yield proc
-    proc.stop()
-
-
 def test_health_check_reports_the_store(server):
     async def scenario():
         async with server.client() as client:

@@ -7,14 +7,7 @@ import uuid
 
 import pytest
 
-from .mcp_harness import ServerProcess, call, fail, read_json, run
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
-    yield proc
-    proc.stop()
+from .mcp_harness import call, fail, read_json, run
 
 
 async def setup(client, project: str) -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gitmail import Mail, Store
 from gitmail.sync import add_remote, sync_project
 
 from .conftest import git
-from .mcp_harness import ServerProcess, call, fail, run
+from .mcp_harness import call, fail, run
 from .test_mcp_mail import pair
 
 PROJECT = "/work/projects/mcp-sync"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
-    yield proc
-    proc.stop()
 
 
 def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
