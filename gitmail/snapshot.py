@@ -40,34 +40,36 @@ class Snapshot:
         except KeyError:
             return None
 
+    def _blob(self, path: str) -> pygit2.Object | None:
+        """The committed file at ``path`` (pending edits excluded), or None if there is none."""
+        obj = self._entry(path)
+        return obj if obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB else None
+
     def read(self, path: str) -> bytes | None:
         """The bytes of the file at ``path``, or None if there is none."""
         if path in self._pending:
             return self._pending[path]
-        obj = self._entry(path)
-        if obj is None or obj.type != pygit2.GIT_OBJECT_BLOB:
-            return None
-        return obj.data
+        obj = self._blob(path)
+        return None if obj is None else obj.data
 
     def blob_id(self, path: str) -> str | None:
         """The blob id at ``path`` in the committed tree (pending edits excluded)."""
-        obj = self._entry(path)
-        return str(obj.id) if obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB else None
+        obj = self._blob(path)
+        return None if obj is None else str(obj.id)
 
     def exists(self, path: str) -> bool:
         """Whether a file (not a folder) is at ``path``."""
         if path in self._pending:
             return self._pending[path] is not None
-        obj = self._entry(path)
-        return obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB
+        return self._blob(path) is not None
 
     def load(self, path: str, record_type: type[R]) -> R | None:
         """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable."""
         if path in self._pending:
             data = self._pending[path]
             return None if data is None else record_type.from_bytes(data, path)
-        obj = self._entry(path)
-        if obj is None or obj.type != pygit2.GIT_OBJECT_BLOB:
+        obj = self._blob(path)
+        if obj is None:
             return None
         key = (record_type, path, obj.id.raw)
         record = _parsed.get(key)
