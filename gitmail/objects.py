@@ -11,11 +11,14 @@ together (see :mod:`gitmail.maintenance`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import struct
 import zlib
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 COMMIT, TREE, BLOB = 1, 2, 3
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
@@ -29,30 +32,92 @@ def object_id(kind: int, data: bytes) -> bytes:
     return hashlib.sha1(header + data).digest()
 
 
-def encode_tree(entries: dict[str, tuple[int, bytes]]) -> bytes:
-    """Serialize ``name -> (mode, oid)`` in git's canonical tree order."""
+class Tree:
+    """A tree's entries kept with their encoded lines in git's canonical order.
 
-    items = []
-    for name, (mode, oid) in entries.items():
-        raw = name.encode("utf-8")
-        # git orders a folder as if its name ended in "/"; names are unique,
-        # so the sort never compares the encoded entries themselves.
-        items.append((raw + b"/" if mode == MODE_TREE else raw, b"%o %s\0%s" % (mode, raw, oid)))
-    items.sort()
-    return b"".join([entry for _, entry in items])
+    A day folder holds an entry per message, and a busy day's folder is
+    rewritten by every commit. Re-sorting and re-encoding it each time would
+    cost in proportion to the whole folder; here an edit splices one line in
+    and encoding joins the lines that are already in order.
+    """
+
+    __slots__ = ("_entries", "_keys", "_lines")
+
+    def __init__(self, entries: dict[str, tuple[int, bytes]] | None = None):
+        self._entries: dict[str, tuple[int, bytes]] = {}
+        self._keys: list[bytes] = []
+        self._lines: list[bytes] = []
+        if entries:
+            items = sorted((_sort_key(name, mode), _line(name, mode, oid)) for name, (mode, oid) in entries.items())
+            self._keys = [key for key, _ in items]
+            self._lines = [line for _, line in items]
+            self._entries = dict(entries)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "Tree":
+        """Read a tree as git stores it (already in canonical order)."""
+        tree = cls()
+        entries, keys, lines = tree._entries, tree._keys, tree._lines
+        pos, end = 0, len(data)
+        while pos < end:
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode = int(data[pos:space], 8)
+            raw = data[space + 1 : nul]
+            entries[raw.decode("utf-8", "surrogateescape")] = (mode, data[nul + 1 : nul + 21])
+            keys.append(raw + b"/" if mode == MODE_TREE else raw)
+            lines.append(data[pos : nul + 21])
+            pos = nul + 21
+        return tree
+
+    def copy(self) -> "Tree":
+        tree = Tree()
+        tree._entries, tree._keys, tree._lines = dict(self._entries), list(self._keys), list(self._lines)
+        return tree
+
+    def get(self, name: str) -> tuple[int, bytes] | None:
+        return self._entries.get(name)
+
+    def entries(self) -> Mapping[str, tuple[int, bytes]]:
+        """``name -> (mode, oid)``, read-only."""
+        return MappingProxyType(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def set(self, name: str, mode: int, oid: bytes) -> None:
+        old = self._entries.get(name)
+        if old is not None and old[0] != mode:
+            self.pop(name)
+        key = _sort_key(name, mode)
+        at = bisect.bisect_left(self._keys, key)
+        line = _line(name, mode, oid)
+        if at < len(self._keys) and self._keys[at] == key:
+            self._lines[at] = line
+        else:
+            self._keys.insert(at, key)
+            self._lines.insert(at, line)
+        self._entries[name] = (mode, oid)
+
+    def pop(self, name: str) -> None:
+        old = self._entries.pop(name, None)
+        if old is not None:
+            at = bisect.bisect_left(self._keys, _sort_key(name, old[0]))
+            del self._keys[at], self._lines[at]
+
+    def encode(self) -> bytes:
+        return b"".join(self._lines)
 
 
-def decode_tree(data: bytes) -> dict[str, tuple[int, bytes]]:
-    entries: dict[str, tuple[int, bytes]] = {}
-    pos, end = 0, len(data)
-    while pos < end:
-        space = data.index(b" ", pos)
-        nul = data.index(b"\0", space)
-        mode = int(data[pos:space], 8)
-        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
-        entries[name] = (mode, data[nul + 1 : nul + 21])
-        pos = nul + 21
-    return entries
+def _sort_key(name: str, mode: int) -> bytes:
+    # git orders a folder as if its name ended in "/"; names are unique, so
+    # no two entries share a key.
+    raw = name.encode("utf-8", "surrogateescape")
+    return raw + b"/" if mode == MODE_TREE else raw
+
+
+def _line(name: str, mode: int, oid: bytes) -> bytes:
+    return b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), oid)
 
 
 @dataclass(frozen=True)
@@ -108,7 +173,7 @@ class PackBuffer:
         offset = 12
         for oid, (kind, data) in self._objects.items():
             header = _pack_header(kind, len(data))
-            body = zlib.compress(data, 1)
+            body = _deflate(kind, data)
             entries.append((oid, offset, zlib.crc32(body, zlib.crc32(header))))
             chunks.append(header)
             chunks.append(body)
@@ -132,6 +197,24 @@ class PackBuffer:
         if durable:
             fsync_dir(pack_dir)
         return name
+
+
+def _deflate(kind: int, data: bytes) -> bytes:
+    """The zlib stream of one packed object.
+
+    Small trees and commits (some dozen per commit, each a few hundred bytes
+    at most) are stored uncompressed: every ``zlib.compress`` call hands the
+    interpreter lock to another thread and waits to get it back, which under
+    load cost more than compressing them saves. Blobs and large trees (a
+    busy day folder) are compressed, so the archive stays as small.
+    """
+    if kind == BLOB or len(data) > _STORE_AT_MOST:
+        return zlib.compress(data, 1)
+    # A zlib header (no compression), one final stored deflate block, the Adler-32 checksum.
+    return b"\x78\x01" + struct.pack("<BHH", 1, len(data), 0xFFFF ^ len(data)) + data + struct.pack(">I", zlib.adler32(data))
+
+
+_STORE_AT_MOST = 1024  # bytes: larger trees and commits are compressed (one stored block holds 65535)
 
 
 def _pack_header(kind: int, size: int) -> bytes:

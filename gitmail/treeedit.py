@@ -14,14 +14,15 @@ from collections import OrderedDict
 import pygit2
 
 from .errors import invalid
-from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, decode_tree, encode_tree
+from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Tree
 
 _CACHE_SIZE = 512
-_cache: "OrderedDict[bytes, dict[str, tuple[int, bytes]]]" = OrderedDict()
+_cache: "OrderedDict[bytes, Tree]" = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _read_tree(repo: pygit2.Repository, oid: bytes) -> dict[str, tuple[int, bytes]]:
+def read_tree(repo: pygit2.Repository, oid: bytes) -> Tree:
+    """The decoded tree ``oid``; shared, so callers must not change it (``copy`` first)."""
     with _cache_lock:
         entries = _cache.get(oid)
         if entries is not None:
@@ -30,12 +31,12 @@ def _read_tree(repo: pygit2.Repository, oid: bytes) -> dict[str, tuple[int, byte
     kind, data = repo.odb.read(pygit2.Oid(raw=oid))
     if int(kind) != TREE:
         raise ValueError(f"object {oid.hex()} is not a tree")
-    entries = decode_tree(data)
+    entries = Tree.decode(data)
     _remember(oid, entries)
     return entries
 
 
-def _remember(oid: bytes, entries: dict[str, tuple[int, bytes]]) -> None:
+def _remember(oid: bytes, entries: Tree) -> None:
     with _cache_lock:
         _cache[oid] = entries
         _cache.move_to_end(oid)
@@ -56,7 +57,7 @@ class _Node:
 
     def __init__(self, oid: bytes | None):
         self.oid = oid  # None while dirty (or for a new, empty tree)
-        self.entries: dict[str, tuple[int, bytes]] | None = None if oid else {}
+        self.entries: Tree | None = None if oid else Tree()
         self.children: dict[str, _Node] = {}
 
 
@@ -68,9 +69,9 @@ class TreeEditor:
         self.pack = pack
         self.root = _Node(root)
 
-    def _entries(self, node: _Node) -> dict[str, tuple[int, bytes]]:
+    def _entries(self, node: _Node) -> Tree:
         if node.entries is None:
-            node.entries = dict(_read_tree(self.repo, node.oid))  # type: ignore[arg-type]
+            node.entries = read_tree(self.repo, node.oid).copy()  # type: ignore[arg-type]
         return node.entries
 
     def set(self, path: str, data: bytes | None) -> None:
@@ -97,12 +98,12 @@ class TreeEditor:
         if data is None:
             if leaf in node.children:
                 raise invalid(f"{path} is a folder, not a file", field="path")
-            entries.pop(leaf, None)
+            entries.pop(leaf)
         else:
             current = entries.get(leaf)
             if leaf in node.children or (current is not None and current[0] == MODE_TREE):
                 raise invalid(f"{path} is a folder, so a file cannot be written there", field="path")
-            entries[leaf] = (MODE_BLOB, self.pack.add(BLOB, data))
+            entries.set(leaf, MODE_BLOB, self.pack.add(BLOB, data))
         node.oid = None
 
     def flush(self) -> bytes:
@@ -117,13 +118,13 @@ class TreeEditor:
         for name, child in node.children.items():
             child_oid = self._flush(child)
             if child_oid is None:
-                entries.pop(name, None)
+                entries.pop(name)
             else:
-                entries[name] = (MODE_TREE, child_oid)
+                entries.set(name, MODE_TREE, child_oid)
         if not entries:
             return None  # git keeps no empty folders
-        node.oid = self.pack.add(TREE, encode_tree(entries))
+        node.oid = self.pack.add(TREE, entries.encode())
         # The next commit starts from the trees written here: keep them
         # decoded (a copy, since a later group of this batch edits on).
-        _remember(node.oid, dict(entries))
+        _remember(node.oid, entries.copy())
         return node.oid

@@ -14,7 +14,7 @@ from gitmail import Change, Message, new_id
 from gitmail.cli import cli
 from gitmail.clock import now_ts
 from gitmail.fsck import check_archive
-from gitmail.objects import COMMIT, TREE, PackBuffer, Signature, encode_commit, encode_tree
+from gitmail.objects import COMMIT, TREE, PackBuffer, Signature, Tree, encode_commit
 from gitmail.records import inbox_path, message_path, outbox_path
 
 KEY = "/data/projects/fsck"
@@ -120,7 +120,7 @@ def test_git_fsck_problems_are_included(archive):
     repo = archive.repo
     pack = PackBuffer()
     missing_blob = hashlib.sha1(b"never written").digest()
-    tree = pack.add(TREE, encode_tree({"lost.md": (0o100644, missing_blob)}))  # points at nothing
+    tree = pack.add(TREE, Tree({"lost.md": (0o100644, missing_blob)}).encode())  # points at nothing
     sig = Signature("x", "x@example.org", 1_700_000_000)
     commit = pack.add(COMMIT, encode_commit(tree, [repo.head.target.raw], sig, sig, "bad mode"))
     pack.write(archive.git_dir + "/objects/pack")
