@@ -176,11 +176,12 @@ class ProjectIndex:
             watermark = self.meta.watermark()
             if watermark == target:
                 return target
-            if watermark and target and watermark in repo and is_ancestor(repo, target, watermark):
-                return watermark  # asked for an older commit than we already reflect
+            known = bool(watermark and target and watermark in repo)
             extra = None
-            if watermark and target and watermark in repo and is_ancestor(repo, watermark, target):
+            if known and is_ancestor(repo, watermark, target):  # type: ignore[arg-type]
                 changes, full = diff(repo, watermark, target), False
+            elif known and is_ancestor(repo, target, watermark):  # type: ignore[arg-type]
+                return watermark  # asked for an older commit than we already reflect
             else:
                 changes, full = listing(repo, target), True
                 if watermark:

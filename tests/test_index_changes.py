@@ -1,0 +1,107 @@
+"""How catch-up finds what changed: ancestry and tree diffs, checked against real git."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pygit2
+
+from gitmail.ids import new_id
+from gitmail.index.changes import diff, is_ancestor, listing
+
+
+def _git(repo_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", repo_dir, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _commit(repo_dir: str, path: str, text: str) -> str:
+    full = f"{repo_dir}/{path}"
+    subprocess.run(["mkdir", "-p", full.rsplit("/", 1)[0]], check=True)
+    with open(full, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    _git(repo_dir, "add", "-A")
+    _git(repo_dir, "commit", "-qm", f"{path}: {text[:20]}")
+    return _git(repo_dir, "rev-parse", "HEAD")
+
+
+def _repo(tmp_path) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    repo_dir = str(tmp_path / "work")
+    _git(str(tmp_path), "init", "-q", "-b", "main", repo_dir)
+    _git(repo_dir, "config", "user.name", "t")
+    _git(repo_dir, "config", "user.email", "t@example.org")
+    return repo_dir
+
+
+def test_ancestry_along_first_parents_beyond_the_short_walk_and_through_merges(tmp_path):
+    repo_dir = _repo(tmp_path)
+    chain = [_commit(repo_dir, "agents/A/profile.md", f"v{i}\n") for i in range(80)]
+    _git(repo_dir, "checkout", "-qb", "side", chain[76])
+    side = [_commit(repo_dir, "agents/B/profile.md", f"s{i}\n") for i in range(3)]
+    _git(repo_dir, "checkout", "-q", "main")
+    _git(repo_dir, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = _git(repo_dir, "rev-parse", "HEAD")
+    after = [_commit(repo_dir, "agents/A/profile.md", f"w{i}\n") for i in range(70)]
+    unrelated_dir = _repo(tmp_path / "other")
+    lone = _commit(unrelated_dir, "x.md", "x\n")
+    repo = pygit2.Repository(repo_dir)
+
+    assert is_ancestor(repo, chain[-1], chain[-1])
+    assert is_ancestor(repo, chain[-2], chain[-1])  # one step
+    assert is_ancestor(repo, chain[0], chain[-1])  # beyond the short walk
+    assert is_ancestor(repo, side[0], after[-1])  # only through the merge's second parent, far down
+    assert is_ancestor(repo, side[-1], merge)  # the second parent itself
+    assert not is_ancestor(repo, chain[-1], chain[-2])  # newer is not an ancestor of older
+    assert not is_ancestor(repo, after[-1], side[-1])
+    assert not is_ancestor(repo, side[-1], chain[-1])  # a side branch not merged into it
+    assert not is_ancestor(repo, lone, chain[-1])  # not even in this repository
+    for old, new in [(chain[0], after[-1]), (side[1], chain[40]), (merge, after[3]), (after[3], merge),
+                     (side[0], merge), (side[0], after[2])]:
+        expected = subprocess.run(["git", "-C", repo_dir, "merge-base", "--is-ancestor", old, new]).returncode == 0
+        assert is_ancestor(repo, old, new) is expected
+
+
+def test_ancestry_through_a_merge_in_a_short_history(tmp_path):
+    repo_dir = _repo(tmp_path)
+    chain = [_commit(repo_dir, "agents/A/profile.md", f"v{i}\n") for i in range(4)]
+    _git(repo_dir, "checkout", "-qb", "side", chain[1])
+    side = [_commit(repo_dir, "agents/B/profile.md", f"s{i}\n") for i in range(2)]
+    _git(repo_dir, "checkout", "-q", "main")
+    _git(repo_dir, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    tip = _commit(repo_dir, "agents/A/profile.md", "after\n")
+    repo = pygit2.Repository(repo_dir)
+    assert is_ancestor(repo, side[0], tip)  # the first-parent line reaches the root without it
+    assert not is_ancestor(repo, tip, side[0])
+
+
+def test_diff_lists_exactly_the_records_git_reports_changed(tmp_path):
+    repo_dir = _repo(tmp_path)
+    ids = [new_id() for _ in range(302)]
+    day = f"{repo_dir}/messages/2026/12/01"
+    subprocess.run(["mkdir", "-p", day], check=True)
+    for i in range(300):  # a busy day folder
+        with open(f"{day}/{ids[i]}.md", "w", encoding="utf-8") as handle:
+            handle.write(f"message {i}\n")
+    base = _commit(repo_dir, "notes.txt", "first\n")
+    _commit(repo_dir, f"messages/2026/12/01/{ids[300]}.md", "new\n")
+    _commit(repo_dir, f"messages/2026/12/01/{ids[50]}.md", "changed\n")
+    _git(repo_dir, "rm", "-q", f"messages/2026/12/01/{ids[100]}.md")
+    _git(repo_dir, "commit", "-qm", "delete one")
+    _commit(repo_dir, f"agents/A/inbox/2026/12/01/{ids[300]}.md", "copy\n")
+    _commit(repo_dir, "agents/A/notes/scratch.md", "not a record\n")
+    _commit(repo_dir, "notes.txt", "not a record\n")
+    tip = _git(repo_dir, "rev-parse", "HEAD")
+    repo = pygit2.Repository(repo_dir)
+
+    found = {(change.path, change.role, change.blob) for change in diff(repo, base, tip)}
+    expected = set()
+    for line in _git(repo_dir, "diff", "--raw", "--no-abbrev", "--no-renames", base, tip).splitlines():
+        meta, path = line.split("\t")
+        new_blob, status = meta.split()[3], meta.split()[4]
+        if path.startswith(("messages/", "agents/A/inbox/")):
+            role = "message" if path.startswith("messages/") else "inbox"
+            expected.add((path, role, None if status == "D" else new_blob))
+    assert found == expected and len(found) == 4
+    everything = {change.path for change in listing(repo, tip)}
+    tracked = set(_git(repo_dir, "ls-files", "messages", "agents/A/inbox").splitlines())
+    assert everything == tracked
