@@ -540,8 +540,8 @@ def measure_pack_sweep(src: str, workdir: str, writes: int, seed: int) -> dict:
 
 
 PROFILED = ["engine.py:_try_commit", "engine.py:_commit_batch", "bench_engine.py:fn", "snapshot.py:__init__",
-            "snapshot.py:exists", "treeedit.py:set", "treeedit.py:flush", "treeedit.py:_read_tree",
-            "objects.py:encode_tree", "objects.py:decode_tree", "objects.py:write", "objects.py:_write_file",
+            "snapshot.py:exists", "treeedit.py:set", "treeedit.py:flush", "treeedit.py:read_tree",
+            "objects.py:encode", "objects.py:decode", "objects.py:_deflate", "objects.py:write", "objects.py:_write_file",
             "objects.py:fsync_dir", "engine.py:_swap", "engine.py:_sync_ref", "engine.py:_lookup",
             "engine.py:__enter__", "<built-in method posix.fsync>", "records.py:to_bytes"]
 
