@@ -29,6 +29,7 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from typing import Any, Callable
 
 from whoosh import index as windex
@@ -211,7 +212,11 @@ class _Overlay:
         wanted = set(queued)
         with self._lock:
             if self._ram is None or not self._items <= wanted:
-                self._ram, self._items = RamStorage().create_index(SCHEMA), set()
+                # Whoosh writes a RAM index's temporary files to <tmp>/<indexname>.tmp and
+                # empties that folder when done: a name of its own keeps two overlays (in
+                # two projects, or two processes) from deleting each other's files.
+                name = f"gitmail-overlay-{os.getpid()}-{uuid.uuid4().hex}"
+                self._ram, self._items = RamStorage().create_index(SCHEMA, indexname=name), set()
             new = sorted(wanted - self._items)
             if new:
                 writer = self._ram.writer()

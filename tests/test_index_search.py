@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
+from whoosh import query as wq
 
 from gitmail import GitmailError
 from gitmail.errors import INVALID_ARGUMENT, NOT_FOUND
 from gitmail.index import indexer_for, search_messages
+from gitmail.index.schema import document
+from gitmail.index.search import _Overlay
 
 from .index_helpers import message, register, send, send_many
 
@@ -190,3 +194,32 @@ def test_a_sent_message_is_searchable_without_waiting(store, corpus):
     send(archive, msg)
     # With no other writer busy, a search takes in what is queued before answering.
     assert ids(index.search("quokka")) == {msg.id}
+
+
+def test_queued_messages_of_several_projects_are_searched_at_once_without_clashing():
+    """Each in-memory index of queued messages keeps its own temporary files (Whoosh shares one folder by default)."""
+    def make_doc(mid: str) -> dict:
+        summary = {"id": mid, "subject": f"queued {mid}", "from": "Blue", "to": ["Green"], "cc": [],
+                   "thread_id": mid, "importance": "normal", "created_ts": "2026-01-02T03:04:05.000000Z",
+                   "ack_required": False, "topic": None}
+        return document(summary, "0" * 40, "waiting for the writer " * 50, ["Green"])
+
+    failures: list[BaseException] = []
+
+    def searcher(k: int) -> None:
+        overlay, queued = _Overlay(), []
+        try:
+            for i in range(40):
+                queued.append((i, f"m{k}-{i}"))
+                hits = overlay.search(list(queued), make_doc, lambda s: list(s.search(wq.Term("text", "writer"),
+                                                                                       limit=None)))
+                assert len(hits) == i + 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=searcher, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
