@@ -5,16 +5,16 @@ ordinary clone (sharing the archive's objects, so it costs no copy) that a
 background refresher fast-forwards to ``main`` shortly after commits pause
 (and every second during a long burst). Since the objects are
 shared, a refresh needs no fetch: it reads the archive's ``main``, moves
-``origin/main`` there and fast-forwards, so only ``git status`` and ``git
-merge`` run, and nothing at all when the checkout is current.
+``origin/main`` there and fast-forwards, so only ``git merge --ff-only``
+runs, and nothing at all when the checkout is current.
 
 Humans may edit and commit in the checkout. Their commits land on the
 checkout's own branch; they reach the database only by ``git push``, which
 the archive accepts only as a fast-forward (``receive.denyNonFastForwards``).
 A commit made from a stale checkout is therefore rejected on push instead of
 silently deleting the records written since: the human pulls (a merge that
-keeps both sides) and pushes again. The refresher never touches a checkout
-that has local commits or uncommitted edits.
+keeps both sides) and pushes again. The refresher never moves a checkout
+that has local commits, and never overwrites an uncommitted edit.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ def refresh(archive_dir: str, checkout_dir: str) -> str:
     """Bring the checkout up to the archive's main.
 
     Returns ``"created"``, ``"updated"``, ``"current"``, or ``"held"`` when
-    the human has local commits or edits there (nothing is touched then).
+    the human has local commits there or has edited a file that the update
+    would change (nothing is touched then). Edits to other files stay as
+    they are while the checkout moves on, as with ``git pull``.
     """
     if not os.path.isdir(os.path.join(checkout_dir, ".git")):
         tmp = checkout_dir + ".tmp"
@@ -63,11 +65,13 @@ def refresh(archive_dir: str, checkout_dir: str) -> str:
         return "current"
     if head is not None and repo.descendant_of(head, upstream):
         return "held"  # the human's commits are ahead of main: leave them be
-    if _git("status", "--porcelain", "--untracked-files=no", cwd=checkout_dir).stdout.strip():
-        return "held"
     if head is not None and not repo.descendant_of(upstream, head):
         return "held"  # diverged: the human must pull and push
-    _git("merge", "-q", "--ff-only", str(upstream), cwd=checkout_dir)
+    # A fast-forward keeps uncommitted edits and refuses to overwrite an edited
+    # file, so it needs no look at every file first (a full `git status` cost
+    # as much as the update itself, and grew with the archive).
+    if _git("merge", "-q", "--ff-only", str(upstream), cwd=checkout_dir, check=False).returncode != 0:
+        return "held"  # an update would overwrite the human's edits: leave them be
     return "updated"
 
 

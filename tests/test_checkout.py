@@ -64,19 +64,32 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     assert snap.exists("notes/newer.md") and snap.exists("notes/human.md") and snap.exists("notes/old.md")
 
 
-def test_refresher_leaves_uncommitted_edits_alone(store):
+def test_refresher_moves_on_around_uncommitted_edits_and_never_overwrites_one(store):
     archive = store.archive("/data/p", create=True)
     paths = store.paths(store.resolve("/data/p"))
     _add(archive, "notes/a.md", "a\n")
     refresh(paths.archive, paths.checkout)
-    with open(os.path.join(paths.checkout, "notes", "a.md"), "w") as handle:
+    edited = os.path.join(paths.checkout, "notes", "a.md")
+    with open(edited, "w") as handle:
         handle.write("being edited\n")
+    # New records arrive: the checkout takes them in and keeps the edit.
     _add(archive, "notes/b.md", "b\n")
+    assert refresh(paths.archive, paths.checkout) == "updated"
+    assert os.path.exists(os.path.join(paths.checkout, "notes", "b.md"))
+    with open(edited) as handle:
+        assert handle.read() == "being edited\n"
+    assert git("status", "--porcelain", "--untracked-files=no", cwd=paths.checkout).split() == ["M", "notes/a.md"]
+    # The edited file itself changes on main: the checkout waits rather than overwrite the edit.
+    _add(archive, "notes/a.md", "a, revised\n")
+    head = git("rev-parse", "HEAD", cwd=paths.checkout)
     assert refresh(paths.archive, paths.checkout) == "held"
-    with open(os.path.join(paths.checkout, "notes", "a.md")) as handle:
+    assert git("rev-parse", "HEAD", cwd=paths.checkout) == head
+    with open(edited) as handle:
         assert handle.read() == "being edited\n"
     git("checkout", "--", "notes/a.md", cwd=paths.checkout)
     assert refresh(paths.archive, paths.checkout) == "updated"
+    with open(edited) as handle:
+        assert handle.read() == "a, revised\n"
     assert refresh(paths.archive, paths.checkout) == "current"
 
 
