@@ -6,7 +6,8 @@ time (``gitmail reindex`` or the next read rebuilds it). Installed as
 
 Entry points:
 
-- :func:`indexer_for` (``store``) → :class:`Indexer`; ``.project(key)`` →
+- :func:`indexer_for` (``store``) → :class:`Indexer` (a server also calls
+  ``.write_search_in_child()``, see :mod:`.search_process`); ``.project(key)`` →
   :class:`ProjectIndex` with ``search``, ``inbox``, ``outbox``, ``agents``,
   ``reservations``, ``receipts``, ``messages_after``, ``high_watermark``,
   ``wait``, ``catch_up`` and ``reindex``.

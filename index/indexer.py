@@ -15,6 +15,7 @@ from typing import Any
 from gitmail.store import Store
 
 from .project import ProjectIndex
+from .search_process import SearchWriter
 
 
 class Indexer:
@@ -24,6 +25,19 @@ class Indexer:
         self.store = store
         self._projects: dict[str, ProjectIndex] = {}
         self._lock = threading.Lock()
+        self._search_writer: SearchWriter | None = None
+
+    def write_search_in_child(self) -> None:
+        """Run background search-index writes in a helper process from now on (for a server).
+
+        Those writes hold the interpreter for as long as they run; in a
+        helper process they no longer delay the answers to other calls.
+        """
+        with self._lock:
+            if self._search_writer is None:
+                self._search_writer = SearchWriter()
+            for index in self._projects.values():
+                index.search_writer = self._search_writer
 
     def project(self, project_key: str) -> ProjectIndex:
         """The derived state of a project (NOT_FOUND if there is no such project)."""
@@ -32,7 +46,7 @@ class Indexer:
             index = self._projects.get(slug)
             if index is None:
                 archive = self.store.archive(project_key)
-                index = ProjectIndex(archive, self.store.paths(slug).derived)
+                index = ProjectIndex(archive, self.store.paths(slug).derived, self._search_writer)
                 archive.add_listener(index.on_commit)
                 self._projects[slug] = index
             return index
@@ -59,8 +73,11 @@ class Indexer:
     def close(self) -> None:
         with self._lock:
             projects, self._projects = list(self._projects.values()), {}
+            writer, self._search_writer = self._search_writer, None
         for index in projects:
             index.close()
+        if writer is not None:
+            writer.close()
 
 
 _indexers: "weakref.WeakKeyDictionary[Store, Indexer]" = weakref.WeakKeyDictionary()

@@ -116,13 +116,19 @@ def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
 class Meta:
     """One project's metadata store; connections are per thread."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, check: bool = True):
+        """Open (and with ``check``, verify or recreate) the store at ``path``.
+
+        A helper process that only serves its owner passes ``check=False``:
+        checking and repairing the file is the owner's job.
+        """
         self.path = path
         self._local = threading.local()
         self._generation = 0  # bumped when the file is recreated, so threads reconnect
         self._reset_lock = threading.Lock()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._open_checked()
+        if check:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._open_checked()
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:

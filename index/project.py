@@ -32,6 +32,7 @@ from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
 from .query import parse_query
 from .search import OVERLAY_MAX, Progress, SearchIndex
+from .search_process import SearchWriter, SearchWriterFailed
 
 _log = logging.getLogger("gitmail.index")
 
@@ -58,12 +59,13 @@ def _fresh(value: Any) -> Any:
 class ProjectIndex:
     """Derived state of one archive, safe to share between threads."""
 
-    def __init__(self, archive: Archive, derived_dir: str):
+    def __init__(self, archive: Archive, derived_dir: str, search_writer: SearchWriter | None = None):
         self.archive = archive
         self.root = os.path.join(derived_dir, VERSION_DIR)
         _remove_other_versions(derived_dir)
         self.meta = Meta(os.path.join(self.root, "meta.sqlite"))
         self.search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
+        self.search_writer = search_writer  # background drains and merges run there when set
         self._sync_lock = threading.Lock()
         self._changed = threading.Condition()
         self._version = 0  # bumped (under _changed) each time the metadata store moves
@@ -110,12 +112,28 @@ class ProjectIndex:
             self.drainer.poke()
 
     def _drain(self) -> None:
-        if self.search_index.drain(wait=True):
+        if self._write_search("drain"):
             self.merger.poke()
 
     def _merge(self) -> None:
-        if self.search_index.consolidate() is None:
+        if self._write_search("merge") is None:
             self.merger.poke()  # a writer was busy: try again after the next pause
+
+    def _write_search(self, op: str) -> Any:
+        """A background drain or merge: in the search writer process if there is one, else here."""
+        if self.search_writer is not None:
+            try:
+                result = self.search_writer.run(op, git_dir=self.archive.git_dir, search_root=self.search_index.root,
+                                                meta_path=self.meta.path)
+            except SearchWriterFailed as exc:
+                _log.warning("search writer process failed (%s); writing the search index in process", exc)
+            else:
+                if result:
+                    self.search_index.refresh()
+                return result
+        if op == "drain":
+            return self.search_index.drain(wait=True)
+        return self.search_index.consolidate()
 
     def flush(self, timeout: float = 60.0) -> bool:
         """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""

@@ -243,7 +243,8 @@ class SearchIndex:
         self._mu = threading.Lock()  # guards _reader
         self._reader: _Reader | None = None
         self._write = _WriterLock(os.path.join(root, "writer.lock"))
-        self.commits = 0
+        self.commits = 0  # incremental commits and segment merges by this process (for tests and benchmarks)
+        self.merges = 0
         self._overlay = _Overlay()
 
     # -- generations ----------------------------------------------------------
@@ -361,7 +362,7 @@ class SearchIndex:
                     progress(done, done)
             finally:
                 os.close(lock_fd)
-        self._open_reader()
+        self.refresh()
         self.collect()
         return done
 
@@ -403,11 +404,13 @@ class SearchIndex:
             self.meta.done(items)
             applied += len(items)
 
-    def drain(self, *, wait: bool = False) -> int | None:
+    def drain(self, *, wait: bool = False, refresh: bool = True) -> int | None:
         """Apply the queued changes to the live generation.
 
         Returns how many were applied, or None if another writer is busy
         (then it will apply them). Rebuilds the index if it is unreadable.
+        ``refresh=False`` leaves this process's searcher as it was (for a
+        process that only writes).
         """
         if not self._write.acquire(wait):
             return None
@@ -434,10 +437,11 @@ class SearchIndex:
             self._write.release()
         if rebuild:
             return self.rebuild()
-        self._open_reader()
+        if refresh:
+            self.refresh()
         return applied
 
-    def consolidate(self) -> bool | None:
+    def consolidate(self, *, refresh: bool = True) -> bool | None:
         """Merge small segments so queries stay as fast as on a fresh index.
 
         Folds every segment but the largest into one; once those hold more
@@ -467,14 +471,20 @@ class SearchIndex:
             except BaseException:
                 writer.cancel()
                 raise
+            self.merges += 1
         finally:
             self._write.release()
-        self._open_reader()
+        if refresh:
+            self.refresh()
         return True
 
     # -- reading --------------------------------------------------------------
-    def _open_reader(self) -> None:
-        """Replace the shared searcher with a fresh one on the live generation."""
+    def refresh(self) -> None:
+        """Replace the shared searcher with a fresh one on the live generation.
+
+        Searches notice another process's writes by themselves; refreshing
+        right after one spares the next search the reopening.
+        """
         live = self.live_dir()
         if live is None:
             return

@@ -4,7 +4,8 @@ While it serves, the server also keeps its store current: a watcher on every
 archive's refs brings the index up to date after outside changes (a push into
 the archive, another process's write, a human's commit), which also wakes
 long-polling readers at once; and, when asked for, an interval syncer pulls
-and pushes every project that has a remote.
+and pushes every project that has a remote. Search-index writes run in a
+helper process, so they never hold this interpreter while it answers calls.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _log = logging.getLogger("gitmail.server")
 def services(store: Store, sync_interval: float) -> Iterator[None]:
     """The store's background work for as long as the server runs."""
     indexer = indexer_for(store)
+    indexer.write_search_in_child()
     indexer.attach_all()
 
     def on_change(slug: str) -> None:

@@ -1,0 +1,141 @@
+"""Search-index writes in a helper process, off the server's interpreter.
+
+Taking queued messages into Whoosh and merging its segments is pure Python
+work that holds the interpreter lock for as long as it runs; in a server
+that also answers every MCP call from one interpreter, it competes with
+those calls. A :class:`SearchWriter` hands each drain and merge to one child
+process instead (running :func:`main` below) and waits for
+it without holding the lock.
+
+Nothing about the index changes: the child writes the same generation under
+the same writer lock, takes the same queue off the metadata store, and a
+search notices its commits as it would another process's. Every request
+opens the project afresh (a few milliseconds against a drain's hundreds),
+so a metadata store or generation replaced by the owner is never written
+through a stale handle. If the child fails or dies, the caller does the
+write itself; the queue is only emptied by a finished write, so nothing is
+lost either way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pygit2
+
+from .meta import Meta
+from .search import SearchIndex
+
+_log = logging.getLogger("gitmail.index")
+
+OPERATIONS = ("drain", "merge")
+_CHILD = "from gitmail.index.search_process import main; main()"
+
+
+class SearchWriterFailed(Exception):
+    """The child could not do the write (it said why, or it is gone)."""
+
+
+class SearchWriter:
+    """One child process doing search-index writes for every project of a store, one at a time."""
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        """``command`` is the child's command line (default: this interpreter running :func:`main`)."""
+        self.command = command or [sys.executable, "-c", _CHILD]
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, or None before the first write (and after it died)."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def run(self, op: str, *, git_dir: str, search_root: str, meta_path: str) -> Any:
+        """Do ``op`` (drain or merge) on one project's search index in the child; its result.
+
+        Raises SearchWriterFailed if the child reports an error or dies; the
+        next call starts a new one.
+        """
+        if op not in OPERATIONS:
+            raise ValueError(f"unknown search-index operation {op!r}")
+        request = json.dumps({"op": op, "git_dir": git_dir, "search_root": search_root,
+                              "meta_path": meta_path}).encode() + b"\n"
+        with self._lock:
+            proc = self._child()
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(request)
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except OSError as exc:
+                self._discard()
+                raise SearchWriterFailed(f"the search writer process is gone ({exc})") from exc
+            if not line:
+                self._discard()
+                raise SearchWriterFailed("the search writer process exited")
+        reply = json.loads(line)
+        if not reply["ok"]:
+            raise SearchWriterFailed(reply["error"])
+        return reply["result"]
+
+    def _child(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(self.command,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        return self._proc
+
+    def _discard(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let the child finish the write in hand, then stop it."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        try:
+            proc.stdin.close()  # end of requests: the child exits
+            proc.wait(timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _serve_one(request: dict[str, Any]) -> Any:
+    repo = pygit2.Repository(request["git_dir"])
+    index = SearchIndex(request["search_root"], Meta(request["meta_path"], check=False),
+                        lambda oid: repo[oid].data)
+    try:
+        if request["op"] == "drain":
+            return index.drain(wait=True, refresh=False)
+        return index.consolidate(refresh=False)
+    finally:
+        index.close()
+
+
+def main() -> None:
+    """The child: one JSON request per line on stdin, one JSON reply per line on stdout, until EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupted server stops its child by closing stdin
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        try:
+            reply = {"ok": True, "result": _serve_one(json.loads(line))}
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which writes itself instead
+            _log.exception("search-index write failed")
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        out.write(json.dumps(reply).encode() + b"\n")
+        out.flush()

@@ -1,0 +1,169 @@
+"""Search-index writes in a helper process: same index, same queue, nothing lost if the helper fails."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from gitmail.index import indexer_for
+from gitmail.index.search_process import SearchWriter, SearchWriterFailed
+
+from .index_helpers import message, register, send, send_many
+from .mcp_harness import call, run
+from .test_mcp_mail import pair
+
+PROJECT = "/work/projects/helper"
+
+
+@pytest.fixture
+def archive(store):
+    archive = store.archive(PROJECT, create=True)
+    register(archive, "Blue", "Green")
+    return archive
+
+
+def paths(index) -> dict[str, str]:
+    return {"git_dir": index.archive.git_dir, "search_root": index.search_index.root, "meta_path": index.meta.path}
+
+
+def test_background_drains_and_merges_run_in_the_helper_and_every_message_is_found(store, archive):
+    indexer = indexer_for(store)
+    indexer.write_search_in_child()
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    sent = []
+    for i in range(6):
+        msg = message("Green", ["Blue"], f"Helper {i}", f"pangolin number{i}")
+        send(archive, msg)
+        sent.append(msg.id)
+        index.catch_up()  # one search-index commit each: segments for the merger
+    assert index.flush(60)
+    assert index.search_writer.pid is not None
+    assert index.search_index.commits == 0 and index.search_index.merges == 0, "this process wrote nothing"
+    assert index.meta.pending_count() == 0
+    assert {hit["id"] for hit in index.search("pangolin", limit=50)} == set(sent)
+    assert index.search_index.segment_count() <= 2, "the helper merged the segments"
+    pid = index.search_writer.pid
+    indexer.close()
+    assert _gone(pid), "closing the indexer stops its helper"
+
+
+def test_a_search_sees_what_another_process_wrote_without_being_told(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    assert index.search("wombat") == []  # the shared searcher is open now
+    index.worker.stop()  # no background catch-up: this test moves the metadata by hand
+    index.drainer.stop()
+    msg = message("Blue", ["Green"], "Outside", "a wombat appeared")
+    send(archive, msg)
+    index._sync()  # noqa: SLF001 - queue the message without draining it here
+    writer = SearchWriter()
+    try:
+        assert writer.run("drain", **paths(index)) == 1
+    finally:
+        writer.close()
+    assert index.meta.pending_count() == 0, "the queue is empty: only the index can answer"
+    assert [hit["id"] for hit in index.search("wombat")] == [msg.id]
+    assert index.search_index.commits == 0
+
+
+def test_a_dead_helper_is_replaced_before_the_next_write(store, archive):
+    indexer = indexer_for(store)
+    indexer.write_search_in_child()
+    index = indexer.project(PROJECT)
+    send(archive, message("Green", ["Blue"], "First", "echidna one"))
+    index.catch_up()
+    first = index.search_writer.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    send_many(archive, [message("Green", ["Blue"], f"Later {i}", f"echidna later{i}") for i in range(3)])
+    index.catch_up()
+    assert index.search_writer.pid not in (None, first)
+    assert index.search_index.commits == 0
+    assert len(index.search("echidna", limit=50)) == 4
+    indexer.close()
+
+
+def test_if_the_helper_dies_mid_write_this_process_writes_and_nothing_is_lost(store, archive, caplog):
+    indexer = indexer_for(store)
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    dies = SearchWriter([sys.executable, "-c", "import sys; sys.stdin.readline()"])  # reads a request, exits
+    index.search_writer = dies
+    sent = [message("Green", ["Blue"], f"Lost? {i}", f"bilby number{i}") for i in range(3)]
+    send_many(archive, sent)
+    with caplog.at_level(logging.WARNING, logger="gitmail.index"):
+        index.catch_up()
+    assert "writing the search index in process" in caplog.text
+    assert index.search_index.commits >= 1, "this process took the queue in itself"
+    assert index.meta.pending_count() == 0
+    assert {hit["id"] for hit in index.search("bilby", limit=50)} == {msg.id for msg in sent}
+    indexer.close()
+    dies.close()
+
+
+def test_a_failed_request_is_reported_and_the_helper_serves_the_next(store, archive, tmp_path):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    writer = SearchWriter()
+    try:
+        with pytest.raises(SearchWriterFailed, match="Repository"):
+            writer.run("drain", git_dir=str(tmp_path / "no-such-repo"), search_root=str(tmp_path / "search"),
+                       meta_path=str(tmp_path / "meta.sqlite"))
+        pid = writer.pid
+        index.worker.stop()
+        index.drainer.stop()
+        send(archive, message("Blue", ["Green"], "Next", "a numbat"))
+        index._sync()  # noqa: SLF001
+        assert writer.run("drain", **paths(index)) == 1
+        assert writer.pid == pid
+        with pytest.raises(ValueError, match="unknown"):
+            writer.run("optimize", **paths(index))
+    finally:
+        writer.close()
+
+
+def test_the_server_writes_its_search_index_in_a_helper(server):
+    async def scenario():
+        async with server.client() as client:
+            blue, _ = await pair(client, PROJECT)
+            await call(client, "send_message", project_key=PROJECT, sender_name="BlueLake", to=["GreenCastle"],
+                       subject="Hello", body_md="a platypus", sender_token=blue["registration_token"])
+            return await call(client, "search_messages", project_key=PROJECT, query="platypus")
+    found = run(scenario())
+    assert [hit["subject"] for hit in (found["result"] if isinstance(found, dict) else found)] == ["Hello"]
+    deadline = time.monotonic() + 30  # the queue is drained in the background, a moment after the send
+    while not (helpers := [pid for pid in _children(server.proc.pid)
+                           if b"gitmail.index.search_process" in _cmdline(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(helpers) == 1
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as handle:
+            found += [int(p) for p in handle.read().split()]
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ")
+    except FileNotFoundError:
+        return b""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
