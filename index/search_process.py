@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ _log = logging.getLogger("gitmail.index")
 
 OPERATIONS = ("drain", "merge")
 _CHILD = "from gitmail.index.search_process import main; main()"
+NICENESS = 10  # the helper's scheduling priority below the server's, as for pack consolidation
 
 
 class SearchWriterFailed(Exception):
@@ -130,6 +132,7 @@ def _serve_one(request: dict[str, Any]) -> Any:
 def main() -> None:
     """The child: one JSON request per line on stdin, one JSON reply per line on stdout, until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupted server stops its child by closing stdin
+    os.nice(NICENESS)  # background work: on a busy machine the server's answers come first
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         try:

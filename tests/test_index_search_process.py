@@ -11,7 +11,7 @@ import time
 import pytest
 
 from gitmail.index import indexer_for
-from gitmail.index.search_process import SearchWriter, SearchWriterFailed
+from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed
 
 from .index_helpers import message, register, send, send_many
 from .mcp_harness import call, run
@@ -49,6 +49,7 @@ def test_background_drains_and_merges_run_in_the_helper_and_every_message_is_fou
     assert {hit["id"] for hit in index.search("pangolin", limit=50)} == set(sent)
     assert index.search_index.segment_count() <= 2, "the helper merged the segments"
     pid = index.search_writer.pid
+    assert _niceness(pid) == os.nice(0) + NICENESS, "background work yields to the server"
     indexer.close()
     assert _gone(pid), "closing the indexer stops its helper"
 
@@ -158,6 +159,11 @@ def _cmdline(pid: int) -> bytes:
             return handle.read().replace(b"\0", b" ")
     except FileNotFoundError:
         return b""
+
+
+def _niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[16])
 
 
 def _gone(pid: int) -> bool:
