@@ -17,7 +17,8 @@ timing starts. Then, through MCP:
 - ``search_messages`` p50 / p95 (limit 20, a word present in many messages)
 - ``acknowledge_message`` p50 / p95 (distinct messages)
 - send throughput with 1 client and with 8 concurrent clients (8 senders),
-  counting error results (the goal is zero)
+  counting error results (the goal is zero), and the server's CPU time per
+  message meanwhile (its threads, its search-index helper and its git runs)
 - the server's resident memory (RSS) after the run
 
 Goals: send p50 at most 12 ms and flat from 1k to 10k; 8 clients at least
@@ -86,6 +87,24 @@ def rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its live descendants, plus the children it has reaped (git runs)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15]) / tick  # utime stime cutime cstime
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    pending += [int(child) for child in handle.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+    return total
 
 
 def body(i: int) -> str:
@@ -178,7 +197,8 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(url: str, tokens: dict[str, str], samples: int, burst: int, clients: int, size: int) -> dict:
+async def measure(url: str, tokens: dict[str, str], samples: int, burst: int, clients: int, size: int,
+                  pid: int) -> dict:
     out: dict = {"size": size}
     sender = Client(url, mode="legacy", timeout=120)
     receiver = Client(url, mode="legacy", timeout=120)
@@ -202,13 +222,17 @@ async def measure(url: str, tokens: dict[str, str], samples: int, burst: int, cl
         ack = lambda i: {"project_key": PROJECT, "agent_name": RECIPIENT, "message_id": ids[i],  # noqa: E731
                          "agent_token": tokens[RECIPIENT]}
         out["ack_ms"] = await timed(receiver, "acknowledge_message", ack, min(samples, len(ids)))
-    out["throughput_1"] = await throughput(url, tokens, burst, 1)
-    out["throughput_n"] = await throughput(url, tokens, burst, clients)
+    out["throughput_1"] = await throughput(url, tokens, burst, 1, pid)
+    out["throughput_n"] = await throughput(url, tokens, burst, clients, pid)
     return out
 
 
-async def throughput(url: str, tokens: dict[str, str], total: int, clients: int) -> dict:
-    """Messages per second with ``clients`` connected sessions sending at once (connecting is not timed)."""
+async def throughput(url: str, tokens: dict[str, str], total: int, clients: int, pid: int) -> dict:
+    """Messages per second with ``clients`` connected sessions sending at once (connecting is not timed).
+
+    Also the server's CPU time per message (with its helper and git runs), which
+    tells more work per message apart from fewer free cores on a shared machine.
+    """
     errors = 0
     per = max(1, total // clients)
 
@@ -227,14 +251,15 @@ async def throughput(url: str, tokens: dict[str, str], total: int, clients: int)
         await session.__aenter__()
     try:
         await asyncio.gather(*(call(session, "health_check", {}) for session in sessions))
-        began = time.perf_counter()
+        cpu, began = cpu_seconds(pid), time.perf_counter()
         await asyncio.gather(*(run(k, session) for k, session in enumerate(sessions)))
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, cpu_seconds(pid) - cpu
     finally:
         for session in sessions:
             await session.__aexit__(None, None, None)
     return {"clients": clients, "messages": per * clients, "seconds": round(seconds, 3),
-            "msg_per_s": round(per * clients / seconds, 1), "errors": errors}
+            "msg_per_s": round(per * clients / seconds, 1), "errors": errors,
+            "server_cpu_ms_per_msg": round(cpu * 1000 / (per * clients), 2)}
 
 
 def main() -> None:
@@ -253,7 +278,7 @@ def main() -> None:
             fill_s = history(home, size, args.per_day)
             server, url = start_server(home)
             try:
-                figures = asyncio.run(measure(url, tokens, args.samples, args.burst, args.clients, size))
+                figures = asyncio.run(measure(url, tokens, args.samples, args.burst, args.clients, size, server.pid))
                 figures["rss_mib"] = round(rss_mib(server.pid), 1)
                 figures["fill_s"] = round(fill_s, 1)
             finally:
@@ -273,7 +298,8 @@ def main() -> None:
         for key in ("throughput_1", "throughput_n"):
             t = fig[key]
             print(f"{fig['size']:>7} {'send x' + str(t['clients']) + ' clients':<20} {t['msg_per_s']:>8} msg/s"
-                  f"  ({t['messages']} in {t['seconds']} s, {t['errors']} errors)")
+                  f"  ({t['messages']} in {t['seconds']} s, {t['errors']} errors,"
+                  f" server CPU {t['server_cpu_ms_per_msg']} ms/msg)")
         print(f"{fig['size']:>7} {'server RSS':<20} {fig['rss_mib']:>8} MiB")
         summary.append(row)
     if len(summary) > 1:
