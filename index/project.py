@@ -32,7 +32,7 @@ from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
 from .query import parse_query
 from .search import OVERLAY_MAX, Progress, SearchIndex
-from .search_process import SearchWriter, SearchWriterFailed
+from .search_process import SearchWriter, SearchWriterFailed, write
 
 _log = logging.getLogger("gitmail.index")
 
@@ -131,9 +131,7 @@ class ProjectIndex:
                 if result:
                     self.search_index.refresh()
                 return result
-        if op == "drain":
-            return self.search_index.drain(wait=True)
-        return self.search_index.consolidate()
+        return write(self.search_index, op)
 
     def flush(self, timeout: float = 60.0) -> bool:
         """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""

@@ -243,8 +243,8 @@ class SearchIndex:
         self._mu = threading.Lock()  # guards _reader
         self._reader: _Reader | None = None
         self._write = _WriterLock(os.path.join(root, "writer.lock"))
-        self.commits = 0  # incremental commits and segment merges by this process (for tests and benchmarks)
-        self.merges = 0
+        self.commits = 0  # incremental commits by this process (for tests and benchmarks)
+        self.merges = 0  # segment merges by this process (likewise)
         self._overlay = _Overlay()
 
     # -- generations ----------------------------------------------------------

@@ -117,14 +117,21 @@ class SearchWriter:
                 proc.stdout.close()
 
 
+def write(index: SearchIndex, op: str, *, refresh: bool = True) -> Any:
+    """Do ``op`` on ``index`` here: a drain (waiting for the writer lock) or a merge; its result."""
+    if op == "drain":
+        return index.drain(wait=True, refresh=refresh)
+    if op == "merge":
+        return index.consolidate(refresh=refresh)
+    raise ValueError(f"unknown search-index operation {op!r}")
+
+
 def _serve_one(request: dict[str, Any]) -> Any:
     repo = pygit2.Repository(request["git_dir"])
     index = SearchIndex(request["search_root"], Meta(request["meta_path"], check=False),
                         lambda oid: repo[oid].data)
     try:
-        if request["op"] == "drain":
-            return index.drain(wait=True, refresh=False)
-        return index.consolidate(refresh=False)
+        return write(index, request["op"], refresh=False)
     finally:
         index.close()
 
