@@ -31,10 +31,10 @@ sys.path.insert(0, ROOT)
 
 from bench_mcp import PROJECT, RECIPIENT, body, history, setup  # noqa: E402
 
-from gitmail.checkout import refresh  # noqa: E402
-from gitmail.mail import Mail  # noqa: E402
-from gitmail.maintenance import consolidate  # noqa: E402
-from gitmail.store import Store  # noqa: E402
+from gitmail.mail.facade import Mail
+from gitmail.storage.checkout import refresh
+from gitmail.storage.maintenance import consolidate
+from gitmail.storage.store import Store
 
 
 def child_cpu_ms() -> float:

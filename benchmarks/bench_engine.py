@@ -57,12 +57,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gitmail.clock import HybridClock, format_ts  # noqa: E402
-from gitmail.engine import Archive, Change  # noqa: E402
-from gitmail.errors import NOT_FOUND, GitmailError  # noqa: E402
-from gitmail.ids import ALPHABET, id_time, is_id, new_id  # noqa: E402
-from gitmail.maintenance import PACK_LIMIT, Maintainer, consolidate, pack_count  # noqa: E402
-from gitmail.records import Agent, Message, Project, inbox_path, message_path, outbox_path  # noqa: E402
+from gitmail.model.clock import HybridClock, format_ts
+from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.model.ids import ALPHABET, id_time, is_id, new_id
+from gitmail.model.records import Agent, Message, Project, inbox_path, message_path, outbox_path
+from gitmail.storage.engine import Archive, Change
+from gitmail.storage.maintenance import PACK_LIMIT, Maintainer, consolidate, pack_count
 
 AGENTS = ["BlueLake", "GreenCastle", "RedStone", "WhiteFox", "SilverPine", "AmberCove",
           "CopperHill", "IvoryTower", "JadeRiver", "OnyxField", "PearlHarbor", "RubyMeadow"]

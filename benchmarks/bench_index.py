@@ -34,11 +34,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gitmail import Change, Message, Store  # noqa: E402
-from gitmail.clock import format_ts  # noqa: E402
-from gitmail.ids import new_id  # noqa: E402
-from gitmail.index import indexer_for, parse_query, reads  # noqa: E402
-from gitmail.records import day_shard, inbox_path, outbox_path  # noqa: E402
+from gitmail import Change, Message, Store
+from gitmail.index import indexer_for, parse_query, reads
+from gitmail.model.clock import format_ts
+from gitmail.model.ids import new_id
+from gitmail.model.records import day_shard, inbox_path, outbox_path
 
 AGENTS = [f"Agent{i:02d}" for i in range(20)]
 PROJECT = "/bench/index"

@@ -46,11 +46,11 @@ from fastmcp import Client
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gitmail.clock import format_ts  # noqa: E402
-from gitmail.ids import ALPHABET, ID_LENGTH  # noqa: E402
-from gitmail.mail import Mail  # noqa: E402
-from gitmail.records import Message, inbox_path, message_path, outbox_path  # noqa: E402
-from gitmail.store import Store  # noqa: E402
+from gitmail.mail.facade import Mail
+from gitmail.model.clock import format_ts
+from gitmail.model.ids import ALPHABET, ID_LENGTH
+from gitmail.model.records import Message, inbox_path, message_path, outbox_path
+from gitmail.storage.store import Store
 
 PROJECT = "/bench/mcp"
 RECIPIENT = "Receiver"

@@ -9,7 +9,7 @@ commit, compare-and-swap of main.
 
 For comparison it also times the naive way to find the active set (read and
 parse every reservation file at the tip), which the in-memory active-set
-cache (:mod:`gitmail.reservation_index`) replaces.
+cache (:mod:`gitmail.coord.reservation_index`) replaces.
 
     python benchmarks/bench_reservations.py                 # 1k active, 200 rounds
     python benchmarks/bench_reservations.py --active 100 --rounds 50 --no-durable
@@ -30,11 +30,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gitmail import Agent, Change, Project, Reservation, Store  # noqa: E402
-from gitmail import reservations as rs  # noqa: E402
-from gitmail.clock import format_ts, now, now_ts  # noqa: E402
-from gitmail.ids import new_id  # noqa: E402
-from gitmail.store import slug_for  # noqa: E402
+from gitmail import Agent, Change, Project, Reservation, Store
+from gitmail.coord import reservations as rs
+from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.ids import new_id
+from gitmail.storage.store import slug_for
 
 KEY = "/bench/reservations"
 

@@ -48,12 +48,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pygit2  # noqa: E402
 
-from gitmail.clock import now_ts  # noqa: E402
-from gitmail.engine import Change  # noqa: E402
-from gitmail.ids import new_id  # noqa: E402
-from gitmail.records import Agent, Message, Project, inbox_path, outbox_path  # noqa: E402
-from gitmail.store import Store, slug_for  # noqa: E402
-from gitmail.sync import add_remote, fetch_remote, integrate, sync_project, SyncResult  # noqa: E402
+from gitmail.model.clock import now_ts
+from gitmail.model.ids import new_id
+from gitmail.model.records import Agent, Message, Project, inbox_path, outbox_path
+from gitmail.storage.engine import Change
+from gitmail.storage.store import Store, slug_for
+from gitmail.sync.syncer import SyncResult, add_remote, fetch_remote, integrate, sync_project
 
 PROJECT = "/bench/shared"
 AGENTS = ("BlueLake", "GreenCastle")

@@ -6,24 +6,14 @@ may change. Layers, from the bottom: records and paths, the repository engine
 domain, the MCP server and the CLI on top.
 """
 
-from .clock import HLC, HybridClock
-from .engine import Archive, Change, Committed
-from .errors import GitmailError
-from .ids import new_id
-from .mail import Mail
-from .records import (
-    Agent,
-    Contact,
-    JournalEntry,
-    Message,
-    Project,
-    Receipt,
-    Record,
-    Reservation,
-    Seat,
-)
-from .snapshot import Snapshot
-from .store import Store, slug_for
+from gitmail.mail.facade import Mail
+from gitmail.model.clock import HLC, HybridClock
+from gitmail.model.errors import GitmailError
+from gitmail.model.ids import new_id
+from gitmail.model.records import Agent, Contact, JournalEntry, Message, Project, Receipt, Record, Reservation, Seat
+from gitmail.storage.engine import Archive, Change, Committed
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store, slug_for
 
 __version__ = "0.1.0"
 

@@ -14,9 +14,9 @@ from typing import Iterator
 
 import pygit2
 
-from gitmail.objects import MODE_TREE
-from gitmail.records import classify
-from gitmail.treeedit import read_tree
+from gitmail.model.records import classify
+from gitmail.storage.objects import MODE_TREE
+from gitmail.storage.treeedit import read_tree
 
 ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation")
 

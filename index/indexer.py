@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import Any
 
-from gitmail.store import Store
+from gitmail.storage.store import Store
 
 from .project import ProjectIndex
 from .search_process import SearchWriter

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pygit2
 
-from gitmail.clock import now_ts
+from gitmail.model.clock import now_ts
 
 from . import parse
 from .changes import RecordChange, relevant_role

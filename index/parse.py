@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from gitmail import codec
-from gitmail.clock import format_ts, parse_ts
-from gitmail.ids import id_time, is_id
-from gitmail.records import IMPORTANCE
+from gitmail.model import codec
+from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.ids import id_time, is_id
+from gitmail.model.records import IMPORTANCE
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -22,10 +22,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from gitmail.background import Debounced
-from gitmail.clock import now_ts
-from gitmail.engine import Archive
-from gitmail.errors import invalid, not_found
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import invalid, not_found
+from gitmail.storage.background import Debounced
+from gitmail.storage.engine import Archive
 
 from . import parse, reads
 from .changes import diff, is_ancestor, listing

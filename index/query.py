@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from whoosh import query as wq
 
-from gitmail.errors import invalid
-from gitmail.records import IMPORTANCE
+from gitmail.model.errors import invalid
+from gitmail.model.records import IMPORTANCE
 
 from .schema import TEXT_ANALYZER
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from gitmail.clock import format_ts, parse_ts
-from gitmail.errors import invalid
+from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.errors import invalid
 
 from .meta import MESSAGE_COLUMNS, N_MESSAGE_COLUMNS, Meta, message_row
 

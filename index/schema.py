@@ -19,7 +19,7 @@ from typing import Any
 from whoosh.analysis import IDTokenizer, LowercaseFilter, StandardAnalyzer
 from whoosh.fields import DATETIME, ID, KEYWORD, STORED, TEXT, Schema
 
-from gitmail.clock import parse_ts
+from gitmail.model.clock import parse_ts
 
 TEXT_ANALYZER = StandardAnalyzer(stoplist=None, minsize=1)  # every word counts, "the" and "a" too
 _NAME = IDTokenizer() | LowercaseFilter()

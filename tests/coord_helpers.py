@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gitmail import Agent, Change, Project, Store
-from gitmail.clock import now_ts
-from gitmail.ids import new_id
-from gitmail.store import slug_for
+from gitmail.model.clock import now_ts
+from gitmail.model.ids import new_id
+from gitmail.storage.store import slug_for
 
 
 def make_project(store: Store, key: str, *agents: str, capabilities: dict[str, list[str]] | None = None) -> str:

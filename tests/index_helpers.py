@@ -11,9 +11,9 @@ import os
 import random
 
 from gitmail import Agent, Change, Message, new_id
-from gitmail.clock import HLC, format_ts, now_ts
-from gitmail.ids import ALPHABET
-from gitmail.records import inbox_path, outbox_path
+from gitmail.model.clock import HLC, format_ts, now_ts
+from gitmail.model.ids import ALPHABET
+from gitmail.model.records import inbox_path, outbox_path
 
 from .conftest import git
 

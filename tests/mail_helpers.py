@@ -8,7 +8,7 @@ from typing import Iterator
 import pytest
 
 from gitmail import GitmailError, Store
-from gitmail.mail import Mail
+from gitmail.mail.facade import Mail
 
 PROJECT = "/data/projects/backend"
 

@@ -12,10 +12,9 @@ import subprocess
 from collections import Counter
 
 from gitmail import Store
-from gitmail.clock import now_ts
-from gitmail.engine import Change
-from gitmail.ids import new_id
-from gitmail.records import (
+from gitmail.model.clock import now_ts
+from gitmail.model.ids import new_id
+from gitmail.model.records import (
     Agent,
     Message,
     Project,
@@ -26,7 +25,8 @@ from gitmail.records import (
     receipt_path,
     reservation_path,
 )
-from gitmail.store import slug_for
+from gitmail.storage.engine import Change
+from gitmail.storage.store import slug_for
 
 PROJECT = "/data/projects/shared"
 AGENTS = ("BlueLake", "GreenCastle", "RedStone")

@@ -7,11 +7,11 @@ import re
 import time
 
 from gitmail import HLC, Change
-from gitmail.clock import format_ts
-from gitmail.fsck import check_archive
-from gitmail.ids import new_id
-from gitmail.records import Agent, Reservation
-from gitmail.store import slug_for
+from gitmail.model.clock import format_ts
+from gitmail.model.ids import new_id
+from gitmail.model.records import Agent, Reservation
+from gitmail.storage.fsck import check_archive
+from gitmail.storage.store import slug_for
 
 from .conftest import git
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, register, tip

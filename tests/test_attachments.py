@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from gitmail import Change
-from gitmail import attachments as at
-from gitmail.errors import GitmailError
+from gitmail.mail import attachments as at
+from gitmail.model.errors import GitmailError
 
 from .coord_helpers import make_project
 

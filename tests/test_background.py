@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from gitmail.background import Debounced
+from gitmail.storage.background import Debounced
 
 
 def _poke_for(worker: Debounced, seconds: float, every: float = 0.02) -> None:

@@ -6,7 +6,7 @@ import os
 import time
 
 from gitmail import Change, Store
-from gitmail.checkout import refresh
+from gitmail.storage.checkout import refresh
 
 from .conftest import git, git_run
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from gitmail import Change, HLC
-from gitmail.clock import format_ts, now, parse_ts
-from gitmail.ids import new_id
-from gitmail.records import Contact, HeldMessage, Reservation, contact_path, inbox_path
+from gitmail import HLC, Change
+from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.ids import new_id
+from gitmail.model.records import Contact, HeldMessage, Reservation, contact_path, inbox_path
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, send, tip
 

@@ -7,9 +7,9 @@ import io
 import pytest
 from PIL import Image
 
-from gitmail.attachments import read_attachment
-from gitmail.fsck import check_archive
-from gitmail.records import Message, inbox_path
+from gitmail.mail.attachments import read_attachment
+from gitmail.model.records import Message, inbox_path
+from gitmail.storage.fsck import check_archive
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send
 
@@ -127,8 +127,8 @@ def test_force_release_notice_is_ordinary_mail(mail, store):
     import datetime as dt
 
     from gitmail import Change, Reservation
-    from gitmail.clock import format_ts, now
-    from gitmail.ids import new_id
+    from gitmail.model.clock import format_ts, now
+    from gitmail.model.ids import new_id
 
     at = now() - dt.timedelta(minutes=10)
     record = Reservation(id=new_id(), agent="Green", path_pattern="api/", created_ts=format_ts(at),

@@ -11,11 +11,11 @@ import pygit2
 import pytest
 
 from gitmail import Archive, Change, GitmailError, HybridClock, Message, new_id
-from gitmail.clock import now_ts
-from gitmail.engine import MAX_ATTEMPTS
-from gitmail.errors import INVALID_ARGUMENT, RETRY_EXHAUSTED
-from gitmail.records import Agent, inbox_path, outbox_path
-from gitmail.snapshot import Snapshot
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import INVALID_ARGUMENT, RETRY_EXHAUSTED
+from gitmail.model.records import Agent, inbox_path, outbox_path
+from gitmail.storage.engine import MAX_ATTEMPTS
+from gitmail.storage.snapshot import Snapshot
 
 from .conftest import git
 

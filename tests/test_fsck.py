@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from gitmail import Change, Message, new_id
 from gitmail.cli import cli
-from gitmail.clock import now_ts
-from gitmail.fsck import check_archive
-from gitmail.objects import COMMIT, TREE, PackBuffer, Signature, Tree, encode_commit
-from gitmail.records import inbox_path, message_path, outbox_path
+from gitmail.model.clock import now_ts
+from gitmail.model.records import inbox_path, message_path, outbox_path
+from gitmail.storage.fsck import check_archive
+from gitmail.storage.objects import COMMIT, TREE, PackBuffer, Signature, Tree, encode_commit
 
 KEY = "/data/projects/fsck"
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmail.errors import GitmailError
-from gitmail.globs import covers, normalize, overlaps
+from gitmail.coord.globs import covers, normalize, overlaps
+from gitmail.model.errors import GitmailError
 
 
 @pytest.mark.parametrize("a, b, expected", [

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from gitmail import Store
-from gitmail import guard
-from gitmail import reservations as rs
+from gitmail.coord import guard
+from gitmail.coord import reservations as rs
 
 from .coord_helpers import make_project
 
@@ -162,7 +162,7 @@ def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_p
 
 
 def test_bad_input(store, tmp_path):
-    from gitmail.errors import GitmailError
+    from gitmail.model.errors import GitmailError
 
     make_project(store, KEY, "Blue")
     plain = tmp_path / "plain"

@@ -7,9 +7,9 @@ import datetime as dt
 import threading
 
 from gitmail import Change, Store
-from gitmail.clock import format_ts, now
-from gitmail.mail import Mail
-from gitmail.records import IdempotencyKey
+from gitmail.mail.facade import Mail
+from gitmail.model.clock import format_ts, now
+from gitmail.model.records import IdempotencyKey
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, tip
 

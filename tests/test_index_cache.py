@@ -10,9 +10,9 @@ import time
 import pytest
 
 from gitmail import Change, GitmailError, Receipt, Reservation, new_id
-from gitmail.clock import HLC, format_ts, now_ts
-from gitmail.errors import INVALID_ARGUMENT
 from gitmail.index import indexer_for
+from gitmail.model.clock import HLC, format_ts, now_ts
+from gitmail.model.errors import INVALID_ARGUMENT
 
 from .conftest import git
 from .index_helpers import hand_written, message, push, register, send, send_many

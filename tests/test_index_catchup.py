@@ -14,7 +14,7 @@ from whoosh import index as windex
 
 from gitmail import Store
 from gitmail.index import indexer_for, parse_query
-from gitmail.records import day_shard
+from gitmail.model.records import day_shard
 
 from .conftest import git
 from .index_helpers import hand_written, message, push, register, send, send_many

@@ -6,8 +6,8 @@ import subprocess
 
 import pygit2
 
-from gitmail.ids import new_id
 from gitmail.index.changes import diff, is_ancestor, listing
+from gitmail.model.ids import new_id
 
 
 def _git(repo_dir: str, *args: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from gitmail import mailbox
 from gitmail.index import indexer_for, search_messages
+from gitmail.mail import mailbox
 
 from .mail_helpers import PROJECT, make_mail, open_agents, send
 

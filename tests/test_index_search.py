@@ -9,10 +9,10 @@ import pytest
 from whoosh import query as wq
 
 from gitmail import GitmailError
-from gitmail.errors import INVALID_ARGUMENT, NOT_FOUND
 from gitmail.index import indexer_for, search_messages
 from gitmail.index.schema import document
 from gitmail.index.search import _Overlay
+from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND
 
 from .index_helpers import message, register, send, send_many
 

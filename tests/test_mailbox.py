@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gitmail.clock import now_ts
+from gitmail.model.clock import now_ts
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
 

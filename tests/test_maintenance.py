@@ -7,7 +7,7 @@ import threading
 import time
 
 from gitmail import Archive, Change
-from gitmail.maintenance import PACK_LIMIT, consolidate, pack_count
+from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
 
 from .conftest import git
 
@@ -87,7 +87,7 @@ def test_orphaned_temporary_packs_are_removed(tmp_path):
 
 
 def test_rollup_keeps_a_doubling_progression():
-    from gitmail.maintenance import _rollup
+    from gitmail.storage.maintenance import _rollup
 
     def names(sizes):
         return _rollup([(size, f"p{i}") for i, size in enumerate(sizes)])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-
-import json
 import urllib.error
 import urllib.request
+
 import pytest
 
 from .mcp_harness import ServerProcess, call, child_env, fail, read_json, run, stdio_client

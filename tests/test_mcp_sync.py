@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gitmail import Mail, Store
-from gitmail.sync import add_remote, sync_project
+from gitmail.sync.syncer import add_remote, sync_project
 
 from .conftest import git
 from .mcp_harness import call, fail, run

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gitmail.records import Message, inbox_path, message_path, outbox_path
-from gitmail.store import slug_for
+from gitmail.model.records import Message, inbox_path, message_path, outbox_path
+from gitmail.storage.store import slug_for
 
 from .conftest import git
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, send, tip

@@ -7,7 +7,18 @@ import subprocess
 
 import pygit2
 
-from gitmail.objects import BLOB, COMMIT, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Signature, Tree, encode_commit, object_id
+from gitmail.storage.objects import (
+    BLOB,
+    COMMIT,
+    MODE_BLOB,
+    MODE_TREE,
+    TREE,
+    PackBuffer,
+    Signature,
+    Tree,
+    encode_commit,
+    object_id,
+)
 
 # Names whose order is easy to get wrong: a folder sorts as if it ended in "/".
 NAMES = ["a", "a.md", "a-b", "a0", "a_", "ab", "b", "B", "é.md", "z", "zz", "2026", "01", "1"]

@@ -7,7 +7,7 @@ import subprocess
 import threading
 
 from gitmail import Archive, Change
-from gitmail.maintenance import pack_count
+from gitmail.storage.maintenance import pack_count
 
 
 def test_repack_never_sees_a_pack_being_written(tmp_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from gitmail.mail import Mail
-from gitmail.store import slug_for
+from gitmail.mail.facade import Mail
+from gitmail.storage.store import slug_for
 
 from .conftest import git
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, register, tip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitmail.records import Receipt, receipt_path
+from gitmail.model.records import Receipt, receipt_path
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
 

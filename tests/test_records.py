@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmail import HLC, Agent, Contact, HybridClock, JournalEntry, Message, Project, Receipt, Reservation, Seat, new_id
-from gitmail.clock import format_ts, now_ts, parse_ts
-from gitmail.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
-from gitmail.ids import ID_LENGTH, id_time, is_id
-from gitmail.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_path
+from gitmail.model.clock import format_ts, now_ts, parse_ts
+from gitmail.model.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
+from gitmail.model.ids import ID_LENGTH, id_time, is_id
+from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_path
 
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 line = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80)

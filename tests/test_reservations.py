@@ -13,12 +13,12 @@ import time
 import pytest
 
 from gitmail import Agent, Change, Reservation
-from gitmail.clock import HLC, format_ts, now
-from gitmail.errors import GitmailError
-from gitmail.fsck import check_archive
-from gitmail.ids import new_id
-from gitmail.records import inbox_path, reservation_path
-from gitmail import reservations as rs
+from gitmail.coord import reservations as rs
+from gitmail.model.clock import HLC, format_ts, now
+from gitmail.model.errors import GitmailError
+from gitmail.model.ids import new_id
+from gitmail.model.records import inbox_path, reservation_path
+from gitmail.storage.fsck import check_archive
 
 from .coord_helpers import make_project
 
@@ -235,7 +235,7 @@ _RACER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[5])
 from gitmail import Store
-from gitmail import reservations as rs
+from gitmail.coord import reservations as rs
 store = Store(sys.argv[1], background=False)
 start = float(sys.argv[4])
 while time.time() < start:
@@ -263,7 +263,7 @@ def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, 
 
 
 def test_active_set_cache_persists_between_processes(store, project, monkeypatch):
-    from gitmail import reservation_index as ri
+    from gitmail.coord import reservation_index as ri
 
     rs.reserve(store, KEY, "Blue", ["one/"], ttl_seconds=600)
     assert rs.conflicts_for_paths(store, KEY, ["one/a"], agent="Green")
@@ -288,7 +288,7 @@ def test_active_set_cache_persists_between_processes(store, project, monkeypatch
 
 
 def test_active_until_the_expiry_instant_and_not_at_it():
-    from gitmail.reservation_index import Entry
+    from gitmail.coord.reservation_index import Entry
 
     at = now()
     expires = at + dt.timedelta(seconds=60)

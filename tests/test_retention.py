@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 
 from gitmail import Change
-from gitmail.delivery import put_message
-from gitmail.fsck import check_archive
-from gitmail.clock import format_ts
-from gitmail.ids import ALPHABET, id_time, new_id
-from gitmail.records import IdempotencyKey, Message, Tombstone, inbox_path, message_path, tombstone_path
-from gitmail.store import slug_for
+from gitmail.mail.delivery import put_message
+from gitmail.model.clock import format_ts
+from gitmail.model.ids import ALPHABET, id_time, new_id
+from gitmail.model.records import IdempotencyKey, Message, Tombstone, inbox_path, message_path, tombstone_path
+from gitmail.storage.fsck import check_archive
+from gitmail.storage.store import slug_for
 
 from .conftest import git
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gitmail.fsck import check_archive
-from gitmail.mail import Mail
-from gitmail.records import day_shard
-from gitmail.store import slug_for
+from gitmail.mail.facade import Mail
+from gitmail.model.records import day_shard
+from gitmail.storage.fsck import check_archive
+from gitmail.storage.store import slug_for
 
 from .conftest import git
 

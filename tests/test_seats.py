@@ -12,11 +12,11 @@ import time
 import pytest
 
 from gitmail import Change, Seat
-from gitmail import capabilities as caps
-from gitmail import journal, seats
-from gitmail import reservations as rs
-from gitmail.clock import format_ts, now
-from gitmail.errors import GitmailError
+from gitmail.coord import capabilities as caps
+from gitmail.coord import journal, seats
+from gitmail.coord import reservations as rs
+from gitmail.model.clock import format_ts, now
+from gitmail.model.errors import GitmailError
 
 from .coord_helpers import make_project
 
@@ -117,7 +117,7 @@ _TAKER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[4])
 from gitmail import Store, GitmailError
-from gitmail import seats
+from gitmail.coord import seats
 store = Store(sys.argv[1], background=False)
 start = float(sys.argv[3])
 while time.time() < start:

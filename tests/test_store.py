@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from gitmail import Store, slug_for
-from gitmail.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
-from gitmail.names import normalize_human_key
+from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
+from gitmail.model.names import normalize_human_key
 
 
 def test_slug_is_readable_deterministic_and_distinct():

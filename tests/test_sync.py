@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from gitmail.errors import GitmailError
-from gitmail.records import (
+from gitmail.model.errors import GitmailError
+from gitmail.model.records import (
     Agent,
     Conflict,
     Message,
@@ -30,7 +30,7 @@ from gitmail.records import (
     reservation_path,
     tombstone_path,
 )
-from gitmail.sync import add_remote, list_remotes, remove_remote, sync_project
+from gitmail.sync.syncer import add_remote, list_remotes, remove_remote, sync_project
 
 from .sync_helpers import PROJECT, Machine, git, message_counts, tree_files, tree_id
 
@@ -160,7 +160,7 @@ def test_purge_sticks_and_true_conflicts_keep_both(tmp_path, hub_dir):
                           hlc=a.store.clock.tick())] if message else []
 
     def fn(snap):
-        from gitmail.engine import Change
+        from gitmail.storage.engine import Change
         change = Change("purge", author="BlueLake")
         for item in purge(snap):
             if isinstance(item, tuple):
@@ -246,7 +246,7 @@ def test_concurrent_writer_during_sync_loses_nothing(tmp_path, hub_dir):
 
 
 def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, hub_dir):
-    from gitmail.sync import IntervalSyncer
+    from gitmail.sync.syncer import IntervalSyncer
 
     a, b = _machines(tmp_path, "file://" + hub_dir, count=2)
     syncer = IntervalSyncer(a.store, interval=0.1).start()
@@ -266,7 +266,7 @@ def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, 
 
 
 def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
-    from gitmail import mergedriver
+    from gitmail.sync import mergedriver
 
     files = {}
     for name, text in (("base", b""), ("ours", b"---\nversion: ours\n---\n"), ("theirs", b"---\nversion: theirs\n---\n")):

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from gitmail.hookinstall import GITATTRIBUTES, install_hub
-from gitmail.ids import new_id
 from gitmail.index import indexer_for
-from gitmail.records import Agent, Reservation, message_path, inbox_path, reservation_path
-from gitmail.sync import add_remote, sync_project
-from gitmail.watch import Watcher
+from gitmail.model.ids import new_id
+from gitmail.model.records import Agent, Reservation, inbox_path, message_path, reservation_path
+from gitmail.sync.hookinstall import GITATTRIBUTES, install_hub
+from gitmail.sync.syncer import add_remote, sync_project
+from gitmail.sync.watch import Watcher
 
 from .sync_helpers import PROJECT, Machine, git, tree_files
 

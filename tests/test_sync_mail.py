@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from gitmail import Store
-from gitmail.fsck import check_archive
-from gitmail.hookinstall import install_hub
-from gitmail.mail import Mail
-from gitmail.projects import CONFIRMATION_PHRASE
-from gitmail.records import inbox_path, message_path, receipt_path, tombstone_path
-from gitmail.sync import add_remote, sync_project
+from gitmail.mail.facade import Mail
+from gitmail.mail.projects import CONFIRMATION_PHRASE
+from gitmail.model.records import inbox_path, message_path, receipt_path, tombstone_path
+from gitmail.storage.fsck import check_archive
+from gitmail.sync.hookinstall import install_hub
+from gitmail.sync.syncer import add_remote, sync_project
 
 from .sync_helpers import git
 

@@ -12,9 +12,9 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmail.merge import merge_file
-from gitmail.records import Agent, Receipt, Reservation, message_path, receipt_path, reservation_path
-from gitmail.sync import add_remote, sync_project
+from gitmail.model.records import Agent, Receipt, Reservation, message_path, receipt_path, reservation_path
+from gitmail.sync.merge import merge_file
+from gitmail.sync.syncer import add_remote, sync_project
 
 from .sync_helpers import AGENTS, PROJECT, Machine, git, message_counts, tree_files
 
@@ -122,7 +122,7 @@ def test_profile_merge_is_commutative_per_field(base_clock, ours_clock, theirs_c
 
 
 def test_a_delivered_idempotency_key_wins_over_a_held_one():
-    from gitmail.records import IdempotencyKey
+    from gitmail.model.records import IdempotencyKey
 
     def key(message_id: str, held: bool) -> tuple[str, bytes]:
         record = IdempotencyKey(key_hash="a" * 64, agent="BlueLake", operation="send_message", request_hash="b" * 64,

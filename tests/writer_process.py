@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from gitmail import Archive, Change, Message, new_id
-from gitmail.clock import now_ts
-from gitmail.records import inbox_path, outbox_path
+from gitmail.model.clock import now_ts
+from gitmail.model.records import inbox_path, outbox_path
 
 
 def main() -> None:

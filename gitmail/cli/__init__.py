@@ -7,14 +7,16 @@ failures (:class:`GitmailError`) print their code and advice and exit with 2.
 
 from __future__ import annotations
 
-from . import _app
+from . import (
+    _app,
+    coord_cmds,  # noqa: F401
+    index_cmds,  # noqa: F401
+    mail_cmds,  # noqa: F401
+    serve_cmds,  # noqa: F401
+    store_cmds,  # noqa: F401  (registers commands)
+    sync_cmds,  # noqa: F401
+)
 from ._app import cli
-from . import store_cmds  # noqa: F401  (registers commands)
-from . import serve_cmds  # noqa: F401
-from . import sync_cmds  # noqa: F401
-from . import mail_cmds  # noqa: F401
-from . import coord_cmds  # noqa: F401
-from . import index_cmds  # noqa: F401
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 import click
 
-from ..errors import GitmailError
-from ..store import Store
+from gitmail.model.errors import GitmailError
+from gitmail.storage.store import Store
 
 
 class Context:

@@ -13,10 +13,12 @@ from typing import Any
 
 import click
 
-from .. import capabilities, guard, journal, seats
-from .. import reservations as rs
-from ..store import Store, default_home
+from gitmail.coord import capabilities, guard, journal, seats
+from gitmail.coord import reservations as rs
+from gitmail.storage.store import Store, default_home
+
 from ._app import Context, cli, command
+
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
     """Rows as left-aligned text columns under a header, or ``empty`` when there are none."""

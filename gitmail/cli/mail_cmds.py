@@ -1,6 +1,6 @@
 """Mail commands: projects, agents, sending, reading and searching from a shell.
 
-Each command is a thin call into :class:`gitmail.mail.Mail` on the local
+Each command is a thin call into :class:`gitmail.mail.facade.Mail` on the local
 store. The shell user owns the store's files, so no agent token is asked for.
 """
 
@@ -12,9 +12,10 @@ from typing import Any, Iterable
 
 import click
 
-from ..errors import INVALID_ARGUMENT, GitmailError
-from ..ids import is_id
-from ..mail import Mail
+from gitmail.mail.facade import Mail
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.ids import is_id
+
 from ._app import Context, command
 
 

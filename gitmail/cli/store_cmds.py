@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..fsck import check_archive
+from gitmail.storage.fsck import check_archive
+
 from ._app import Context, command
 
 

@@ -9,9 +9,10 @@ import time
 
 import click
 
-from .. import hookinstall, mergedriver, pushcheck
-from ..sync import add_remote, list_remotes, projects_with_remotes, remove_remote, sync_project
-from ..watch import Watcher
+from gitmail.sync import hookinstall, mergedriver, pushcheck
+from gitmail.sync.syncer import add_remote, list_remotes, projects_with_remotes, remove_remote, sync_project
+from gitmail.sync.watch import Watcher
+
 from ._app import Context, cli, command
 
 
@@ -129,7 +130,7 @@ def watch(ctx: Context, quiet: bool) -> None:
     Runs until interrupted. A push into an archive, a human's commit or pull,
     or another process's write shows up here within moments.
     """
-    from gitmail.index import indexer_for  # the index is optional for every other command
+    from gitmail.index import indexer_for
 
     store = ctx.store
     indexer = indexer_for(store)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import NOT_FOUND, GitmailError, invalid
-from .names import TOPIC_RE, check_agent_name
-from .records import Agent
+from gitmail.model.errors import NOT_FOUND, GitmailError, invalid
+from gitmail.model.names import TOPIC_RE, check_agent_name
+from gitmail.model.records import Agent
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store
+
 from .seats import update_own_profile
-from .snapshot import Snapshot
-from .store import Store
 
 ROLE_PREFIX = "role:"
 MAX_CAPABILITIES = 64

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import invalid
+from gitmail.model.errors import invalid
 
 MAX_PATTERN = 1024
 MAX_SEGMENT = 255  # the longest file name most file systems allow

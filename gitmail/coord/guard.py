@@ -21,9 +21,10 @@ import subprocess
 from importlib import resources
 from typing import Any
 
-from .errors import CONFLICT, NOT_FOUND, GitmailError, invalid
+from gitmail.model.errors import CONFLICT, NOT_FOUND, GitmailError, invalid
+from gitmail.storage.store import Store
+
 from .reservations import conflicts_for_paths
-from .store import Store
 
 HOOKS = ("pre-commit", "pre-push")
 MARKER = "# gitmail-reservation-guard"
@@ -127,7 +128,7 @@ def uninstall(repo: str) -> dict[str, Any]:
 
 
 def _human_key(store: Store, project: str) -> str:
-    from .records import Project
+    from gitmail.model.records import Project
 
     record = store.archive(project).snapshot().load("project.yaml", Project)
     return record.human_key if record is not None else project

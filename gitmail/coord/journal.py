@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .clock import now_ts
-from .engine import Change
-from .errors import invalid
-from .ids import new_id
-from .names import check_agent_name
-from .records import JournalEntry, agent_dir
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import invalid
+from gitmail.model.ids import new_id
+from gitmail.model.names import check_agent_name
+from gitmail.model.records import JournalEntry, agent_dir
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store
+
 from .seats import load_agent, require_actor
-from .snapshot import Snapshot
-from .store import Store
 
 MAX_ENTRY = 20000
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .clock import format_ts, now, parse_ts
-from .errors import AGENT_INACTIVE, GitmailError, not_found
-from .names import check_agent_name
-from .records import Agent, Project, Reservation, agent_dir
+from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.errors import AGENT_INACTIVE, GitmailError, not_found
+from gitmail.model.names import check_agent_name
+from gitmail.model.records import Agent, Project, Reservation, agent_dir
+from gitmail.storage.snapshot import Snapshot
+
 from .reservation_index import unreleased
-from .snapshot import Snapshot
 
 
 def project_record(snap: Snapshot) -> Project:
@@ -61,7 +62,7 @@ def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, ac
 def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservation]:
     """Reservations neither released nor expired at ``at`` (default: now).
 
-    Served from the active-set cache of :mod:`gitmail.reservation_index`, so
+    Served from the active-set cache of :mod:`gitmail.coord.reservation_index`, so
     the cost does not grow with the reservation history.
     """
     moment = (parse_ts(at) if at else now()).timestamp()

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import pygit2
 
-from .clock import HLC, parse_ts
-from .records import Reservation
-from .snapshot import Snapshot
+from gitmail.model.clock import HLC, parse_ts
+from gitmail.model.records import Reservation
+from gitmail.storage.snapshot import Snapshot
 
 FOLDER = "reservations"
 CACHE_FILE = "reservations-active.json"

@@ -1,6 +1,6 @@
 """File reservations: advisory leases on paths of a code repository.
 
-An agent reserves paths or globs (see :mod:`gitmail.globs`) for a while,
+An agent reserves paths or globs (see :mod:`gitmail.coord.globs`) for a while,
 exclusively or shared, so other agents know what it is editing. A request
 conflicts with the active *exclusive* reservations of other agents whose
 patterns overlap it; conflicting paths are refused and reported with their
@@ -21,17 +21,27 @@ import os
 import subprocess
 from typing import Any, Iterable
 
-from .clock import format_ts, now, now_ts, parse_ts
-from .engine import Change
-from .errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
+from gitmail.model.clock import format_ts, now, now_ts, parse_ts
+from gitmail.model.errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
+from gitmail.model.ids import id_time, is_id, new_id
+from gitmail.model.names import check_agent_name
+from gitmail.model.records import (
+    Message,
+    Project,
+    Reservation,
+    Seat,
+    inbox_path,
+    message_path,
+    outbox_path,
+    reservation_path,
+)
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store
+
 from .globs import covers, normalize, overlaps
-from .ids import id_time, is_id, new_id
-from .names import check_agent_name
-from .records import Message, Project, Reservation, Seat, inbox_path, message_path, outbox_path, reservation_path
 from .reservation_index import unreleased
 from .seats import load_agent, require_actor, seat_path
-from .snapshot import Snapshot
-from .store import Store
 
 MIN_TTL = 60
 MAX_TTL = 30 * 86400

@@ -24,9 +24,8 @@ import re
 import secrets
 from typing import Any, Callable
 
-from .clock import format_ts, now, parse_ts
-from .engine import Change
-from .errors import (
+from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.errors import (
     AGENT_ASLEEP,
     AGENT_INACTIVE,
     NOT_FOUND,
@@ -36,11 +35,13 @@ from .errors import (
     GitmailError,
     invalid,
 )
-from .directory import find_agent
-from .names import check_agent_name
-from .records import Agent, Seat, agent_dir
-from .snapshot import Snapshot
-from .store import Store
+from gitmail.model.names import check_agent_name
+from gitmail.model.records import Agent, Seat, agent_dir
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store
+
+from .lookup import find_agent
 
 DEFAULT_LEASE_S = 600
 MIN_LEASE_S = 60
@@ -158,7 +159,7 @@ def _holder(holder: object) -> str:
 def take_seat(store: Store, project: str, agent: str, *, holder: str = "session", lease_s: int = DEFAULT_LEASE_S,
               take_over: bool = False, journal_entries: int = 5) -> dict[str, Any]:
     """Become the session driving ``agent``; returns the token, the lease and the journal's end."""
-    from .journal import tail  # journal imports this module for require_actor
+    from .journal import tail
 
     check_agent_name(agent, "agent_name")
     lease = _lease(lease_s)

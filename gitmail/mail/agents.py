@@ -12,11 +12,7 @@ import dataclasses
 import time
 from typing import Any
 
-from .clock import now_ts
-from .contacts import release_held
-from .context import MailContext
-from .delivery import remove_message
-from .directory import (
+from gitmail.coord.lookup import (
     active_reservations,
     agent_names,
     canonical_name,
@@ -25,15 +21,20 @@ from .directory import (
     require_agent,
     ts_of_hlc,
 )
-from .engine import Change
-from .errors import ALREADY_EXISTS, GitmailError, invalid
-from .history import authors_since, commits_by
-from .ids import new_id
-from .names import check_agent_name
-from .namegen import generate_name
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
+from gitmail.model.ids import new_id
+from gitmail.model.namegen import generate_name
+from gitmail.model.names import check_agent_name
+from gitmail.model.records import Agent, Message, Reservation, agent_dir
+from gitmail.storage.engine import Change
+from gitmail.storage.history import authors_since, commits_by
+from gitmail.storage.snapshot import Snapshot
+
+from .contacts import release_held
+from .context import MailContext
+from .delivery import remove_message
 from .projects import check_confirmation
-from .records import Agent, Message, Reservation, agent_dir
-from .snapshot import Snapshot
 from .tokens import hash_token, mint_token, token_matches
 
 RETIRE_FLOOR_SECONDS = 60

@@ -39,7 +39,8 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from .errors import (
+from gitmail.coord.seats import update_own_profile
+from gitmail.model.errors import (
     ATTACHMENT_TOO_LARGE,
     ATTACHMENT_UNDECODABLE,
     CORRUPT_RECORD,
@@ -48,10 +49,9 @@ from .errors import (
     GitmailError,
     invalid,
 )
-from .records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
-from .seats import update_own_profile
-from .snapshot import Snapshot
-from .store import Store
+from gitmail.model.records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import Store
 
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
 STORED_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")

@@ -17,19 +17,20 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .clock import format_ts, now, now_ts
+from gitmail.coord.globs import overlaps
+from gitmail.coord.lookup import active_reservations, find_agent, require_agent
+from gitmail.coord.seats import check_acting
+from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
+from gitmail.model.ids import id_time, is_id
+from gitmail.model.records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
 from .context import MailContext
 from .delivery import compose, put_message
-from .directory import active_reservations, find_agent, require_agent
-from .engine import Change
-from .errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
-from .globs import overlaps
 from .idempotency import find as find_key
-from .ids import id_time, is_id
 from .mailbox import iter_folder
-from .records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
-from .seats import check_acting
-from .snapshot import Snapshot
 
 PENDING_TTL_SECONDS = 7 * 24 * 3600
 APPROVED_TTL_SECONDS = 30 * 24 * 3600

@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .clock import HLC, now_ts
-from .engine import Archive
-from .store import Store
+from gitmail.model.clock import HLC, now_ts
+from gitmail.storage.engine import Archive
+from gitmail.storage.store import Store
 
 
 class Activity:
@@ -42,7 +42,7 @@ class Activity:
 
 @dataclass
 class MailContext:
-    """The shared state a :class:`gitmail.mail.Mail` hands to each operation."""
+    """The shared state a :class:`gitmail.mail.facade.Mail` hands to each operation."""
 
     store: Store
     activity: Activity = field(default_factory=Activity)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .clock import format_ts
-from .engine import Change
-from .ids import id_time, new_id
-from .records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
-from .snapshot import Snapshot
+from gitmail.model.clock import format_ts
+from gitmail.model.ids import id_time, new_id
+from gitmail.model.records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
 
 
 def compose(*, sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import agents, contacts, mailbox, messages, projects, receipts, retention, summaries
-from . import attachments, capabilities, guard, journal, reservations, seats
+from gitmail.coord import capabilities, guard, journal, reservations, seats
+from gitmail.index import search_messages
+from gitmail.storage.store import Store
+
+from . import agents, attachments, contacts, mailbox, projects, receipts, retention, summaries
+from . import sending as messages
 from .context import Activity, MailContext
-from .index import search_messages
-from .store import Store
 
 
 class Mail:

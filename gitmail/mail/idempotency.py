@@ -14,10 +14,10 @@ import hashlib
 import json
 from typing import Any
 
-from .clock import now, parse_ts
-from .errors import IDEMPOTENCY_CONFLICT, GitmailError, invalid
-from .records import IdempotencyKey, idempotency_path
-from .snapshot import Snapshot
+from gitmail.model.clock import now, parse_ts
+from gitmail.model.errors import IDEMPOTENCY_CONFLICT, GitmailError, invalid
+from gitmail.model.records import IdempotencyKey, idempotency_path
+from gitmail.storage.snapshot import Snapshot
 
 MAX_KEY = 256
 HONOURED_DAYS = 2  # today's and yesterday's folders: at least 24 hours

@@ -11,16 +11,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .clock import UTC, format_ts, now, parse_ts
+from gitmail.coord.lookup import project_record, require_agent
+from gitmail.index import indexer_for
+from gitmail.model.clock import UTC, format_ts, now, parse_ts
+from gitmail.model.errors import invalid, not_found
+from gitmail.model.ids import is_id
+from gitmail.model.names import check_topic
+from gitmail.model.records import Message, Receipt, agent_dir, message_path, outbox_path, receipt_path
+from gitmail.storage.history import adding_commits
+from gitmail.storage.snapshot import Snapshot
+
 from .delivery import message_view
-from .directory import project_record, require_agent
-from .errors import invalid, not_found
-from .history import adding_commits
-from .ids import is_id
-from .index import indexer_for
-from .names import check_topic
-from .records import Message, Receipt, agent_dir, message_path, outbox_path, receipt_path
-from .snapshot import Snapshot
 
 if TYPE_CHECKING:
     from .context import MailContext

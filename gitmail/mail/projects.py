@@ -11,16 +11,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .clock import now_ts
+from gitmail.coord.lookup import agent_names, project_record
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
+from gitmail.model.ids import new_id
+from gitmail.model.names import normalize_human_key
+from gitmail.model.records import Agent, Project, agent_dir
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import is_slug, slug_for
+
 from .context import MailContext
-from .directory import agent_names, project_record
-from .engine import Change
-from .errors import CONFIRMATION_REQUIRED, GitmailError, not_found
-from .ids import new_id
-from .names import normalize_human_key
-from .records import Agent, Project, agent_dir
-from .snapshot import Snapshot
-from .store import is_slug, slug_for
 
 CONFIRMATION_PHRASE = "I UNDERSTAND"
 

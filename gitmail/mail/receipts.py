@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .clock import now_ts
+from gitmail.coord.lookup import require_agent
+from gitmail.coord.seats import check_acting
+from gitmail.model.clock import now_ts
+from gitmail.model.errors import not_found
+from gitmail.model.records import Receipt, inbox_path
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
 from .context import MailContext
-from .directory import require_agent
-from .engine import Change
-from .errors import not_found
 from .mailbox import check_message_id
-from .records import Receipt, inbox_path
-from .seats import check_acting
-from .snapshot import Snapshot
 
 
 def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, ack: bool,

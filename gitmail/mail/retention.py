@@ -12,17 +12,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .clock import format_ts, now, now_ts
+from gitmail.coord.lookup import agent_names
+from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.errors import invalid
+from gitmail.model.ids import id_time
+from gitmail.model.records import Message, agent_dir
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
 from .context import MailContext
 from .delivery import remove_message
-from .directory import agent_names
-from .engine import Change
-from .errors import invalid
 from .idempotency import HONOURED_DAYS
-from .ids import id_time
 from .mailbox import iter_folder
-from .records import Message, agent_dir
-from .snapshot import Snapshot
 
 DEFAULT_MAX_AGE_DAYS = 180
 MAX_LISTED = 100

@@ -15,17 +15,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import attachments, capabilities, contacts, idempotency, seats
+from gitmail.coord import capabilities, seats
+from gitmail.coord.lookup import agent_names, find_agent, project_record, require_agent
+from gitmail.model.errors import (
+    AGENT_INACTIVE,
+    CONTACT_BLOCKED,
+    CONTACT_REQUIRED,
+    RECIPIENT_NOT_FOUND,
+    GitmailError,
+    invalid,
+)
+from gitmail.model.ids import is_id
+from gitmail.model.names import check_agent_name, check_topic
+from gitmail.model.records import (
+    IMPORTANCE,
+    MAX_SUBJECT,
+    Agent,
+    HeldMessage,
+    IdempotencyKey,
+    Message,
+    held_path,
+    outbox_path,
+)
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
+from . import attachments, contacts, idempotency
 from .context import MailContext
 from .delivery import commit_line, compose, message_view, put_message
-from .directory import agent_names, find_agent, project_record, require_agent
-from .engine import Change
-from .errors import AGENT_INACTIVE, CONTACT_BLOCKED, CONTACT_REQUIRED, RECIPIENT_NOT_FOUND, GitmailError, invalid
-from .ids import is_id
 from .mailbox import check_message_id, load_message
-from .names import check_agent_name, check_topic
-from .records import IMPORTANCE, MAX_SUBJECT, Agent, HeldMessage, IdempotencyKey, Message, held_path, outbox_path
-from .snapshot import Snapshot
 
 MAX_THREAD_ID = 128
 
@@ -277,7 +295,7 @@ def send_message(ctx: MailContext, project_key: str, sender_name: str, to: list[
     """Send a Markdown message; see the module docs for the rules.
 
     ``attachment_paths`` and images in the body are stored as attachments
-    (see :mod:`gitmail.attachments`); ``to``/``cc``/``bcc`` may name
+    (see :mod:`gitmail.mail.attachments`); ``to``/``cc``/``bcc`` may name
     ``role:<capability>``; ``seat`` is the sender's seat token when a session
     holds its seat.
     """

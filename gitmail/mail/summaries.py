@@ -15,16 +15,17 @@ import re
 from collections import Counter
 from typing import Any, Iterable
 
-from .clock import format_ts, now, parse_ts
+from gitmail.coord.lookup import agent_names, project_record
+from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.errors import invalid, not_found
+from gitmail.model.ids import new_id
+from gitmail.model.records import Message, Summary
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
 from .context import MailContext
 from .delivery import message_view
-from .directory import agent_names, project_record
-from .engine import Change
-from .errors import invalid, not_found
-from .ids import new_id
 from .mailbox import all_messages, iter_folder, thread_messages
-from .records import Message, Summary
-from .snapshot import Snapshot
 
 MAX_ITEMS = 10
 MAX_LINE = 200

@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 
-
 # libyaml's C parser and emitter when present (several times faster), the
 # pure-Python ones otherwise; both produce the same values and bytes.
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

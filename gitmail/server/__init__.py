@@ -2,7 +2,7 @@
 
 :func:`build_server` makes the FastMCP instance for a store;
 :mod:`gitmail.server.serve` runs it. The server is a thin layer over
-:class:`gitmail.mail.Mail`: it checks who the caller may act as, turns
+:class:`gitmail.mail.facade.Mail`: it checks who the caller may act as, turns
 failures into error results, and shapes reads for a context window.
 """
 

@@ -11,10 +11,22 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from .. import __version__
-from ..store import Store
-from . import resources, tools_agents, tools_contacts, tools_health, tools_macros, tools_messages, tools_projects
-from . import tools_coordination, tools_reads, tools_search, tools_sync
+from gitmail import __version__
+from gitmail.storage.store import Store
+
+from . import (
+    resources,
+    tools_agents,
+    tools_contacts,
+    tools_coordination,
+    tools_health,
+    tools_macros,
+    tools_messages,
+    tools_projects,
+    tools_reads,
+    tools_search,
+    tools_sync,
+)
 from .auth import BearerToken
 from .identity import Identities
 from .results import ArgumentErrors
@@ -40,7 +52,7 @@ def build_server(store: Store | None = None, *, mail: Any = None, token: str | N
     """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer."""
     store = store if store is not None else Store()
     if mail is None:
-        from ..mail import Mail
+        from gitmail.mail.facade import Mail
 
         mail = Mail(store)
     listen = listen or Listen()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..errors import UNAUTHORIZED, GitmailError
+from gitmail.model.errors import UNAUTHORIZED, GitmailError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

@@ -24,8 +24,8 @@ from typing import Any
 from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
-from ..errors import UNAUTHORIZED, GitmailError
-from ..store import Store
+from gitmail.model.errors import UNAUTHORIZED, GitmailError
+from gitmail.storage.store import Store
 
 MAX_SESSIONS = 10_000
 

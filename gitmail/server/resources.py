@@ -18,7 +18,8 @@ from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ResourceError
 from fastmcp.resources import ResourceSecurity
 
-from ..errors import INVALID_ARGUMENT, GitmailError, not_found
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError, not_found
+
 from .runtime import Runtime
 from .tools_health import environment
 

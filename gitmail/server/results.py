@@ -20,7 +20,7 @@ from fastmcp.server.middleware import Middleware
 from fastmcp.tools.base import ToolResult
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
 READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}

@@ -8,7 +8,8 @@ from typing import Any
 
 from fastmcp import Context
 
-from ..store import Store
+from gitmail.storage.store import Store
+
 from .identity import Identities
 
 

@@ -17,10 +17,11 @@ from typing import Iterator
 
 import uvicorn
 
+from gitmail.storage.store import Store
+from gitmail.sync.syncer import IntervalSyncer
+from gitmail.sync.watch import Watcher
+
 from ..index import indexer_for
-from ..store import Store
-from ..sync import IntervalSyncer
-from ..watch import Watcher
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .runtime import Listen

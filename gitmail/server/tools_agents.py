@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from ..errors import NOT_FOUND, GitmailError
+from gitmail.model.errors import NOT_FOUND, GitmailError
+
 from .params import AgentName, AgentToken, Confirmation, Model, Program, ProjectKey, TaskDescription
 from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime

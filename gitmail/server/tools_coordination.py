@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from .. import reservations, seats
+from gitmail.coord import reservations, seats
+
 from .params import AgentName, AgentToken, ProjectKey
 from .resources import flag, resource
 from .results import IDEMPOTENT, READ, WRITE, tool

@@ -7,7 +7,8 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from .. import __version__
+from gitmail import __version__
+
 from .binding import is_loopback
 from .results import READ, tool
 from .runtime import Runtime

@@ -7,8 +7,20 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from .params import AgentName, AgentToken, Importance, MessageId, ProjectKey, Recipients, SenderToken, SinceTs
-from .params import AttachmentPaths, AttachmentsPolicy, ConvertImages, SenderSeat
+from .params import (
+    AgentName,
+    AgentToken,
+    AttachmentPaths,
+    AttachmentsPolicy,
+    ConvertImages,
+    Importance,
+    MessageId,
+    ProjectKey,
+    Recipients,
+    SenderSeat,
+    SenderToken,
+    SinceTs,
+)
 from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
 

@@ -16,13 +16,15 @@ from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from ..errors import CURSOR_AHEAD, GitmailError
+from gitmail.model.errors import CURSOR_AHEAD, GitmailError
+from gitmail.model.records import Message, message_path
+
 from ..index import indexer_for
-from ..records import Message, message_path
 from . import pages
 from .params import AgentName, AgentToken, ProjectKey
 from .results import READ, tool
 from .runtime import Runtime
+
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
     def agent_of(project_key: str, agent_name: str) -> str:

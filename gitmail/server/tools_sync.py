@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from fastmcp import FastMCP
 from pydantic import Field
 
-from .. import sync
+from gitmail.sync import syncer as sync
+
 from .params import ProjectKey
 from .results import READ, WRITE, tool
 from .runtime import Runtime

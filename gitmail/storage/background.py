@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable
 
-_log = logging.getLogger("gitmail.background")
+_log = logging.getLogger("gitmail.storage.background")
 
 
 class Debounced:

@@ -31,14 +31,15 @@ from typing import Any, Callable
 
 import pygit2
 
-from .errors import RETRY_EXHAUSTED, GitmailError
+from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError
+from gitmail.model.records import Record
+
 from .maintenance import Maintainer
 from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
-from .records import Record
 from .snapshot import Snapshot
 from .treeedit import TreeEditor, check_path
 
-_log = logging.getLogger("gitmail.engine")
+_log = logging.getLogger("gitmail.storage.engine")
 
 MAIN = "refs/heads/main"
 SYSTEM_AUTHOR = "gitmail"

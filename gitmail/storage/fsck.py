@@ -14,10 +14,11 @@ import hashlib
 import subprocess
 from dataclasses import dataclass
 
+from gitmail.model.errors import GitmailError
+from gitmail.model.ids import is_id
+from gitmail.model.records import Message, classify, message_path
+
 from .engine import Archive
-from .errors import GitmailError
-from .ids import is_id
-from .records import Message, classify, message_path
 
 # Files that may sit in an archive without being records.
 _PLAIN_FILES = {".gitattributes", ".gitignore", "README.md"}

@@ -11,7 +11,8 @@ from typing import Any, Iterator
 
 import pygit2
 
-from .clock import format_ts
+from gitmail.model.clock import format_ts
+
 from .engine import Archive
 
 MAX_WALK = 5000

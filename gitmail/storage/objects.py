@@ -6,7 +6,7 @@ Instead it hashes the blobs, trees and commit of a change here, streams them
 into a single pack file with its index, and makes that pack durable with a
 fixed number of fsyncs whatever the change contains. Git and libgit2 read the
 result like any other pack; background maintenance folds the small packs
-together (see :mod:`gitmail.maintenance`).
+together (see :mod:`gitmail.storage.maintenance`).
 """
 
 from __future__ import annotations

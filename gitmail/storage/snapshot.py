@@ -17,7 +17,7 @@ from typing import Iterator, TypeVar
 
 import pygit2
 
-from .records import Record
+from gitmail.model.records import Record
 
 R = TypeVar("R", bound=Record)
 

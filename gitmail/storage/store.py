@@ -24,11 +24,12 @@ import socket
 import threading
 from dataclasses import dataclass
 
+from gitmail.model.clock import HybridClock
+from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.model.names import normalize_human_key
+
 from .checkout import CheckoutRefresher, protect_archive
-from .clock import HybridClock
 from .engine import Archive
-from .errors import NOT_FOUND, GitmailError
-from .names import normalize_human_key
 
 _SLUG_SAFE = re.compile(r"[^a-z0-9]+")
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}$")

@@ -13,7 +13,8 @@ from collections import OrderedDict
 
 import pygit2
 
-from .errors import invalid
+from gitmail.model.errors import invalid
+
 from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Tree
 
 _CACHE_SIZE = 512

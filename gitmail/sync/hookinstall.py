@@ -6,7 +6,7 @@
 - A human's clone of an archive (``--repo``) gets the merge driver, so a
   plain ``git pull`` there builds the same tree as ``gitmail sync``.
 - A hub (``--hub``, a bare repository machines push to) gets the
-  ``pre-receive`` check of :mod:`gitmail.pushcheck` and refuses history
+  ``pre-receive`` check of :mod:`gitmail.sync.pushcheck` and refuses history
   rewrites and branch deletion.
 
 Each archive's tree carries a ``.gitattributes`` naming the driver for
@@ -22,8 +22,8 @@ import subprocess
 import sys
 from importlib import resources
 
-from .engine import Archive, Change
-from .errors import NOT_FOUND, GitmailError
+from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.storage.engine import Archive, Change
 
 DRIVER = "gitmail"
 GITATTRIBUTES_PATH = ".gitattributes"

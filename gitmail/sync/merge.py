@@ -10,7 +10,7 @@ changed on both sides) and ``gitmail sync`` build the same tree.
 Nothing is dropped. When two different files meet at a path that no rule can
 settle (two versions of an immutable message, say) the version with the
 smaller blob id stays at the path on every machine and the other one is
-parked in a :class:`~gitmail.records.Conflict` record under ``conflicts/``,
+parked in a :class:`~gitmail.model.records.Conflict` record under ``conflicts/``,
 which the sync reports.
 
 Tombstones make purges stick: a message named by a tombstone (its canonical
@@ -29,10 +29,9 @@ from typing import Any, Callable
 
 import pygit2
 
-from .clock import HLC
-from .errors import GitmailError
-from .objects import BLOB, object_id
-from .records import (
+from gitmail.model.clock import HLC
+from gitmail.model.errors import GitmailError
+from gitmail.model.records import (
     Agent,
     Conflict,
     Contact,
@@ -45,6 +44,7 @@ from .records import (
     Seat,
     classify,
 )
+from gitmail.storage.objects import BLOB, object_id
 
 # Roles whose files never change once written: both sides can only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

@@ -3,7 +3,7 @@
 git calls the driver for a file changed on both sides of a merge
 (``%O %A %B %P``: ancestor, ours, theirs, path); it must leave the result in
 the ours file and exit 0, or exit non-zero for a conflict. Files changed on
-one side only never reach it, exactly as in :func:`gitmail.merge.merge_commits`.
+one side only never reach it, exactly as in :func:`gitmail.sync.merge.merge_commits`.
 
 A conflict no rule settles is handled as the sync handles it: the version
 with the smaller blob id stays, the other is written as a conflict record in

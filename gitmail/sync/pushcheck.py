@@ -27,13 +27,14 @@ from dataclasses import dataclass
 
 import pygit2
 
-from .attachments import STORED_RE
-from .errors import GitmailError
+from gitmail.mail.attachments import STORED_RE
+from gitmail.model.errors import GitmailError
+from gitmail.model.records import Reservation, classify, tombstone_path
+
 from .merge import IMMUTABLE_ROLES, role_of, tree_changes
-from .records import Reservation, classify, tombstone_path
 
 MAIN = "refs/heads/main"
-NODE_PREFIX = "refs/gitmail/nodes/"  # each machine's own ref (see gitmail.sync)
+NODE_PREFIX = "refs/gitmail/nodes/"  # each machine's own ref (see gitmail.sync.syncer)
 ZERO = "0" * 40
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")

@@ -1,7 +1,7 @@
 """Syncing a project's archive with git remotes: fetch, merge by the record rules, push.
 
 Transport is the system ``git`` (so ssh keys, credential helpers and any URL
-git understands just work); merging is :mod:`gitmail.merge`; the local
+git understands just work); merging is :mod:`gitmail.sync.merge`; the local
 ``main`` only ever moves by compare-and-swap, through the engine, so a sync
 never loses a write that raced with it. One sync:
 
@@ -33,11 +33,20 @@ from typing import Any
 
 import pygit2
 
-from .engine import MAIN, Archive, Change
-from .errors import ALREADY_EXISTS, NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, invalid
+from gitmail.model.errors import (
+    ALREADY_EXISTS,
+    NOT_FOUND,
+    RETRY_EXHAUSTED,
+    SYNC_FAILED,
+    SYNC_REJECTED,
+    GitmailError,
+    invalid,
+)
+from gitmail.storage.engine import MAIN, Archive, Change
+from gitmail.storage.store import Store
+
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
-from .store import Store
 
 MAX_ROUNDS = 4
 MAX_INTEGRATE_TRIES = 100

@@ -20,9 +20,9 @@ from typing import Callable
 
 import watchfiles
 
-from .store import Store
+from gitmail.storage.store import Store
 
-_log = logging.getLogger("gitmail.watch")
+_log = logging.getLogger("gitmail.sync.watch")
 
 POKE_FILE = "gitmail.poke"
 _RESCAN_MS = 1000  # how often a quiet watcher looks for projects created meanwhile

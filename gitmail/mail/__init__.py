@@ -1,0 +1,7 @@
+"""The mail layer: the domain operations agents perform, behind one facade.
+
+:class:`gitmail.mail.facade.Mail` is the entry point the MCP server and the CLI
+share; the modules beside it each own one concern (sending, delivery of copies,
+mailbox reads, receipts, contacts, agents and their tokens, projects,
+idempotency, retention, summaries, attachments).
+"""
