@@ -63,7 +63,7 @@ def measure(size: int, rounds: int, batch: int, per_day: int) -> dict:
                 mail.send_message(PROJECT, "Sender0", [RECIPIENT], f"round {r} note {i}", body(i))
             consolidate(paths.archive, force=True)
             outcome: list[str] = []
-            refreshes.append(timed(lambda: outcome.append(refresh(paths.archive, paths.checkout))))
+            refreshes.append(timed(lambda out=outcome: out.append(refresh(paths.archive, paths.checkout))))
             assert outcome == ["updated"], outcome
             statuses.append(timed(lambda: subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.checkout,

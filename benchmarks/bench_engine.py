@@ -70,7 +70,7 @@ WORDS = ("parser index cache schema migration test flaky build release reservati
          "conflict review patch module handler endpoint timeout retry queue worker budget "
          "latency profile archive commit branch cursor token seat journal search deploy").split()
 NODE = "bench"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # -- synthetic but realistic mail ---------------------------------------------
@@ -194,7 +194,7 @@ def fast_import(git_dir: str, messages: list[tuple[int, Message]], setup: dict[s
         out.write(b"M 100644 inline %s\n" % path.encode())
         data(payload)
     out.write(b"\n")
-    for mark, ((ms, message), (payload, paths)) in enumerate(zip(messages, files), start=1):
+    for mark, ((ms, message), (payload, paths)) in enumerate(zip(messages, files, strict=True), start=1):
         out.write(b"blob\nmark :%d\n" % mark)
         data(payload)
         when = ms // 1000
@@ -516,8 +516,8 @@ def measure_pack_sweep(src: str, workdir: str, writes: int, seed: int) -> dict:
     times = timed_writes(archive, maker, writes, packs, cpu)
     edges = [1, 9, 25, 49, 97, 193, 385, 10**9]
     buckets = []
-    for lo, hi in zip(edges, edges[1:]):
-        chosen = [(t, c) for t, c, p in zip(times, cpu, packs) if lo <= p < hi]
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        chosen = [(t, c) for t, c, p in zip(times, cpu, packs, strict=True) if lo <= p < hi]
         if chosen:
             buckets.append({"packs": f"{lo}-{min(hi - 1, max(packs))}", "n": len(chosen),
                             "p50": round(statistics.median(t for t, _ in chosen), 2),
@@ -541,8 +541,9 @@ def measure_pack_sweep(src: str, workdir: str, writes: int, seed: int) -> dict:
 
 PROFILED = ["engine.py:_try_commit", "engine.py:_commit_batch", "bench_engine.py:fn", "snapshot.py:__init__",
             "snapshot.py:exists", "treeedit.py:set", "treeedit.py:flush", "treeedit.py:read_tree",
-            "objects.py:encode", "objects.py:decode", "objects.py:_deflate", "objects.py:write", "objects.py:_write_file",
-            "objects.py:fsync_dir", "engine.py:_swap", "engine.py:_sync_ref", "engine.py:_lookup",
+            "objects.py:encode", "objects.py:decode", "objects.py:_deflate", "objects.py:write",
+            "objects.py:_write_file", "objects.py:fsync_dir", "engine.py:_swap", "engine.py:_sync_ref",
+            "engine.py:_lookup",
             "engine.py:__enter__", "<built-in method posix.fsync>", "records.py:to_bytes"]
 
 
@@ -564,7 +565,7 @@ def measure_profile(src: str, workdir: str, writes: int, seed: int, durable: boo
     stream = io.StringIO()
     st = pstats.Stats(profiler, stream=stream)
     per_call = {}
-    for (filename, _, func), (_, ncalls, tottime, cumtime, _) in st.stats.items():  # type: ignore[attr-defined]
+    for (filename, _, func), (_, ncalls, _tottime, cumtime, _) in st.stats.items():  # type: ignore[attr-defined]
         key = f"{os.path.basename(filename)}:{func}" if filename != "~" else func
         if key in PROFILED:
             per_call[key] = {"cum_ms": round(cumtime * 1000 / writes, 3), "calls": round(ncalls / writes, 1)}
@@ -647,14 +648,15 @@ def print_table(r: dict, sizes: list[int]) -> None:
     for size in sizes:
         lat, pre = r["latency"][str(size)], r["prefill"][str(size)]
         print(f"{size:>9} {lat['p50']:>8.2f} {lat['p95']:>8.2f} {lat['max_packs']:>10} {lat['consolidations']:>8} "
-              f"{lat['consolidation_s'] or 0:>7.2f} {pre['fast_import_msgs_per_s']:>14} {pre['bytes_per_msg_repacked']:>13}")
+              f"{lat['consolidation_s'] or 0:>7.2f} {pre['fast_import_msgs_per_s']:>14} "
+              f"{pre['bytes_per_msg_repacked']:>13}")
     print(f"flatness p50@{sizes[-1]} / p50@{sizes[0]} = {r['flatness']}  (goal <= 1.5)")
     print(line)
     for mode in ("threads", "processes"):
         t = r[f"throughput_{mode}"]
         print(f"{t['writers']} {mode:<9}: {t['msgs_per_s']:>7} msg/s  {t['messages']} msgs in {t['commits']} commits "
-              f"/ {t['group_commits']} ref updates ({t['msgs_per_group_commit']}/update), retries {t['retries']}, write p50 {t['write_p50']} "
-              f"p95 {t['write_p95']} ms")
+              f"/ {t['group_commits']} ref updates ({t['msgs_per_group_commit']}/update), retries {t['retries']}, "
+              f"write p50 {t['write_p50']} p95 {t['write_p95']} ms")
     print(line)
     d = r["disk"]
     print(f"disk, {d['messages']} messages (identical trees: {d['same_tree']})")

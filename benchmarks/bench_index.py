@@ -62,7 +62,7 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
     rng = random.Random(seed)
     vocab = words(rng)
     weights = [1 / (k + 1) for k in range(len(vocab))]
-    start = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
     span_ms = 100 * 86400 * 1000
     rare = set(rng.sample(range(n), min(5, n)))
     out = []
@@ -81,7 +81,7 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
         if i in rare:
             body_words.append("quasar")
         subject = " ".join(rng.choices(vocab, weights, k=rng.randint(3, 7)))
-        created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc))
+        created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
         importance = rng.choices(["normal", "high", "urgent", "low"], [80, 10, 5, 5])[0]
         text = (f"---\nid: {mid}\nthread_id: {mid}\nfrom: {sender}\nsubject: {subject}\ncreated: '{created}'\n"
                 f"to:\n" + "".join(f"- {name}\n" for name in to) + f"importance: {importance}\n"
@@ -165,7 +165,7 @@ def rss_mb() -> float:
 def send_one(archive, i: int, word: str) -> Message:
     sender, to = AGENTS[i % 20], [AGENTS[(i + 1) % 20]]
     msg = Message(id=new_id(), thread_id="bench", sender=sender, subject=f"live {i}", created_ts=format_ts(
-        dt.datetime.now(dt.timezone.utc)), to=to, body=f"fresh {word} text")
+        dt.datetime.now(dt.UTC)), to=to, body=f"fresh {word} text")
 
     def fn(snap):
         change = Change(f"{sender} sent {msg.id}", author=sender)

@@ -154,7 +154,7 @@ def history(home: str, count: int, per_day: int) -> float:
             if to == [sender]:
                 to = [FILLERS[(i + 2) % len(FILLERS)]]
             mid = past_id(ms, rng)
-            created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc))
+            created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
             data = Message(id=mid, thread_id=mid, sender=sender, subject=f"history {i}", created_ts=created,
                            to=to, body=body(i)).to_bytes()
             out.write(b"blob\nmark :%d\ndata %d\n" % (i + 1, len(data)) + data + b"\n")

@@ -9,8 +9,8 @@ of entries whatever the archive's size.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pygit2
 

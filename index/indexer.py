@@ -80,7 +80,7 @@ class Indexer:
             writer.close()
 
 
-_indexers: "weakref.WeakKeyDictionary[Store, Indexer]" = weakref.WeakKeyDictionary()
+_indexers: weakref.WeakKeyDictionary[Store, Indexer] = weakref.WeakKeyDictionary()
 _indexers_lock = threading.Lock()
 
 

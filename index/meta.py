@@ -24,7 +24,8 @@ import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pygit2
 
@@ -290,7 +291,8 @@ class Meta:
             db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
             self._forget(db, role, parts, name)
 
-    def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any], stamp: str) -> None:
+    def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any],
+                     stamp: str) -> None:
         seq = self._seq(db, change, stamp)
         db.execute(
             "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -302,7 +304,8 @@ class Meta:
         db.execute("UPDATE copies SET created_ts = ? WHERE message_id = ?", (fields["created_ts"], mid))
         db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (mid,))
 
-    def _put_copy(self, db: sqlite3.Connection, change: RecordChange, agent: str, mid: str, data: bytes, stamp: str) -> None:
+    def _put_copy(self, db: sqlite3.Connection, change: RecordChange, agent: str, mid: str, data: bytes,
+                  stamp: str) -> None:
         box = change.role
         canonical = db.execute("SELECT blob, created_ts FROM messages WHERE id = ?", (mid,)).fetchone()
         created = canonical[1] if canonical else parse.id_ts(mid)

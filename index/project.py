@@ -20,7 +20,8 @@ import os
 import shutil
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gitmail.model.clock import now_ts
 from gitmail.model.errors import invalid, not_found

@@ -7,7 +7,8 @@ each one indexed SQLite query. :mod:`.cache` keeps their answers per commit.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid
@@ -84,7 +85,8 @@ def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: b
     out = []
     for row in meta.read(" ".join(sql), args):
         entry = _view(message_row(row), body_of)
-        entry.update(kind=_kind(entry, agent), read_at=row[N_MESSAGE_COLUMNS], acknowledged_at=row[N_MESSAGE_COLUMNS + 1])
+        entry.update(kind=_kind(entry, agent), read_at=row[N_MESSAGE_COLUMNS],
+                     acknowledged_at=row[N_MESSAGE_COLUMNS + 1])
         out.append(entry)
     return out
 

@@ -41,7 +41,7 @@ SCHEMA = Schema(
 
 def document(summary: dict[str, Any], blob: str, body: str, agents: list[str]) -> dict[str, Any]:
     """The Whoosh document for a message summary (as :mod:`.meta` gives it)."""
-    created = parse_ts(summary["created_ts"]).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    created = parse_ts(summary["created_ts"]).astimezone(dt.UTC).replace(tzinfo=None)
     visible = sorted({summary["from"], *agents})
     doc = {
         "id": summary["id"],

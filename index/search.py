@@ -30,7 +30,8 @@ import shutil
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from whoosh import index as windex
 from whoosh import query as wq
@@ -179,7 +180,7 @@ class _WriterLock:
         self._fd = -1
         self._thread.release()
 
-    def __enter__(self) -> "_WriterLock":
+    def __enter__(self) -> _WriterLock:
         self.acquire(blocking=True)
         return self
 

@@ -29,7 +29,7 @@ def id_at(moment: dt.datetime) -> str:
 def message(sender: str, to: list[str], subject: str, body: str = "", *, cc: tuple[str, ...] = (),
             bcc: tuple[str, ...] = (), importance: str = "normal", topic: str | None = None,
             thread_id: str | None = None, when: dt.datetime | None = None) -> Message:
-    moment = when or dt.datetime.now(dt.timezone.utc)
+    moment = when or dt.datetime.now(dt.UTC)
     mid = id_at(moment) if when else new_id()
     return Message(id=mid, thread_id=thread_id or mid, sender=sender, subject=subject, created_ts=format_ts(moment),
                    to=list(to), cc=list(cc), bcc=list(bcc), importance=importance, topic=topic, body=body)
@@ -46,7 +46,8 @@ def put_message(change: Change, msg: Message) -> Change:
 
 def send(archive, msg: Message) -> str:
     """Commit one message; returns the commit."""
-    return archive.transact(lambda snap: put_message(Change(f"{msg.sender} sent {msg.id}", author=msg.sender), msg)).commit
+    change = Change(f"{msg.sender} sent {msg.id}", author=msg.sender)
+    return archive.transact(lambda snap: put_message(change, msg)).commit
 
 
 def send_many(archive, msgs: list[Message]) -> str:

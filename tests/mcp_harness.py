@@ -47,7 +47,8 @@ def _die_with_parent() -> None:
 class ServerProcess:
     """``gitmail serve`` on a free port; ``url`` is its MCP endpoint."""
 
-    def __init__(self, home: str, *, token: str | None = None, host: str = "127.0.0.1", extra_args: tuple[str, ...] = ()):
+    def __init__(self, home: str, *, token: str | None = None, host: str = "127.0.0.1",
+                 extra_args: tuple[str, ...] = ()):
         self.home = home
         self.token = token
         self.host = host

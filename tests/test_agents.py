@@ -177,7 +177,7 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
 def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:
     """Bring in an agent registered long ago, the way a teammate's push would."""
     old_ms = int((time.time() - seconds_ago) * 1000)
-    stamp = format_ts(dt.datetime.fromtimestamp(old_ms / 1000, tz=dt.timezone.utc))
+    stamp = format_ts(dt.datetime.fromtimestamp(old_ms / 1000, tz=dt.UTC))
     agent = Agent(id=new_id(), name=name, program="cli", model="m", inception_ts=stamp,
                   hlc=HLC(old_ms, 0, "elsewhere"))
     work = tmp_path / f"clone-{name}"
@@ -200,7 +200,7 @@ def test_retire_inactive_agents_rules(store, tmp_path):
     archive = store.archive(PROJECT)
     now_ms = int(time.time() * 1000)
     reservation = Reservation(id=new_id(), agent="BusyBee", path_pattern="src/*.py",
-                              created_ts=format_ts(dt.datetime.now(dt.timezone.utc)),
+                              created_ts=format_ts(dt.datetime.now(dt.UTC)),
                               expires_ts="2999-01-01T00:00:00.000Z", hlc=HLC(now_ms, 0, "n"))
     archive.transact(lambda snap: Change("reserve", author="gitmail").put_record(reservation))
 

@@ -38,7 +38,8 @@ def test_request_approve_then_send(store):
     assert len(intro) == 1 and intro[0]["id"] == request["intro_message_id"] and intro[0]["ack_required"] is True
     assert "API contract changes" in intro[0]["body_md"]
     assert [(c["direction"], c["status"]) for c in mail.list_contacts(PROJECT, "BlueLake")] == [("incoming", "pending")]
-    assert [(c["direction"], c["status"]) for c in mail.list_contacts(PROJECT, "GreenCastle")] == [("outgoing", "pending")]
+    listed = mail.list_contacts(PROJECT, "GreenCastle")
+    assert [(c["direction"], c["status"]) for c in listed] == [("outgoing", "pending")]
     with fails_cleanly(store, "CONTACT_REQUIRED"):  # pending is not approved
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "still cold")
     answer = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)

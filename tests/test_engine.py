@@ -281,7 +281,8 @@ def test_consecutive_authors_get_their_own_commits(archive):
     threads = []
     for i, author in enumerate(["A", "B", "A"]):
         threads.append(threading.Thread(target=archive.transact,
-                                        args=(lambda s, i=i, a=author: Change(f"{a} wrote {i}", author=a).put(f"f{i}", b"x"),)))
+                                        args=(lambda s, i=i, a=author:
+                                              Change(f"{a} wrote {i}", author=a).put(f"f{i}", b"x"),)))
         threads[-1].start()
         _wait_for_queue(archive, i + 1)
     release.set()

@@ -21,7 +21,8 @@ KEY = "/data/projects/fsck"
 
 
 def _message(**fields):
-    values = dict(id=new_id(), thread_id="t", sender="BlueLake", subject="s", created_ts=now_ts(), to=["RedFox"], body="b\n")
+    values = dict(id=new_id(), thread_id="t", sender="BlueLake", subject="s", created_ts=now_ts(), to=["RedFox"],
+                  body="b\n")
     values.update(fields)
     return Message(**values)
 

@@ -30,7 +30,8 @@ def test_identical_retry_returns_the_original(store):
     assert tip(store) == head
     assert len(mail.fetch_inbox(PROJECT, "BlueLake")) == 1
     [(path, record)] = key_records(store)
-    assert path.startswith("agents/GreenCastle/idempotency/") and record.message_id == first["deliveries"][0]["payload"]["id"]
+    assert path.startswith("agents/GreenCastle/idempotency/")
+    assert record.message_id == first["deliveries"][0]["payload"]["id"]
     assert "req-1" not in path  # the key is stored as a hash
 
 

@@ -18,7 +18,7 @@ from .conftest import git
 from .index_helpers import hand_written, message, push, register, send, send_many
 
 PROJECT = "/work/projects/cache"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 

@@ -92,7 +92,8 @@ def tracked(work: str) -> list[str]:
 
 def answers(index):
     """Search results and inbox pages; sequence numbers are local history, so left out."""
-    inboxes = {"inbox:" + name: [{k: v for k, v in entry.items() if k != "seq"} for entry in index.inbox(name, limit=100)]
+    inboxes = {"inbox:" + name: [{k: v for k, v in entry.items() if k != "seq"}
+                                 for entry in index.inbox(name, limit=100)]
                for name in ("Blue", "Green", "Red")}
     return {q: sorted((r["id"], r["snippet"]) for r in index.search(q, limit=100)) for q in QUERIES} | inboxes
 
@@ -233,7 +234,7 @@ def test_yesterday_message_pulled_today_is_new(store, project, tmp_path):
     cursor = index.messages_after("Green", 0, 100)[-1]["seq"]
     assert index.messages_after("Green", 0, 100)[-1]["id"] == first.id
     work = clone(store, tmp_path)
-    yesterday = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     old = message("Red", ["Green"], "Yesterday", "written offline yesterday", when=yesterday)
     hand_written(work, old, ["Green"])
     push(work, "pulled from a teammate")
@@ -312,7 +313,8 @@ def test_searches_keep_working_during_a_rebuild_and_old_readers_keep_their_gener
     assert len(index.search("wallaby", limit=1000)) == 520
 
 
-@pytest.mark.parametrize("suffixes", [(".pst",), (".trm",), ("_stored.col",), ("_len.col",), ("created.col",), (".toc",)])
+@pytest.mark.parametrize("suffixes", [(".pst",), (".trm",), ("_stored.col",), ("_len.col",), ("created.col",),
+                                      (".toc",)])
 def test_one_damaged_segment_file_is_noticed_and_rebuilt(store, project, home, suffixes):
     archive, index = project
     expected = answers(index)

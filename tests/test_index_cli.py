@@ -16,7 +16,8 @@ PROJECT = "/work/projects/cli"
 
 def run(home: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, GITMAIL_HOME=home)
-    return subprocess.run([sys.executable, "-m", "gitmail", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "gitmail", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_reindex_rebuilds_and_counts(store, home):

@@ -42,7 +42,7 @@ def test_processes_share_derived_state_without_losing_anything(store, home, tmp_
     ready = [str(tmp_path / f"ready-{n}") for n in range(3)]
     workers = [subprocess.Popen([sys.executable, "-c", WORKER, home, PROJECT, stop, mode, flag], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for mode, flag in zip(("plain", "plain", "reindex"), ready)]
+               for mode, flag in zip(("plain", "plain", "reindex"), ready, strict=True)]
     sent = []
     try:
         deadline = time.monotonic() + 60
@@ -56,7 +56,7 @@ def test_processes_share_derived_state_without_losing_anything(store, home, tmp_
     finally:
         open(stop, "w").close()
         outcomes = [worker.communicate(timeout=120) for worker in workers]
-    for worker, (out, err) in zip(workers, outcomes):
+    for worker, (out, err) in zip(workers, outcomes, strict=True):
         assert worker.returncode == 0, err
         assert int(out.strip()) > 4  # the reindexing worker rebuilt in round 3, while others wrote
     index = indexer_for(store).project(PROJECT)

@@ -17,7 +17,7 @@ from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND
 from .index_helpers import message, register, send, send_many
 
 PROJECT = "/work/projects/search"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DAY1 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 DAY2 = dt.datetime(2026, 11, 20, 15, 30, tzinfo=UTC)
 

@@ -91,7 +91,8 @@ def test_a_message_larger_than_the_budget_keeps_the_cursor_and_explains_the_reco
     assert page["messages"] == [] and page["next_after"] == 6 and page["has_more"] is True
     recovery = page["recovery"]
     assert recovery["arguments"]["after"] == 6 and recovery["arguments"]["limit"] == 1
-    retry = json.loads(cursor_page("proj", "BlueLake", 6, entries[:1], True, 8, recovery["arguments"]["max_output_bytes"]))
+    budget = recovery["arguments"]["max_output_bytes"]
+    retry = json.loads(cursor_page("proj", "BlueLake", 6, entries[:1], True, 8, budget))
     assert retry["messages"][0]["body_md"] == "y" * 3000
 
 

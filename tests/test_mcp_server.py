@@ -132,7 +132,8 @@ def test_resources_list_projects_and_agents(server):
     async def scenario():
         async with server.client() as client:
             project = await call(client, "ensure_project", human_key=PROJECT + "-resources")
-            await call(client, "register_agent", project_key=project["slug"], program="p", model="m", name="GreenCastle")
+            await call(client, "register_agent", project_key=project["slug"], program="p", model="m",
+                       name="GreenCastle")
             env = await read_json(client, "resource://config/environment")
             projects = await read_json(client, "resource://projects")
             agents = await read_json(client, f"resource://agents/{project['slug']}")

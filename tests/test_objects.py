@@ -32,7 +32,8 @@ def _mktree(git_dir: str, entries: dict[str, tuple[int, bytes]]) -> bytes:
     made = subprocess.run(["git", "--git-dir", git_dir, "mktree", "--missing"], input=lines.encode(),
                           capture_output=True, check=True)
     oid = made.stdout.decode().strip()
-    return subprocess.run(["git", "--git-dir", git_dir, "cat-file", "tree", oid], capture_output=True, check=True).stdout
+    return subprocess.run(["git", "--git-dir", git_dir, "cat-file", "tree", oid], capture_output=True,
+                          check=True).stdout
 
 
 def test_edited_tree_encodes_exactly_as_git_orders_it(tmp_path):
@@ -90,5 +91,5 @@ def test_pack_is_read_back_by_git_with_every_object_intact(tmp_path):
                               *(str(p) for p in (tmp_path / "repo.git/objects/pack").glob("*.idx"))],
                              capture_output=True, text=True, check=True)
     assert checked.stdout.count(" blob ") == len(blobs) and " tree " in checked.stdout
-    for oid, blob in zip(ids, blobs):
+    for oid, blob in zip(ids, blobs, strict=True):
         assert pygit2.Repository(git_dir)[pygit2.Oid(raw=oid)].data == blob

@@ -33,7 +33,8 @@ def messages(draw):
                    to=draw(st.lists(names, min_size=1, max_size=4)), cc=draw(st.lists(names, max_size=3)),
                    bcc=draw(st.lists(names, max_size=2)),
                    importance=draw(st.sampled_from(["low", "normal", "high", "urgent"])),
-                   ack_required=draw(st.booleans()), topic=draw(st.none() | st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)),
+                   ack_required=draw(st.booleans()),
+                   topic=draw(st.none() | st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)),
                    body=draw(text))
 
 

@@ -53,7 +53,8 @@ def test_take_seat_returns_token_lease_and_journal_end(store, project):
     assert [e["entry"].split(":")[0] for e in out["journal"]] == ["decision 4", "decision 5", "decision 6"]
     assert out["home"] == "agents/Blue/"
     record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
-    assert record.token_hash and seat["token"] not in store.archive(KEY).snapshot().read("agents/Blue/seat.yaml").decode()
+    assert record.token_hash
+    assert seat["token"] not in store.archive(KEY).snapshot().read("agents/Blue/seat.yaml").decode()
 
 
 def test_writes_are_fenced_by_the_seat(store, project):
@@ -184,7 +185,7 @@ def test_capability_cards_and_role_addressing(store, project):
 
 def test_journal_entries_live_under_the_agents_folder(store, project):
     entry = journal.append(store, KEY, "Blue", "Chose WebP for screenshots: smaller, lossless option.")
-    today = dt.datetime.now(dt.timezone.utc)
+    today = dt.datetime.now(dt.UTC)
     assert entry["path"].startswith(f"agents/Blue/journal/{today:%Y/%m/%d}/")
     text = store.archive(KEY).snapshot().read(entry["path"]).decode()
     assert "Chose WebP" in text and "agent: Blue" in text

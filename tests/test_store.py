@@ -25,7 +25,8 @@ def test_slug_is_readable_deterministic_and_distinct():
     assert slug_for("/Data/X") != slug_for("/data/x")
 
 
-@pytest.mark.parametrize("key", ["relative/path", "./backend", "backend", "", "   ", "/a\nb", 42, None, "/" + "x" * 2000])
+@pytest.mark.parametrize("key", ["relative/path", "./backend", "backend", "", "   ", "/a\nb", 42, None,
+                                "/" + "x" * 2000])
 def test_bad_human_keys_are_refused(key):
     with pytest.raises(GitmailError) as info:
         slug_for(key)

@@ -269,7 +269,8 @@ def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
     from gitmail.sync import mergedriver
 
     files = {}
-    for name, text in (("base", b""), ("ours", b"---\nversion: ours\n---\n"), ("theirs", b"---\nversion: theirs\n---\n")):
+    sides = (("base", b""), ("ours", b"---\nversion: ours\n---\n"), ("theirs", b"---\nversion: theirs\n---\n"))
+    for name, text in sides:
         files[name] = tmp_path / name
         files[name].write_bytes(text)
     work = tmp_path / "work"

@@ -8,8 +8,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 from gitmail.index import indexer_for
 from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Reservation, inbox_path, message_path, reservation_path

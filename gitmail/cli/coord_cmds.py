@@ -171,7 +171,8 @@ def seat_group() -> None:
 @click.argument("project")
 @click.argument("agent")
 @click.option("--holder", default="cli", show_default=True, help="Names the session taking the seat.")
-@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True, help="Lease in seconds.")
+@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True,
+              help="Lease in seconds.")
 @click.option("--take-over", is_flag=True, help="Take it even though another session holds it.")
 def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int, take_over: bool) -> tuple[object, str]:
     """Take AGENT's seat; prints the token to pass as --seat, then the end of its journal."""
@@ -186,7 +187,8 @@ def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int,
 @click.argument("project")
 @click.argument("agent")
 @click.argument("token")
-@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True, help="Lease in seconds.")
+@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True,
+              help="Lease in seconds.")
 def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int) -> tuple[object, str]:
     """Extend the lease of AGENT's seat held with TOKEN (never shortens it)."""
     out = seats.renew_seat(ctx.store, project, agent, token, lease_s=lease_s)

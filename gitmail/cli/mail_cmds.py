@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import click
 
@@ -83,8 +84,8 @@ def init(ctx: Context, project_key: str) -> tuple[object, str]:
 def projects(ctx: Context, include_archived: bool) -> tuple[object, str]:
     """List the projects in the store."""
     listed = _mail(ctx).list_projects(include_archived=include_archived)
-    return listed, table(listed, [("slug", "SLUG"), ("human_key", "KEY"), ("created_at", "CREATED"),
-                                  ("archived_at", "ARCHIVED")], "no projects yet; create one with `gitmail init /abs/path`")
+    columns = [("slug", "SLUG"), ("human_key", "KEY"), ("created_at", "CREATED"), ("archived_at", "ARCHIVED")]
+    return listed, table(listed, columns, "no projects yet; create one with `gitmail init /abs/path`")
 
 
 @command(name="agents")

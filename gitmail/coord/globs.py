@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gitmail.model.errors import invalid
 
@@ -126,7 +127,7 @@ def _segment_tokens(segment: str, literal: bool) -> tuple:
 def _segments_meet(a: tuple, b: tuple) -> bool:
     """Whether two segment globs match at least one common string."""
     if not any(t is STAR for t in a) and not any(t is STAR for t in b):
-        return len(a) == len(b) and all(_intersects(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_intersects(x, y) for x, y in zip(a, b, strict=True))
     return _meet(a, b, STAR, _intersects)
 
 
@@ -236,7 +237,7 @@ def _sequences_meet(a: tuple, b: tuple) -> bool:
 
 
 def _prefixes_differ(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return any(x != y for x, y in zip(a, b))
+    return any(x != y for x, y in zip(a, b, strict=False))
 
 
 def overlaps(a: str, b: str) -> bool:

@@ -20,7 +20,8 @@ from .reservation_index import unreleased
 def project_record(snap: Snapshot) -> Project:
     project = snap.load("project.yaml", Project)
     if project is None:
-        raise not_found("this archive has no project record yet; call ensure_project with the project's human_key first")
+        raise not_found("this archive has no project record yet; "
+                        "call ensure_project with the project's human_key first")
     return project
 
 
@@ -71,4 +72,4 @@ def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservati
 
 def ts_of_hlc(hlc: object) -> str:
     """The wall-clock part of a clock value as a timestamp."""
-    return format_ts(dt.datetime.fromtimestamp(hlc.wall_ms / 1000, tz=dt.timezone.utc))  # type: ignore[attr-defined]
+    return format_ts(dt.datetime.fromtimestamp(hlc.wall_ms / 1000, tz=dt.UTC))  # type: ignore[attr-defined]

@@ -19,7 +19,8 @@ import dataclasses
 import datetime as dt
 import os
 import subprocess
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from gitmail.model.clock import format_ts, now, now_ts, parse_ts
 from gitmail.model.errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
@@ -120,7 +121,7 @@ def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_sec
         granted: list[dict[str, Any]] = []
         conflicts: list[dict[str, Any]] = []
         change = Change("", author=me)
-        for pattern, rid in zip(patterns, ids):
+        for pattern, rid in zip(patterns, ids, strict=True):
             holders = [r for r in blocking if overlaps(pattern, r.path_pattern)]
             if holders:
                 conflicts.append({"path": pattern, "holders": [view(r) for r in holders]})
@@ -252,17 +253,17 @@ def archive_activity(snapshot: Snapshot, agent: str) -> list[tuple[str, dt.datet
     """The holder's latest activity visible in the archive, one time per kind of signal."""
     signals: list[tuple[str, dt.datetime]] = []
     profile = load_agent(snapshot, agent)
-    signals.append(("profile updated", dt.datetime.fromtimestamp(profile.hlc.wall_ms / 1000, dt.timezone.utc)))
+    signals.append(("profile updated", dt.datetime.fromtimestamp(profile.hlc.wall_ms / 1000, dt.UTC)))
     for kind, folder in (("message sent", f"agents/{agent}/outbox"), ("journal entry", f"agents/{agent}/journal")):
         newest = _newest_id(snapshot, folder)
         if newest and is_id(newest):
             signals.append((kind, id_time(newest)))
     seat = snapshot.load(seat_path(agent), Seat)
     if seat is not None and seat.released_at is None:
-        signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.timezone.utc)))
+        signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.UTC)))
     for entry in unreleased(snapshot).values():
         if entry.record.agent == agent:
-            wall = dt.datetime.fromtimestamp(entry.record.hlc.wall_ms / 1000, dt.timezone.utc)
+            wall = dt.datetime.fromtimestamp(entry.record.hlc.wall_ms / 1000, dt.UTC)
             signals.append(("reservation made or renewed", wall))
     return signals
 
@@ -297,12 +298,12 @@ def workspace_activity(workspace: str, pattern: str) -> list[tuple[str, dt.datet
             if seen >= _WORKSPACE_SCAN_LIMIT:
                 break
     if newest:
-        signals.append(("file modified", dt.datetime.fromtimestamp(newest, dt.timezone.utc)))
+        signals.append(("file modified", dt.datetime.fromtimestamp(newest, dt.UTC)))
     if os.path.exists(os.path.join(workspace, ".git")):
         proc = subprocess.run(["git", "-C", workspace, "log", "-1", "--format=%ct", "--", "/".join(prefix) or "."],
                               capture_output=True, text=True)
         if proc.returncode == 0 and proc.stdout.strip().isdigit():
-            signals.append(("git commit", dt.datetime.fromtimestamp(int(proc.stdout.strip()), dt.timezone.utc)))
+            signals.append(("git commit", dt.datetime.fromtimestamp(int(proc.stdout.strip()), dt.UTC)))
     return signals
 
 
@@ -320,7 +321,8 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
     """
     check_agent_name(agent, "agent_name")
     if not is_id(file_reservation_id):
-        raise invalid(f"file_reservation_id {file_reservation_id!r} is not a reservation ID", field="file_reservation_id")
+        raise invalid(f"file_reservation_id {file_reservation_id!r} is not a reservation ID",
+                      field="file_reservation_id")
     threshold = _seconds(inactivity_seconds, "inactivity_seconds", MIN_INACTIVITY, MAX_TTL)
     if not isinstance(note, str) or len(note) > 4096:
         raise invalid("note must be text of at most 4096 characters", field="note")

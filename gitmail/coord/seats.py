@@ -22,7 +22,8 @@ import datetime as dt
 import hashlib
 import re
 import secrets
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gitmail.model.clock import format_ts, now, parse_ts
 from gitmail.model.errors import (
@@ -176,7 +177,8 @@ def take_seat(store: Store, project: str, agent: str, *, holder: str = "session"
             raise GitmailError(AGENT_INACTIVE, f"agent {agent_name!r} is {profile.status}; its seat cannot be taken",
                                {"agent": agent_name})
         if profile.asleep:
-            raise GitmailError(AGENT_ASLEEP, f"agent {agent_name!r} is asleep; wake it (wake_agent) before taking its seat",
+            raise GitmailError(AGENT_ASLEEP,
+                               f"agent {agent_name!r} is asleep; wake it (wake_agent) before taking its seat",
                                {"agent": agent_name})
         current = snap.load(seat_path(agent_name), Seat)
         if _is_held(current, at) and not take_over:

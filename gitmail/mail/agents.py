@@ -84,7 +84,8 @@ def _register(ctx: MailContext, project_key: str, program: str, model: str, name
             return Change("", result=(existing, project.id, token))  # our own write, seen on a rerun
         if existing is not None and fresh_only:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project "
-                               "(names are compared without regard to case); pick another or omit it to get a generated name",
+                               "(names are compared without regard to case); "
+                               "pick another or omit it to get a generated name",
                                {"name": existing.name})
         if existing is None:
             chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)

@@ -56,8 +56,8 @@ from gitmail.storage.store import Store
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
 STORED_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
 IMAGE_REF_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\(\s*(?P<ref><[^>\n]+>|[^)\s]+)(?P<title>\s+\"[^\"\n]*\")?\s*\)")
-_DATA_URI_RE = re.compile(r"^data:(?P<type>[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)?(?P<params>(;[^;,]*)*?)(?P<b64>;base64)?,(?P<data>.*)$",
-                          re.DOTALL)
+_DATA_URI_RE = re.compile(r"^data:(?P<type>[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)?(?P<params>(;[^;,]*)*?)"
+                          r"(?P<b64>;base64)?,(?P<data>.*)$", re.DOTALL)
 _EXT_RE = re.compile(r"^[a-z0-9]{1,10}$")
 MAX_ATTACHMENTS = 50
 
@@ -74,7 +74,7 @@ class Settings:
     roots: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "Settings":
+    def from_env(cls, **overrides: Any) -> Settings:
         """Settings from the environment: ``GITMAIL_ATTACHMENT_ROOTS``, ``GITMAIL_INLINE_MAX_BYTES``,
         ``GITMAIL_ATTACHMENT_MAX_BYTES`` and ``GITMAIL_KEEP_ORIGINAL_IMAGES`` (1 to keep originals)."""
         env = os.environ
@@ -182,8 +182,9 @@ class _Loader:
     def _in_archive(self, ref: str, field_name: str) -> tuple[bytes, str, str]:
         path = posixpath.normpath(ref.replace("\\", "/"))
         if path.startswith("../") or path == ".." or path.startswith("/"):
-            raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {ref} climbs out of the archive; name a file inside it "
-                               "or an absolute path inside an allowed root", {"field": field_name, "path": ref})
+            raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {ref} climbs out of the archive; "
+                               "name a file inside it or an absolute path inside an allowed root",
+                               {"field": field_name, "path": ref})
         data = self.snapshot.read(path)
         if data is None:
             raise GitmailError(NOT_FOUND, f"{field_name}: {ref} is not a file in the project archive; relative paths "

@@ -161,8 +161,9 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
             + note
             + f"Approve with respond_contact(to_agent=\"{target.name}\", from_agent=\"{requester.name}\", "
               "accept=true), or decline with accept=false.\n")
-    intro = compose(sender=requester.name, to=[target.name], cc=[], bcc=[], subject=f"Contact request from {requester.name}",
-                    body=body, importance="normal", ack_required=True, thread_id=None, topic=INTRO_TOPIC)
+    intro = compose(sender=requester.name, to=[target.name], cc=[], bcc=[],
+                    subject=f"Contact request from {requester.name}", body=body, importance="normal",
+                    ack_required=True, thread_id=None, topic=INTRO_TOPIC)
     put_message(change, intro)
     return {**contact_view(link, at), "intro_message_id": intro.id}
 
@@ -250,8 +251,9 @@ def release_held(snap: Snapshot, change: Change, sender: str, responder: str, ap
         if not keep:
             change.put_record(held)
             continue
-        message = compose(sender=held.sender, to=[n for n in held.to if n in keep], cc=[n for n in held.cc if n in keep],
-                          bcc=[n for n in held.bcc if n in keep], subject=held.subject, body=held.body,
+        message = compose(sender=held.sender, to=[n for n in held.to if n in keep],
+                          cc=[n for n in held.cc if n in keep], bcc=[n for n in held.bcc if n in keep],
+                          subject=held.subject, body=held.body,
                           importance=held.importance, ack_required=held.ack_required, thread_id=held.thread_id,
                           topic=held.topic, reply_to=held.reply_to, attachments=held.attachments)
         put_message(change, message)

@@ -9,7 +9,8 @@ soon as it has enough (or reaches ``since_ts``).
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from gitmail.coord.lookup import project_record, require_agent
 from gitmail.index import indexer_for
@@ -209,7 +210,7 @@ def overdue_cutoff(ttl_minutes: object) -> str:
 # -- the read operations, as the facade calls them ------------------------------
 # Each opens one snapshot of the tip, so a read is consistent and never writes.
 
-def _open(ctx: "MailContext", project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Any, str | None]:
+def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Any, str | None]:
     snap = ctx.archive(project_key).snapshot()
     project = project_record(snap)
     name = None
@@ -223,7 +224,7 @@ def _listing(project: Any, agent: str, messages: list[dict[str, Any]]) -> dict[s
     return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
 
 
-def fetch_inbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+def fetch_inbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
                 include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
                 unread_only: bool = False) -> list[dict[str, Any]]:
     """The agent's received messages, newest first; reading marks nothing."""
@@ -238,7 +239,7 @@ def fetch_inbox(ctx: "MailContext", project_key: str, agent_name: str, limit: in
         topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
-def fetch_outbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+def fetch_outbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
                  since_ts: object = None) -> dict[str, Any]:
     """What the agent sent, newest first, each with the commit that recorded it."""
     check_limit(limit)
@@ -249,7 +250,7 @@ def fetch_outbox(ctx: "MailContext", project_key: str, agent_name: str, limit: i
     return _listing(project, name, messages)  # type: ignore[arg-type]
 
 
-def fetch_mailbox(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20,
+def fetch_mailbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20,
                   include_bodies: bool = False) -> dict[str, Any]:
     """Received and sent messages together, newest first, with commit details."""
     check_limit(limit)
@@ -270,28 +271,29 @@ def _shard_of(message_id: str) -> str:
     return message_path(message_id)[len("messages/"):]
 
 
-def _with_commits(ctx: "MailContext", project_key: str, messages: list[dict[str, Any]], path_of: Any) -> None:
+def _with_commits(ctx: MailContext, project_key: str, messages: list[dict[str, Any]], path_of: Any) -> None:
     paths = {m["id"]: path_of(m) for m in messages}
     commits = adding_commits(ctx.archive(project_key), list(paths.values()))
     for item in messages:
         item["commit"] = commits.get(paths[item["id"]])
 
 
-def get_message(ctx: "MailContext", project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
+def get_message(ctx: MailContext, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
     """One message with its body (the sender also sees its blind copies)."""
     snap, project, name = _open(ctx, project_key, agent_name)
     return {"project": project.human_key, **message(snap, message_id, name)}
 
 
-def get_thread(ctx: "MailContext", project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
+def get_thread(ctx: MailContext, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
     """Every message of a thread, oldest first."""
     snap, project, _ = _open(ctx, project_key)
     messages = thread(snap, thread_id, include_bodies=include_bodies)
     return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
 
 
-def fetch_topic(ctx: "MailContext", project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
-                since_ts: object = None, agent_name: str | None = None, unread_only: bool = False) -> list[dict[str, Any]]:
+def fetch_topic(ctx: MailContext, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+                since_ts: object = None, agent_name: str | None = None,
+                unread_only: bool = False) -> list[dict[str, Any]]:
     """Messages of the project tagged with a topic, newest first."""
     check_topic(topic_name, "topic_name")
     check_limit(limit)
@@ -306,21 +308,21 @@ def fetch_topic(ctx: "MailContext", project_key: str, topic_name: str, limit: in
     return found
 
 
-def view_urgent_unread(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_urgent_unread(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
     """High and urgent messages the agent has not read."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))  # type: ignore[arg-type]
 
 
-def view_ack_required(ctx: "MailContext", project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_ack_required(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
     """Messages asking for an acknowledgement the agent has not given."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))  # type: ignore[arg-type]
 
 
-def view_ack_overdue(ctx: "MailContext", project_key: str, agent_name: str, ttl_minutes: float = 30,
+def view_ack_overdue(ctx: MailContext, project_key: str, agent_name: str, ttl_minutes: float = 30,
                      limit: int = 20) -> dict[str, Any]:
     """Unacknowledged ack-required messages older than ``ttl_minutes``."""
     check_limit(limit)

@@ -83,7 +83,8 @@ def _names(value: object, field_name: str) -> list[str]:
 def _recipient(name: object, field_name: str) -> str:
     """An agent name, or ``role:<capability>`` for every active agent publishing it."""
     if isinstance(name, str) and name.startswith(capabilities.ROLE_PREFIX):
-        return capabilities.ROLE_PREFIX + capabilities.check_capability(name[len(capabilities.ROLE_PREFIX):], field_name)
+        capability = name[len(capabilities.ROLE_PREFIX):]
+        return capabilities.ROLE_PREFIX + capabilities.check_capability(capability, field_name)
     return check_agent_name(name, field_name)
 
 
@@ -216,8 +217,8 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
                 return Change("", result=_replay(snap, project.human_key, earlier))
         fields, skipped = _plan(snap, out, sender)
         if not any(fields.values()):
-            raise invalid("no recipients: name at least one agent in to, cc or bcc"
-                          + (" (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""),
+            why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
+            raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
                           field="to", broadcast_skipped=skipped)
         _check_thread(snap, out.thread_id)
         message = compose(sender=sender.name, to=[a.name for a in fields["to"]], cc=[a.name for a in fields["cc"]],
@@ -245,7 +246,8 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
             requests = []
             for name in sorted(refused):
                 target = find_agent(snap, name)
-                note = f"{sender.name} has a message for you (\"{message.subject}\") that is held until you approve.\n\n"
+                note = (f"{sender.name} has a message for you (\"{message.subject}\") "
+                        "that is held until you approve.\n\n")
                 requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
                                                       hlc, note))  # type: ignore[arg-type]
             change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
@@ -344,7 +346,8 @@ def reply_message(ctx: MailContext, project_key: str, message_id: str, sender_na
                    bcc=_names(bcc, "bcc"), subject=reply_subject(original.subject, subject_prefix.strip()),
                    body=_body(body_md),
                    importance=_importance(importance) if importance is not None else original.importance,
-                   ack_required=_flag(ack_required, "ack_required") if ack_required is not None else original.ack_required,
+                   ack_required=(_flag(ack_required, "ack_required") if ack_required is not None
+                                 else original.ack_required),
                    thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
                    replying_to=original.sender, seat=seat)
     _flag(auto_contact_if_blocked, "auto_contact_if_blocked")

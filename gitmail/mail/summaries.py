@@ -13,7 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from gitmail.coord.lookup import agent_names, project_record
 from gitmail.model.clock import format_ts, now, parse_ts
@@ -210,7 +211,8 @@ def summarize_recent(ctx: MailContext, project_key: str, since_hours: float = 1.
     return summary_view(summary, False)
 
 
-def fetch_summary(ctx: MailContext, project_key: str, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+def fetch_summary(ctx: MailContext, project_key: str, since_hours: float = 24.0,
+                  limit: int = 5) -> list[dict[str, Any]]:
     """Stored summaries whose window ended within the last ``since_hours``, newest first."""
     hours = _check_hours(since_hours, "since_hours")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
 
 
@@ -61,7 +61,7 @@ class HLC:
         return f"{stamp}/{self.counter:04d}/{self.node}"
 
     @classmethod
-    def parse(cls, text: str) -> "HLC":
+    def parse(cls, text: str) -> HLC:
         match = cls._RE.match(text) if isinstance(text, str) else None
         if not match:
             raise ValueError(f"not a clock value (expected TIMESTAMP/COUNTER/NODE): {text!r}")

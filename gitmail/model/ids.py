@@ -68,4 +68,4 @@ def is_id(text: object) -> bool:
 def id_time(record_id: str) -> _dt.datetime:
     """The creation time encoded in an ID (UTC)."""
     ms = _decode(record_id[:_TIME_CHARS])
-    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)

@@ -7,7 +7,7 @@ agent's role, and are picked at random until one is free in the project.
 from __future__ import annotations
 
 import secrets
-from typing import Callable
+from collections.abc import Callable
 
 ADJECTIVES = (
     "Amber", "Azure", "Bold", "Brave", "Bright", "Blue", "Brisk", "Calm", "Clever", "Coral",

@@ -142,7 +142,7 @@ class Record:
     def _fields(cls) -> list[dataclasses.Field]:
         return [f for f in dataclasses.fields(cls) if f.metadata.get("kind") and f.metadata["kind"] != "body"]
 
-    def validate(self) -> "Record":
+    def validate(self) -> Record:
         """Check every field, normalizing values; raise INVALID_ARGUMENT on bad input."""
         try:
             for f in self._fields():
@@ -182,7 +182,7 @@ class Record:
     def to_bytes(self) -> bytes:
         self.validate()
         if self.MARKDOWN:
-            return codec.join_front_matter(self.to_fields(), getattr(self, "body"))
+            return codec.join_front_matter(self.to_fields(), self.body)
         return codec.dump_yaml(self.to_fields())
 
     @classmethod
@@ -286,7 +286,7 @@ class Message(Record):
     def path(self) -> str:
         return message_path(self.id)
 
-    def public_copy(self) -> "Message":
+    def public_copy(self) -> Message:
         """The copy every recipient and the canonical file hold (no bcc)."""
         return dataclasses.replace(self, bcc=[])
 

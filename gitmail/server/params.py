@@ -17,7 +17,8 @@ AgentToken = Annotated[str | None, Field(
 SenderToken = Annotated[str | None, Field(
     description="Proof that you are sender_name: the registration_token returned when it registered. "
                 "Not needed in the MCP session that registered the agent.")]
-MessageId = Annotated[str, Field(description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
+MessageId = Annotated[str, Field(
+    description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
 Recipients = Annotated[list[str] | None, Field(description="Agent names in the project.")]
 Importance = Annotated[Literal["low", "normal", "high", "urgent"], Field(
     description="How urgent: low, normal, high or urgent (high and urgent show in urgent-only views).")]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ResourceError

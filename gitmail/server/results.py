@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ValidationError
@@ -34,7 +35,8 @@ def error_result(exc: GitmailError) -> ToolResult:
     return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)
 
 
-def tool(mcp: FastMCP, hints: dict[str, bool], *, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def tool(mcp: FastMCP, hints: dict[str, bool], *,
+         name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as a tool whose GitmailErrors become error results.
 
     The function's docstring is the tool's description and its annotated

@@ -164,7 +164,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "Names your session, e.g. 'claude-code on ci-7'."))] = "session",
         lease_s: Lease = seats.DEFAULT_LEASE_S,
         take_over: Annotated[bool, Field(description=(
-            "Take it even though another session holds it; that session's next write fails with STALE_EPOCH."))] = False,
+            "Take it even though another session holds it; "
+            "that session's next write fails with STALE_EPOCH."))] = False,
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Become the one session driving this agent.

@@ -42,7 +42,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         ctx: Context,
         project_key: ProjectKey,
         sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
-        to: Annotated[list[str], Field(description="Primary recipients (agent names). May be empty with cc/bcc or broadcast.")],
+        to: Annotated[list[str], Field(
+            description="Primary recipients (agent names). May be empty with cc/bcc or broadcast.")],
         subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
         body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
         cc: Recipients = None,
@@ -124,7 +125,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         include_bodies: IncludeBodies = False,
         since_ts: SinceTs = None,
         topic: Topic = None,
-        unread_only: Annotated[bool, Field(description="Only messages you have not marked read or acknowledged.")] = False,
+        unread_only: Annotated[bool, Field(
+            description="Only messages you have not marked read or acknowledged.")] = False,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """List the newest messages in your inbox without changing read state.

@@ -26,8 +26,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pygit2
 
@@ -59,14 +60,14 @@ class Change:
     result: Any = None
     merge_parent: str | None = None  # a second parent: the commit this change merges in
 
-    def put(self, path: str, content: bytes | Record) -> "Change":
+    def put(self, path: str, content: bytes | Record) -> Change:
         self.edits[check_path(path)] = content.to_bytes() if isinstance(content, Record) else content
         return self
 
-    def put_record(self, record: Record) -> "Change":
+    def put_record(self, record: Record) -> Change:
         return self.put(record.path(), record)
 
-    def delete(self, path: str) -> "Change":
+    def delete(self, path: str) -> Change:
         self.edits[check_path(path)] = None
         return self
 
@@ -128,7 +129,7 @@ class Archive:
 
     # -- repository access ----------------------------------------------------
     @classmethod
-    def init(cls, path: str, **kwargs: Any) -> "Archive":
+    def init(cls, path: str, **kwargs: Any) -> Archive:
         """Create a bare repository whose ``main`` is the database."""
         if not os.path.exists(os.path.join(path, "HEAD")):
             pygit2.init_repository(path, bare=True, initial_head="main")
@@ -398,7 +399,7 @@ class _FileLock:
         self.path = path
         self.fd = -1
 
-    def __enter__(self) -> "_FileLock":
+    def __enter__(self) -> _FileLock:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self

@@ -7,7 +7,8 @@ the audit trail. These helpers walk it newest first and stop early.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pygit2
 
@@ -22,14 +23,15 @@ def _commits(archive: Archive) -> Iterator[pygit2.Commit]:
     tip = archive.tip()
     if tip is None:
         return
-    for i, commit in enumerate(archive.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)):
+    order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME
+    for i, commit in enumerate(archive.repo.walk(pygit2.Oid(hex=tip), order)):
         if i >= MAX_WALK:
             return
         yield commit
 
 
 def _when(commit: pygit2.Commit) -> str:
-    return format_ts(dt.datetime.fromtimestamp(commit.author.time, tz=dt.timezone.utc))
+    return format_ts(dt.datetime.fromtimestamp(commit.author.time, tz=dt.UTC))
 
 
 def commits_by(archive: Archive, author: str, limit: int) -> list[dict[str, Any]]:

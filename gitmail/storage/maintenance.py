@@ -41,7 +41,8 @@ _TMP_MAX_AGE = 3600.0
 def pack_count(git_dir: str) -> int:
     pack_dir = os.path.join(git_dir, "objects", "pack")
     try:
-        return sum(1 for entry in os.scandir(pack_dir) if entry.name.startswith("pack-") and entry.name.endswith(".idx"))
+        return sum(1 for entry in os.scandir(pack_dir)
+                   if entry.name.startswith("pack-") and entry.name.endswith(".idx"))
     except FileNotFoundError:
         return 0
 

@@ -16,9 +16,9 @@ import hashlib
 import os
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 COMMIT, TREE, BLOB = 1, 2, 3
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
@@ -54,7 +54,7 @@ class Tree:
             self._entries = dict(entries)
 
     @classmethod
-    def decode(cls, data: bytes) -> "Tree":
+    def decode(cls, data: bytes) -> Tree:
         """Read a tree as git stores it (already in canonical order)."""
         tree = cls()
         entries, keys, lines = tree._entries, tree._keys, tree._lines
@@ -70,7 +70,7 @@ class Tree:
             pos = nul + 21
         return tree
 
-    def copy(self) -> "Tree":
+    def copy(self) -> Tree:
         tree = Tree()
         tree._entries, tree._keys, tree._lines = dict(self._entries), list(self._keys), list(self._lines)
         return tree
@@ -129,7 +129,7 @@ class Signature:
     def encode(self) -> bytes:
         name = self.name.replace("<", "").replace(">", "").replace("\n", " ")
         email = self.email.replace("<", "").replace(">", "").replace("\n", "")
-        return f"{name} <{email}> {self.when} +0000".encode("utf-8")
+        return f"{name} <{email}> {self.when} +0000".encode()
 
 
 def encode_commit(tree: bytes, parents: list[bytes], author: Signature, committer: Signature, message: str) -> bytes:
@@ -211,7 +211,8 @@ def _deflate(kind: int, data: bytes) -> bytes:
     if kind == BLOB or len(data) > _STORE_AT_MOST:
         return zlib.compress(data, 1)
     # A zlib header (no compression), one final stored deflate block, the Adler-32 checksum.
-    return b"\x78\x01" + struct.pack("<BHH", 1, len(data), 0xFFFF ^ len(data)) + data + struct.pack(">I", zlib.adler32(data))
+    header = b"\x78\x01" + struct.pack("<BHH", 1, len(data), 0xFFFF ^ len(data))
+    return header + data + struct.pack(">I", zlib.adler32(data))
 
 
 _STORE_AT_MOST = 1024  # bytes: larger trees and commits are compressed (one stored block holds 65535)

@@ -13,7 +13,8 @@ on every call; each caller gets its own copy to change.
 from __future__ import annotations
 
 import copy
-from typing import Iterator, TypeVar
+from collections.abc import Iterator
+from typing import TypeVar
 
 import pygit2
 

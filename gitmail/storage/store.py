@@ -121,7 +121,8 @@ class Store:
             paths = self.paths(slug)
             if not os.path.isdir(paths.archive):
                 if not create:
-                    raise GitmailError(NOT_FOUND, f"no project {project!r} in {self.home}; create it with ensure_project first",
+                    raise GitmailError(NOT_FOUND,
+                                       f"no project {project!r} in {self.home}; create it with ensure_project first",
                                        {"project": project})
                 os.makedirs(os.path.dirname(paths.archive), exist_ok=True)
                 archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background)

@@ -18,7 +18,7 @@ from gitmail.model.errors import invalid
 from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Tree
 
 _CACHE_SIZE = 512
-_cache: "OrderedDict[bytes, Tree]" = OrderedDict()
+_cache: OrderedDict[bytes, Tree] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -86,7 +86,8 @@ class TreeEditor:
             if child is None:
                 existing = entries.get(name)
                 if existing is not None and existing[0] != MODE_TREE:
-                    raise invalid(f"{'/'.join(parts[: depth + 1])} is a file, so {path} cannot be created", field="path")
+                    raise invalid(f"{'/'.join(parts[: depth + 1])} is a file, so {path} cannot be created",
+                                  field="path")
                 if existing is None and data is None:
                     return  # deleting under a folder that does not exist
                 child = _Node(existing[1] if existing else None)

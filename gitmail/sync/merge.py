@@ -24,8 +24,9 @@ import base64
 import dataclasses
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pygit2
 
@@ -263,7 +264,8 @@ class TreeMerge:
             self.newest_clock = seen
 
 
-def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None,
+                 new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
     """Files that differ from ``old`` to ``new``: path -> new blob id, or None if deleted."""
     if new is None and old is None:
         return {}
@@ -362,7 +364,8 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
     for shard, message_id in purged:
         candidates = [f"messages/{shard}/{message_id}.md"]
         for name in agents:
-            candidates += [f"agents/{name}/inbox/{shard}/{message_id}.md", f"agents/{name}/outbox/{shard}/{message_id}.md",
+            candidates += [f"agents/{name}/inbox/{shard}/{message_id}.md",
+                           f"agents/{name}/outbox/{shard}/{message_id}.md",
                            f"agents/{name}/receipts/{shard}/{message_id}.yaml"]
         for path in candidates:
             if present(path):

@@ -90,7 +90,8 @@ def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str
         raise invalid("the remote URL must be a git URL or path", field="url")
     archive = store.archive(project, create=True)
     if name in list_remotes(store, project):
-        raise GitmailError(ALREADY_EXISTS, f"project already has a remote named {name!r}; remove it first or pick another name",
+        raise GitmailError(ALREADY_EXISTS,
+                           f"project already has a remote named {name!r}; remove it first or pick another name",
                            {"remote": name})
     _git(archive.git_dir, "remote", "add", name, url)
     return {"project": store.resolve(project), "remote": name, "url": url}
@@ -99,7 +100,8 @@ def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str
 def remove_remote(store: Store, project: str, name: str) -> None:
     archive = store.archive(project)
     if name not in list_remotes(store, project):
-        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; see `gitmail remote list`", {"remote": name})
+        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; see `gitmail remote list`",
+                           {"remote": name})
     _git(archive.git_dir, "remote", "remove", name)
 
 
@@ -230,7 +232,8 @@ def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
     if "[remote rejected]" in text and ("cannot lock ref" in text or "incorrect old value" in text):
         return "behind"  # another machine's push won the race for the hub's ref
     if "[remote rejected]" in text:
-        remote_lines = [line[len("remote:"):].strip() for line in proc.stderr.splitlines() if line.startswith("remote:")]
+        remote_lines = [line[len("remote:"):].strip() for line in proc.stderr.splitlines()
+                        if line.startswith("remote:")]
         reason = "; ".join(line for line in remote_lines if line) or text.strip()
         raise GitmailError(SYNC_REJECTED, f"the remote refused the push: {reason}; fix or purge the named records "
                            "locally, then sync again", {"remote": remote, "details": remote_lines})
@@ -240,7 +243,8 @@ def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
                        {"remote": remote, "exit_code": proc.returncode})
 
 
-def sync_project(store: Store, project: str, remote: str | None = None, *, max_rounds: int = MAX_ROUNDS) -> list[SyncResult]:
+def sync_project(store: Store, project: str, remote: str | None = None, *,
+                 max_rounds: int = MAX_ROUNDS) -> list[SyncResult]:
     """Sync one project with one remote (or every remote it has); one result per remote."""
     archive = store.archive(project)
     remotes = list_remotes(store, project)
@@ -281,7 +285,7 @@ class IntervalSyncer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "IntervalSyncer":
+    def start(self) -> IntervalSyncer:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="gitmail-sync", daemon=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import watchfiles
 
@@ -54,7 +54,7 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
 
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="gitmail-watch", daemon=True)
@@ -68,7 +68,7 @@ class Watcher:
         if thread is not None:
             thread.join(timeout)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
