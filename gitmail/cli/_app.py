@@ -1,4 +1,9 @@
-"""Shared plumbing of the CLI: the root group, ``--json`` and error rendering."""
+"""Shared plumbing of the CLI: the root group, ``--json`` and error rendering.
+
+The command modules import only click and light parts of gitmail at the top;
+git, search and the server load inside the commands that use them, so
+``gitmail --help`` and ``gitmail CMD --help`` start fast (a test keeps it so).
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,40 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitmail.model.errors import GitmailError
-from gitmail.storage.store import Store
+
+if TYPE_CHECKING:
+    from gitmail.mail.facade import Mail
+    from gitmail.storage.store import Store
 
 
 class Context:
+    """What every command gets: the store folder, and the store and facade opened on first use."""
+
     def __init__(self, home: str | None):
         self.home = home
         self._store: Store | None = None
+        self._mail: Mail | None = None
 
     @property
     def store(self) -> Store:
         if self._store is None:
+            from gitmail.storage.store import Store
+
             self._store = Store(self.home)
         return self._store
+
+    @property
+    def mail(self) -> Mail:
+        if self._mail is None:
+            from gitmail.mail.facade import Mail
+
+            self._mail = Mail(self.store)
+        return self._mail
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,9 +13,7 @@ from typing import Any
 
 import click
 
-from gitmail.coord import capabilities, guard, journal, seats
-from gitmail.coord import reservations as rs
-from gitmail.storage.store import Store, default_home
+from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_LEASE_S, DEFAULT_TTL
 
 from ._app import Context, cli, command
 
@@ -39,7 +37,7 @@ RESERVATION_COLUMNS = [("id", "ID"), ("agent", "AGENT"), ("path_pattern", "PATTE
 @click.argument("project")
 @click.argument("agent")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--ttl", "ttl_seconds", type=int, default=rs.DEFAULT_TTL, show_default=True,
+@click.option("--ttl", "ttl_seconds", type=int, default=DEFAULT_TTL, show_default=True,
               help="Seconds the reservation lasts (at least 60).")
 @click.option("--shared", is_flag=True, help="Reserve without excluding others (signal intent only).")
 @click.option("--reason", default="", help="Why, for the humans and agents reading it.")
@@ -50,6 +48,8 @@ def reserve(ctx: Context, project: str, agent: str, paths: tuple[str, ...], ttl_
 
     Exits 1 if any path conflicts with another agent's exclusive reservation.
     """
+    from gitmail.coord import reservations as rs
+
     out = rs.reserve(ctx.store, project, agent, list(paths), ttl_seconds=ttl_seconds, exclusive=not shared,
                      reason=reason, seat=seat)
     lines = [f"granted {g['path_pattern']} ({g['id']}) until {g['expires_ts']}" for g in out["granted"]]
@@ -68,6 +68,8 @@ def reserve(ctx: Context, project: str, agent: str, paths: tuple[str, ...], ttl_
 def release(ctx: Context, project: str, agent: str, ids: tuple[str, ...], paths: tuple[str, ...],
             seat: str | None) -> tuple[object, str]:
     """Release AGENT's active reservations: those named by --id / --path, or all of them."""
+    from gitmail.coord import reservations as rs
+
     out = rs.release(ctx.store, project, agent, file_reservation_ids=list(ids) or None, paths=list(paths) or None,
                      seat=seat)
     return out, f"released {out['released']} reservation(s)"
@@ -84,6 +86,8 @@ def release(ctx: Context, project: str, agent: str, ids: tuple[str, ...], paths:
 def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tuple[str, ...], paths: tuple[str, ...],
           seat: str | None) -> tuple[object, str]:
     """Extend AGENT's active reservations (never shortens them)."""
+    from gitmail.coord import reservations as rs
+
     out = rs.renew(ctx.store, project, agent, extend_seconds=extend_seconds, file_reservation_ids=list(ids) or None,
                    paths=list(paths) or None, seat=seat)
     lines = [f"{r['path_pattern']}: {r['old_expires_ts']} -> {r['new_expires_ts']}" for r in out["file_reservations"]]
@@ -96,6 +100,8 @@ def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tupl
 @click.option("--all", "history", is_flag=True, help="Include released and expired ones (the audit trail).")
 def reservations(ctx: Context, project: str, agent: str | None, history: bool) -> tuple[object, str]:
     """List the active reservations of PROJECT."""
+    from gitmail.coord import reservations as rs
+
     out = rs.list_reservations(ctx.store, project, agent=agent, active_only=not history)
     return out, table(out["file_reservations"], RESERVATION_COLUMNS, "no reservations")
 
@@ -106,12 +112,14 @@ def reservations(ctx: Context, project: str, agent: str | None, history: bool) -
 @click.argument("reservation_id")
 @click.option("--note", default="", help="Added to the message sent to the holder.")
 @click.option("--no-notify", is_flag=True, help="Do not send the holder a message.")
-@click.option("--inactivity", "inactivity_seconds", type=int, default=rs.DEFAULT_INACTIVITY, show_default=True,
+@click.option("--inactivity", "inactivity_seconds", type=int, default=DEFAULT_INACTIVITY, show_default=True,
               help="Seconds without activity after which the holder counts as gone (at least 60).")
 @click.option("--seat", default=None, help="The seat token, if a session holds AGENT's seat.")
 def force_release(ctx: Context, project: str, agent: str, reservation_id: str, note: str, no_notify: bool,
                   inactivity_seconds: int, seat: str | None) -> tuple[object, str]:
     """As AGENT, release another agent's abandoned reservation RESERVATION_ID and notify the holder."""
+    from gitmail.coord import reservations as rs
+
     out = rs.force_release(ctx.store, project, agent, reservation_id, note=note, notify_previous=not no_notify,
                            inactivity_seconds=inactivity_seconds, seat=seat)
     if not out["released"]:
@@ -132,6 +140,8 @@ def guard_group() -> None:
 @click.argument("repo", type=click.Path(file_okay=False))
 def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
     """Install the pre-commit and pre-push guard into the git repository REPO for PROJECT."""
+    from gitmail.coord import guard
+
     out = guard.install(ctx.store, project, repo)
     chained = f"\nkept and chained: {', '.join(out['chained'])}" if out["chained"] else ""
     return out, f"installed {', '.join(out['hooks'])} for {out['project']}{chained}"
@@ -141,15 +151,22 @@ def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
 @click.argument("repo", type=click.Path(file_okay=False))
 def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
     """Remove the guard from REPO (other hooks stay; a chained hook is put back)."""
+    from gitmail.coord import guard
+
     out = guard.uninstall(repo)
     return out, ("removed " + ", ".join(out["hooks"])) if out["removed"] else "no gitmail guard was installed"
 
 
 @command(group=guard_group, name="check")
-@click.option("--hook", type=click.Choice(list(guard.HOOKS)), required=True, help="Which hook is running.")
+@click.option("--hook", required=True, help="Which hook is running: pre-commit or pre-push.")
 @click.option("--repo", default=".", type=click.Path(file_okay=False), help="The repository (default: here).")
 def guard_check(ctx: Context, hook: str, repo: str) -> tuple[object, str, int]:
     """Run the guard's check (the installed hooks call this; pre-push reads git's ref lines on stdin)."""
+    from gitmail.coord import guard
+    from gitmail.storage.store import Store, default_home
+
+    if hook not in guard.HOOKS:
+        raise click.BadParameter(f"must be one of {', '.join(guard.HOOKS)}", param_hint="--hook")
     stdin = sys.stdin.read() if hook == "pre-push" else ""
     home = os.path.abspath(os.path.expanduser(ctx.home)) if ctx.home else default_home()
     if not os.path.isdir(os.path.join(home, "projects")):  # never create a store from inside a git hook
@@ -171,11 +188,13 @@ def seat_group() -> None:
 @click.argument("project")
 @click.argument("agent")
 @click.option("--holder", default="cli", show_default=True, help="Names the session taking the seat.")
-@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True,
+@click.option("--lease", "lease_s", type=int, default=DEFAULT_LEASE_S, show_default=True,
               help="Lease in seconds.")
 @click.option("--take-over", is_flag=True, help="Take it even though another session holds it.")
 def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int, take_over: bool) -> tuple[object, str]:
     """Take AGENT's seat; prints the token to pass as --seat, then the end of its journal."""
+    from gitmail.coord import seats
+
     out = seats.take_seat(ctx.store, project, agent, holder=holder, lease_s=lease_s, take_over=take_over)
     seat = out["seat"]
     lines = [f"seat token: {seat['token']}", f"epoch {seat['epoch']}, lease until {seat['expires_at']}"]
@@ -187,10 +206,12 @@ def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int,
 @click.argument("project")
 @click.argument("agent")
 @click.argument("token")
-@click.option("--lease", "lease_s", type=int, default=seats.DEFAULT_LEASE_S, show_default=True,
+@click.option("--lease", "lease_s", type=int, default=DEFAULT_LEASE_S, show_default=True,
               help="Lease in seconds.")
 def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int) -> tuple[object, str]:
     """Extend the lease of AGENT's seat held with TOKEN (never shortens it)."""
+    from gitmail.coord import seats
+
     out = seats.renew_seat(ctx.store, project, agent, token, lease_s=lease_s)
     return out, f"lease until {out['seat']['expires_at']}"
 
@@ -201,6 +222,8 @@ def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int)
 @click.argument("token")
 def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[object, str]:
     """Give up AGENT's seat held with TOKEN."""
+    from gitmail.coord import seats
+
     out = seats.release_seat(ctx.store, project, agent, token)
     return out, f"released epoch {out['seat']['epoch']}"
 
@@ -210,6 +233,8 @@ def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[ob
 @click.argument("agent")
 def seat_status(ctx: Context, project: str, agent: str) -> tuple[object, str]:
     """Show who holds AGENT's seat."""
+    from gitmail.coord import seats
+
     out = seats.seat_status(ctx.store, project, agent)
     seat = out["seat"]
     if seat is None:
@@ -227,6 +252,8 @@ def seat_status(ctx: Context, project: str, agent: str) -> tuple[object, str]:
 def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat: str | None,
                 limit: int) -> tuple[object, str]:
     """Append ENTRY to AGENT's journal, or show its last entries when ENTRY is omitted."""
+    from gitmail.coord import journal
+
     if entry is not None:
         out = journal.append(ctx.store, project, agent, entry, seat=seat)
         return out, f"journal entry {out['id']} at {out['path']}"
@@ -237,6 +264,8 @@ def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat:
 
 def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: str | None,
                 seat: str | None) -> tuple[dict[str, Any], str]:
+    from gitmail.coord import seats
+
     out = seats.set_asleep(ctx.store, project, target, asleep, actor=actor, seat=seat)
     state = "asleep" if asleep else "awake"
     return out, f"{target} is {state}" + ("" if out["changed"] else " (no change)")
@@ -274,6 +303,8 @@ def capabilities_cmd(ctx: Context, project: str, agent: str | None, names: tuple
 
     Mail addressed to role:<capability> reaches every active agent with it.
     """
+    from gitmail.coord import capabilities
+
     if set_them:
         if agent is None:
             raise click.UsageError("--set needs AGENT")

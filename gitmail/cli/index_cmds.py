@@ -5,10 +5,7 @@ from __future__ import annotations
 import time
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..index import indexer_for
 from ._app import Context, command
 
 
@@ -22,6 +19,11 @@ def reindex(ctx: Context, project: str | None, quiet: bool) -> tuple[object, str
     from the old index until the new one is swapped in. Local sequence numbers
     of messages already seen are kept.
     """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gitmail.index import indexer_for
+
     store = ctx.store
     slugs = [store.resolve(project)] if project else store.slugs()
     if project:

@@ -13,15 +13,10 @@ from typing import Any
 
 import click
 
-from gitmail.mail.facade import Mail
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.ids import is_id
 
 from ._app import Context, command
-
-
-def _mail(ctx: Context) -> Mail:
-    return Mail(ctx.store)
 
 
 def table(rows: Iterable[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
@@ -73,7 +68,7 @@ def init(ctx: Context, project_key: str) -> tuple[object, str]:
 
     Prints the project's slug and where its archive and checkout live.
     """
-    project = _mail(ctx).ensure_project(project_key)
+    project = ctx.mail.ensure_project(project_key)
     paths = ctx.store.paths(project["slug"])
     data = dict(project, archive=paths.archive, checkout=paths.checkout)
     return data, f"project {project['slug']}\n  archive  {paths.archive}\n  checkout {paths.checkout}"
@@ -83,7 +78,7 @@ def init(ctx: Context, project_key: str) -> tuple[object, str]:
 @click.option("--all", "include_archived", is_flag=True, help="Include archived projects.")
 def projects(ctx: Context, include_archived: bool) -> tuple[object, str]:
     """List the projects in the store."""
-    listed = _mail(ctx).list_projects(include_archived=include_archived)
+    listed = ctx.mail.list_projects(include_archived=include_archived)
     columns = [("slug", "SLUG"), ("human_key", "KEY"), ("created_at", "CREATED"), ("archived_at", "ARCHIVED")]
     return listed, table(listed, columns, "no projects yet; create one with `gitmail init /abs/path`")
 
@@ -93,7 +88,7 @@ def projects(ctx: Context, include_archived: bool) -> tuple[object, str]:
 @click.option("--all", "include_retired", is_flag=True, help="Include retired and deregistered agents.")
 def agents(ctx: Context, project: str, include_retired: bool) -> tuple[object, str]:
     """List the agents of PROJECT (a human key or slug)."""
-    listed = _mail(ctx).list_agents(project, active_only=not include_retired)
+    listed = ctx.mail.list_agents(project, active_only=not include_retired)
     return listed, table(listed, [("name", "NAME"), ("program", "PROGRAM"), ("model", "MODEL"), ("status", "STATUS"),
                                   ("last_active_ts", "LAST ACTIVE"), ("task_description", "TASK")],
                          "no agents registered")
@@ -110,7 +105,7 @@ def agents(ctx: Context, project: str, include_retired: bool) -> tuple[object, s
 def register(ctx: Context, project: str, name: str | None, program: str, model: str, task_description: str,
              policy: str | None) -> tuple[object, str]:
     """Register an agent in PROJECT (or update its profile) and print its token once."""
-    mail = _mail(ctx)
+    mail = ctx.mail
     profile = mail.register_agent(project, program, model, name=name, task_description=task_description)
     if policy:
         profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy)["policy"]
@@ -137,7 +132,7 @@ def send(ctx: Context, project: str, sender: str, to: tuple[str, ...], cc: tuple
          subject: str, body: str | None, body_file: str | None, importance: str, ack_required: bool,
          thread_id: str | None, topic: str | None) -> tuple[object, str]:
     """Send a message in PROJECT as an agent; prints the new message's ID."""
-    result = _mail(ctx).send_message(project, sender, list(to), subject, body_text(body, body_file), cc=list(cc),
+    result = ctx.mail.send_message(project, sender, list(to), subject, body_text(body, body_file), cc=list(cc),
                                      bcc=list(bcc), importance=importance, ack_required=ack_required,
                                      thread_id=thread_id, topic=topic)
     payload = result["deliveries"][0]["payload"]
@@ -154,7 +149,7 @@ def send(ctx: Context, project: str, sender: str, to: tuple[str, ...], cc: tuple
 def inbox(ctx: Context, project: str, agent: str, limit: int, unread_only: bool, urgent_only: bool,
           include_bodies: bool) -> tuple[object, str]:
     """List AGENT's newest messages in PROJECT, newest first (read state unchanged)."""
-    listed = _mail(ctx).fetch_inbox(project, agent, limit=limit, urgent_only=urgent_only,
+    listed = ctx.mail.fetch_inbox(project, agent, limit=limit, urgent_only=urgent_only,
                                     include_bodies=include_bodies, unread_only=unread_only)
     rows = [dict(m, subject=("  " if m.get("read_at") else "* ") + m["subject"]) for m in listed]
     return listed, table(rows, INBOX_COLUMNS, "inbox is empty")
@@ -166,7 +161,7 @@ def inbox(ctx: Context, project: str, agent: str, limit: int, unread_only: bool,
 @click.option("--as", "agent", default=None, help="Also mark the message read for this recipient.")
 def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tuple[object, str]:
     """Show one message in full; with --as AGENT, mark it read for that recipient."""
-    mail = _mail(ctx)
+    mail = ctx.mail
     message = mail.get_message(project, message_id)
     if agent:
         message["receipt"] = mail.mark_message_read(project, agent, message_id)
@@ -183,7 +178,7 @@ def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tupl
 def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[str, ...], body: str | None,
           body_file: str | None) -> tuple[object, str]:
     """Reply to MESSAGE_ID in its thread."""
-    result = _mail(ctx).reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None)
+    result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None)
     return result, f"sent {result['id']} (thread {result['thread_id']})"
 
 
@@ -193,7 +188,7 @@ def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[st
 @click.argument("message_id")
 def ack(ctx: Context, project: str, agent: str, message_id: str) -> tuple[object, str]:
     """Acknowledge MESSAGE_ID as AGENT (also marks it read)."""
-    result = _mail(ctx).acknowledge_message(project, agent, message_id)
+    result = ctx.mail.acknowledge_message(project, agent, message_id)
     return result, f"acknowledged {message_id} at {result['acknowledged_at']}"
 
 
@@ -203,7 +198,7 @@ def ack(ctx: Context, project: str, agent: str, message_id: str) -> tuple[object
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="At most this many.")
 def search(ctx: Context, project: str, query: str, limit: int) -> tuple[object, str]:
     """Full-text search of PROJECT's messages ("phrases", prefix*, AND/OR/NOT, field:value)."""
-    hits = _mail(ctx).search_messages(project, query, limit=limit)
+    hits = ctx.mail.search_messages(project, query, limit=limit)
     return hits, table(hits, [("id", "ID"), ("created_ts", "DATE"), ("from", "FROM"), ("subject", "SUBJECT")],
                        "no matches")
 
@@ -213,7 +208,7 @@ def search(ctx: Context, project: str, query: str, limit: int) -> tuple[object, 
 @click.argument("thread_id")
 def thread(ctx: Context, project: str, thread_id: str) -> tuple[object, str]:
     """Show every message of a thread, oldest first."""
-    view = _mail(ctx).get_thread(project, thread_id, include_bodies=True)
+    view = ctx.mail.get_thread(project, thread_id, include_bodies=True)
     text = f"\n\n{'-' * 72}\n\n".join(render_message(m) for m in view["messages"])
     return view, text or "no messages in this thread"
 
@@ -230,7 +225,7 @@ def log(ctx: Context, project: str, ident: str, as_thread: bool, patch: bool) ->
     the message, its inbox and outbox copies and its receipts.
     """
     if as_thread or not is_id(ident):
-        ids = [m["id"] for m in _mail(ctx).get_thread(project, ident, include_bodies=False)["messages"]]
+        ids = [m["id"] for m in ctx.mail.get_thread(project, ident, include_bodies=False)["messages"]]
     else:
         ids = [ident]
     git_dir = ctx.store.paths(ctx.store.resolve(project)).archive

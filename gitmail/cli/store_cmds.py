@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from gitmail.storage.fsck import check_archive
-
 from ._app import Context, command
 
 
@@ -17,6 +15,8 @@ def fsck(ctx: Context, project: str | None) -> tuple[object, str, int]:
     Checks PROJECT (a human key or slug), or every project in the store.
     Prints `path: reason` per problem and exits 1 if there is any.
     """
+    from gitmail.storage.fsck import check_archive
+
     store = ctx.store
     slugs = [store.resolve(project)] if project else store.slugs()
     report = {}

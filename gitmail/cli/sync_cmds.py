@@ -9,10 +9,6 @@ import time
 
 import click
 
-from gitmail.sync import hookinstall, mergedriver, pushcheck
-from gitmail.sync.syncer import add_remote, list_remotes, projects_with_remotes, remove_remote, sync_project
-from gitmail.sync.watch import Watcher
-
 from ._app import Context, cli, command
 
 
@@ -27,6 +23,8 @@ def remote() -> None:
 @click.argument("url")
 def remote_add(ctx: Context, project: str, name: str, url: str) -> tuple[object, str]:
     """Add remote NAME (any URL git understands) to PROJECT; creates an empty archive if there is none."""
+    from gitmail.sync.syncer import add_remote
+
     data = add_remote(ctx.store, project, name, url)
     return data, f"{data['project']}: remote {name} -> {url}; run `gitmail sync {project}`"
 
@@ -35,6 +33,8 @@ def remote_add(ctx: Context, project: str, name: str, url: str) -> tuple[object,
 @click.argument("project")
 def remote_list(ctx: Context, project: str) -> tuple[object, str]:
     """List PROJECT's remotes."""
+    from gitmail.sync.syncer import list_remotes
+
     remotes = list_remotes(ctx.store, project)
     return remotes, "\n".join(f"{name}\t{url}" for name, url in remotes.items()) or "(no remotes)"
 
@@ -44,6 +44,8 @@ def remote_list(ctx: Context, project: str) -> tuple[object, str]:
 @click.argument("name")
 def remote_remove(ctx: Context, project: str, name: str) -> tuple[object, str]:
     """Forget remote NAME of PROJECT (nothing is deleted anywhere)."""
+    from gitmail.sync.syncer import remove_remote
+
     remove_remote(ctx.store, project, name)
     return {"removed": name}, f"removed remote {name}"
 
@@ -57,6 +59,8 @@ def sync(ctx: Context, project: str | None, remote_name: str | None) -> tuple[ob
     Reports records in and out and any conflicts (kept under conflicts/ in
     the archive). Exits 1 when a conflict was found.
     """
+    from gitmail.sync.syncer import projects_with_remotes, sync_project
+
     store = ctx.store
     slugs = [store.resolve(project)] if project else projects_with_remotes(store)
     results = [result for slug in slugs for result in sync_project(store, slug, remote_name)]
@@ -74,6 +78,8 @@ def sync(ctx: Context, project: str | None, remote_name: str | None) -> tuple[ob
 @click.argument("path")
 def merge_driver(base_file: str, ours_file: str, theirs_file: str, path: str) -> None:
     """git merge driver (%O %A %B %P): merge one archive file by the record rules."""
+    from gitmail.sync import mergedriver
+
     code, message = mergedriver.run(base_file, ours_file, theirs_file, path)
     if message:
         click.echo(message, err=True)
@@ -83,6 +89,8 @@ def merge_driver(base_file: str, ours_file: str, theirs_file: str, path: str) ->
 @cli.command(name="hub-check", hidden=True)
 def hub_check() -> None:
     """pre-receive hook of a hub: reads `<old> <new> <ref>` lines, refuses damaging pushes."""
+    from gitmail.sync import pushcheck
+
     problems = pushcheck.check_push(".", sys.stdin.read().splitlines())
     for problem in problems[:50]:
         click.echo(f"gitmail: rejected {problem}", err=True)
@@ -106,6 +114,8 @@ def hooks() -> None:
               help="A bare hub repository: install the pre-receive check that refuses damaging pushes.")
 def hooks_install(ctx: Context, project: str | None, repo: str | None, hub: str | None) -> tuple[object, str]:
     """Install archive hooks and the merge driver for PROJECT (default: every project), or for --repo / --hub."""
+    from gitmail.sync import hookinstall
+
     if repo:
         data = hookinstall.install_clone(repo)
         return data, f"merge driver registered in {repo}"
@@ -131,6 +141,7 @@ def watch(ctx: Context, quiet: bool) -> None:
     or another process's write shows up here within moments.
     """
     from gitmail.index import indexer_for
+    from gitmail.sync.watch import Watcher
 
     store = ctx.store
     indexer = indexer_for(store)

@@ -25,6 +25,7 @@ from typing import Any
 from gitmail.model.clock import format_ts, now, now_ts, parse_ts
 from gitmail.model.errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
 from gitmail.model.ids import id_time, is_id, new_id
+from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_TTL, MAX_TTL, MIN_INACTIVITY, MIN_TTL
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import (
     Message,
@@ -44,12 +45,7 @@ from .globs import covers, normalize, overlaps
 from .reservation_index import unreleased
 from .seats import load_agent, require_actor, seat_path
 
-MIN_TTL = 60
-MAX_TTL = 30 * 86400
-DEFAULT_TTL = 3600
 MAX_PATHS = 200
-DEFAULT_INACTIVITY = 30 * 60
-MIN_INACTIVITY = 60
 _WORKSPACE_SCAN_LIMIT = 5000
 
 

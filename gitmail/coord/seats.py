@@ -36,6 +36,7 @@ from gitmail.model.errors import (
     GitmailError,
     invalid,
 )
+from gitmail.model.limits import DEFAULT_LEASE_S, MAX_LEASE_S, MIN_LEASE_S
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import Agent, Seat, agent_dir
 from gitmail.storage.engine import Change
@@ -44,9 +45,6 @@ from gitmail.storage.store import Store
 
 from .lookup import find_agent
 
-DEFAULT_LEASE_S = 600
-MIN_LEASE_S = 60
-MAX_LEASE_S = 86400
 _TOKEN_RE = re.compile(r"^seat-(\d{1,18})-[A-Za-z0-9_-]{16,64}$")
 
 
