@@ -127,7 +127,8 @@ def hooks_install(ctx: Context, project: str | None, repo: str | None, hub: str 
     report = {}
     for slug in slugs:
         report[slug] = hookinstall.install_archive(store.archive(slug), store.paths(slug).checkout)
-    lines = [f"{slug}: hooks {', '.join(r['hooks']['installed'])}; merge driver registered" for slug, r in report.items()]  # type: ignore[index]
+    lines = [f"{slug}: hooks {', '.join(r['hooks']['installed'])}; merge driver registered"  # type: ignore[index]
+             for slug, r in report.items()]
     return report, "\n".join(lines) or "no projects in the store"
 
 

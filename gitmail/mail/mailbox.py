@@ -9,8 +9,8 @@ soon as it has enough (or reaches ``since_ts``).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, overload
 
 from gitmail.coord.lookup import project_record, require_agent
 from gitmail.index import indexer_for
@@ -18,7 +18,7 @@ from gitmail.model.clock import UTC, format_ts, now, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
 from gitmail.model.names import check_topic
-from gitmail.model.records import Message, Receipt, agent_dir, message_path, outbox_path, receipt_path
+from gitmail.model.records import Message, Project, Receipt, agent_dir, message_path, outbox_path, receipt_path
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
@@ -210,7 +210,16 @@ def overdue_cutoff(ttl_minutes: object) -> str:
 # -- the read operations, as the facade calls them ------------------------------
 # Each opens one snapshot of the tip, so a read is consistent and never writes.
 
-def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Any, str | None]:
+@overload
+def _open(ctx: MailContext, project_key: str) -> tuple[Snapshot, Project, None]: ...
+@overload
+def _open(ctx: MailContext, project_key: str, agent_name: str) -> tuple[Snapshot, Project, str]: ...
+@overload
+def _open(ctx: MailContext, project_key: str, agent_name: str | None) -> tuple[Snapshot, Project, str | None]: ...
+
+
+def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Project, str | None]:
+    """The project's snapshot and record, and the agent's canonical name after recording its activity."""
     snap = ctx.archive(project_key).snapshot()
     project = project_record(snap)
     name = None
@@ -220,7 +229,7 @@ def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> 
     return snap, project, name
 
 
-def _listing(project: Any, agent: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _listing(project: Project, agent: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
 
 
@@ -235,7 +244,7 @@ def fetch_inbox(ctx: MailContext, project_key: str, agent_name: str, limit: int 
     _, _, name = _open(ctx, project_key, agent_name)
     # The hot read: answered from the derived-state cache (same shape as inbox() over a snapshot).
     return indexer_for(ctx.store).project(project_key).inbox(
-        name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,  # type: ignore[arg-type]
+        name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
         topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
@@ -245,9 +254,9 @@ def fetch_outbox(ctx: MailContext, project_key: str, agent_name: str, limit: int
     check_limit(limit)
     since = parse_since(since_ts)
     snap, project, name = _open(ctx, project_key, agent_name)
-    messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
-    _with_commits(ctx, project_key, messages, lambda m: f"{agent_dir(name)}/outbox/{_shard_of(m['id'])}")  # type: ignore[arg-type]
-    return _listing(project, name, messages)  # type: ignore[arg-type]
+    messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)
+    _with_commits(ctx, project_key, messages, lambda m: f"{agent_dir(name)}/outbox/{_shard_of(m['id'])}")
+    return _listing(project, name, messages)
 
 
 def fetch_mailbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20,
@@ -255,23 +264,27 @@ def fetch_mailbox(ctx: MailContext, project_key: str, agent_name: str, limit: in
     """Received and sent messages together, newest first, with commit details."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
-    received = inbox(snap, name, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
-    sent = outbox(snap, name, limit=limit, include_bodies=include_bodies)  # type: ignore[arg-type]
+    received = inbox(snap, name, limit=limit, include_bodies=include_bodies)
+    sent = outbox(snap, name, limit=limit, include_bodies=include_bodies)
     for item in received:
         item["direction"] = "inbound"
     for item in sent:
         item["direction"] = "outbound"
     merged = sorted(received + sent, key=lambda m: (m["created_ts"], m["id"]), reverse=True)[:limit]
-    _with_commits(ctx, project_key, merged,
-                  lambda m: f"{agent_dir(name)}/{'inbox' if m['direction'] == 'inbound' else 'outbox'}/{_shard_of(m['id'])}")  # type: ignore[arg-type]
-    return _listing(project, name, merged)  # type: ignore[arg-type]
+
+    def copy_folder(m: dict[str, Any]) -> str:
+        return f"{agent_dir(name)}/{'inbox' if m['direction'] == 'inbound' else 'outbox'}/{_shard_of(m['id'])}"
+
+    _with_commits(ctx, project_key, merged, copy_folder)
+    return _listing(project, name, merged)
 
 
 def _shard_of(message_id: str) -> str:
     return message_path(message_id)[len("messages/"):]
 
 
-def _with_commits(ctx: MailContext, project_key: str, messages: list[dict[str, Any]], path_of: Any) -> None:
+def _with_commits(ctx: MailContext, project_key: str, messages: list[dict[str, Any]],
+                  path_of: Callable[[dict[str, Any]], str]) -> None:
     paths = {m["id"]: path_of(m) for m in messages}
     commits = adding_commits(ctx.archive(project_key), list(paths.values()))
     for item in messages:
@@ -312,14 +325,14 @@ def view_urgent_unread(ctx: MailContext, project_key: str, agent_name: str, limi
     """High and urgent messages the agent has not read."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
-    return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))  # type: ignore[arg-type]
+    return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))
 
 
 def view_ack_required(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
     """Messages asking for an acknowledgement the agent has not given."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
-    return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))  # type: ignore[arg-type]
+    return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))
 
 
 def view_ack_overdue(ctx: MailContext, project_key: str, agent_name: str, ttl_minutes: float = 30,
@@ -328,5 +341,5 @@ def view_ack_overdue(ctx: MailContext, project_key: str, agent_name: str, ttl_mi
     check_limit(limit)
     cutoff = overdue_cutoff(ttl_minutes)
     snap, project, name = _open(ctx, project_key, agent_name)
-    found = inbox(snap, name, unacked_only=True, older_than=cutoff, limit=limit)  # type: ignore[arg-type]
-    return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}  # type: ignore[arg-type]
+    found = inbox(snap, name, unacked_only=True, older_than=cutoff, limit=limit)
+    return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}
