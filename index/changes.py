@@ -57,15 +57,16 @@ def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, pref
     for name in sorted({name for name, _ in before.items() ^ after.items()}):
         a, b = before.get(name), after.get(name)
         path = prefix + name
-        a_tree = a is not None and a[0] == MODE_TREE
-        b_tree = b is not None and b[0] == MODE_TREE
+        a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
+        b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
         if (a_tree or b_tree) and _worth_entering(path):
-            yield from _compare(repo, a[1] if a_tree else None, b[1] if b_tree else None, path + "/")  # type: ignore[index]
-        a_blob, b_blob = a is not None and not a_tree, b is not None and not b_tree
+            yield from _compare(repo, a_tree, b_tree, path + "/")
+        a_blob = a[1] if a is not None and a_tree is None else None
+        b_blob = b[1] if b is not None and b_tree is None else None
         if a_blob or b_blob:
             role = relevant_role(path)
             if role is not None:
-                yield RecordChange(path, role, b[1].hex() if b_blob else None)  # type: ignore[index]
+                yield RecordChange(path, role, b_blob.hex() if b_blob else None)
 
 
 def diff(repo: pygit2.Repository, old: str | None, new: str | None) -> Iterator[RecordChange]:
@@ -95,7 +96,7 @@ def is_ancestor(repo: pygit2.Repository, old: str, new: str) -> bool:
     if old == new:
         return True
     try:
-        commit = repo[new]
+        commit = repo[new].peel(pygit2.Commit)
         merges = False
         for _ in range(_SHORT_WALK):
             parents = commit.parent_ids
@@ -104,7 +105,7 @@ def is_ancestor(repo: pygit2.Repository, old: str, new: str) -> bool:
             if not parents:
                 return merges and repo.descendant_of(new, old)
             merges = merges or len(parents) > 1
-            commit = repo[parents[0]]
+            commit = repo[parents[0]].peel(pygit2.Commit)
         return repo.descendant_of(new, old)
     except (KeyError, ValueError, pygit2.GitError):
         return False

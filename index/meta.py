@@ -30,6 +30,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.clock import now_ts
+from gitmail.storage.snapshot import blob_data
 
 from . import parse
 from .changes import RecordChange, relevant_role
@@ -267,7 +268,7 @@ class Meta:
             self._forget(db, role, parts, name)
             return
         try:
-            data = repo[change.blob].data
+            data = blob_data(repo, change.blob)
             if role == "message":
                 self._put_message(db, change, name, parse.message_fields(data, name), stamp)
             elif role in ("inbox", "outbox"):
@@ -337,7 +338,7 @@ class Meta:
     # -- the search queue -----------------------------------------------------
     def pending(self, limit: int | None = None) -> list[tuple[int, str]]:
         sql = "SELECT stamp, message_id FROM pending ORDER BY stamp"
-        return [tuple(row) for row in self.read(sql + (f" LIMIT {int(limit)}" if limit else ""))]  # type: ignore[misc]
+        return [(row[0], row[1]) for row in self.read(sql + (f" LIMIT {int(limit)}" if limit else ""))]
 
     def has_pending(self) -> bool:
         return bool(self.read("SELECT 1 FROM pending LIMIT 1"))

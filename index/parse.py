@@ -9,7 +9,7 @@ index and reported by ``gitmail fsck``, never half-indexed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -18,10 +18,13 @@ from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.ids import id_time, is_id
 from gitmail.model.records import IMPORTANCE
 
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # the C loader has the same interface
+    _Base = yaml.SafeLoader
+else:
+    _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[misc, valid-type]
+class _Loader(_Base):
     """libyaml's loader with timestamps kept as text, like the engine's codec."""
 
 
@@ -88,20 +91,23 @@ def _maps(value: Any) -> list[dict[str, Any]]:
     return value
 
 
-def _text(fields: dict[str, Any], key: str, required: bool = True) -> str | None:
-    value = fields.get(key)
+def _text(fields: dict[str, Any], key: str) -> str:
+    value = _optional_text(fields, key)
     if value is None:
-        if required:
-            raise Unreadable(f"field '{key}' is required")
-        return None
-    if not isinstance(value, str):
+        raise Unreadable(f"field '{key}' is required")
+    return value
+
+
+def _optional_text(fields: dict[str, Any], key: str) -> str | None:
+    value = fields.get(key)
+    if value is not None and not isinstance(value, str):
         raise Unreadable(f"field '{key}' must be text")
     return value
 
 
 def _ts(fields: dict[str, Any], key: str) -> str:
     try:
-        return format_ts(parse_ts(_text(fields, key)))  # type: ignore[arg-type]
+        return format_ts(parse_ts(_text(fields, key)))
     except ValueError as exc:
         raise Unreadable(f"field '{key}': {exc}") from None
 
@@ -125,8 +131,8 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
         "bcc": _names(fields.get("bcc"), "bcc"),
         "importance": importance,
         "ack_required": bool(fields.get("ack_required", False)),
-        "topic": _text(fields, "topic", required=False),
-        "reply_to": _text(fields, "reply_to", required=False),
+        "topic": _optional_text(fields, "topic"),
+        "reply_to": _optional_text(fields, "reply_to"),
         "attachments": _maps(fields.get("attachments")),
         "body": body,
     }

@@ -27,6 +27,7 @@ from gitmail.model.clock import now_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
+from gitmail.storage.snapshot import blob_data
 
 from . import parse, reads
 from .changes import diff, is_ancestor, listing
@@ -83,7 +84,7 @@ class ProjectIndex:
                                 max_wait=4 * MERGE_DELAY)
 
     def _blob(self, oid: str) -> bytes:
-        return self.archive.repo[oid].data
+        return blob_data(self.archive.repo, oid)
 
     # -- catching up ----------------------------------------------------------
     def on_commit(self, old_tip: str | None, new_tip: str) -> None:
@@ -193,11 +194,11 @@ class ProjectIndex:
             watermark = self.meta.watermark()
             if watermark == target:
                 return target
-            known = bool(watermark and target and watermark in repo)
+            known = (watermark, target) if watermark and target and watermark in repo else None
             extra = None
-            if known and is_ancestor(repo, watermark, target):  # type: ignore[arg-type]
+            if known and is_ancestor(repo, *known):
                 changes, full = diff(repo, watermark, target), False
-            elif known and is_ancestor(repo, target, watermark):  # type: ignore[arg-type]
+            elif known and is_ancestor(repo, known[1], known[0]):
                 return watermark  # asked for an older commit than we already reflect
             else:
                 changes, full = listing(repo, target), True

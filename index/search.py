@@ -88,7 +88,7 @@ def highlight_pattern(query: wq.Query) -> re.Pattern[str] | None:
 def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
     """About SNIPPET_CHARS of ``body`` around its first matched word, matches in **bold**."""
     first = pattern.search(body) if pattern is not None else None
-    if first is None:
+    if pattern is None or first is None:
         flat = " ".join(body.split())
         return flat[:SNIPPET_CHARS] + ("…" if len(flat) > SNIPPET_CHARS else "")
     start = max(0, first.start() - SNIPPET_CHARS // 3)
@@ -99,7 +99,7 @@ def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
     if end < len(body):
         space = body.rfind(" ", first.end(), end)
         end = space if space > 0 else end
-    marked = pattern.sub(lambda m: f"**{m.group(0)}**", body[start:end])  # type: ignore[union-attr]
+    marked = pattern.sub(lambda m: f"**{m.group(0)}**", body[start:end])
     return ("…" if start else "") + " ".join(marked.split()) + ("…" if end < len(body) else "")
 
 

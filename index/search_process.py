@@ -30,6 +30,8 @@ from typing import Any
 
 import pygit2
 
+from gitmail.storage.snapshot import blob_data
+
 from .meta import Meta
 from .search import SearchIndex
 
@@ -129,7 +131,7 @@ def write(index: SearchIndex, op: str, *, refresh: bool = True) -> Any:
 def _serve_one(request: dict[str, Any]) -> Any:
     repo = pygit2.Repository(request["git_dir"])
     index = SearchIndex(request["search_root"], Meta(request["meta_path"], check=False),
-                        lambda oid: repo[oid].data)
+                        lambda oid: blob_data(repo, oid))
     try:
         return write(index, request["op"], refresh=False)
     finally:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from ._app import Context, command
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 @command(name="reindex")
@@ -37,12 +42,16 @@ def reindex(ctx: Context, project: str | None, quiet: bool) -> tuple[object, str
         for slug in slugs:
             records = bar.add_task(f"{slug}: records", total=None)
             messages = bar.add_task(f"{slug}: search", total=None)
-            counts[slug] = indexer.project(slug).reindex(
-                progress=lambda done, total, task=messages: bar.update(task, completed=done, total=total),
-                records_progress=lambda done, total, task=records: bar.update(task, completed=done, total=total))
+            counts[slug] = indexer.project(slug).reindex(progress=_advance(bar, messages),
+                                                         records_progress=_advance(bar, records))
             bar.update(records, total=bar.tasks[records].total or 0, completed=bar.tasks[records].total or 0)
     seconds = round(time.monotonic() - started, 2)
     total = sum(counts.values())
     lines = [f"{slug}: {count} message(s) indexed" for slug, count in counts.items()]
     lines.append(f"{total} message(s) in {len(counts)} project(s) indexed in {seconds} s")
     return {"projects": counts, "messages": total, "seconds": seconds}, "\n".join(lines)
+
+
+def _advance(bar: Progress, task: TaskID) -> Callable[[int, int], None]:
+    """A progress callback that moves one task of the bar."""
+    return lambda done, total: bar.update(task, completed=done, total=total)

@@ -117,17 +117,16 @@ def hooks_install(ctx: Context, project: str | None, repo: str | None, hub: str 
     from gitmail.sync import hookinstall
 
     if repo:
-        data = hookinstall.install_clone(repo)
-        return data, f"merge driver registered in {repo}"
+        return hookinstall.install_clone(repo), f"merge driver registered in {repo}"
     if hub:
-        data = hookinstall.install_hub(hub)
-        return data, f"hub checks installed in {hub}: {', '.join(data['hooks']['installed']) or 'none'}"  # type: ignore[index]
+        checks = hookinstall.install_hub(hub)
+        return checks, f"hub checks installed in {hub}: {', '.join(checks['hooks']['installed']) or 'none'}"
     store = ctx.store
     slugs = [store.resolve(project)] if project else store.slugs()
     report = {}
     for slug in slugs:
         report[slug] = hookinstall.install_archive(store.archive(slug), store.paths(slug).checkout)
-    lines = [f"{slug}: hooks {', '.join(r['hooks']['installed'])}; merge driver registered"  # type: ignore[index]
+    lines = [f"{slug}: hooks {', '.join(r['hooks']['installed'])}; merge driver registered"
              for slug, r in report.items()]
     return report, "\n".join(lines) or "no projects in the store"
 

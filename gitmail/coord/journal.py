@@ -8,6 +8,7 @@ was decided and why.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from gitmail.model.clock import now_ts
@@ -66,8 +67,12 @@ def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]
                 for name in reversed(snapshot.listdir(folder)):
                     found.append(f"{folder}/{name}")
                     if len(found) == limit:
-                        return [_view(snapshot.load(p, JournalEntry)) for p in reversed(found)]  # type: ignore[arg-type]
-    return [_view(snapshot.load(p, JournalEntry)) for p in reversed(found)]  # type: ignore[arg-type]
+                        return _views(snapshot, reversed(found))
+    return _views(snapshot, reversed(found))
+
+
+def _views(snapshot: Snapshot, paths: Iterable[str]) -> list[dict[str, Any]]:
+    return [_view(entry) for path in paths if (entry := snapshot.load(path, JournalEntry)) is not None]
 
 
 def read(store: Store, project: str, agent: str, *, limit: int = 20) -> dict[str, Any]:

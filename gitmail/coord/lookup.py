@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.clock import HLC, format_ts, now, parse_ts
 from gitmail.model.errors import AGENT_INACTIVE, GitmailError, not_found
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import Agent, Project, Reservation, agent_dir
@@ -48,8 +48,7 @@ def find_agent(snap: Snapshot, name: str) -> Agent | None:
 
 def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, active: bool = False) -> Agent:
     """The profile of ``name``; NOT_FOUND if unknown, AGENT_INACTIVE if ``active`` and it is not."""
-    check_agent_name(name, field)
-    agent = find_agent(snap, name)  # type: ignore[arg-type]
+    agent = find_agent(snap, check_agent_name(name, field))
     if agent is None:
         raise not_found(f"no agent named {name!r} in this project; register it with register_agent, "
                         "or list the registered names with list_agents", field=field, agent=name)
@@ -70,6 +69,6 @@ def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservati
     return [entry.record for entry in unreleased(snap).values() if entry.active_at(moment)]
 
 
-def ts_of_hlc(hlc: object) -> str:
+def ts_of_hlc(hlc: HLC) -> str:
     """The wall-clock part of a clock value as a timestamp."""
-    return format_ts(dt.datetime.fromtimestamp(hlc.wall_ms / 1000, tz=dt.UTC))  # type: ignore[attr-defined]
+    return format_ts(dt.datetime.fromtimestamp(hlc.wall_ms / 1000, tz=dt.UTC))

@@ -27,7 +27,7 @@ import pygit2
 
 from gitmail.model.clock import HLC, parse_ts
 from gitmail.model.records import Reservation
-from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.snapshot import Snapshot, blob_data
 
 FOLDER = "reservations"
 CACHE_FILE = "reservations-active.json"
@@ -74,16 +74,17 @@ def _subtree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
         sub = tree[FOLDER]
     except KeyError:
         return None
-    return sub if sub.type == pygit2.GIT_OBJECT_TREE else None
+    return sub if isinstance(sub, pygit2.Tree) else None
 
 
 def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: float, out: dict[str, Entry]) -> None:
     for item in tree:
         path = f"{prefix}/{item.name}"
-        if item.type == pygit2.GIT_OBJECT_TREE:
-            _scan(repo, repo[item.id], path, horizon, out)
-        elif item.type == pygit2.GIT_OBJECT_BLOB:
-            entry = _entry(path, repo[item.id].data, horizon)
+        obj = repo[item.id]
+        if isinstance(obj, pygit2.Tree):
+            _scan(repo, obj, path, horizon, out)
+        elif isinstance(obj, pygit2.Blob):
+            entry = _entry(path, obj.data, horizon)
             if entry is not None:
                 out[path] = entry
 
@@ -100,7 +101,7 @@ def _advance(repo: pygit2.Repository, state: _State | None, commit: str | None, 
         _scan(repo, tree, FOLDER, horizon, entries)
         return _State(commit, tree_id, entries)
     try:
-        old_tree = repo[state.tree_id]
+        old_tree = repo[state.tree_id].peel(pygit2.Tree)
     except (KeyError, ValueError):  # the cached tree is gone (history rewritten and pruned)
         _scan(repo, tree, FOLDER, horizon, entries)
         return _State(commit, tree_id, entries)
@@ -110,7 +111,7 @@ def _advance(repo: pygit2.Repository, state: _State | None, commit: str | None, 
             entries.pop(f"{FOLDER}/{delta.old_file.path}", None)
             continue
         path = f"{FOLDER}/{delta.new_file.path}"
-        entry = _entry(path, repo[delta.new_file.id].data, horizon)
+        entry = _entry(path, blob_data(repo, delta.new_file.id), horizon)
         if entry is None:
             entries.pop(path, None)
         else:

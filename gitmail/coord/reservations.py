@@ -213,7 +213,7 @@ def list_reservations(store: Store, project: str, *, agent: str | None = None,
     if active_only:
         records = _active(snap, now(), store.paths(store.resolve(project)).derived)
     else:
-        records = [snap.load(p, Reservation) for p in snap.walk("reservations")]  # type: ignore[misc]
+        records = [r for p in snap.walk("reservations") if (r := snap.load(p, Reservation)) is not None]
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
     return {"file_reservations": [view(r) for r in chosen]}
 
@@ -357,7 +357,8 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
                                 "inactivity_seconds": threshold})
         released = dataclasses.replace(record, released_ts=format_ts(at), hlc=hlc)
         why = "it had expired" if expired else (
-            f"no activity for {int(idle)}s (last: {latest[0]})" if latest else "no recorded activity")
+            f"no activity for {int(idle)}s (last: {latest[0]})" if latest and idle is not None
+            else "no recorded activity")
         heuristics = {"expired": expired, "inactivity_seconds": threshold,
                       "last_activity": format_ts(latest[1]) if latest else None,
                       "last_signal": latest[0] if latest else None}

@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.clock import HLC, format_ts, now, parse_ts
 from gitmail.model.errors import (
     AGENT_ASLEEP,
     AGENT_INACTIVE,
@@ -221,7 +221,7 @@ def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: in
     """Extend the lease of the seat held with token ``seat``; never shortens it."""
     lease = _lease(lease_s)
 
-    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: Any) -> Change:
+    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: HLC) -> Change:
         wanted = at + dt.timedelta(seconds=lease)
         if wanted <= parse_ts(record.lease_expires_at):
             return Change("seat lease already long enough", result={"agent": agent_name, "renewed": False,
@@ -236,7 +236,7 @@ def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: in
 def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str, Any]:
     """Give up the seat held with token ``seat`` so the next session need not wait for the lease."""
 
-    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: Any) -> Change:
+    def step(agent_name: str, record: Seat, at: dt.datetime, hlc: HLC) -> Change:
         released = dataclasses.replace(record, released_at=format_ts(at), hlc=hlc)
         return Change(f"{agent_name} released its seat (epoch {record.epoch})", author=agent_name,
                       result={"agent": agent_name, "released": True, "seat": seat_view(released)}).put_record(released)

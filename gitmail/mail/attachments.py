@@ -213,14 +213,15 @@ def to_webp(data: bytes, ref: str, settings: Settings) -> tuple[bytes, int, int]
                 return data, width, height
             animated = getattr(image, "n_frames", 1) > 1
             image.load()
+            picture: Image.Image = image
             if image.mode not in ("RGB", "RGBA"):
                 has_alpha = image.mode in ("LA", "PA") or "transparency" in image.info
-                image = image.convert("RGBA" if has_alpha else "RGB")
+                picture = image.convert("RGBA" if has_alpha else "RGB")
             out = io.BytesIO()
             if animated:
-                image.save(out, format="WEBP", quality=settings.webp_quality, save_all=True)
+                picture.save(out, format="WEBP", quality=settings.webp_quality, save_all=True)
             else:
-                image.save(out, format="WEBP", quality=settings.webp_quality)
+                picture.save(out, format="WEBP", quality=settings.webp_quality)
             return out.getvalue(), width, height
     except GitmailError:
         raise

@@ -20,7 +20,7 @@ from typing import Any
 from gitmail.coord.globs import overlaps
 from gitmail.coord.lookup import active_reservations, find_agent, require_agent
 from gitmail.coord.seats import check_acting
-from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.clock import HLC, format_ts, now, now_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id
 from gitmail.model.records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
@@ -144,7 +144,7 @@ def contact_view(link: Contact, at: str | None = None) -> dict[str, Any]:
 
 
 def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent, reason: str, ttl_seconds: int,
-                 hlc: Any, note: str = "") -> dict[str, Any]:
+                 hlc: HLC, note: str = "") -> dict[str, Any]:
     """Queue a pending link (or refresh one) and an ack-required introduction message.
 
     A live approved link is left as it is and no introduction is sent.
@@ -229,7 +229,7 @@ def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agen
 
 
 def release_held(snap: Snapshot, change: Change, sender: str, responder: str, approved: bool,
-                 hlc: Any) -> list[dict[str, Any]]:
+                 hlc: HLC) -> list[dict[str, Any]]:
     """Settle ``sender``'s held messages that were waiting for ``responder``.
 
     Returns ``{held_id, message_id}`` for each message delivered now. A message

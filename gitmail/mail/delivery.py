@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmail.model.clock import format_ts
+from gitmail.model.clock import HLC, format_ts
 from gitmail.model.ids import id_time, new_id
 from gitmail.model.records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
 from gitmail.storage.engine import Change
@@ -76,7 +76,7 @@ def message_view(message: Message, *, include_body: bool = True, show_bcc: bool 
     return view
 
 
-def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: Any) -> None:
+def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: HLC) -> None:
     """Queue the deletion of a message, all its copies and receipts, plus its tombstone."""
     outbox = snap.load(outbox_path(message.sender, message.id), Message)
     everyone = set(message.to + message.cc + (outbox.bcc if outbox is not None else message.bcc))

@@ -56,7 +56,7 @@ def check_message_id(message_id: object, field: str = "message_id") -> str:
     if not is_id(message_id):
         raise invalid(f"{field} {message_id!r} is not a message ID (23 lowercase letters and digits, "
                       "as returned by send_message or fetch_inbox)", field=field)
-    return message_id  # type: ignore[return-value]
+    return message_id
 
 
 def iter_folder(snap: Snapshot, folder: str, since: str | None = None) -> Iterator[tuple[str, str]]:

@@ -92,7 +92,7 @@ def _importance(value: object) -> str:
     text = value.lower().strip() if isinstance(value, str) else value
     if text not in IMPORTANCE:
         raise invalid(f"importance must be one of {', '.join(IMPORTANCE)}; got {value!r}", field="importance")
-    return text  # type: ignore[return-value]
+    return text
 
 
 def _subject(value: object) -> str:
@@ -244,12 +244,13 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
                                    {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
             held = contacts.hold(change, message, sorted(refused), hashed)
             requests = []
+            by_name = {a.name: a for a in explicit}
             for name in sorted(refused):
-                target = find_agent(snap, name)
+                target = by_name[name]
                 note = (f"{sender.name} has a message for you (\"{message.subject}\") "
                         "that is held until you approve.\n\n")
                 requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
-                                                      hlc, note))  # type: ignore[arg-type]
+                                                      hlc, note))
             change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
                               f"until contact is approved: {message.subject}")[:200]
             change.result = _held_result(held, requests, True)

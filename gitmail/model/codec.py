@@ -8,25 +8,30 @@ parse back to the same values and serialize to the same bytes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+from yaml.resolver import BaseResolver
 
 # libyaml's C parser and emitter when present (several times faster), the
 # pure-Python ones otherwise; both produce the same values and bytes.
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+if TYPE_CHECKING:  # the C classes have the same interface
+    _BaseLoader = yaml.SafeLoader
+    _BaseDumper = yaml.SafeDumper
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _Loader(_BaseLoader):
     pass
 
 
-class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
+class _Dumper(_BaseDumper):
     pass
 
 
-def _without_timestamps(cls: type) -> None:
+def _without_timestamps(cls: type[BaseResolver]) -> None:
     cls.yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in cls.yaml_implicit_resolvers.copy().items()
@@ -37,7 +42,7 @@ _without_timestamps(_Loader)
 _without_timestamps(_Dumper)
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:  # type: ignore[name-defined]
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 

@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+from typing import TypeGuard
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _TIME_CHARS = 10
@@ -61,7 +62,8 @@ def new_id(now_ms: int | None = None) -> str:
     return _encode(ms, _TIME_CHARS) + _encode(rand, _RANDOM_CHARS)
 
 
-def is_id(text: object) -> bool:
+def is_id(text: object) -> TypeGuard[str]:
+    """Whether ``text`` is a record ID (a str, so callers may use it as one)."""
     return isinstance(text, str) and bool(ID_PATTERN.match(text))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -60,7 +61,7 @@ class FieldError(ValueError):
         self.key = key
 
 
-def _check(kind: str, key: str, value: Any, meta: dict[str, Any]) -> Any:
+def _check(kind: str, key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     """Validate one value and return its canonical form."""
     max_len = meta.get("max_len")
     if kind in ("str", "text"):
@@ -182,7 +183,7 @@ class Record:
     def to_bytes(self) -> bytes:
         self.validate()
         if self.MARKDOWN:
-            return codec.join_front_matter(self.to_fields(), self.body)
+            return codec.join_front_matter(self.to_fields(), getattr(self, "body", ""))  # Markdown kinds declare a body
         return codec.dump_yaml(self.to_fields())
 
     @classmethod

@@ -7,11 +7,10 @@ appear in ``tools/list``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastmcp import FastMCP
 
 from gitmail import __version__
+from gitmail.mail.facade import Mail
 from gitmail.storage.store import Store
 
 from . import (
@@ -47,13 +46,11 @@ message says what to do next.
 """
 
 
-def build_server(store: Store | None = None, *, mail: Any = None, token: str | None = None,
+def build_server(store: Store | None = None, *, mail: Mail | None = None, token: str | None = None,
                  listen: Listen | None = None) -> FastMCP:
     """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer."""
     store = store if store is not None else Store()
     if mail is None:
-        from gitmail.mail.facade import Mail
-
         mail = Mail(store)
     listen = listen or Listen()
     listen.bearer = bool(token)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
 
 from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
+from gitmail.mail.facade import Mail
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.storage.store import Store
 
@@ -46,7 +46,7 @@ def session_key(ctx: Context | None) -> str | None:
 class Identities:
     """Session bindings plus the proof check used by every acting tool."""
 
-    def __init__(self, store: Store, mail: Any):
+    def __init__(self, store: Store, mail: Mail):
         self.store = store
         self.mail = mail
         self._lock = threading.Lock()

@@ -65,7 +65,7 @@ def cut_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
 
 
 def _head(entry: Entry) -> dict[str, Any]:
-    head = {"seq": entry.seq}
+    head: dict[str, Any] = {"seq": entry.seq}
     head.update({k: entry.message.get(k) for k in HEAD_FIELDS if entry.message.get(k) is not None})
     return head
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ValidationError
-from fastmcp.server.middleware import Middleware
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
+from mcp_types import CallToolRequestParams
 from pydantic import ValidationError as PydanticValidationError
 
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
@@ -60,7 +61,8 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *,
 class ArgumentErrors(Middleware):
     """Report schema violations as INVALID_ARGUMENT error results naming the argument."""
 
-    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext[CallToolRequestParams],
+                           call_next: CallNext[CallToolRequestParams, ToolResult]) -> ToolResult:
         try:
             return await call_next(context)
         except ValidationError as exc:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastmcp import Context
 
+from gitmail.mail.facade import Mail
 from gitmail.storage.store import Store
 
 from .identity import Identities
@@ -27,7 +27,7 @@ class Listen:
 @dataclass
 class Runtime:
     store: Store
-    mail: Any
+    mail: Mail
     identities: Identities
     listen: Listen = field(default_factory=Listen)
     started: float = field(default_factory=time.time)

@@ -231,7 +231,7 @@ class Archive:
         ref = _lookup(repo)
         base = str(ref.target) if ref is not None else None
         overlay: dict[str, bytes | None] = {}
-        accepted: list[_Pending] = []
+        accepted: list[tuple[_Pending, Change]] = []
         for item in batch:
             item.error, item.change = None, None
             try:
@@ -243,8 +243,8 @@ class Archive:
                 continue
             item.change = change
             overlay.update(change.edits)
-            accepted.append(item)
-        writers = [item for item in accepted if item.change.edits or item.change.merge_parent]  # type: ignore[union-attr]
+            accepted.append((item, change))
+        writers = [(item, change) for item, change in accepted if change.edits or change.merge_parent]
         if not writers:
             self._settle(batch, attempt)
             return _DONE
@@ -253,21 +253,22 @@ class Archive:
         parent = bytes.fromhex(base) if base else None
         now = int(time.time())
         for group in _by_author(writers):
-            for item in group:
-                for path, data in item.change.edits.items():  # type: ignore[union-attr]
+            for _, change in group:
+                for path, data in change.edits.items():
                     editor.set(path, data)
             tree = editor.flush()
-            author = group[0].change.author or SYSTEM_AUTHOR  # type: ignore[union-attr]
-            message = _commit_message(author, [item.change for item in group])  # type: ignore[misc]
+            author = group[0][1].author or SYSTEM_AUTHOR
+            message = _commit_message(author, [change for _, change in group])
             signature = Signature(author, f"{author}@gitmail", now)
             committer = Signature("gitmail", f"gitmail@{self.node}", now)
             parents = [parent] if parent else []
-            merged = group[-1].change.merge_parent  # type: ignore[union-attr]
+            merged = group[-1][1].merge_parent
             if merged:
                 parents.append(bytes.fromhex(merged))
             parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message))
-            for item in group:
-                item.outcome = Committed(item.change.result, parent.hex(), attempt)  # type: ignore[union-attr]
+            for item, change in group:
+                item.outcome = Committed(change.result, parent.hex(), attempt)
+        assert parent is not None  # writers is not empty, so at least one commit was added
         pack.write(self._pack_dir, durable=self.durable)
         new_tip = pygit2.Oid(raw=parent)
         swapped = self._swap(repo, ref, new_tip)
@@ -372,16 +373,15 @@ def _lookup(repo: pygit2.Repository) -> pygit2.Reference | None:
         return None
 
 
-def _by_author(items: list[_Pending]) -> list[list[_Pending]]:
+def _by_author(items: list[tuple[_Pending, Change]]) -> list[list[tuple[_Pending, Change]]]:
     """Consecutive changes by one author share a commit; a merge is a commit of its own."""
-    groups: list[list[_Pending]] = []
-    for item in items:
-        change = item.change
-        last = groups[-1][-1].change if groups else None
-        if last is not None and last.author == change.author and not last.merge_parent and not change.merge_parent:  # type: ignore[union-attr]
-            groups[-1].append(item)
+    groups: list[list[tuple[_Pending, Change]]] = []
+    for item, change in items:
+        last = groups[-1][-1][1] if groups else None
+        if last is not None and last.author == change.author and not last.merge_parent and not change.merge_parent:
+            groups[-1].append((item, change))
         else:
-            groups.append([item])
+            groups.append([(item, change)])
     return groups
 
 

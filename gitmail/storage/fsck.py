@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import is_id
-from gitmail.model.records import Message, classify, message_path
+from gitmail.model.records import Message, Tombstone, classify, message_path
 
 from .engine import Archive
 
@@ -49,22 +49,22 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
         if path.startswith("attachments/"):
             attachments.add(path)
             continue
-        kind = classify(path)
-        if kind is None or kind[1] is None:
+        role, record_type = classify(path) or ("", None)
+        if record_type is None:
             problems.append(Problem(path, "not a path where gitmail keeps records"))
             continue
-        role, record_type = kind
         try:
             record = record_type.from_bytes(snap.read(path) or b"", path)
         except GitmailError as exc:
             problems.append(Problem(path, exc.message.removeprefix(path + ": ")))
             continue
-        if role == "message":
-            messages[record.id] = record  # type: ignore[attr-defined]
-        elif role == "tombstone":
-            removed.add(record.message_id)  # type: ignore[attr-defined]
-        elif role in ("inbox", "outbox"):
-            copies.append((path, role, record))  # type: ignore[arg-type]
+        # Each role's path holds one record type: a message and its copies parse as Message.
+        if isinstance(record, Tombstone):
+            removed.add(record.message_id)
+        elif isinstance(record, Message) and role == "message":
+            messages[record.id] = record
+        elif isinstance(record, Message) and role in ("inbox", "outbox"):
+            copies.append((path, role, record))
     for path, role, copy in copies:
         owner = path.split("/")[1]
         canonical_path = message_path(copy.id)

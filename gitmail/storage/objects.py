@@ -239,7 +239,8 @@ def _encode_index(entries: list[tuple[bytes, int, int]], pack_sha: bytes) -> byt
     for i in range(256):
         total += fanout[i]
         fanout[i] = total
-    small, large = [], []
+    small: list[int] = []
+    large: list[int] = []
     for _, offset, _ in entries:
         if offset < 0x80000000:
             small.append(offset)

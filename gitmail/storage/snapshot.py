@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pygit2
 
@@ -24,6 +24,14 @@ R = TypeVar("R", bound=Record)
 
 _PARSED_MAX = 4096
 _parsed: dict[tuple[type, str, bytes], Record] = {}
+
+
+def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
+    """The content of the blob ``oid`` (a TypeError if it names another kind of object)."""
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Blob):
+        raise TypeError(f"{oid} is a {obj.type_str}, not a blob")
+    return obj.data
 
 
 class Snapshot:
@@ -41,10 +49,10 @@ class Snapshot:
         except KeyError:
             return None
 
-    def _blob(self, path: str) -> pygit2.Object | None:
+    def _blob(self, path: str) -> pygit2.Blob | None:
         """The committed file at ``path`` (pending edits excluded), or None if there is none."""
         obj = self._entry(path)
-        return obj if obj is not None and obj.type == pygit2.GIT_OBJECT_BLOB else None
+        return obj if isinstance(obj, pygit2.Blob) else None
 
     def read(self, path: str) -> bytes | None:
         """The bytes of the file at ``path``, or None if there is none."""
@@ -79,15 +87,15 @@ class Snapshot:
             if len(_parsed) >= _PARSED_MAX:
                 _parsed.clear()
             _parsed[key] = record
-        return copy.deepcopy(record)  # type: ignore[return-value]
+        return cast(R, copy.deepcopy(record))  # cached under its record_type, so it is an R
 
     def listdir(self, path: str) -> list[str]:
         """Sorted names (files and folders) directly inside the folder ``path``."""
         path = path.strip("/")
         names: set[str] = set()
         obj = self._entry(path)
-        if obj is not None and obj.type == pygit2.GIT_OBJECT_TREE:
-            names.update(entry.name for entry in obj)
+        if isinstance(obj, pygit2.Tree):
+            names.update(entry.name for entry in obj if entry.name is not None)
         prefix = path + "/" if path else ""
         for pending_path, data in self._pending.items():
             if not pending_path.startswith(prefix):

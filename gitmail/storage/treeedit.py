@@ -72,7 +72,8 @@ class TreeEditor:
 
     def _entries(self, node: _Node) -> Tree:
         if node.entries is None:
-            node.entries = read_tree(self.repo, node.oid).copy()  # type: ignore[arg-type]
+            assert node.oid is not None  # a node without entries is an unread committed tree
+            node.entries = read_tree(self.repo, node.oid).copy()
         return node.entries
 
     def set(self, path: str, data: bytes | None) -> None:

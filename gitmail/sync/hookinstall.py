@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 from importlib import resources
+from typing import TypedDict
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.storage.engine import Archive, Change
@@ -58,14 +59,32 @@ def register_merge_driver(git_dir: str) -> None:
     _git("--git-dir", git_dir, "config", "merge.renames", "false")
 
 
+class HookFiles(TypedDict):
+    """Hooks written by gitmail, and hooks of someone else's left in place."""
+
+    installed: list[str]
+    kept: list[str]
+
+
+class ArchiveHooks(TypedDict):
+    hooks: HookFiles
+    merge_driver: str
+    gitattributes_commit: str | None
+
+
+class HubHooks(TypedDict):
+    hub: str
+    hooks: HookFiles
+
+
 def _template(folder: str, name: str) -> str:
     return (resources.files("gitmail.hooks") / folder / name).read_text(encoding="utf-8")
 
 
-def _install(git_dir: str, folder: str, names: list[str], mark: str) -> dict[str, list[str]]:
+def _install(git_dir: str, folder: str, names: list[str], mark: str) -> HookFiles:
     hooks_dir = os.path.join(git_dir, "hooks")
     os.makedirs(hooks_dir, exist_ok=True)
-    done: dict[str, list[str]] = {"installed": [], "kept": []}
+    done: HookFiles = {"installed": [], "kept": []}
     for name in names:
         target = os.path.join(hooks_dir, name)
         if os.path.exists(target):
@@ -102,7 +121,7 @@ def ensure_gitattributes(archive: Archive) -> str | None:
     return archive.transact(fn).commit
 
 
-def install_archive(archive: Archive, checkout_dir: str | None = None) -> dict[str, object]:
+def install_archive(archive: Archive, checkout_dir: str | None = None) -> ArchiveHooks:
     """Hooks and merge driver for one archive (and its checkout, if there is one)."""
     hooks = _install(archive.git_dir, "archive", _names("archive"), ARCHIVE_MARK)
     register_merge_driver(archive.git_dir)
@@ -112,7 +131,7 @@ def install_archive(archive: Archive, checkout_dir: str | None = None) -> dict[s
     return {"hooks": hooks, "merge_driver": driver_command(), "gitattributes_commit": commit}
 
 
-def install_clone(path: str) -> dict[str, object]:
+def install_clone(path: str) -> dict[str, str]:
     """The merge driver for a human's clone of an archive."""
     git_dir = os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else path
     if not os.path.exists(os.path.join(git_dir, "HEAD")):
@@ -121,7 +140,7 @@ def install_clone(path: str) -> dict[str, object]:
     return {"repo": path, "merge_driver": driver_command()}
 
 
-def install_hub(path: str) -> dict[str, object]:
+def install_hub(path: str) -> HubHooks:
     """The pre-receive check and fast-forward-only pushes for a bare hub repository."""
     if not os.path.exists(os.path.join(path, "HEAD")):
         raise GitmailError(NOT_FOUND, f"{path} is not a bare git repository; create it with "

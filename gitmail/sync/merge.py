@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pygit2
 
@@ -46,6 +46,7 @@ from gitmail.model.records import (
     classify,
 )
 from gitmail.storage.objects import BLOB, object_id
+from gitmail.storage.snapshot import blob_data
 
 # Roles whose files never change once written: both sides can only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
@@ -151,9 +152,13 @@ def _parse(record_type: type[Record], path: str, *versions: bytes | None) -> lis
     return [None if data is None else record_type.from_bytes(data, path) for data in versions]
 
 
-def _later(ours: Record, ours_bytes: bytes, theirs: Record, theirs_bytes: bytes) -> bool:
+class _Clocked(Protocol):
+    hlc: HLC
+
+
+def _later(ours: _Clocked, ours_bytes: bytes, theirs: _Clocked, theirs_bytes: bytes) -> bool:
     """True when ours is the later write: higher clock, then larger bytes (a total order)."""
-    return (ours.hlc, ours_bytes) > (theirs.hlc, theirs_bytes)  # type: ignore[attr-defined]
+    return (ours.hlc, ours_bytes) > (theirs.hlc, theirs_bytes)
 
 
 def _last_writer(record_type: type[Record]) -> Callable[..., bytes]:
@@ -267,10 +272,10 @@ class TreeMerge:
 def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None,
                  new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
     """Files that differ from ``old`` to ``new``: path -> new blob id, or None if deleted."""
-    if new is None and old is None:
-        return {}
     if old is None:
-        diff = new.diff_to_tree(swap=True)  # type: ignore[union-attr]
+        if new is None:
+            return {}
+        diff = new.diff_to_tree(swap=True)
     elif new is None:
         diff = old.diff_to_tree()
     else:
@@ -295,7 +300,7 @@ def _blob(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> bytes
         obj = tree[path]
     except KeyError:
         return None
-    return obj.data if obj.type == pygit2.GIT_OBJECT_BLOB else None
+    return obj.data if isinstance(obj, pygit2.Blob) else None
 
 
 def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
@@ -308,7 +313,7 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)
-        theirs_data = repo[theirs_id].data if theirs_id else None
+        theirs_data = blob_data(repo, theirs_id) if theirs_id else None
         if path not in ours_changed:
             merge.edits[path] = theirs_data
         else:
@@ -389,4 +394,6 @@ def _folder_names(tree: pygit2.Tree | None, folder: str) -> set[str]:
         obj = tree[folder]
     except KeyError:
         return set()
-    return {entry.name for entry in obj} if obj.type == pygit2.GIT_OBJECT_TREE else set()
+    if not isinstance(obj, pygit2.Tree):
+        return set()
+    return {entry.name for entry in obj if entry.name is not None}

@@ -30,6 +30,7 @@ import pygit2
 from gitmail.mail.attachments import STORED_RE
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import Reservation, classify, tombstone_path
+from gitmail.storage.snapshot import blob_data
 
 from .merge import IMMUTABLE_ROLES, role_of, tree_changes
 
@@ -69,6 +70,7 @@ def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[
         if ref != MAIN:
             return []  # a machine's own ref may be dropped
         return [Rejection(ref, "deleting main would delete the whole archive for everyone; it is refused")]
+    old_tree: pygit2.Tree | None
     if old != ZERO:
         old_tree = repo[old].peel(pygit2.Tree)
     else:  # a new ref: what it adds over main is what needs checking
@@ -81,7 +83,8 @@ def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[
     for path, blob in sorted(changes.items()):
         role = role_of(path)
         if blob is None:
-            if not _deletion_allowed(repo, old_tree, new_tree, path, role, removed_agents):  # type: ignore[arg-type]
+            assert old_tree is not None  # a deleted file was in the old tree
+            if not _deletion_allowed(repo, old_tree, new_tree, path, role, removed_agents):
                 problems.append(Rejection(path, "deleted without a purge tombstone; records are only removed by a "
                                           "purge (which leaves a tombstone under tombstones/) or with their agent"))
             continue
@@ -89,7 +92,7 @@ def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[
             problems.append(Rejection(path, f"a {role} record is immutable and was changed; "
                                       "write a new record instead of editing this one"))
             continue
-        reason = _malformed(path, repo[blob].data)
+        reason = _malformed(path, blob_data(repo, blob))
         if reason:
             problems.append(Rejection(path, reason))
     return problems
@@ -134,7 +137,7 @@ def _deletion_allowed(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: 
         return True
     if role == "reservation":
         try:
-            return Reservation.from_bytes(repo[old_tree[path].id].data, path).agent in removed_agents
+            return Reservation.from_bytes(blob_data(repo, old_tree[path].id), path).agent in removed_agents
         except (GitmailError, KeyError):
             return False
     return False

@@ -28,6 +28,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from gitmail.model.errors import (
     invalid,
 )
 from gitmail.storage.engine import MAIN, Archive, Change
+from gitmail.storage.snapshot import Snapshot, blob_data
 from gitmail.storage.store import Store
 
 from .hookinstall import ensure_gitattributes
@@ -112,7 +114,7 @@ def list_remotes(store: Store, project: str) -> dict[str, str]:
     remotes: dict[str, str] = {}
     for entry in config:
         match = re.match(r"^remote\.(.+)\.url$", entry.name)
-        if match:
+        if match and entry.value is not None:
             remotes[match.group(1)] = entry.value
     return dict(sorted(remotes.items()))
 
@@ -152,7 +154,7 @@ class SyncResult:
         return "".join(parts)
 
 
-def _count(changes: dict[str, object]) -> tuple[int, int]:
+def _count(changes: Mapping[str, object]) -> tuple[int, int]:
     """(records, messages) among changed files; inbox and outbox copies are not records of their own."""
     roles = Counter(role_of(path) for path, blob in changes.items() if blob is not None)
     records = sum(n for role, n in roles.items() if role not in ("inbox", "outbox"))
@@ -168,7 +170,7 @@ def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oi
     newest = None
     for path, blob in changes.items():
         if blob is not None and role_of(path) in CLOCKED_ROLES:
-            seen = clock_of(repo[blob].data)
+            seen = clock_of(blob_data(repo, blob))
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
     if newest is not None:
@@ -195,7 +197,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
                 return
             continue  # main moved under us: look again
 
-        def merge(snapshot: Any) -> Change:
+        def merge(snapshot: Snapshot) -> Change:
             tip, here = snapshot.commit, snapshot.repo  # fn may run in another writer's thread
             if tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip):
                 return Change("nothing to merge", result=None)  # settled by the caller's next look
