@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gitmail import Agent, Change, Project, Reservation, Store
 from gitmail.coord import reservations as rs
-from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.clock import format_ts
 from gitmail.model.ids import new_id
 from gitmail.storage.store import slug_for
 
@@ -42,14 +42,15 @@ KEY = "/bench/reservations"
 def setup(store: Store, active: int, agents: int) -> None:
     archive = store.archive(KEY, create=True)
     names = [f"agent-{i:03d}" for i in range(agents)] + ["Bencher"]
-    at = now()
+    at = store.clock.now()
 
     def fn(snap):
         change = Change(f"benchmark setup: {active} active reservations")
-        change.put_record(Project(id=new_id(), slug=slug_for(KEY), human_key=KEY, created_at=now_ts(),
+        change.put_record(Project(id=new_id(), slug=slug_for(KEY), human_key=KEY, created_at=store.clock.now_ts(),
                                   hlc=store.clock.tick()))
         for name in names:
-            change.put_record(Agent(id=new_id(), name=name, program="bench", model="bench", inception_ts=now_ts(),
+            change.put_record(Agent(id=new_id(), name=name, program="bench", model="bench",
+                                    inception_ts=store.clock.now_ts(),
                                     hlc=store.clock.tick()))
         for i in range(active):
             change.put_record(Reservation(
@@ -68,7 +69,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def naive_scan(store: Store) -> int:
     snap = store.archive(KEY).snapshot()
-    moment = now()
+    moment = store.clock.now()
     count = 0
     for path in snap.walk("reservations"):
         record = snap.load(path, Reservation)

@@ -48,7 +48,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pygit2  # noqa: E402
 
-from gitmail.model.clock import now_ts
 from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Message, Project, inbox_path, outbox_path
 from gitmail.storage.engine import Change
@@ -72,7 +71,7 @@ def make_store(root: str, name: str) -> Store:
 
 
 def create_project(store: Store) -> None:
-    stamp, hlc = now_ts(), store.clock.tick()
+    stamp, hlc = store.clock.now_ts(), store.clock.tick()
 
     def fn(snapshot):
         change = Change("project created")
@@ -90,7 +89,7 @@ def write_messages(store: Store, count: int, batch: int = 100, tag: str = "") ->
     ids: list[str] = []
     for start in range(0, count, batch):
         messages = [Message(id=new_id(), thread_id="bench", sender="BlueLake", subject=f"bench {tag} {start + i}",
-                            created_ts=now_ts(), to=["GreenCastle"], body=f"message {start + i} {tag}\n")
+                            created_ts=store.clock.now_ts(), to=["GreenCastle"], body=f"message {start + i} {tag}\n")
                     for i in range(min(batch, count - start))]
 
         def fn(snapshot, messages=messages):

@@ -29,7 +29,6 @@ from typing import Any
 
 import pygit2
 
-from gitmail.model.clock import now_ts
 from gitmail.storage.snapshot import blob_data
 
 from . import parse
@@ -199,13 +198,15 @@ class Meta:
 
     # -- writing --------------------------------------------------------------
     def apply(self, repo: pygit2.Repository, expected: str | None, new: str | None,
-              changes: Iterable[RecordChange], *, full: bool = False, extra_state: dict[str, str] | None = None,
+              changes: Iterable[RecordChange], *, seen_ts: str, full: bool = False,
+              extra_state: dict[str, str] | None = None,
               progress: Callable[[int, int], None] | None = None) -> bool:
         """Apply ``changes`` and move the watermark from ``expected`` to ``new``.
 
         Returns False (and writes nothing) if another writer moved the
         watermark first. With ``full``, ``changes`` lists every record at
-        ``new`` and anything the store holds beyond it is removed.
+        ``new`` and anything the store holds beyond it is removed. Records
+        seen for the first time are stamped ``seen_ts``.
         """
         db = self.db
         try:
@@ -219,9 +220,8 @@ class Meta:
                 if full:
                     todo = self._against_store(db, todo)
                 todo.sort(key=lambda change: (_ORDER[change.role], change.path))
-                stamp = now_ts()
                 for done, change in enumerate(todo, 1):
-                    self._apply_one(db, repo, change, stamp)
+                    self._apply_one(db, repo, change, seen_ts)
                     if progress and (done % 1000 == 0 or done == len(todo)):
                         progress(done, len(todo))
                 db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (new or "",))

@@ -15,6 +15,7 @@ made before they were called; searches do not wait for the search writer.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gitmail.model.clock import now_ts
+from gitmail.model.clock import UTC, format_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
@@ -82,6 +83,10 @@ class ProjectIndex:
                                  max_wait=DRAIN_MAX_WAIT)
         self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY,
                                 max_wait=4 * MERGE_DELAY)
+
+    def _now_ts(self) -> str:
+        """The time by the archive's clock (the store's wall-time source)."""
+        return format_ts(dt.datetime.fromtimestamp(self.archive.wall(), UTC))
 
     def _blob(self, oid: str) -> bytes:
         return blob_data(self.archive.repo, oid)
@@ -204,7 +209,7 @@ class ProjectIndex:
                 changes, full = listing(repo, target), True
                 if watermark:
                     extra = {"search_rebuild": "1"}
-            if self.meta.apply(repo, watermark, target, changes, full=full, extra_state=extra):
+            if self.meta.apply(repo, watermark, target, changes, seen_ts=self._now_ts(), full=full, extra_state=extra):
                 return target
         raise MetaCorrupt("the watermark kept moving under us")
 
@@ -233,7 +238,8 @@ class ProjectIndex:
             repo = self.archive.repo
             for _ in range(8):
                 tip, watermark = self.archive.tip(), self.meta.watermark()
-                if self.meta.apply(repo, watermark, tip, listing(repo, tip), full=True, progress=records_progress):
+                if self.meta.apply(repo, watermark, tip, listing(repo, tip), seen_ts=self._now_ts(), full=True,
+                                   progress=records_progress):
                     break
             else:
                 raise MetaCorrupt("other processes kept moving the watermark during a reindex; run it again")
@@ -312,7 +318,7 @@ class ProjectIndex:
         every = self._cached(("reservations",), lambda: reads.reservations(self.meta))
         if not active_only:
             return every
-        moment = now or now_ts()
+        moment = now or self._now_ts()
         return [r for r in every if not r.get("released_ts") and r.get("expires_ts", "") > moment]
 
     def receipts(self, agent: str) -> dict[str, dict[str, str | None]]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from gitmail import Agent, Change, Project, Store
-from gitmail.model.clock import now_ts
-from gitmail.model.ids import new_id
 from gitmail.storage.store import slug_for
 
 
@@ -15,10 +13,12 @@ def make_project(store: Store, key: str, *agents: str, capabilities: dict[str, l
     def fn(snap):
         change = Change(f"set up {key}")
         if not snap.exists("project.yaml"):
-            change.put_record(Project(id=new_id(), slug=slug_for(key), human_key=key, created_at=now_ts(),
+            change.put_record(Project(id=store.clock.new_id(), slug=slug_for(key), human_key=key,
+                                      created_at=store.clock.now_ts(),
                                       hlc=store.clock.tick()))
         for name in agents:
-            change.put_record(Agent(id=new_id(), name=name, program="test", model="test", inception_ts=now_ts(),
+            change.put_record(Agent(id=store.clock.new_id(), name=name, program="test", model="test",
+                                    inception_ts=store.clock.now_ts(),
                                     hlc=store.clock.tick(), capabilities=(capabilities or {}).get(name, [])))
         return change
 

@@ -11,7 +11,7 @@ import os
 import random
 
 from gitmail import Agent, Change, Message, new_id
-from gitmail.model.clock import HLC, format_ts, now_ts
+from gitmail.model.clock import HLC, format_ts
 from gitmail.model.ids import ALPHABET
 from gitmail.model.records import inbox_path, outbox_path
 
@@ -61,10 +61,12 @@ def send_many(archive, msgs: list[Message]) -> str:
 
 
 def register(archive, *names: str) -> str:
+    stamp = format_ts(dt.datetime.fromtimestamp(archive.wall(), dt.UTC))
+
     def fn(snap):
         change = Change(f"register {', '.join(names)}")
         for name in names:
-            change.put_record(Agent(id=new_id(), name=name, program="test", model="test", inception_ts=now_ts(),
+            change.put_record(Agent(id=new_id(), name=name, program="test", model="test", inception_ts=stamp,
                                     hlc=HLC(1, 0, "test"), token_hash="secret-hash"))
         return change
     return archive.transact(fn).commit

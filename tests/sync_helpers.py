@@ -12,8 +12,6 @@ import subprocess
 from collections import Counter
 
 from gitmail import Store
-from gitmail.model.clock import now_ts
-from gitmail.model.ids import new_id
 from gitmail.model.records import (
     Agent,
     Message,
@@ -60,16 +58,18 @@ class Machine:
         return self.archive.transact(fn).commit
 
     def create_project(self) -> None:
-        stamp = now_ts()
+        stamp = self.store.clock.now_ts()
         hlc = self.store.clock.tick()
         self.write("project created", None, lambda snap: [
-            Project(id=new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc),
-            *[Agent(id=new_id(), name=name, program="test", model="m", inception_ts=stamp, hlc=hlc) for name in AGENTS],
+            Project(id=self.store.clock.new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc),
+            *[Agent(id=self.store.clock.new_id(), name=name, program="test", model="m", inception_ts=stamp, hlc=hlc)
+              for name in AGENTS],
         ])
 
     def send(self, sender: str, to: list[str], subject: str) -> str:
-        message = Message(id=new_id(), thread_id="t-" + subject[:8].replace(" ", "-"), sender=sender,
-                          subject=subject, created_ts=now_ts(), to=to, body=f"{subject} from {self.name}\n")
+        message = Message(id=self.store.clock.new_id(), thread_id="t-" + subject[:8].replace(" ", "-"), sender=sender,
+                          subject=subject, created_ts=self.store.clock.now_ts(), to=to,
+                          body=f"{subject} from {self.name}\n")
 
         def records(snap):
             canonical = message.public_copy()
@@ -83,7 +83,7 @@ class Machine:
 
     def ack(self, agent: str, message_id: str, when: str | None = None) -> Receipt:
         """Acknowledge (and read, if not yet read) a message; returns the receipt written."""
-        stamp = when or now_ts()
+        stamp = when or self.store.clock.now_ts()
         hlc = self.store.clock.tick()
         written: list[Receipt] = []
 
@@ -110,14 +110,15 @@ class Machine:
         self.write(f"{name} updated its profile", name, records)
 
     def reserve(self, agent: str, pattern: str) -> str:
-        reservation = Reservation(id=new_id(), agent=agent, path_pattern=pattern, created_ts=now_ts(),
+        reservation = Reservation(id=self.store.clock.new_id(), agent=agent, path_pattern=pattern,
+                                  created_ts=self.store.clock.now_ts(),
                                   expires_ts="2099-01-01T00:00:00.000Z", hlc=self.store.clock.tick())
         self.write(f"{agent} reserved {pattern}", agent, lambda snap: [reservation])
         return reservation.id
 
     def release(self, agent: str, reservation_id: str) -> None:
         hlc = self.store.clock.tick()
-        stamp = now_ts()
+        stamp = self.store.clock.now_ts()
 
         def records(snap):
             record = snap.load(reservation_path(reservation_id), Reservation)

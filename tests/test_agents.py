@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import time
 
 from gitmail import HLC, Change
 from gitmail.model.clock import format_ts
@@ -115,15 +114,15 @@ def test_whois_lists_recent_commits_from_git(store):
         mail.whois(PROJECT, "BlueLake", commit_limit=-1)
 
 
-def test_reads_update_last_active_without_committing(store):
+def test_reads_update_last_active_without_committing(store, wall):
     mail = make_mail(store)
     register(mail, "BlueLake")
     before = mail.whois(PROJECT, "BlueLake")["last_active_ts"]
     head = tip(store)
-    time.sleep(0.01)
+    wall.advance(seconds=1)
     mail.fetch_inbox(PROJECT, "BlueLake")  # a read counts as activity
     after = mail.whois(PROJECT, "BlueLake")["last_active_ts"]
-    assert after > before
+    assert after == store.clock.now_ts() > before
     assert tip(store) == head
 
 
@@ -175,8 +174,8 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
 
 
 def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:
-    """Bring in an agent registered long ago, the way a teammate's push would."""
-    old_ms = int((time.time() - seconds_ago) * 1000)
+    """Bring in an agent registered long ago (by the store's clock), the way a teammate's push would."""
+    old_ms = int((store.clock.time() - seconds_ago) * 1000)
     stamp = format_ts(dt.datetime.fromtimestamp(old_ms / 1000, tz=dt.UTC))
     agent = Agent(id=new_id(), name=name, program="cli", model="m", inception_ts=stamp,
                   hlc=HLC(old_ms, 0, "elsewhere"))
@@ -185,7 +184,7 @@ def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:
     (work / "agents" / name).mkdir(parents=True)
     (work / "agents" / name / "profile.yaml").write_bytes(agent.to_bytes())
     git("add", ".", cwd=str(work))
-    date = f"@{int(time.time()) - seconds_ago} +0000"
+    date = f"@{int(store.clock.time()) - seconds_ago} +0000"
     git("-c", f"user.name={name}", "-c", "user.email=x@y", "commit", "-q", "-m", f"Register agent {name}",
         "--date", date, cwd=str(work))
     git("push", "-q", "origin", "HEAD:main", cwd=str(work))
@@ -198,10 +197,9 @@ def test_retire_inactive_agents_rules(store, tmp_path):
     _push_old_agent(store, tmp_path, "BusyBee", 3 * 3600)
     _push_old_agent(store, tmp_path, "SleepyCaller", 3 * 3600)
     archive = store.archive(PROJECT)
-    now_ms = int(time.time() * 1000)
-    reservation = Reservation(id=new_id(), agent="BusyBee", path_pattern="src/*.py",
-                              created_ts=format_ts(dt.datetime.now(dt.UTC)),
-                              expires_ts="2999-01-01T00:00:00.000Z", hlc=HLC(now_ms, 0, "n"))
+    reservation = Reservation(id=store.clock.new_id(), agent="BusyBee", path_pattern="src/*.py",
+                              created_ts=store.clock.now_ts(), expires_ts="2999-01-01T00:00:00.000Z",
+                              hlc=store.clock.tick())
     archive.transact(lambda snap: Change("reserve", author="gitmail").put_record(reservation))
 
     with fails_cleanly(store, "INVALID_ARGUMENT"):

@@ -127,11 +127,10 @@ def test_force_release_notice_is_ordinary_mail(mail, store):
     import datetime as dt
 
     from gitmail import Change, Reservation
-    from gitmail.model.clock import format_ts, now
-    from gitmail.model.ids import new_id
+    from gitmail.model.clock import format_ts
 
-    at = now() - dt.timedelta(minutes=10)
-    record = Reservation(id=new_id(), agent="Green", path_pattern="api/", created_ts=format_ts(at),
+    at = store.clock.now() - dt.timedelta(minutes=10)
+    record = Reservation(id=store.clock.new_id(), agent="Green", path_pattern="api/", created_ts=format_ts(at),
                          expires_ts=format_ts(at + dt.timedelta(minutes=2)), hlc=store.clock.tick())
     store.archive(PROJECT).transact(lambda s: Change("old reservation").put_record(record))
     out = mail.force_release_file_reservation(PROJECT, "Blue", record.id, note="merging now")

@@ -11,13 +11,14 @@ import pygit2
 import pytest
 
 from gitmail import Archive, Change, GitmailError, HybridClock, Message, new_id
-from gitmail.model.clock import now_ts
 from gitmail.model.errors import INVALID_ARGUMENT, RETRY_EXHAUSTED
 from gitmail.model.records import Agent, inbox_path, outbox_path
 from gitmail.storage.engine import MAX_ATTEMPTS
 from gitmail.storage.snapshot import Snapshot
 
 from .conftest import git
+
+CLOCK = HybridClock("node-a")  # records written straight through the engine, as any writer would
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def archive(tmp_path):
 
 
 def _message(sender="BlueLake", to=("GreenCastle",), body="hello\n"):
-    return Message(id=new_id(), thread_id="t-1", sender=sender, subject="Hi", created_ts=now_ts(),
+    return Message(id=new_id(), thread_id="t-1", sender=sender, subject="Hi", created_ts=CLOCK.now_ts(),
                    to=list(to), body=body)
 
 
@@ -362,8 +363,8 @@ def test_loaded_records_are_parsed_once_and_each_caller_gets_its_own_copy(archiv
     parse = Agent.from_bytes.__func__
     monkeypatch.setattr(Agent, "from_bytes", classmethod(lambda cls, data, path="<record>": (
         parses.append(path), parse(cls, data, path))[1]))
-    profile = Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=now_ts(),
-                    hlc=HybridClock("node-a").tick())
+    profile = Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=CLOCK.now_ts(),
+                    hlc=CLOCK.tick())
     archive.transact(lambda s: Change("register").put_record(profile))
     snap = archive.snapshot()
     first = snap.load(profile.path(), Agent)

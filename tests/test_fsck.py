@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 from gitmail import Change, Message, new_id
 from gitmail.cli import cli
-from gitmail.model.clock import now_ts
 from gitmail.model.records import inbox_path, message_path, outbox_path
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.objects import COMMIT, TREE, PackBuffer, Signature, Tree, encode_commit
@@ -21,8 +20,8 @@ KEY = "/data/projects/fsck"
 
 
 def _message(**fields):
-    values = dict(id=new_id(), thread_id="t", sender="BlueLake", subject="s", created_ts=now_ts(), to=["RedFox"],
-                  body="b\n")
+    values = dict(id=new_id(), thread_id="t", sender="BlueLake", subject="s", created_ts="2026-03-01T12:00:00.000Z",
+                  to=["RedFox"], body="b\n")
     values.update(fields)
     return Message(**values)
 

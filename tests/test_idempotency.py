@@ -8,7 +8,7 @@ import threading
 
 from gitmail import Change, Store
 from gitmail.mail.facade import Mail
-from gitmail.model.clock import format_ts, now
+from gitmail.model.clock import format_ts
 from gitmail.model.records import IdempotencyKey
 
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, tip
@@ -62,7 +62,7 @@ def test_keys_survive_a_restart(home):
 def _age_key(store, days: int) -> None:
     """Refile the only key record as if it had been used ``days`` ago."""
     [(path, record)] = key_records(store)
-    older = dataclasses.replace(record, created_at=format_ts(now() - dt.timedelta(days=days)))
+    older = dataclasses.replace(record, created_at=format_ts(store.clock.now() - dt.timedelta(days=days)))
     store.archive(PROJECT).transact(lambda snap: Change("age key").delete(path).put_record(older))
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gitmail import Change, GitmailError, Receipt, Reservation, new_id
 from gitmail.index import indexer_for
-from gitmail.model.clock import HLC, format_ts, now_ts
+from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import INVALID_ARGUMENT
 
 from .conftest import git
@@ -41,8 +41,9 @@ def subjects(rows):
 
 
 def mark_read(archive, agent, message_id, *, acked=False):
-    receipt = Receipt(message_id=message_id, agent=agent, hlc=HLC(1, 0, "t"), read_at=now_ts(),
-                      acked_at=now_ts() if acked else None)
+    stamp = format_ts(dt.datetime.fromtimestamp(archive.wall(), dt.UTC))
+    receipt = Receipt(message_id=message_id, agent=agent, hlc=HLC(1, 0, "t"), read_at=stamp,
+                      acked_at=stamp if acked else None)
     return archive.transact(lambda snap: Change("read", author=agent).put_record(receipt)).commit
 
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import time
-
-from gitmail.model.clock import now_ts
-
 from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
 
 
-def test_inbox_filters_and_reads_do_not_change_state(store):
+def test_inbox_filters_and_reads_do_not_change_state(store, wall):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     first = send(mail, "GreenCastle", ["BlueLake"], subject="one", importance="low")
-    time.sleep(0.005)
-    middle = now_ts()
-    time.sleep(0.005)
+    wall.advance(seconds=1)
+    middle = store.clock.now_ts()
+    wall.advance(seconds=1)
     second = send(mail, "GreenCastle", ["BlueLake"], subject="two", importance="urgent", topic="build")
+    wall.advance(seconds=1)
     third = send(mail, "GreenCastle", ["BlueLake"], subject="three", importance="high")
     head = tip(store)
     listed = mail.fetch_inbox(PROJECT, "BlueLake")
@@ -39,12 +36,12 @@ def test_inbox_filters_and_reads_do_not_change_state(store):
     assert mail.fetch_inbox(PROJECT, "GreenCastle") == []  # the sender's inbox is not the outbox
 
 
-def test_since_ts_accepts_epoch_seconds(store):
+def test_since_ts_accepts_epoch_seconds(store, wall):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     send(mail, "GreenCastle", ["BlueLake"])
     assert len(mail.fetch_inbox(PROJECT, "BlueLake", since_ts=0)) == 1
-    assert mail.fetch_inbox(PROJECT, "BlueLake", since_ts=time.time() + 60) == []
+    assert mail.fetch_inbox(PROJECT, "BlueLake", since_ts=wall() + 60) == []
 
 
 def test_inbox_errors(store):
@@ -81,7 +78,7 @@ def test_outbox_and_mailbox_carry_commit_details(store):
     assert box["messages"][0]["commit"]["author"] == "BlueLake"
 
 
-def test_views_urgent_unread_ack_required_and_overdue(store):
+def test_views_urgent_unread_ack_required_and_overdue(store, wall):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     urgent = send(mail, "GreenCastle", ["BlueLake"], importance="urgent")
@@ -89,8 +86,10 @@ def test_views_urgent_unread_ack_required_and_overdue(store):
     send(mail, "GreenCastle", ["BlueLake"])
     assert [m["id"] for m in mail.view_urgent_unread(PROJECT, "BlueLake")["messages"]] == [urgent["id"]]
     assert [m["id"] for m in mail.view_ack_required(PROJECT, "BlueLake")["messages"]] == [ack["id"]]
+    wall.advance(minutes=59)
     assert mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=60)["messages"] == []
-    assert [m["id"] for m in mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=0)["messages"]] == [ack["id"]]
+    wall.advance(minutes=1, milliseconds=1)
+    assert [m["id"] for m in mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=60)["messages"]] == [ack["id"]]
     mail.mark_message_read(PROJECT, "BlueLake", urgent["id"])
     mail.acknowledge_message(PROJECT, "BlueLake", ack["id"])
     assert mail.view_urgent_unread(PROJECT, "BlueLake")["count"] == 0
@@ -100,10 +99,11 @@ def test_views_urgent_unread_ack_required_and_overdue(store):
         mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=-1)
 
 
-def test_fetch_topic_across_the_project(store):
+def test_fetch_topic_across_the_project(store, wall):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake", "RedStone")
     a = send(mail, "GreenCastle", ["BlueLake"], topic="Deploy")
+    wall.advance(seconds=1)
     b = send(mail, "RedStone", ["GreenCastle"], topic="deploy")
     send(mail, "RedStone", ["BlueLake"], topic="other")
     everything = mail.fetch_topic(PROJECT, "DEPLOY")

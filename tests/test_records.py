@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import subprocess
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmail import HLC, Agent, Contact, HybridClock, JournalEntry, Message, Project, Receipt, Reservation, Seat, new_id
-from gitmail.model.clock import format_ts, now_ts, parse_ts
+from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
 from gitmail.model.ids import ID_LENGTH, id_time, is_id
 from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_path
@@ -20,9 +20,8 @@ from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_p
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 line = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80)
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x85\u2028\u2029"), max_size=400)
-stamps = st.datetimes(min_value=__import__("datetime").datetime(2000, 1, 1),
-                      max_value=__import__("datetime").datetime(2100, 1, 1),
-                      timezones=st.just(__import__("datetime").timezone.utc)).map(format_ts)
+stamps = st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2100, 1, 1),
+                      timezones=st.just(dt.UTC)).map(format_ts)
 clock = HybridClock("node-a")
 
 
@@ -50,7 +49,7 @@ def test_message_round_trip_is_stable(message):
 @settings(max_examples=100, deadline=None)
 @given(names, line, line, text, st.lists(line.filter(lambda s: "\n" not in s), max_size=3), st.booleans())
 def test_agent_round_trip_is_stable(name, program, model, task, capabilities, asleep):
-    agent = Agent(id=new_id(), name=name, program=program, model=model, inception_ts=now_ts(), hlc=clock.tick(),
+    agent = Agent(id=new_id(), name=name, program=program, model=model, inception_ts=clock.now_ts(), hlc=clock.tick(),
                   task_description=task, capabilities=capabilities, asleep=asleep)
     data = agent.to_bytes()
     assert Agent.from_bytes(data, agent.path()) == agent
@@ -60,15 +59,18 @@ def test_agent_round_trip_is_stable(name, program, model, task, capabilities, as
 def _every_kind():
     mid = new_id()
     return [
-        Project(id=new_id(), slug="data-x-0123456789ab", human_key="/data/x", created_at=now_ts(), hlc=clock.tick()),
-        Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=now_ts(), hlc=clock.tick()),
-        Message(id=mid, thread_id=mid, sender="BlueLake", subject="s", created_ts=now_ts(), to=["RedFox"], body="b"),
-        Receipt(message_id=mid, agent="RedFox", hlc=clock.tick(), read_at=now_ts()),
-        Contact(requester="BlueLake", target="RedFox", status="pending", requested_at=now_ts(), hlc=clock.tick()),
-        Reservation(id=new_id(), agent="BlueLake", path_pattern="src/**", created_ts=now_ts(), expires_ts=now_ts(),
+        Project(id=new_id(), slug="data-x-0123456789ab", human_key="/data/x", created_at=clock.now_ts(),
+                hlc=clock.tick()),
+        Agent(id=new_id(), name="BlueLake", program="p", model="m", inception_ts=clock.now_ts(), hlc=clock.tick()),
+        Message(id=mid, thread_id=mid, sender="BlueLake", subject="s", created_ts=clock.now_ts(), to=["RedFox"],
+                body="b"),
+        Receipt(message_id=mid, agent="RedFox", hlc=clock.tick(), read_at=clock.now_ts()),
+        Contact(requester="BlueLake", target="RedFox", status="pending", requested_at=clock.now_ts(), hlc=clock.tick()),
+        Reservation(id=new_id(), agent="BlueLake", path_pattern="src/**", created_ts=clock.now_ts(),
+                    expires_ts=clock.now_ts(),
                     hlc=clock.tick()),
-        Seat(agent="BlueLake", epoch=3, holder="session-1", lease_expires_at=now_ts(), hlc=clock.tick()),
-        JournalEntry(id=new_id(), agent="BlueLake", created_ts=now_ts(), body="note\n"),
+        Seat(agent="BlueLake", epoch=3, holder="session-1", lease_expires_at=clock.now_ts(), hlc=clock.tick()),
+        JournalEntry(id=new_id(), agent="BlueLake", created_ts=clock.now_ts(), body="note\n"),
     ]
 
 
@@ -168,9 +170,9 @@ def test_ids_are_unique_sorted_and_filename_safe(count):
 
 
 def test_ids_encode_their_time_and_never_collide_across_processes():
-    before = time.time()
-    mid = new_id()
-    assert abs(id_time(mid).timestamp() - before) < 1
+    at = dt.datetime(2026, 1, 1, 12, 30, 5, 123000, tzinfo=dt.UTC)
+    mid = HybridClock("a", wall=at.timestamp).new_id()
+    assert id_time(mid) == at
     # Two "machines" minting in the very same millisecond still differ.
     script = "from gitmail import new_id; print(new_id(now_ms=1_000_000_000_000))"
     minted = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from gitmail import Agent, Change, Reservation
+from gitmail import Reservation
 from gitmail.coord import reservations as rs
-from gitmail.model.clock import HLC, format_ts, now
+from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import new_id
 from gitmail.model.records import inbox_path, reservation_path
@@ -128,99 +128,77 @@ def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project):
     refused(store, lambda: rs.release(store, KEY, "Blue", file_reservation_ids=["42"]), "INVALID_ARGUMENT")
 
 
-def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project):
+def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project, wall):
     granted = rs.reserve(store, KEY, "Blue", ["x/*", "y/*"], ttl_seconds=3600)["granted"]
-    t0 = now()
+    wall.advance(minutes=10)
     out = rs.renew(store, KEY, "Blue", extend_seconds=60, paths=["x/*"])
     assert out["renewed"] == 1
     item = out["file_reservations"][0]
     assert item["old_expires_ts"] == granted[0]["expires_ts"]
-    old = dt.datetime.fromisoformat(item["old_expires_ts"].replace("Z", "+00:00"))
-    new = dt.datetime.fromisoformat(item["new_expires_ts"].replace("Z", "+00:00"))
+    old, new = parse_ts(item["old_expires_ts"]), parse_ts(item["new_expires_ts"])
     assert new - old == dt.timedelta(seconds=60)  # from the expiry (later than now), not from now
-    assert new > t0 + dt.timedelta(seconds=3600)
+    assert new - wall.now() == dt.timedelta(minutes=51)
     refused(store, lambda: rs.renew(store, KEY, "Blue", extend_seconds=30), "INVALID_ARGUMENT")
 
 
-def _put(store, record):
-    store.archive(KEY).transact(lambda snap: Change("test setup", author=record.agent).put_record(record))
-
-
-def _old_holder(store, name, ago_s):
-    """Make ``name``'s profile look untouched for ``ago_s`` seconds."""
-    archive = store.archive(KEY)
-    snap = archive.snapshot()
-    profile = snap.load(f"agents/{name}/profile.yaml", Agent)
-    old = HLC(int((time.time() - ago_s) * 1000), 0, "n")
-    archive.transact(lambda s: Change("age profile").put_record(dataclasses.replace(profile, hlc=old)))
-
-
-def test_expiry_is_honoured_to_the_second(store, project):
-    at = now()
-    record = Reservation(id=new_id(), agent="Blue", path_pattern="core/*", created_ts=format_ts(at),
-                         expires_ts=format_ts(at + dt.timedelta(seconds=3)), hlc=store.clock.tick())
-    _put(store, record)
+def test_expiry_is_honoured_to_the_millisecond(store, project, wall):
+    rs.reserve(store, KEY, "Blue", ["core/*"], ttl_seconds=60)
+    wall.advance(seconds=59.999)
     assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["granted"] == []
-    time.sleep(max(0.0, (at + dt.timedelta(seconds=3.02) - now()).total_seconds()))
+    wall.advance(seconds=0.001)  # the reservation ends at its expiry instant
     assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["conflicts"] == []
 
 
-def test_force_release_refused_while_holder_is_active(store, project):
-    rid = rs.reserve(store, KEY, "Blue", ["busy/*"], ttl_seconds=600)["granted"][0]["id"]
-    error = refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=60),
+def test_force_release_refused_while_holder_is_active(store, project, wall):
+    wall.advance(seconds=1)  # after the holder registered: its reservation is its latest activity
+    rid = rs.reserve(store, KEY, "Blue", ["busy/*"], ttl_seconds=7200)["granted"][0]["id"]
+    wall.advance(seconds=599)
+    error = refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=600),
                     "RESERVATION_NOT_STALE")
     assert error.data["holder"] == "Blue" and "reservation" in error.data["signal"]
     refused(store, lambda: rs.force_release(store, KEY, "Blue", rid), "INVALID_ARGUMENT")
-    refused(store, lambda: rs.force_release(store, KEY, "Green", new_id()), "NOT_FOUND")
+    refused(store, lambda: rs.force_release(store, KEY, "Green", store.clock.new_id()), "NOT_FOUND")
     refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=10), "INVALID_ARGUMENT")
+    wall.advance(seconds=1)
+    assert rs.force_release(store, KEY, "Green", rid, inactivity_seconds=600)["released"] is True
 
 
-def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, project):
-    _old_holder(store, "Blue", 7200)
-    at = now() - dt.timedelta(hours=2)
-    record = Reservation(id=new_id(), agent="Blue", path_pattern="stale/*", created_ts=format_ts(at),
-                         expires_ts=format_ts(at + dt.timedelta(hours=5)),
-                         hlc=HLC(int(at.timestamp() * 1000), 0, "n"))
-    _put(store, record)
-    out = rs.force_release(store, KEY, "Green", record.id, note="taking over the parser", inactivity_seconds=600)
+def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, project, wall):
+    rid = rs.reserve(store, KEY, "Blue", ["stale/*"], ttl_seconds=5 * 3600)["granted"][0]["id"]
+    wall.advance(hours=2)
+    out = rs.force_release(store, KEY, "Green", rid, note="taking over the parser", inactivity_seconds=600)
     assert out["released"] is True and out["heuristics"]["expired"] is False
     assert out["heuristics"]["last_signal"] in ("profile updated", "reservation made or renewed")
     snap = store.archive(KEY).snapshot()
-    assert snap.load(reservation_path(record.id), Reservation).released_ts is not None
+    assert snap.load(reservation_path(rid), Reservation).released_ts == store.clock.now_ts()
     note = snap.read(inbox_path("Blue", out["notified"])).decode()
     assert "stale/*" in note and "taking over the parser" in note and "from: Green" in note
     assert check_archive(store.archive(KEY), run_git=False) == []
-    again = rs.force_release(store, KEY, "Green", record.id)
+    again = rs.force_release(store, KEY, "Green", rid)
     assert again["released"] is False and again["already_released_ts"]
 
 
-def test_force_release_of_an_expired_reservation(store, project):
-    at = now() - dt.timedelta(minutes=5)
-    record = Reservation(id=new_id(), agent="Blue", path_pattern="old/*", created_ts=format_ts(at),
-                         expires_ts=format_ts(at + dt.timedelta(seconds=60)), hlc=store.clock.tick())
-    _put(store, record)
-    out = rs.force_release(store, KEY, "Green", record.id, notify_previous=False)
+def test_force_release_of_an_expired_reservation(store, project, wall):
+    rid = rs.reserve(store, KEY, "Blue", ["old/*"], ttl_seconds=60)["granted"][0]["id"]
+    wall.advance(seconds=60)  # expired, although its holder was active a minute ago
+    out = rs.force_release(store, KEY, "Green", rid, notify_previous=False)
     assert out["released"] is True and out["heuristics"]["expired"] is True and out["notified"] is None
 
 
-def test_force_release_sees_recent_edits_in_the_workspace(store, tmp_path):
+def test_force_release_sees_recent_edits_in_the_workspace(store, tmp_path, wall):
     workspace = tmp_path / "ws"
     (workspace / "pkg").mkdir(parents=True)
     key = make_project(store, str(workspace), "Blue", "Green")
-    archive = store.archive(key)
-    profile = archive.snapshot().load("agents/Blue/profile.yaml", Agent)
-    old = HLC(int((time.time() - 7200) * 1000), 0, "n")
-    archive.transact(lambda s: Change("age").put_record(dataclasses.replace(profile, hlc=old)))
-    at = now() - dt.timedelta(hours=2)
-    record = Reservation(id=new_id(), agent="Blue", path_pattern="pkg/*.py", created_ts=format_ts(at),
-                         expires_ts=format_ts(at + dt.timedelta(hours=5)), hlc=old)
-    archive.transact(lambda s: Change("setup").put_record(record))
-    (workspace / "pkg" / "mod.py").write_text("print('editing')\n")
+    rid = rs.reserve(store, key, "Blue", ["pkg/*.py"], ttl_seconds=5 * 3600)["granted"][0]["id"]
+    wall.advance(hours=2)
+    edited = workspace / "pkg" / "mod.py"
+    edited.write_text("print('editing')\n")
+    os.utime(edited, (wall(), wall()))  # edited just now, by the store's clock
     with pytest.raises(GitmailError) as info:
-        rs.force_release(store, key, "Green", record.id, inactivity_seconds=600)
+        rs.force_release(store, key, "Green", rid, inactivity_seconds=600)
     assert info.value.code == "RESERVATION_NOT_STALE" and info.value.data["signal"] == "file modified"
-    os.utime(workspace / "pkg" / "mod.py", (time.time() - 7200, time.time() - 7200))
-    assert rs.force_release(store, key, "Green", record.id, inactivity_seconds=600)["released"] is True
+    wall.advance(seconds=600)
+    assert rs.force_release(store, key, "Green", rid, inactivity_seconds=600)["released"] is True
 
 
 def test_conflicts_for_files_cover_directories_and_globs(store, project):
@@ -290,7 +268,7 @@ def test_active_set_cache_persists_between_processes(store, project, monkeypatch
 def test_active_until_the_expiry_instant_and_not_at_it():
     from gitmail.coord.reservation_index import Entry
 
-    at = now()
+    at = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
     expires = at + dt.timedelta(seconds=60)
     record = Reservation(id=new_id(), agent="Blue", path_pattern="a", created_ts=format_ts(at),
                          expires_ts=format_ts(expires), hlc=HLC(0, 0, "n"))

@@ -15,7 +15,7 @@ from gitmail import Change, Seat
 from gitmail.coord import capabilities as caps
 from gitmail.coord import journal, seats
 from gitmail.coord import reservations as rs
-from gitmail.model.clock import format_ts, now
+from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
 
 from .coord_helpers import make_project
@@ -42,14 +42,13 @@ def refused(store, code, fn, *args, **kwargs):
     return info.value
 
 
-def test_take_seat_returns_token_lease_and_journal_end(store, project):
+def test_take_seat_returns_token_lease_and_journal_end(store, project, wall):
     for i in range(7):
         journal.append(store, KEY, "Blue", f"decision {i}: because reasons")
     out = seats.take_seat(store, KEY, "Blue", holder="laptop", lease_s=120, journal_entries=3)
     seat = out["seat"]
     assert seat["epoch"] == 1 and seat["holder"] == "laptop" and seat["token"].startswith("seat-1-")
-    expires = dt.datetime.fromisoformat(seat["expires_at"].replace("Z", "+00:00"))
-    assert 110 < (expires - now()).total_seconds() <= 120
+    assert parse_ts(seat["expires_at"]) - wall.now() == dt.timedelta(seconds=120)
     assert [e["entry"].split(":")[0] for e in out["journal"]] == ["decision 4", "decision 5", "decision 6"]
     assert out["home"] == "agents/Blue/"
     record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
@@ -93,11 +92,11 @@ def test_renew_never_shortens_and_release_frees(store, project):
     assert seats.seat_status(store, KEY, "Blue")["held"] is True
 
 
-def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project):
-    old = seats.take_seat(store, KEY, "Blue")["seat"]
-    record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
-    record.lease_expires_at = format_ts(now() - dt.timedelta(seconds=1))
-    store.archive(KEY).transact(lambda s: Change("lease ran out").put_record(record))
+def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project, wall):
+    old = seats.take_seat(store, KEY, "Blue", lease_s=60)["seat"]
+    wall.advance(seconds=59.999)
+    refused(store, "SEAT_HELD", seats.take_seat, store, KEY, "Blue", holder="next")
+    wall.advance(seconds=0.001)  # the lease ends at its expiry instant
     fresh = seats.take_seat(store, KEY, "Blue", holder="next")
     assert fresh["seat"]["epoch"] == 2 and fresh["taken_over"] is False
     refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "x", seat=old["token"])
@@ -143,7 +142,7 @@ def test_two_processes_taking_one_seat_one_wins(store, project, home):
         assert len(winners) == 1 and [r.get("error") for r in results if "error" in r] == ["SEAT_HELD"], results
         assert winners[0]["epoch"] == round_no + 1
         record = store.archive(KEY).snapshot().load("agents/Blue/seat.yaml", Seat)
-        record.released_at = format_ts(now())
+        record.released_at = store.clock.now_ts()
         store.archive(KEY).transact(lambda s, r=record: Change("free the seat").put_record(r))
 
 

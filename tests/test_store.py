@@ -88,3 +88,43 @@ def test_remove_stops_background_work_and_leaves_nothing(home):
         store.archive("/data/p")
     assert info.value.code == NOT_FOUND
     assert [name for name in os.listdir(os.path.join(home, "projects")) if slug in name] == []
+
+
+def test_everything_the_store_writes_takes_its_time_from_its_clock(home):
+    """Timestamps, clock values, IDs and commit times all follow the store's wall-time source."""
+    import datetime as dt
+
+    from gitmail import Mail
+    from gitmail.coord import journal, reservations, seats
+    from gitmail.model.clock import parse_ts
+    from gitmail.model.ids import id_time
+
+    from .conftest import ManualTime
+
+    at = dt.datetime(2031, 5, 6, 7, 8, 9, tzinfo=dt.UTC)  # far from the system's time
+    wall = ManualTime(at.timestamp())
+    store = Store(home, background=False, wall=wall)
+    mail = Mail(store)
+    key = "/data/projects/clocked"
+    mail.ensure_project(key)
+    for name in ("BlueLake", "GreenCastle"):
+        mail.register_agent(key, "p", "m", name=name)
+        mail.set_contact_policy(key, name, "open")
+    sent = mail.send_message(key, "BlueLake", ["GreenCastle"], "Hello", "body")["deliveries"][0]["payload"]
+    wall.advance(hours=1)
+    later = at + dt.timedelta(hours=1)
+    receipt = mail.acknowledge_message(key, "GreenCastle", sent["id"])
+    seat = seats.take_seat(store, key, "BlueLake", lease_s=600)["seat"]
+    entry = journal.append(store, key, "BlueLake", "noted", seat=seat["token"])
+    granted = reservations.reserve(store, key, "GreenCastle", ["src/*"], ttl_seconds=600)["granted"][0]
+
+    assert parse_ts(sent["created_ts"]) == id_time(sent["id"]) == at
+    assert parse_ts(receipt["acknowledged_at"]) == later
+    assert parse_ts(seat["expires_at"]) == later + dt.timedelta(minutes=10)
+    assert id_time(entry["id"]) == later and entry["path"].startswith("agents/BlueLake/journal/2031/05/06/")
+    assert parse_ts(granted["created_ts"]) == id_time(granted["id"]) == later
+    assert mail.whois(key, "GreenCastle")["last_active_ts"] == "2031-05-06T08:08:09.000Z"
+    archive = store.archive(key)
+    commit = archive.repo[archive.tip()]
+    assert commit.author.time == commit.commit_time == int(later.timestamp())
+    assert store.clock.tick().wall_ms == int(later.timestamp() * 1000)

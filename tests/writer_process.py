@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import sys
 
-from gitmail import Archive, Change, Message, new_id
-from gitmail.model.clock import now_ts
+from gitmail import Archive, Change, HybridClock, Message
 from gitmail.model.records import inbox_path, outbox_path
 
 
 def main() -> None:
     path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     archive = Archive(path)
+    clock = HybridClock(name)
     for i in range(count):
-        message = Message(id=new_id(), thread_id=f"{name}-thread", sender=name, subject=f"{name} #{i}",
-                          created_ts=now_ts(), to=["Hub"], body=f"message {i} from {name}\n")
+        message = Message(id=clock.new_id(), thread_id=f"{name}-thread", sender=name, subject=f"{name} #{i}",
+                          created_ts=clock.now_ts(), to=["Hub"], body=f"message {i} from {name}\n")
 
         def send(snap, message=message):
             return (Change(f"{name} sent {message.id}", author=name)

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gitmail.model.clock import now_ts
 from gitmail.model.errors import invalid
-from gitmail.model.ids import new_id
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import JournalEntry, agent_dir
 from gitmail.storage.engine import Change
@@ -38,11 +36,11 @@ def append(store: Store, project: str, agent: str, entry: str, *, seat: str | No
                       field="entry")
     if len(entry) > MAX_ENTRY:
         raise invalid(f"entry is longer than {MAX_ENTRY} characters; split it or link to a file", field="entry")
-    entry_id, created = new_id(), now_ts()
+    entry_id, created = store.clock.new_id(), store.clock.now_ts()
     archive = store.archive(project)
 
     def fn(snap: Snapshot) -> Change:
-        name = require_actor(snap, agent, seat).name
+        name = require_actor(snap, agent, seat, at=store.clock.now()).name
         record = JournalEntry(id=entry_id, agent=name, created_ts=created, body=entry.strip() + "\n")
         first_line = entry.strip().splitlines()[0][:72]
         return Change(f"{name} journal: {first_line}", author=name, result=_view(record)).put_record(record)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gitmail.model.clock import HLC, format_ts, now, parse_ts
+from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import AGENT_INACTIVE, GitmailError, not_found
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import Agent, Project, Reservation, agent_dir
@@ -59,14 +59,14 @@ def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, ac
     return agent
 
 
-def active_reservations(snap: Snapshot, at: str | None = None) -> list[Reservation]:
-    """Reservations neither released nor expired at ``at`` (default: now).
+def active_reservations(snap: Snapshot, at: dt.datetime) -> list[Reservation]:
+    """Reservations neither released nor expired at ``at``.
 
     Served from the active-set cache of :mod:`gitmail.coord.reservation_index`, so
     the cost does not grow with the reservation history.
     """
-    moment = (parse_ts(at) if at else now()).timestamp()
-    return [entry.record for entry in unreleased(snap).values() if entry.active_at(moment)]
+    moment = at.timestamp()
+    return [entry.record for entry in unreleased(snap, now=moment).values() if entry.active_at(moment)]
 
 
 def ts_of_hlc(hlc: HLC) -> str:

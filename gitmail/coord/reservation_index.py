@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from dataclasses import dataclass
 
 import pygit2
@@ -147,16 +146,17 @@ def _save(cache_dir: str, state: _State) -> None:
         pass  # a derived cache that cannot be written is simply rebuilt next time
 
 
-def unreleased(snapshot: Snapshot, cache_dir: str | None = None) -> dict[str, Entry]:
-    """Path -> entry for every unreleased, unexpired reservation this snapshot sees.
+def unreleased(snapshot: Snapshot, cache_dir: str | None = None, *, now: float) -> dict[str, Entry]:
+    """Path -> entry for every unreleased reservation this snapshot sees, less those expired by ``now``.
 
-    Expiry is judged against the wall clock when the cache is refreshed; callers
-    still test :meth:`Entry.active_at` for the instant they care about.
+    ``now`` (POSIX seconds, from the caller's clock) only prunes what expired
+    before it; callers still test :meth:`Entry.active_at` for the instant
+    they care about.
     ``cache_dir`` (the project's derived folder) keeps the set between processes.
     """
     repo = snapshot.repo
     key = repo.path
-    horizon = time.time() - 1.0
+    horizon = now - 1.0
     with _lock:
         state = _states.get(key)
     if state is None and cache_dir is not None:

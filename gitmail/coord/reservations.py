@@ -22,9 +22,9 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
-from gitmail.model.clock import format_ts, now, now_ts, parse_ts
+from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
-from gitmail.model.ids import id_time, is_id, new_id
+from gitmail.model.ids import id_time, is_id
 from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_TTL, MAX_TTL, MIN_INACTIVITY, MIN_TTL
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import (
@@ -92,7 +92,7 @@ def _ids(ids: object) -> list[str]:
 
 def _active(snapshot: Snapshot, at: dt.datetime, cache_dir: str | None = None) -> list[Reservation]:
     t = at.timestamp()
-    return [e.record for e in unreleased(snapshot, cache_dir).values() if e.active_at(t)]
+    return [e.record for e in unreleased(snapshot, cache_dir, now=t).values() if e.active_at(t)]
 
 
 def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
@@ -106,9 +106,9 @@ def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_sec
     if not isinstance(reason, str) or len(reason) > 4096:
         raise invalid("reason must be text of at most 4096 characters", field="reason")
     archive = store.archive(project)
-    ids = [new_id() for _ in patterns]
+    ids = [store.clock.new_id() for _ in patterns]
     hlc = store.clock.tick()
-    at = now()
+    at = store.clock.now()
     created, expires = format_ts(at), format_ts(at + dt.timedelta(seconds=ttl))
 
     def fn(snap: Snapshot) -> Change:
@@ -159,7 +159,7 @@ def release(store: Store, project: str, agent: str, *, file_reservation_ids: lis
     patterns = _patterns(paths, required=False)
     archive = store.archive(project)
     hlc = store.clock.tick()
-    at = now()
+    at = store.clock.now()
     released_at = format_ts(at)
 
     def fn(snap: Snapshot) -> Change:
@@ -185,7 +185,7 @@ def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
     patterns = _patterns(paths, required=False)
     archive = store.archive(project)
     hlc = store.clock.tick()
-    at = now()
+    at = store.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
@@ -211,7 +211,7 @@ def list_reservations(store: Store, project: str, *, agent: str | None = None,
         check_agent_name(agent, "agent_name")
     snap = store.archive(project).snapshot()
     if active_only:
-        records = _active(snap, now(), store.paths(store.resolve(project)).derived)
+        records = _active(snap, store.clock.now(), store.paths(store.resolve(project)).derived)
     else:
         records = [r for p in snap.walk("reservations") if (r := snap.load(p, Reservation)) is not None]
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
@@ -223,7 +223,7 @@ def conflicts_for_paths(store: Store, project: str, paths: list[str], *, agent: 
     snap = store.archive(project).snapshot()
     me = (agent or "").lower()
     derived = store.paths(store.resolve(project)).derived
-    blocking = [r for r in _active(snap, now(), derived) if r.exclusive and r.agent.lower() != me]
+    blocking = [r for r in _active(snap, store.clock.now(), derived) if r.exclusive and r.agent.lower() != me]
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
@@ -245,7 +245,7 @@ def _newest_id(snapshot: Snapshot, folder: str) -> str | None:
     return None
 
 
-def archive_activity(snapshot: Snapshot, agent: str) -> list[tuple[str, dt.datetime]]:
+def archive_activity(snapshot: Snapshot, agent: str, at: dt.datetime) -> list[tuple[str, dt.datetime]]:
     """The holder's latest activity visible in the archive, one time per kind of signal."""
     signals: list[tuple[str, dt.datetime]] = []
     profile = load_agent(snapshot, agent)
@@ -257,7 +257,7 @@ def archive_activity(snapshot: Snapshot, agent: str) -> list[tuple[str, dt.datet
     seat = snapshot.load(seat_path(agent), Seat)
     if seat is not None and seat.released_at is None:
         signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.UTC)))
-    for entry in unreleased(snapshot).values():
+    for entry in unreleased(snapshot, now=at.timestamp()).values():
         if entry.record.agent == agent:
             wall = dt.datetime.fromtimestamp(entry.record.hlc.wall_ms / 1000, dt.UTC)
             signals.append(("reservation made or renewed", wall))
@@ -331,8 +331,8 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
     if current is not None and project_record is not None and os.path.isdir(project_record.human_key):
         outside = workspace_activity(project_record.human_key, current.path_pattern)
     hlc = store.clock.tick()
-    at = now()
-    message_id = new_id()
+    at = store.clock.now()
+    message_id = store.clock.new_id()
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
@@ -347,7 +347,7 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
             raise invalid("this reservation is yours: release it with release_file_reservations",
                           field="file_reservation_id")
         expired = parse_ts(record.expires_ts) <= at
-        signals = [] if expired else archive_activity(snap, record.agent) + outside
+        signals = [] if expired else archive_activity(snap, record.agent, at) + outside
         latest = max(signals, key=lambda s: s[1]) if signals else None
         idle = (at - latest[1]).total_seconds() if latest else None
         if latest is not None and idle is not None and idle < threshold:
@@ -371,7 +371,7 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
                 body += f"\n{note}\n"
             body += "\nReserve it again if you are still working on it.\n"
             message = Message(id=message_id, thread_id=message_id, sender=me, to=[record.agent],
-                              subject=f"Reservation released: {record.path_pattern}"[:200], created_ts=now_ts(),
+                              subject=f"Reservation released: {record.path_pattern}"[:200], created_ts=format_ts(at),
                               body=body)
             data = message.to_bytes()
             change.put(message_path(message_id), data).put(inbox_path(record.agent, message_id), data)

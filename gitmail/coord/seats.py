@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from gitmail.model.clock import HLC, format_ts, now, parse_ts
+from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import (
     AGENT_ASLEEP,
     AGENT_INACTIVE,
@@ -67,8 +67,8 @@ def load_agent(snapshot: Snapshot, name: str, field: str = "agent_name") -> Agen
 
 
 def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
-                  at: dt.datetime | None = None, field: str = "agent_name") -> Agent:
-    """Check that ``name`` may write now; return its profile.
+                  at: dt.datetime, field: str = "agent_name") -> Agent:
+    """Check that ``name`` may write at ``at`` (now, by the store's clock); return its profile.
 
     Call this inside a transaction, so the check sees the state the write
     commits onto. Refuses an unknown or retired agent, an asleep agent
@@ -83,7 +83,7 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
 
 
 def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
-                 at: dt.datetime | None = None) -> Agent:
+                 at: dt.datetime) -> Agent:
     """The part of :func:`require_actor` that applies to any write as an agent: awake, and holding the seat."""
     if profile.asleep:
         raise GitmailError(AGENT_ASLEEP, f"agent {profile.name!r} is asleep: it keeps receiving mail but cannot act "
@@ -96,9 +96,8 @@ def _is_held(record: Seat | None, at: dt.datetime) -> bool:
     return record is not None and record.released_at is None and parse_ts(record.lease_expires_at) > at
 
 
-def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datetime | None = None) -> Seat | None:
-    """Validate a seat token (or its absence) for a write as ``agent``; return the seat record."""
-    at = at or now()
+def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datetime) -> Seat | None:
+    """Validate a seat token (or its absence) for a write as ``agent`` at ``at``; return the seat record."""
     record = snapshot.load(seat_path(agent), Seat)
     if seat is None:
         if _is_held(record, at):
@@ -166,7 +165,7 @@ def take_seat(store: Store, project: str, agent: str, *, holder: str = "session"
     archive = store.archive(project)
     secret = secrets.token_urlsafe(24)
     hlc = store.clock.tick()
-    at = now()
+    at = store.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         profile = load_agent(snap, agent)
@@ -206,7 +205,7 @@ def _with_held_seat(store: Store, project: str, agent: str, seat: str | None,
         raise invalid("seat is required: pass the token take_seat returned", field="seat")
     archive = store.archive(project)
     hlc = store.clock.tick()
-    at = now()
+    at = store.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         agent_name = load_agent(snap, agent).name
@@ -255,7 +254,7 @@ def update_own_profile(store: Store, project: str, agent: str, seat: str | None,
     hlc = store.clock.tick()
 
     def fn(snap: Snapshot) -> Change:
-        profile = require_actor(snap, agent, seat)
+        profile = require_actor(snap, agent, seat, at=store.clock.now())
         result = {"agent": profile.name, **fields}
         if all(getattr(profile, key) == value for key, value in fields.items()):
             return Change("no change", result=result)
@@ -273,7 +272,7 @@ def seat_status(store: Store, project: str, agent: str) -> dict[str, Any]:
     record = snap.load(seat_path(agent), Seat)
     if record is None:
         return {"agent": agent, "held": False, "seat": None}
-    return {"agent": agent, "held": _is_held(record, now()), "seat": seat_view(record)}
+    return {"agent": agent, "held": _is_held(record, store.clock.now()), "seat": seat_view(record)}
 
 
 def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: str | None = None,
@@ -295,7 +294,7 @@ def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: 
 
     def fn(snap: Snapshot) -> Change:
         if actor is not None:
-            require_actor(snap, actor, seat)
+            require_actor(snap, actor, seat, at=store.clock.now())
         profile = load_agent(snap, target, "target")
         result = {"agent": profile.name, "asleep": asleep, "changed": profile.asleep != asleep}
         if profile.asleep == asleep:

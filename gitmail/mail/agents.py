@@ -21,9 +21,7 @@ from gitmail.coord.lookup import (
     require_agent,
     ts_of_hlc,
 )
-from gitmail.model.clock import now_ts
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
-from gitmail.model.ids import new_id
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import Agent, Message, Reservation, agent_dir
@@ -75,7 +73,7 @@ def _register(ctx: MailContext, project_key: str, program: str, model: str, name
         check_agent_name(name, name_field)
     archive = ctx.archive(project_key)
     slug = ctx.slug(project_key)
-    token, agent_id, stamp, hlc = mint_token(), new_id(), now_ts(), ctx.tick()
+    token, agent_id, stamp, hlc = mint_token(), ctx.clock.new_id(), ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
@@ -107,7 +105,7 @@ def _register(ctx: MailContext, project_key: str, program: str, model: str, name
         return change.put_record(updated)
 
     agent, project_id, issued = archive.transact(fn).result
-    ctx.activity.touch(slug, agent.name)
+    ctx.touch(project_key, agent.name)
     view = agent_view(ctx, slug, agent, project_id)
     if issued is not None:
         view["registration_token"] = issued
@@ -181,7 +179,7 @@ def list_agents(ctx: MailContext, project_key: str, active_only: bool = True) ->
 
 def _set_status(ctx: MailContext, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
     archive = ctx.archive(project_key)
-    stamp, hlc = now_ts(), ctx.tick()
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
@@ -215,7 +213,7 @@ def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confi
     """Remove an agent's files, the messages it sent, its contacts and reservations from the tip."""
     check_confirmation(confirmation, "deleting an agent")
     archive = ctx.archive(project_key)
-    stamp, hlc = now_ts(), ctx.tick()
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         agent = require_agent(snap, agent_name)
@@ -224,7 +222,7 @@ def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confi
         removed_messages = []
         for other in agent_names(snap):  # mail held for the deleted agent's approval goes on without it
             if other != name:
-                release_held(snap, change, other, name, False, hlc)
+                release_held(snap, change, other, name, False, hlc, clock=ctx.clock)
         for path in snap.walk(f"{agent_dir(name)}/outbox"):
             copy = snap.load(path, Message)
             if copy is None:
@@ -273,10 +271,10 @@ def retire_inactive_agents(ctx: MailContext, project_key: str, agent_name: str,
     slug = ctx.slug(project_key)
     snap = archive.snapshot()
     caller = require_agent(snap, agent_name)
-    since = time.time() - threshold
+    since = ctx.clock.time() - threshold
     recent = authors_since(archive, since)
     cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
-    reserved = {r.agent for r in active_reservations(snap)}
+    reserved = {r.agent for r in active_reservations(snap, ctx.clock.now())}
     candidates, skipped = [], []
     for name in agent_names(snap):
         agent = snap.load(f"{agent_dir(name)}/profile.yaml", Agent)
@@ -293,7 +291,7 @@ def retire_inactive_agents(ctx: MailContext, project_key: str, agent_name: str,
     result = {"retired": candidates, "skipped": skipped, "threshold_seconds": threshold, "dry_run": bool(dry_run)}
     if dry_run or not candidates:
         return result
-    stamp, hlc = now_ts(), ctx.tick()
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
     names = [c["agent"] for c in candidates]
 
     def fn(tip: Snapshot) -> Change:

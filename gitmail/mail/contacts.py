@@ -20,7 +20,7 @@ from typing import Any
 from gitmail.coord.globs import overlaps
 from gitmail.coord.lookup import active_reservations, find_agent, require_agent
 from gitmail.coord.seats import check_acting
-from gitmail.model.clock import HLC, format_ts, now, now_ts
+from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id
 from gitmail.model.records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
@@ -45,8 +45,8 @@ def check_ttl(ttl_seconds: object) -> int:
     return ttl_seconds
 
 
-def _later(seconds: int) -> str:
-    return format_ts(now() + dt.timedelta(seconds=seconds))
+def _later(clock: HybridClock, seconds: int) -> str:
+    return format_ts(clock.now() + dt.timedelta(seconds=seconds))
 
 
 def _live(link: Contact | None, at: str) -> bool:
@@ -90,14 +90,14 @@ def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -
     return False
 
 
-def _reservations_overlap(snap: Snapshot, sender: str, recipient: str) -> bool:
-    active = active_reservations(snap)
+def _reservations_overlap(snap: Snapshot, sender: str, recipient: str, at: dt.datetime) -> bool:
+    active = active_reservations(snap, at)
     mine = [r.path_pattern for r in active if r.agent == sender]
     theirs = [r.path_pattern for r in active if r.agent == recipient]
     return any(overlaps(a, b) for a in mine for b in theirs)
 
 
-def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, thread_id: str | None = None,
+def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, clock: HybridClock, thread_id: str | None = None,
          replying_to: str | None = None) -> tuple[str, str] | None:
     """None if ``sender`` may write to ``recipient``; else ``(code, reason)``.
 
@@ -106,7 +106,8 @@ def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, thread_id: str | No
     """
     if sender.name == recipient.name or recipient.contact_policy == "open":
         return None
-    at = now_ts()
+    moment = clock.now()
+    at = format_ts(moment)
     if approved_between(snap, sender.name, recipient.name, at):
         return None
     if recipient.contact_policy == "block_all":
@@ -120,17 +121,17 @@ def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, thread_id: str | No
         return CONTACT_REQUIRED, f"{recipient.name} accepts mail only from approved contacts"
     if thread_id and _share_thread(snap, sender.name, recipient.name, thread_id):
         return None
-    if _reservations_overlap(snap, sender.name, recipient.name):
+    if _reservations_overlap(snap, sender.name, recipient.name, moment):
         return None
-    since = format_ts(now() - dt.timedelta(days=RECENT_CONTACT_DAYS))
+    since = format_ts(moment - dt.timedelta(days=RECENT_CONTACT_DAYS))
     if _exchanged_recently(snap, sender.name, recipient.name, since):
         return None
     return CONTACT_REQUIRED, (f"{recipient.name} has not been in contact with {sender.name} "
                               "(no shared thread, overlapping reservation or recent mail)")
 
 
-def contact_view(link: Contact, at: str | None = None) -> dict[str, Any]:
-    at = at or now_ts()
+def contact_view(link: Contact, at: str) -> dict[str, Any]:
+    """A link as callers see it; ``expired`` is judged at ``at``."""
     return {
         "from": link.requester,
         "to": link.target,
@@ -144,24 +145,24 @@ def contact_view(link: Contact, at: str | None = None) -> dict[str, Any]:
 
 
 def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent, reason: str, ttl_seconds: int,
-                 hlc: HLC, note: str = "") -> dict[str, Any]:
+                 hlc: HLC, note: str = "", *, clock: HybridClock) -> dict[str, Any]:
     """Queue a pending link (or refresh one) and an ack-required introduction message.
 
     A live approved link is left as it is and no introduction is sent.
     """
-    at = now_ts()
+    at = clock.now_ts()
     existing = link_between(snap, requester.name, target.name)
     if approved_between(snap, requester.name, target.name, at) and existing is not None:
         return {**contact_view(existing, at), "intro_message_id": None}
     link = Contact(requester=requester.name, target=target.name, status="pending", requested_at=at, hlc=hlc,
-                   reason=reason, expires_at=_later(ttl_seconds))
+                   reason=reason, expires_at=_later(clock, ttl_seconds))
     change.put_record(link)
     body = (f"{requester.name} asks to be able to write to you.\n\n"
             + (f"Reason: {reason}\n\n" if reason else "")
             + note
             + f"Approve with respond_contact(to_agent=\"{target.name}\", from_agent=\"{requester.name}\", "
               "accept=true), or decline with accept=false.\n")
-    intro = compose(sender=requester.name, to=[target.name], cc=[], bcc=[],
+    intro = compose(clock, sender=requester.name, to=[target.name], cc=[], bcc=[],
                     subject=f"Contact request from {requester.name}", body=body, importance="normal",
                     ack_required=True, thread_id=None, topic=INTRO_TOPIC)
     put_message(change, intro)
@@ -178,19 +179,21 @@ def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agen
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        requester = check_acting(snap, require_agent(snap, from_agent, "from_agent", active=True), seat)
+        requester = check_acting(snap, require_agent(snap, from_agent, "from_agent", active=True), seat,
+                                 at=ctx.clock.now())
         target = require_agent(snap, to_agent, "to_agent", active=True)
         if requester.name == target.name:
             raise invalid("an agent needs no contact with itself", field="to_agent")
-        if target.contact_policy == "block_all" and not approved_between(snap, requester.name, target.name, now_ts()):
+        if target.contact_policy == "block_all" and not approved_between(snap, requester.name, target.name,
+                                                                          ctx.clock.now_ts()):
             raise GitmailError(CONTACT_BLOCKED, f"{target.name} accepts no new contacts (policy block_all); "
                                "coordinate through another agent or a human", {"to_agent": target.name})
         change = Change(f"{requester.name} asked {target.name} for contact", author=requester.name)
-        change.result = open_request(snap, change, requester, target, reason, ttl_seconds, hlc)
+        change.result = open_request(snap, change, requester, target, reason, ttl_seconds, hlc, clock=ctx.clock)
         return change
 
     result = archive.transact(fn).result
-    ctx.activity.touch(ctx.slug(project_key), result["from"])
+    ctx.touch(project_key, result["from"])
     return result
 
 
@@ -204,32 +207,32 @@ def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agen
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        target = check_acting(snap, require_agent(snap, to_agent, "to_agent"), seat)
+        target = check_acting(snap, require_agent(snap, to_agent, "to_agent"), seat, at=ctx.clock.now())
         requester = require_agent(snap, from_agent, "from_agent")
         link = link_between(snap, requester.name, target.name)
         if link is None:
             raise not_found(f"{requester.name} has not asked {target.name} for contact; there is nothing "
                             "to respond to (list_contacts shows pending requests)",
                             from_agent=requester.name, to_agent=target.name)
-        at = now_ts()
+        at = ctx.clock.now_ts()
         link.status = "approved" if accept else "denied"
         link.responded_at, link.hlc = at, hlc
-        link.expires_at = _later(ttl_seconds) if accept else None
+        link.expires_at = _later(ctx.clock, ttl_seconds) if accept else None
         verb = "approved" if accept else "declined"
         change = Change(f"{target.name} {verb} contact from {requester.name}", author=target.name).put_record(link)
-        delivered = release_held(snap, change, requester.name, target.name, accept, hlc)
+        delivered = release_held(snap, change, requester.name, target.name, accept, hlc, clock=ctx.clock)
         if delivered:
             change.message += f"; delivered {len(delivered)} held message(s) from {requester.name}"
         change.result = {**contact_view(link, at), "approved": accept, "delivered_held": delivered}
         return change
 
     result = archive.transact(fn).result
-    ctx.activity.touch(ctx.slug(project_key), result["to"])
+    ctx.touch(project_key, result["to"])
     return result
 
 
 def release_held(snap: Snapshot, change: Change, sender: str, responder: str, approved: bool,
-                 hlc: HLC) -> list[dict[str, Any]]:
+                 hlc: HLC, *, clock: HybridClock) -> list[dict[str, Any]]:
     """Settle ``sender``'s held messages that were waiting for ``responder``.
 
     Returns ``{held_id, message_id}`` for each message delivered now. A message
@@ -251,7 +254,7 @@ def release_held(snap: Snapshot, change: Change, sender: str, responder: str, ap
         if not keep:
             change.put_record(held)
             continue
-        message = compose(sender=held.sender, to=[n for n in held.to if n in keep],
+        message = compose(clock, sender=held.sender, to=[n for n in held.to if n in keep],
                           cc=[n for n in held.cc if n in keep], bcc=[n for n in held.bcc if n in keep],
                           subject=held.subject, body=held.body,
                           importance=held.importance, ack_required=held.ack_required, thread_id=held.thread_id,
@@ -259,7 +262,7 @@ def release_held(snap: Snapshot, change: Change, sender: str, responder: str, ap
         put_message(change, message)
         change.delete(path)
         if held.idempotency_key_hash:
-            key = find_key(snap, sender, held.idempotency_key_hash)
+            key = find_key(snap, sender, held.idempotency_key_hash, clock.now())
             if key is not None and key.message_id == held.id:
                 key.message_id, key.held = message.id, False
                 change.put_record(key)
@@ -293,7 +296,7 @@ def list_contacts(ctx: MailContext, project_key: str, agent_name: str) -> list[d
     """Links the agent asked for and links asked of it, with status and expiry."""
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent_name)
-    at, out = now_ts(), []
+    at, out = ctx.clock.now_ts(), []
     for requester in snap.listdir("contacts"):
         for name in snap.listdir(f"contacts/{requester}"):
             target = name[: -len(".yaml")]
@@ -316,7 +319,7 @@ def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, poli
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        agent = check_acting(snap, require_agent(snap, agent_name), seat)
+        agent = check_acting(snap, require_agent(snap, agent_name), seat, at=ctx.clock.now())
         if agent.contact_policy == policy:
             return Change("", result=agent.name)
         agent.contact_policy, agent.hlc = policy, hlc

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from gitmail.model.clock import HLC, now_ts
+from gitmail.model.clock import HLC, HybridClock
 from gitmail.storage.engine import Archive
 from gitmail.storage.store import Store
 
@@ -22,8 +22,7 @@ class Activity:
         self._seen: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
-    def touch(self, slug: str, name: str, ts: str | None = None) -> str:
-        ts = ts or now_ts()
+    def touch(self, slug: str, name: str, ts: str) -> str:
         with self._lock:
             key = (slug, name.lower())
             if ts > self._seen.get(key, ""):
@@ -54,5 +53,14 @@ class MailContext:
     def slug(self, project_key: str) -> str:
         return self.store.resolve(project_key)
 
+    @property
+    def clock(self) -> HybridClock:
+        """The store's clock: every timestamp, clock value and ID an operation writes comes from it."""
+        return self.store.clock
+
     def tick(self) -> HLC:
         return self.store.clock.tick()
+
+    def touch(self, project_key: str, name: str) -> str:
+        """Record that ``name`` acted in the project just now (in memory only)."""
+        return self.activity.touch(self.slug(project_key), name, self.clock.now_ts())

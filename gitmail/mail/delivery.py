@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmail.model.clock import HLC, format_ts
-from gitmail.model.ids import id_time, new_id
+from gitmail.model.clock import HLC, HybridClock, format_ts
+from gitmail.model.ids import id_time
 from gitmail.model.records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 
-def compose(*, sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
+def compose(clock: HybridClock, *, sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
             importance: str, ack_required: bool, thread_id: str | None, topic: str | None,
             reply_to: str | None = None, attachments: list[dict[str, Any]] | None = None) -> Message:
-    """A new, validated message; its creation time is the time in its ID."""
-    message_id = new_id()
+    """A new, validated message; its creation time is the time in its ID (minted by ``clock``)."""
+    message_id = clock.new_id()
     message = Message(
         id=message_id, thread_id=thread_id or message_id, sender=sender, subject=subject,
         created_ts=format_ts(id_time(message_id)), to=list(to), cc=list(cc), bcc=list(bcc),

@@ -202,7 +202,7 @@ class Mail:
 
     # -- coordination: file reservations and the commit guard ----------------
     def _touch(self, project_key: str, agent_name: str) -> None:
-        self.ctx.activity.touch(self.ctx.slug(project_key), agent_name)
+        self.ctx.touch(project_key, agent_name)
 
     def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str],
                                ttl_seconds: int = reservations.DEFAULT_TTL, exclusive: bool = True, reason: str = "",

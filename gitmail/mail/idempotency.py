@@ -14,7 +14,6 @@ import hashlib
 import json
 from typing import Any
 
-from gitmail.model.clock import now, parse_ts
 from gitmail.model.errors import IDEMPOTENCY_CONFLICT, GitmailError, invalid
 from gitmail.model.records import IdempotencyKey, idempotency_path
 from gitmail.storage.snapshot import Snapshot
@@ -35,11 +34,10 @@ def request_hash(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def find(snap: Snapshot, agent: str, hashed: str, at: str | None = None) -> IdempotencyKey | None:
-    """The record of a key used by ``agent`` within the honoured window."""
-    moment = parse_ts(at) if at else now()
+def find(snap: Snapshot, agent: str, hashed: str, at: dt.datetime) -> IdempotencyKey | None:
+    """The record of a key used by ``agent`` within the honoured window that ends at ``at``."""
     for back in range(HONOURED_DAYS):
-        day = moment - dt.timedelta(days=back)
+        day = at - dt.timedelta(days=back)
         path = idempotency_path(agent, day.strftime("%Y-%m-%dT00:00:00Z"), hashed)
         found = snap.load(path, IdempotencyKey)
         if found is not None:
@@ -47,9 +45,10 @@ def find(snap: Snapshot, agent: str, hashed: str, at: str | None = None) -> Idem
     return None
 
 
-def check(snap: Snapshot, agent: str, hashed: str, operation: str, fingerprint: str) -> IdempotencyKey | None:
+def check(snap: Snapshot, agent: str, hashed: str, operation: str, fingerprint: str,
+          at: dt.datetime) -> IdempotencyKey | None:
     """The earlier use of this key for the same request, None if unused; conflict otherwise."""
-    found = find(snap, agent, hashed)
+    found = find(snap, agent, hashed, at)
     if found is None:
         return None
     if found.operation != operation or found.request_hash != fingerprint:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from gitmail.coord.lookup import project_record, require_agent
 from gitmail.index import indexer_for
-from gitmail.model.clock import UTC, format_ts, now, parse_ts
+from gitmail.model.clock import UTC, format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
 from gitmail.model.names import check_topic
@@ -201,10 +201,10 @@ def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, sin
     return out
 
 
-def overdue_cutoff(ttl_minutes: object) -> str:
+def overdue_cutoff(ttl_minutes: object, at: dt.datetime) -> str:
     if not isinstance(ttl_minutes, (int, float)) or isinstance(ttl_minutes, bool) or ttl_minutes < 0:
         raise invalid("ttl_minutes must be a non-negative number of minutes", field="ttl_minutes")
-    return format_ts(now() - dt.timedelta(minutes=ttl_minutes))
+    return format_ts(at - dt.timedelta(minutes=ttl_minutes))
 
 
 # -- the read operations, as the facade calls them ------------------------------
@@ -225,7 +225,7 @@ def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> 
     name = None
     if agent_name is not None:
         name = require_agent(snap, agent_name).name
-        ctx.activity.touch(ctx.slug(project_key), name)
+        ctx.touch(project_key, name)
     return snap, project, name
 
 
@@ -339,7 +339,7 @@ def view_ack_overdue(ctx: MailContext, project_key: str, agent_name: str, ttl_mi
                      limit: int = 20) -> dict[str, Any]:
     """Unacknowledged ack-required messages older than ``ttl_minutes``."""
     check_limit(limit)
-    cutoff = overdue_cutoff(ttl_minutes)
+    cutoff = overdue_cutoff(ttl_minutes, ctx.clock.now())
     snap, project, name = _open(ctx, project_key, agent_name)
     found = inbox(snap, name, unacked_only=True, older_than=cutoff, limit=limit)
     return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}

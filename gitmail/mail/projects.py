@@ -12,9 +12,7 @@ import os
 from typing import Any
 
 from gitmail.coord.lookup import agent_names, project_record
-from gitmail.model.clock import now_ts
 from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
-from gitmail.model.ids import new_id
 from gitmail.model.names import normalize_human_key
 from gitmail.model.records import Agent, Project, agent_dir
 from gitmail.storage.engine import Change
@@ -50,7 +48,7 @@ def ensure_project(ctx: MailContext, human_key: str) -> dict[str, Any]:
     key = normalize_human_key(human_key)
     slug = slug_for(key)
     archive = ctx.store.archive(key, create=True)
-    project_id, created_at, hlc = new_id(), now_ts(), ctx.tick()
+    project_id, created_at, hlc = ctx.clock.new_id(), ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         existing = snap.load("project.yaml", Project)
@@ -64,7 +62,7 @@ def ensure_project(ctx: MailContext, human_key: str) -> dict[str, Any]:
 
 def _set_archived(ctx: MailContext, project_key: str, archived: bool) -> dict[str, Any]:
     archive = ctx.archive(project_key)
-    stamp, hlc = now_ts(), ctx.tick()
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)

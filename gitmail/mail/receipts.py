@@ -11,7 +11,6 @@ from typing import Any
 
 from gitmail.coord.lookup import require_agent
 from gitmail.coord.seats import check_acting
-from gitmail.model.clock import now_ts
 from gitmail.model.errors import not_found
 from gitmail.model.records import Receipt, inbox_path
 from gitmail.storage.engine import Change
@@ -25,10 +24,11 @@ def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, 
           seat: str | None = None) -> Receipt:
     check_message_id(message_id)
     archive = ctx.archive(project_key)
-    stamp, hlc = now_ts(), ctx.tick()
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        agent = check_acting(snap, require_agent(snap, agent_name), seat)  # awake, and holding its seat if taken
+        # awake, and holding its seat if taken
+        agent = check_acting(snap, require_agent(snap, agent_name), seat, at=ctx.clock.now())
         if not snap.exists(inbox_path(agent.name, message_id)):
             raise not_found(f"message {message_id} is not in {agent.name}'s inbox; only a recipient can mark it "
                             "(fetch_inbox lists the IDs)", message_id=message_id, agent=agent.name)
@@ -44,7 +44,7 @@ def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, 
         return Change(f"{agent.name} {verb} {message_id}", author=agent.name, result=receipt).put_record(receipt)
 
     receipt = archive.transact(fn).result
-    ctx.activity.touch(ctx.slug(project_key), receipt.agent)
+    ctx.touch(project_key, receipt.agent)
     return receipt
 
 

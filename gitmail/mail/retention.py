@@ -13,7 +13,7 @@ import datetime as dt
 from typing import Any
 
 from gitmail.coord.lookup import agent_names
-from gitmail.model.clock import format_ts, now, now_ts
+from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid
 from gitmail.model.ids import id_time
 from gitmail.model.records import Message, agent_dir
@@ -45,10 +45,10 @@ def purge_old_messages(ctx: MailContext, project_key: str, max_age_days: int = D
     if not isinstance(max_age_days, int) or isinstance(max_age_days, bool) or max_age_days < 1:
         raise invalid("max_age_days must be a whole number of days, at least 1", field="max_age_days")
     archive = ctx.archive(project_key)
-    cutoff = now() - dt.timedelta(days=max_age_days)
+    cutoff = ctx.clock.now() - dt.timedelta(days=max_age_days)
     cutoff_ts = format_ts(cutoff)
-    key_floor = (now() - dt.timedelta(days=HONOURED_DAYS)).strftime("%Y/%m/%d")
-    stamp, hlc = now_ts(), ctx.tick()
+    key_floor = (ctx.clock.now() - dt.timedelta(days=HONOURED_DAYS)).strftime("%Y/%m/%d")
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         change = Change("")

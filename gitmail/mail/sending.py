@@ -17,6 +17,7 @@ from typing import Any
 
 from gitmail.coord import capabilities, seats
 from gitmail.coord.lookup import agent_names, find_agent, project_record, require_agent
+from gitmail.model.clock import HybridClock
 from gitmail.model.errors import (
     AGENT_INACTIVE,
     CONTACT_BLOCKED,
@@ -134,7 +135,8 @@ def _resolve(snap: Snapshot, names: list[str], unknown: list[str]) -> list[Agent
     return found
 
 
-def _plan(snap: Snapshot, out: Outgoing, sender: Agent) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
+def _plan(snap: Snapshot, out: Outgoing, sender: Agent,
+          clock: HybridClock) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
     """Resolve recipients by field; returns them and the broadcast skips."""
     unknown: list[str] = []
     fields = {name: _resolve(snap, capabilities.expand_roles(snap, getattr(out, name), exclude=sender.name, field=name),
@@ -155,7 +157,8 @@ def _plan(snap: Snapshot, out: Outgoing, sender: Agent) -> tuple[dict[str, list[
             if agent.status != "active":
                 skipped.append({"agent": agent.name, "reason": f"agent is {agent.status}"})
                 continue
-            refused = contacts.gate(snap, sender, agent, thread_id=out.thread_id, replying_to=out.replying_to)
+            refused = contacts.gate(snap, sender, agent, clock=clock, thread_id=out.thread_id,
+                                   replying_to=out.replying_to)
             if refused is not None:
                 skipped.append({"agent": agent.name, "reason": refused[1]})
                 continue
@@ -210,25 +213,28 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
         sender = require_agent(snap, out.sender, "sender_name", active=True)
-        seats.require_actor(snap, sender.name, out.seat, field="sender_name")  # asleep, or fenced by its seat
+        # asleep, or fenced by its seat
+        seats.require_actor(snap, sender.name, out.seat, at=ctx.clock.now(), field="sender_name")
         if hashed is not None:
-            earlier = idempotency.check(snap, sender.name, hashed, operation, request)
+            earlier = idempotency.check(snap, sender.name, hashed, operation, request, ctx.clock.now())
             if earlier is not None:
                 return Change("", result=_replay(snap, project.human_key, earlier))
-        fields, skipped = _plan(snap, out, sender)
+        fields, skipped = _plan(snap, out, sender, ctx.clock)
         if not any(fields.values()):
             why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
             raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
                           field="to", broadcast_skipped=skipped)
         _check_thread(snap, out.thread_id)
-        message = compose(sender=sender.name, to=[a.name for a in fields["to"]], cc=[a.name for a in fields["cc"]],
+        message = compose(ctx.clock, sender=sender.name, to=[a.name for a in fields["to"]],
+                          cc=[a.name for a in fields["cc"]],
                           bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
                           importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
                           topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
         # broadcast recipients already passed the contact rules when they were picked
         explicit = fields["cc"] + fields["bcc"] + ([] if out.broadcast else fields["to"])
         refused = {a.name: r for a in explicit
-                   if (r := contacts.gate(snap, sender, a, thread_id=out.thread_id, replying_to=out.replying_to))}
+                   if (r := contacts.gate(snap, sender, a, clock=ctx.clock, thread_id=out.thread_id,
+                                          replying_to=out.replying_to))}
         change = Change("", author=sender.name)
         for path, data in out.files.items():
             change.put(path, data)
@@ -250,7 +256,7 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
                 note = (f"{sender.name} has a message for you (\"{message.subject}\") "
                         "that is held until you approve.\n\n")
                 requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
-                                                      hlc, note))
+                                                      hlc, note, clock=ctx.clock))
             change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
                               f"until contact is approved: {message.subject}")[:200]
             change.result = _held_result(held, requests, True)
@@ -266,7 +272,7 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
         return change
 
     result = archive.transact(fn).result
-    ctx.activity.touch(ctx.slug(project_key), out.sender)
+    ctx.touch(project_key, out.sender)
     return result
 
 

@@ -17,9 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from gitmail.coord.lookup import agent_names, project_record
-from gitmail.model.clock import format_ts, now, parse_ts
+from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
-from gitmail.model.ids import new_id
 from gitmail.model.records import Message, Summary
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
@@ -179,7 +178,7 @@ def summarize_recent(ctx: MailContext, project_key: str, since_hours: float = 1.
         raise invalid("max_messages must be a positive whole number", field="max_messages")
     max_messages = min(max_messages, MAX_RECENT_MESSAGES)
     archive = ctx.archive(project_key)
-    end = now()
+    end = ctx.clock.now()
     start = end - dt.timedelta(hours=hours)
     start_ts, end_ts = format_ts(start), format_ts(end)
     snap = archive.snapshot()
@@ -199,7 +198,7 @@ def summarize_recent(ctx: MailContext, project_key: str, since_hours: float = 1.
     for message in messages:
         by_thread.setdefault(message.thread_id, []).append(message)
     found = extract(messages)
-    summary = Summary(id=new_id(), start_ts=start_ts, end_ts=end_ts, created_ts=format_ts(now()),
+    summary = Summary(id=ctx.clock.new_id(), start_ts=start_ts, end_ts=end_ts, created_ts=ctx.clock.now_ts(),
                       message_count=len(messages), thread_count=len(by_thread), participants=participants(messages),
                       key_points=found["key_points"], action_items=found["action_items"],
                       threads=[{"thread_id": tid, "subject": group[0].subject, "message_count": len(group)}
@@ -217,7 +216,7 @@ def fetch_summary(ctx: MailContext, project_key: str, since_hours: float = 24.0,
     hours = _check_hours(since_hours, "since_hours")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         raise invalid("limit must be a whole number from 1 to 100", field="limit")
-    floor = format_ts(now() - dt.timedelta(hours=hours))
+    floor = format_ts(ctx.clock.now() - dt.timedelta(hours=hours))
     snap = ctx.archive(project_key).snapshot()
     project_record(snap)
     out = []

@@ -8,6 +8,11 @@ Every mutable record carries a hybrid logical clock value ``HLC``: wall time in
 milliseconds, a counter that orders events within one millisecond, and the node
 (machine) that made the change. Comparing two values is a total order, so every
 machine settles "last writer wins" the same way.
+
+A store reads the time only through its :class:`HybridClock`: timestamps,
+clock values, record IDs and commit times all come from the clock's wall-time
+source. Passing another source (``Store(home, wall=...)``) moves all of them
+together, which is how tests let hours pass without waiting.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ import datetime as dt
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from .ids import IdMinter
+
 UTC = dt.UTC
+WallTime = Callable[[], float]  # seconds since the epoch, as time.time gives them
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(UTC)
 
 
 def format_ts(value: dt.datetime) -> str:
@@ -40,10 +45,6 @@ def parse_ts(text: str) -> dt.datetime:
     if not isinstance(text, str) or not _TS_RE.match(text):
         raise ValueError(f"not an ISO-8601 timestamp with a time zone: {text!r}")
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
-
-
-def now_ts() -> str:
-    return format_ts(now())
 
 
 @dataclass(frozen=True, order=True)
@@ -70,16 +71,35 @@ class HLC:
 
 
 class HybridClock:
-    """A per-node hybrid logical clock, safe to share between threads."""
+    """A node's clock: wall time, hybrid logical clock readings and new IDs; safe to share between threads.
 
-    def __init__(self, node: str):
+    ``wall`` is where the wall time comes from (default :func:`time.time`).
+    """
+
+    def __init__(self, node: str, *, wall: WallTime = time.time):
         self.node = node
+        self.wall = wall
         self._lock = threading.Lock()
         self._last = HLC(0, 0, node)
+        self._ids = IdMinter()
+
+    def time(self) -> float:
+        """Seconds since the epoch."""
+        return self.wall()
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.wall(), tz=UTC)
+
+    def now_ts(self) -> str:
+        return format_ts(self.now())
+
+    def new_id(self) -> str:
+        """A new record ID for the current time (see :mod:`gitmail.model.ids`)."""
+        return self._ids.mint(int(self.wall() * 1000))
 
     def tick(self) -> HLC:
         """A reading later than every reading made or observed so far."""
-        wall = int(time.time() * 1000)
+        wall = int(self.wall() * 1000)
         with self._lock:
             if wall > self._last.wall_ms:
                 self._last = HLC(wall, 0, self.node)

@@ -2,8 +2,9 @@
 
 An ID is 23 lowercase Crockford base32 characters: 10 for the creation time in
 milliseconds (so IDs sort by time and a path can be derived from one) and 13 for
-65 random bits (so two machines offline never mint the same ID). Within one
-process, IDs minted in the same millisecond still sort in minting order.
+65 random bits (so two machines offline never mint the same ID). IDs minted by
+one :class:`IdMinter` (each clock has its own) sort in minting order, even
+within one millisecond.
 """
 
 from __future__ import annotations
@@ -22,11 +23,6 @@ _RANDOM_BITS = _RANDOM_CHARS * 5
 ID_LENGTH = _TIME_CHARS + _RANDOM_CHARS
 ID_PATTERN = re.compile(rf"^[{ALPHABET}]{{{ID_LENGTH}}}$")
 
-_lock = threading.Lock()
-_last_ms = -1
-_last_rand = 0
-
-
 def _encode(value: int, width: int) -> str:
     chars = []
     for _ in range(width):
@@ -42,24 +38,42 @@ def _decode(text: str) -> int:
     return value
 
 
+class IdMinter:
+    """Mints IDs in order: one started later in the same (or an earlier) millisecond sorts later."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._last_rand = 0
+
+    def mint(self, ms: int) -> str:
+        """A new ID for the time ``ms`` (milliseconds since the epoch)."""
+        with self._lock:
+            if ms <= self._last_ms:
+                # Same (or earlier, after a clock step back) millisecond: keep the
+                # minting order by counting up from the last random part.
+                ms = self._last_ms
+                rand = self._last_rand + 1
+                if rand >= 1 << _RANDOM_BITS:
+                    ms += 1
+                    rand = _fresh_random()
+            else:
+                rand = _fresh_random()
+            self._last_ms, self._last_rand = ms, rand
+        return _encode(ms, _TIME_CHARS) + _encode(rand, _RANDOM_CHARS)
+
+
+def _fresh_random() -> int:
+    # Leave headroom so the within-millisecond counter never overflows.
+    return int.from_bytes(os.urandom(9), "big") >> (72 - _RANDOM_BITS + 1)
+
+
+_minter = IdMinter()
+
+
 def new_id(now_ms: int | None = None) -> str:
-    """Mint a new ID for the current time (or ``now_ms``)."""
-    global _last_ms, _last_rand
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    with _lock:
-        if ms <= _last_ms:
-            # Same (or earlier, after a clock step back) millisecond: keep the
-            # process-local order by counting up from the last random part.
-            ms = _last_ms
-            rand = _last_rand + 1
-            if rand >= 1 << _RANDOM_BITS:
-                ms += 1
-                rand = int.from_bytes(os.urandom(9), "big") >> (72 - _RANDOM_BITS + 1)
-        else:
-            # Leave headroom so the within-millisecond counter never overflows.
-            rand = int.from_bytes(os.urandom(9), "big") >> (72 - _RANDOM_BITS + 1)
-        _last_ms, _last_rand = ms, rand
-    return _encode(ms, _TIME_CHARS) + _encode(rand, _RANDOM_CHARS)
+    """Mint a new ID for the system's current time (or ``now_ms``); a store's clock mints its own."""
+    return _minter.mint(int(time.time() * 1000) if now_ms is None else now_ms)
 
 
 def is_id(text: object) -> TypeGuard[str]:

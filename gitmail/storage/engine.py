@@ -32,6 +32,7 @@ from typing import Any
 
 import pygit2
 
+from gitmail.model.clock import WallTime
 from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError
 from gitmail.model.records import Record
 
@@ -101,10 +102,15 @@ CommitListener = Callable[[str | None, str], None]
 class Archive:
     """One project's git repository, used as a database."""
 
-    def __init__(self, path: str, *, node: str = "local", durable: bool = True, maintain: bool = True):
-        """Open the repository at ``path``; ``maintain`` consolidates packs in the background."""
+    def __init__(self, path: str, *, node: str = "local", durable: bool = True, maintain: bool = True,
+                 wall: WallTime = time.time):
+        """Open the repository at ``path``; ``maintain`` consolidates packs in the background.
+
+        ``wall`` gives the commits' time (the store passes its clock's source).
+        """
         self.path = os.path.abspath(path)
         self.node = node
+        self.wall = wall
         self.durable = durable
         self._local = threading.local()
         self._queue_lock = threading.Lock()
@@ -251,7 +257,7 @@ class Archive:
         pack = PackBuffer()
         editor = TreeEditor(repo, repo[base].peel(pygit2.Commit).tree_id.raw if base else None, pack)
         parent = bytes.fromhex(base) if base else None
-        now = int(time.time())
+        now = int(self.wall())
         for group in _by_author(writers):
             for _, change in group:
                 for path, data in change.edits.items():

@@ -22,9 +22,10 @@ import secrets
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
-from gitmail.model.clock import HybridClock
+from gitmail.model.clock import HybridClock, WallTime
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.names import normalize_human_key
 
@@ -62,15 +63,20 @@ class ProjectPaths:
 class Store:
     """Opens project archives under one home folder; one Archive per project."""
 
-    def __init__(self, home: str | None = None, *, durable: bool = True, background: bool = True):
-        """``background`` keeps checkouts fresh and packs consolidated after commits."""
+    def __init__(self, home: str | None = None, *, durable: bool = True, background: bool = True,
+                 wall: WallTime | None = None):
+        """``background`` keeps checkouts fresh and packs consolidated after commits.
+
+        ``clock`` is the time of everything the store writes; ``wall`` is its
+        source of wall time (default the system's; tests pass one they move).
+        """
         self.home = os.path.abspath(home or default_home())
         self.durable = durable
         self.background = background
         self._refreshers: dict[str, CheckoutRefresher] = {}
         os.makedirs(os.path.join(self.home, "projects"), exist_ok=True)
         self.node = self._node_name()
-        self.clock = HybridClock(self.node)
+        self.clock = HybridClock(self.node, wall=wall or time.time)
         self._archives: dict[str, Archive] = {}
         self._lock = threading.Lock()
 
@@ -125,10 +131,12 @@ class Store:
                                        f"no project {project!r} in {self.home}; create it with ensure_project first",
                                        {"project": project})
                 os.makedirs(os.path.dirname(paths.archive), exist_ok=True)
-                archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background)
+                archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
+                                       wall=self.clock.wall)
                 protect_archive(archive.git_dir)
             else:
-                archive = Archive(paths.archive, node=self.node, durable=self.durable, maintain=self.background)
+                archive = Archive(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
+                                  wall=self.clock.wall)
             if self.background:
                 refresher = CheckoutRefresher(paths.archive, paths.checkout)
                 archive.add_listener(refresher.on_commit)
