@@ -119,7 +119,10 @@ class ProjectIndex:
             self.drainer.poke()
 
     def _drain(self) -> None:
-        if self._write_search("drain"):
+        applied = self._write_search("drain")
+        if applied is None:
+            self.drainer.poke()  # another writer was busy: try again after the next pause
+        elif applied:
             self.merger.poke()
 
     def _merge(self) -> None:

@@ -12,9 +12,9 @@ the same writer lock, takes the same queue off the metadata store, and a
 search notices its commits as it would another process's. Every request
 opens the project afresh (a few milliseconds against a drain's hundreds),
 so a metadata store or generation replaced by the owner is never written
-through a stale handle. If the child fails or dies, the caller does the
-write itself; the queue is only emptied by a finished write, so nothing is
-lost either way.
+through a stale handle. A child found dead is replaced at the next write; if
+the child fails or dies during a write, the caller does the write itself.
+The queue is only emptied by a finished write, so nothing is lost either way.
 """
 
 from __future__ import annotations
@@ -64,30 +64,43 @@ class SearchWriter:
     def run(self, op: str, *, git_dir: str, search_root: str, meta_path: str) -> Any:
         """Do ``op`` (drain or merge) on one project's search index in the child; its result.
 
-        Raises SearchWriterFailed if the child reports an error or dies; the
-        next call starts a new one.
+        A child kept from an earlier write may have died since (killed, out
+        of memory) without this process noticing yet: then a new child is
+        started and does this write. Raises SearchWriterFailed if the child
+        reports an error, or if a child started for this write dies too.
         """
         if op not in OPERATIONS:
             raise ValueError(f"unknown search-index operation {op!r}")
         request = json.dumps({"op": op, "git_dir": git_dir, "search_root": search_root,
                               "meta_path": meta_path}).encode() + b"\n"
         with self._lock:
-            proc = self._child()
+            kept = self._proc is not None and self._proc.poll() is None  # believed alive
             try:
-                assert proc.stdin is not None and proc.stdout is not None
-                proc.stdin.write(request)
-                proc.stdin.flush()
-                line = proc.stdout.readline()
-            except OSError as exc:
-                self._discard()
-                raise SearchWriterFailed(f"the search writer process is gone ({exc})") from exc
-            if not line:
-                self._discard()
-                raise SearchWriterFailed("the search writer process exited")
+                line = self._ask(request)
+            except SearchWriterFailed:
+                if not kept:
+                    raise
+                line = self._ask(request)  # a write may run twice: the queue empties only when one finishes
         reply = json.loads(line)
         if not reply["ok"]:
             raise SearchWriterFailed(reply["error"])
         return reply["result"]
+
+    def _ask(self, request: bytes) -> bytes:
+        """Send one request to the child (started if there is none) and read its reply line."""
+        proc = self._child()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(request)
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except OSError as exc:
+            self._discard()
+            raise SearchWriterFailed(f"the search writer process is gone ({exc})") from exc
+        if not line:
+            self._discard()
+            raise SearchWriterFailed("the search writer process exited")
+        return line
 
     def _child(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:

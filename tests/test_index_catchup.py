@@ -269,17 +269,16 @@ def test_a_search_never_waits_for_a_busy_writer_yet_sees_what_is_queued(store, p
         work = clone(store, tmp_path)
         git("rm", "-q", "-r", "--", *[p for p in tracked(work) if gone in p], cwd=work)
         push(work, "delete the outage message")
-        start = time.monotonic()
+        # Each search returns while the writer is held (one that waited would never return).
         assert ids(index.search("bilby")) == {msg.id}  # merged in from the queue, not from the index
         assert gone not in ids(index.search("outage OR bilby"))
         assert ids(index.search("bilby", agent="Red")) == set()  # scoping applies to queued messages too
-        assert time.monotonic() - start < 5
         assert index.meta.has_pending()  # the index itself has not taken them in yet
     finally:
         other.cancel()
-    index.flush()  # the background catch-up found the writer busy and gave up; it is idle now
-    assert ids(index.search("bilby")) == {msg.id}  # the next search finds the writer free and takes it in
-    assert not index.meta.has_pending()
+    assert index.flush()  # the background drain found the writer busy and tries again after each pause...
+    assert not index.meta.has_pending()  # ...until the writer is free and it takes the queue in
+    assert ids(index.search("bilby")) == {msg.id}
 
 
 def test_searches_keep_working_during_a_rebuild_and_old_readers_keep_their_generation(store, project):
