@@ -52,7 +52,8 @@ from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Message, Project, inbox_path, outbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.store import Store, slug_for
-from gitmail.sync.syncer import SyncResult, add_remote, fetch_remote, integrate, sync_project
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import SyncResult, fetch_remote, integrate, sync_project
 
 PROJECT = "/bench/shared"
 AGENTS = ("BlueLake", "GreenCastle")

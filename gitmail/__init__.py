@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from gitmail.model.version import __version__
 
 __all__ = [
     "Agent",
@@ -36,6 +36,7 @@ __all__ = [
     "Seat",
     "Snapshot",
     "Store",
+    "__version__",
     "new_id",
     "slug_for",
 ]

@@ -1,5 +1,5 @@
 """``python -m gitmail`` runs the ``gitmail`` command."""
 
-from .cli import main
+from gitmail.cli import main
 
 main()

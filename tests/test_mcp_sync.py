@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gitmail import Mail, Store
-from gitmail.sync.syncer import add_remote, sync_project
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import sync_project
 
 from .conftest import git
 from .mcp_harness import call, fail, run

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from gitmail import Change, Seat
+from gitmail.coord import acting, journal, seats
 from gitmail.coord import capabilities as caps
-from gitmail.coord import journal, seats
 from gitmail.coord import reservations as rs
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
@@ -147,22 +147,22 @@ def test_two_processes_taking_one_seat_one_wins(store, project, home):
 
 
 def test_asleep_agents_receive_but_cannot_act(store, project):
-    out = seats.set_asleep(store, KEY, "Blue", True, actor="Green")
+    out = acting.set_asleep(store, KEY, "Blue", True, actor="Green")
     assert out == {"agent": "Blue", "asleep": True, "changed": True}
     refused(store, "AGENT_ASLEEP", rs.reserve, store, KEY, "Blue", ["x"])
     refused(store, "AGENT_ASLEEP", journal.append, store, KEY, "Blue", "x")
     refused(store, "AGENT_ASLEEP", seats.take_seat, store, KEY, "Blue")
-    refused(store, "AGENT_ASLEEP", seats.set_asleep, store, KEY, "Green", True, actor="Blue")
-    refused(store, "INVALID_ARGUMENT", seats.set_asleep, store, KEY, "Blue", False, actor="Blue")
+    refused(store, "AGENT_ASLEEP", acting.set_asleep, store, KEY, "Green", True, actor="Blue")
+    refused(store, "INVALID_ARGUMENT", acting.set_asleep, store, KEY, "Blue", False, actor="Blue")
     # Still an addressee: role expansion includes asleep agents with the capability.
     caps.publish(store, KEY, "Green", ["review"])
-    assert seats.set_asleep(store, KEY, "Blue", False, actor="Green")["asleep"] is False
+    assert acting.set_asleep(store, KEY, "Blue", False, actor="Green")["asleep"] is False
     assert rs.reserve(store, KEY, "Blue", ["x"])["granted"]
     # A human (no actor) can do it too, and an agent may put itself to sleep.
-    assert seats.set_asleep(store, KEY, "Blue", True)["changed"] is True
-    assert seats.set_asleep(store, KEY, "Blue", True)["changed"] is False
-    seats.set_asleep(store, KEY, "Blue", False)
-    assert seats.set_asleep(store, KEY, "Red", True, actor="Red")["asleep"] is True
+    assert acting.set_asleep(store, KEY, "Blue", True)["changed"] is True
+    assert acting.set_asleep(store, KEY, "Blue", True)["changed"] is False
+    acting.set_asleep(store, KEY, "Blue", False)
+    assert acting.set_asleep(store, KEY, "Red", True, actor="Red")["asleep"] is True
 
 
 def test_capability_cards_and_role_addressing(store, project):

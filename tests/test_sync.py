@@ -30,7 +30,8 @@ from gitmail.model.records import (
     reservation_path,
     tombstone_path,
 )
-from gitmail.sync.syncer import add_remote, list_remotes, remove_remote, sync_project
+from gitmail.sync.remotes import add_remote, list_remotes, remove_remote
+from gitmail.sync.syncer import sync_project
 
 from .sync_helpers import PROJECT, Machine, git, message_counts, tree_files, tree_id
 
@@ -246,7 +247,7 @@ def test_concurrent_writer_during_sync_loses_nothing(tmp_path, hub_dir):
 
 
 def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, hub_dir):
-    from gitmail.sync.syncer import IntervalSyncer
+    from gitmail.sync.interval import IntervalSyncer
 
     a, b = _machines(tmp_path, "file://" + hub_dir, count=2)
     syncer = IntervalSyncer(a.store, interval=0.1).start()

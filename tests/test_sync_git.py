@@ -12,7 +12,8 @@ from gitmail.index import indexer_for
 from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Reservation, inbox_path, message_path, reservation_path
 from gitmail.sync.hookinstall import GITATTRIBUTES, install_hub
-from gitmail.sync.syncer import add_remote, sync_project
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import sync_project
 from gitmail.sync.watch import Watcher
 
 from .sync_helpers import PROJECT, Machine, git, tree_files

@@ -10,7 +10,8 @@ from gitmail.mail.projects import CONFIRMATION_PHRASE
 from gitmail.model.records import inbox_path, message_path, receipt_path, tombstone_path
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.hookinstall import install_hub
-from gitmail.sync.syncer import add_remote, sync_project
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import sync_project
 
 from .sync_helpers import git
 

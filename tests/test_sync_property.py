@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gitmail.model.records import Agent, Receipt, Reservation, message_path, receipt_path, reservation_path
 from gitmail.sync.merge import merge_file
-from gitmail.sync.syncer import add_remote, sync_project
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import sync_project
 
 from .sync_helpers import AGENTS, PROJECT, Machine, git, message_counts, tree_files
 

@@ -264,9 +264,9 @@ def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat:
 
 def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: str | None,
                 seat: str | None) -> tuple[dict[str, Any], str]:
-    from gitmail.coord import seats
+    from gitmail.coord import acting
 
-    out = seats.set_asleep(ctx.store, project, target, asleep, actor=actor, seat=seat)
+    out = acting.set_asleep(ctx.store, project, target, asleep, actor=actor, seat=seat)
     state = "asleep" if asleep else "awake"
     return out, f"{target} is {state}" + ("" if out["changed"] else " (no change)")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..server.binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, TOKEN_ENV, check_bind
+from gitmail.server.binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, TOKEN_ENV, check_bind
+
 from ._app import Context, command
 
 
@@ -27,7 +28,7 @@ def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token:
     Agents connect with any MCP client over Streamable HTTP, or launch
     `gitmail serve --stdio` as a subprocess. Runs until interrupted.
     """
-    from ..server.serve import serve_http, serve_stdio  # FastMCP loads only when serving
+    from gitmail.server.serve import serve_http, serve_stdio  # FastMCP loads only when serving
 
     if stdio:
         serve_stdio(ctx.store, sync_interval=sync_interval)

@@ -23,7 +23,7 @@ def remote() -> None:
 @click.argument("url")
 def remote_add(ctx: Context, project: str, name: str, url: str) -> tuple[object, str]:
     """Add remote NAME (any URL git understands) to PROJECT; creates an empty archive if there is none."""
-    from gitmail.sync.syncer import add_remote
+    from gitmail.sync.remotes import add_remote
 
     data = add_remote(ctx.store, project, name, url)
     return data, f"{data['project']}: remote {name} -> {url}; run `gitmail sync {project}`"
@@ -33,7 +33,7 @@ def remote_add(ctx: Context, project: str, name: str, url: str) -> tuple[object,
 @click.argument("project")
 def remote_list(ctx: Context, project: str) -> tuple[object, str]:
     """List PROJECT's remotes."""
-    from gitmail.sync.syncer import list_remotes
+    from gitmail.sync.remotes import list_remotes
 
     remotes = list_remotes(ctx.store, project)
     return remotes, "\n".join(f"{name}\t{url}" for name, url in remotes.items()) or "(no remotes)"
@@ -44,7 +44,7 @@ def remote_list(ctx: Context, project: str) -> tuple[object, str]:
 @click.argument("name")
 def remote_remove(ctx: Context, project: str, name: str) -> tuple[object, str]:
     """Forget remote NAME of PROJECT (nothing is deleted anywhere)."""
-    from gitmail.sync.syncer import remove_remote
+    from gitmail.sync.remotes import remove_remote
 
     remove_remote(ctx.store, project, name)
     return {"removed": name}, f"removed remote {name}"
@@ -59,7 +59,8 @@ def sync(ctx: Context, project: str | None, remote_name: str | None) -> tuple[ob
     Reports records in and out and any conflicts (kept under conflicts/ in
     the archive). Exits 1 when a conflict was found.
     """
-    from gitmail.sync.syncer import projects_with_remotes, sync_project
+    from gitmail.sync.remotes import projects_with_remotes
+    from gitmail.sync.syncer import sync_project
 
     store = ctx.store
     slugs = [store.resolve(project)] if project else projects_with_remotes(store)

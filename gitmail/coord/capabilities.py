@@ -16,7 +16,7 @@ from gitmail.model.records import Agent
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import Store
 
-from .seats import update_own_profile
+from .acting import update_own_profile
 
 ROLE_PREFIX = "role:"
 MAX_CAPABILITIES = 64

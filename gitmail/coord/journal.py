@@ -18,7 +18,7 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import Store
 
-from .seats import load_agent, require_actor
+from .acting import load_agent, require_actor
 
 MAX_ENTRY = 20000
 

@@ -36,14 +36,15 @@ from gitmail.model.records import (
     message_path,
     outbox_path,
     reservation_path,
+    seat_path,
 )
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import Store
 
+from .acting import load_agent, require_actor
 from .globs import covers, normalize, overlaps
 from .reservation_index import unreleased
-from .seats import load_agent, require_actor, seat_path
 
 MAX_PATHS = 200
 _WORKSPACE_SCAN_LIMIT = 5000

@@ -39,7 +39,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from gitmail.coord.seats import update_own_profile
+from gitmail.coord.acting import update_own_profile
 from gitmail.model.errors import (
     ATTACHMENT_TOO_LARGE,
     ATTACHMENT_UNDECODABLE,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from gitmail.coord.acting import check_acting
 from gitmail.coord.globs import overlaps
 from gitmail.coord.lookup import active_reservations, find_agent, require_agent
-from gitmail.coord.seats import check_acting
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmail.coord import capabilities, guard, journal, reservations, seats
+from gitmail.coord import acting, capabilities, guard, journal, reservations, seats
 from gitmail.index import search_messages
 from gitmail.storage.store import Store
 
@@ -282,11 +282,11 @@ class Mail:
 
     def sleep_agent(self, project_key: str, agent_name: str, target: str | None = None,
                     seat: str | None = None) -> dict[str, Any]:
-        return seats.set_asleep(self.store, project_key, target or agent_name, True, actor=agent_name, seat=seat)
+        return acting.set_asleep(self.store, project_key, target or agent_name, True, actor=agent_name, seat=seat)
 
     def wake_agent(self, project_key: str, agent_name: str | None, target: str,
                    seat: str | None = None) -> dict[str, Any]:
-        return seats.set_asleep(self.store, project_key, target, False, actor=agent_name, seat=seat)
+        return acting.set_asleep(self.store, project_key, target, False, actor=agent_name, seat=seat)
 
     def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str],
                              seat: str | None = None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitmail.coord.acting import check_acting
 from gitmail.coord.lookup import require_agent
-from gitmail.coord.seats import check_acting
 from gitmail.model.errors import not_found
 from gitmail.model.records import Receipt, inbox_path
 from gitmail.storage.engine import Change

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmail.coord import capabilities, seats
+from gitmail.coord import acting, capabilities
 from gitmail.coord.lookup import agent_names, find_agent, project_record, require_agent
 from gitmail.model.clock import HybridClock
 from gitmail.model.errors import (
@@ -214,7 +214,7 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
         project = project_record(snap)
         sender = require_agent(snap, out.sender, "sender_name", active=True)
         # asleep, or fenced by its seat
-        seats.require_actor(snap, sender.name, out.seat, at=ctx.clock.now(), field="sender_name")
+        acting.require_actor(snap, sender.name, out.seat, at=ctx.clock.now(), field="sender_name")
         if hashed is not None:
             earlier = idempotency.check(snap, sender.name, hashed, operation, request, ctx.clock.now())
             if earlier is not None:

@@ -260,7 +260,7 @@ class Agent(Record):
     token_hash: str | None = _spec("str", default=None)
 
     def path(self) -> str:
-        return agent_dir(self.name) + "/profile.yaml"
+        return profile_path(self.name)
 
 
 @dataclass
@@ -371,7 +371,7 @@ class Seat(Record):
     token_hash: str | None = _spec("str", default=None)
 
     def path(self) -> str:
-        return agent_dir(self.agent) + "/seat.yaml"
+        return seat_path(self.agent)
 
 
 
@@ -514,6 +514,14 @@ class Conflict(Record):
 
 def agent_dir(name: str) -> str:
     return f"agents/{name}"
+
+
+def profile_path(name: str) -> str:
+    return f"{agent_dir(name)}/profile.yaml"
+
+
+def seat_path(agent: str) -> str:
+    return f"{agent_dir(agent)}/seat.yaml"
 
 
 def message_path(message_id: str) -> str:

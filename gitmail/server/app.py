@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from fastmcp import FastMCP
 
-from gitmail import __version__
 from gitmail.mail.facade import Mail
+from gitmail.model.version import __version__
 from gitmail.storage.store import Store
 
 from . import (

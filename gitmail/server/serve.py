@@ -17,11 +17,11 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from gitmail.index import indexer_for
 from gitmail.storage.store import Store
-from gitmail.sync.syncer import IntervalSyncer
+from gitmail.sync.interval import IntervalSyncer
 from gitmail.sync.watch import Watcher
 
-from ..index import indexer_for
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .runtime import Listen

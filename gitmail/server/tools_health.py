@@ -7,7 +7,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
-from gitmail import __version__
+from gitmail.model.version import __version__
 
 from .binding import is_loopback
 from .results import READ, tool

@@ -16,10 +16,10 @@ from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
+from gitmail.index import indexer_for
 from gitmail.model.errors import CURSOR_AHEAD, GitmailError
 from gitmail.model.records import Message, message_path
 
-from ..index import indexer_for
 from . import pages
 from .params import AgentName, AgentToken, ProjectKey
 from .results import READ, tool

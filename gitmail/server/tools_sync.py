@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastmcp import FastMCP
 from pydantic import Field
 
-from gitmail.sync import syncer as sync
+from gitmail.sync import remotes, syncer
 
 from .params import ProjectKey
 from .results import READ, WRITE, tool
@@ -28,7 +28,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Returns {remotes: {name: url}}. An empty mapping means the archive lives
         only on this machine; an operator adds remotes with `gitmail remote add`.
         """
-        return {"remotes": sync.list_remotes(rt.store, project_key)}
+        return {"remotes": remotes.list_remotes(rt.store, project_key)}
 
     @tool(mcp, WRITE)
     def sync_project(
@@ -44,4 +44,4 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         conflicts, ...}]}; conflicts lists any immutable file that differed on the
         two sides (both versions are kept under conflicts/).
         """
-        return {"results": [result.to_dict() for result in sync.sync_project(rt.store, project_key, remote)]}
+        return {"results": [result.to_dict() for result in syncer.sync_project(rt.store, project_key, remote)]}

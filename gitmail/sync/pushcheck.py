@@ -35,7 +35,7 @@ from gitmail.storage.snapshot import blob_data
 from .merge import IMMUTABLE_ROLES, role_of, tree_changes
 
 MAIN = "refs/heads/main"
-NODE_PREFIX = "refs/gitmail/nodes/"  # each machine's own ref (see gitmail.sync.syncer)
+NODE_PREFIX = "refs/gitmail/nodes/"  # each machine's own ref (see gitmail.sync.remotes)
 ZERO = "0" * 40
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")

@@ -21,11 +21,7 @@ never loses a write that raced with it. One sync:
 
 from __future__ import annotations
 
-import os
 import random
-import re
-import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -34,89 +30,18 @@ from typing import Any
 
 import pygit2
 
-from gitmail.model.errors import (
-    ALREADY_EXISTS,
-    NOT_FOUND,
-    RETRY_EXHAUSTED,
-    SYNC_FAILED,
-    SYNC_REJECTED,
-    GitmailError,
-    invalid,
-)
+from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.snapshot import Snapshot, blob_data
 from gitmail.storage.store import Store
 
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
+from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
 
 MAX_ROUNDS = 4
 MAX_INTEGRATE_TRIES = 100
 MAX_PAUSE = 2.0  # seconds: the longest pause before another round
-NODE_REFS = "refs/gitmail/nodes"
-_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def tracking_ref(remote: str) -> str:
-    """Where the last fetched tip of ``remote``'s main is kept in the local archive."""
-    return f"refs/remotes/{remote}/main"
-
-
-def node_ref(node: str) -> str:
-    """The ref on a remote that only machine ``node`` pushes to."""
-    return f"{NODE_REFS}/{node}"
-
-
-def _tracking_nodes(remote: str) -> str:
-    return f"refs/remotes/{remote}/nodes"
-
-
-def _git(git_dir: str, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
-    if check and proc.returncode != 0:
-        raise GitmailError(SYNC_FAILED, f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}; "
-                           "check the remote's URL and your access to it, then sync again",
-                           {"command": ["git", *args], "exit_code": proc.returncode})
-    return proc
-
-
-# -- remotes ------------------------------------------------------------------------
-
-def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str]:
-    """Name a remote for a project; the project's archive is created if this machine has none yet."""
-    if not isinstance(name, str) or not _REMOTE_NAME.match(name):
-        raise invalid(f"remote name {name!r} must be letters, digits, '.', '_' or '-'", field="name")
-    if not isinstance(url, str) or not url.strip() or url.startswith("-"):
-        raise invalid("the remote URL must be a git URL or path", field="url")
-    archive = store.archive(project, create=True)
-    if name in list_remotes(store, project):
-        raise GitmailError(ALREADY_EXISTS,
-                           f"project already has a remote named {name!r}; remove it first or pick another name",
-                           {"remote": name})
-    _git(archive.git_dir, "remote", "add", name, url)
-    return {"project": store.resolve(project), "remote": name, "url": url}
-
-
-def remove_remote(store: Store, project: str, name: str) -> None:
-    archive = store.archive(project)
-    if name not in list_remotes(store, project):
-        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; see `gitmail remote list`",
-                           {"remote": name})
-    _git(archive.git_dir, "remote", "remove", name)
-
-
-def list_remotes(store: Store, project: str) -> dict[str, str]:
-    """Remote name -> URL for a project."""
-    archive = store.archive(project)
-    config = archive.repo.config
-    remotes: dict[str, str] = {}
-    for entry in config:
-        match = re.match(r"^remote\.(.+)\.url$", entry.name)
-        if match and entry.value is not None:
-            remotes[match.group(1)] = entry.value
-    return dict(sorted(remotes.items()))
 
 
 # -- one sync -------------------------------------------------------------------------
@@ -227,7 +152,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
 
 def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
     """Push main to ``target``; returns ``"ok"`` or ``"behind"`` (the remote ref moved: fetch and merge again)."""
-    proc = _git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{target}", check=False)
+    proc = git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{target}", check=False)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return "ok"
@@ -262,61 +187,6 @@ def sync_project(store: Store, project: str, remote: str | None = None, *,
         names = list(remotes)
     ensure_gitattributes(archive)
     return [_sync_one(store, archive, store.resolve(project), name, max_rounds) for name in names]
-
-
-def projects_with_remotes(store: Store) -> list[str]:
-    """Slugs of the projects that have at least one remote."""
-    return [slug for slug in store.slugs() if list_remotes(store, slug)]
-
-
-class IntervalSyncer:
-    """Syncs every project that has remotes, every ``interval`` seconds, in a daemon thread.
-
-    A server owns one for its lifetime (``start()`` / ``stop()``) and can ask
-    for an immediate round with :meth:`sync_now`. Failures are kept per
-    project and remote in :attr:`last` (with the error's code and advice)
-    and never stop the loop; the next round simply tries again.
-    """
-
-    def __init__(self, store: Store, interval: float = 60.0):
-        self.store = store
-        self.interval = interval
-        self.last: dict[str, dict[str, Any]] = {}
-        self.rounds = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> IntervalSyncer:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="gitmail-sync", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sync_now()
-
-    def sync_now(self, project: str | None = None) -> list[dict[str, Any]]:
-        """One round now (one project, or all with remotes); one report per project and remote."""
-        reports: list[dict[str, Any]] = []
-        with self._lock:  # one round at a time; a second caller waits and then runs its own
-            for slug in [self.store.resolve(project)] if project else projects_with_remotes(self.store):
-                try:
-                    reports += [result.to_dict() for result in sync_project(self.store, slug)]
-                except GitmailError as exc:
-                    reports.append({"project": slug, "error": exc.to_dict()})
-            self.rounds += 1
-        for report in reports:
-            self.last[f"{report['project']}/{report.get('remote', '*')}"] = report
-        return reports
 
 
 def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int) -> SyncResult:
@@ -363,17 +233,17 @@ def _ref(repo: pygit2.Repository, name: str) -> str | None:
 
 def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, str]]:
     """Fetch the remote's main and machine refs: (main's tip or None while empty, node -> tip)."""
-    specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{_tracking_nodes(remote)}/*"]
-    proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", remote, *specs, check=False)
+    specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{tracking_nodes(remote)}/*"]
+    proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", remote, *specs, check=False)
     has_main = True
     if proc.returncode != 0 and "couldn't find remote ref" in proc.stderr:
         has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
-        proc = _git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
+        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
     if proc.returncode != 0:
         raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {proc.stderr.strip()}; check the "
                            "remote's URL and your access to it, then sync again", {"remote": remote})
     repo = archive.repo
-    prefix = _tracking_nodes(remote) + "/"
+    prefix = tracking_nodes(remote) + "/"
     nodes = {name[len(prefix):]: str(repo.references[name].resolve().target)
              for name in repo.references if name.startswith(prefix)}
     return (_ref(repo, tracking_ref(remote)) if has_main else None), nodes
