@@ -1,0 +1,114 @@
+"""Benchmark of the command line: how long a person waits for ``gitmail``.
+
+Run: ``python benchmarks/bench_cli.py`` (``--runs 21`` for steadier medians).
+
+A throw-away store gets one project with 1,000 past messages among 20 agents
+(written with ``git fast-import``, as in ``bench_mcp.py``); one untimed read
+brings the project's index up to date first (that first read is reported as
+``cold``). Then, in interleaved rounds so that a busy moment hits every
+command alike, each of these runs as its own process, the way a shell runs it:
+
+- ``python -c pass``: the interpreter alone, the yardstick;
+- ``gitmail --help``;
+- ``gitmail inbox PROJECT AGENT`` (the newest 20 of ~250 messages);
+- ``gitmail search PROJECT WORD`` (a word in a tenth of the messages).
+
+Reported: the median wall time of each and its ratio to ``python -c pass``.
+Goals on a quiet machine: ``--help`` at most 3x ``python -c pass``; a read
+command at most 0.5 s. Prints a table, then one JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench_mcp import PROJECT, RECIPIENT, history, setup  # noqa: E402 - beside this file
+
+HELP_GOAL = 3.0  # x python -c pass
+READ_GOAL_S = 0.5
+
+
+def gitmail_command() -> list[str]:
+    """The installed ``gitmail`` script beside this Python, else ``python -m gitmail``."""
+    script = os.path.join(os.path.dirname(sys.executable), "gitmail")
+    return [script] if os.path.isfile(script) else [sys.executable, "-m", "gitmail"]
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1000, help="messages in the store (default 1000)")
+    parser.add_argument("--runs", type=int, default=15, help="timed runs of each command (default 15)")
+    parser.add_argument("--per-day", type=int, default=100, help="messages a day in the history (default 100)")
+    args = parser.parse_args(argv)
+
+    home = tempfile.mkdtemp(prefix="gitmail-bench-cli-")
+    env = dict(os.environ, GITMAIL_HOME=home, PYTHONDONTWRITEBYTECODE="0")
+    env.pop("GITMAIL_TOKEN", None)
+    gitmail = gitmail_command()
+    try:
+        setup(home, 1)
+        fill_s = history(home, args.messages, args.per_day)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "gitmail --help": [*gitmail, "--help"],
+            "gitmail inbox": [*gitmail, "inbox", PROJECT, RECIPIENT],
+            "gitmail search": [*gitmail, "search", PROJECT, "review"],
+        }
+        cold_s = run_once(commands["gitmail inbox"], env)  # brings the index up to date
+        for argv_ in commands.values():  # warm the file cache and the bytecode of every command
+            run_once(argv_, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, argv_ in commands.items():
+                samples[name].append(run_once(argv_, env))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+    base = statistics.median(samples["python -c pass"])
+    rows = {}
+    for name, values in samples.items():
+        median = statistics.median(values)
+        rows[name] = {"median_s": round(median, 4), "min_s": round(min(values), 4),
+                      "ratio": round(median / base, 2)}
+    result = {
+        "messages": args.messages, "runs": args.runs, "fill_s": round(fill_s, 2), "cold_inbox_s": round(cold_s, 3),
+        "commands": rows,
+        "help_ratio": rows["gitmail --help"]["ratio"], "help_goal_ratio": HELP_GOAL,
+        "help_ok": rows["gitmail --help"]["ratio"] <= HELP_GOAL,
+        "read_goal_s": READ_GOAL_S,
+        "reads_ok": all(rows[n]["median_s"] <= READ_GOAL_S for n in ("gitmail inbox", "gitmail search")),
+        "python": sys.version.split()[0], "cpus": os.cpu_count(),
+    }
+    print(f"{args.messages} messages (history written in {fill_s:.1f} s); first inbox read, index catching up: "
+          f"{cold_s:.3f} s; {args.runs} runs each, interleaved")
+    print(f"{'command':<18} {'median s':>9} {'min s':>8} {'x python -c pass':>17}  goal")
+    goals = {"gitmail --help": f"<= {HELP_GOAL:g}x", "gitmail inbox": f"<= {READ_GOAL_S} s",
+             "gitmail search": f"<= {READ_GOAL_S} s"}
+    for name, row in rows.items():
+        print(f"{name:<18} {row['median_s']:>9.3f} {row['min_s']:>8.3f} {row['ratio']:>17.2f}  {goals.get(name, '')}")
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
