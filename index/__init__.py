@@ -15,8 +15,24 @@ Entry points:
 - :func:`parse_query` checks a query without running it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .indexer import Indexer, indexer_for, search_messages
 from .project import ProjectIndex
-from .query import parse_query
+
+if TYPE_CHECKING:
+    from .query import parse_query
 
 __all__ = ["Indexer", "ProjectIndex", "indexer_for", "parse_query", "search_messages"]
+
+
+def __getattr__(name: str) -> Any:
+    # Whoosh loads with the query parser, on first use: inbox reads and the
+    # catch-up never need it.
+    if name == "parse_query":
+        from .query import parse_query
+
+        return parse_query
+    raise AttributeError(f"module 'gitmail.index' has no attribute {name!r}")

@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitmail.model.clock import UTC, format_ts
 from gitmail.model.errors import invalid, not_found
@@ -33,9 +33,10 @@ from gitmail.storage.snapshot import blob_data
 from . import parse, reads
 from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
-from .query import parse_query
-from .search import OVERLAY_MAX, Progress, SearchIndex
 from .search_process import SearchWriter, SearchWriterFailed, write
+
+if TYPE_CHECKING:
+    from .search import Progress, SearchIndex
 
 _log = logging.getLogger("gitmail.index")
 
@@ -67,7 +68,8 @@ class ProjectIndex:
         self.root = os.path.join(derived_dir, VERSION_DIR)
         _remove_other_versions(derived_dir)
         self.meta = Meta(os.path.join(self.root, "meta.sqlite"))
-        self.search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
+        self._search_index: SearchIndex | None = None  # opened on first use: see search_index
+        self._search_index_lock = threading.Lock()
         self.search_writer = search_writer  # background drains and merges run there when set
         self._sync_lock = threading.Lock()
         self._changed = threading.Condition()
@@ -87,6 +89,17 @@ class ProjectIndex:
     def _now_ts(self) -> str:
         """The time by the archive's clock (the store's wall-time source)."""
         return format_ts(dt.datetime.fromtimestamp(self.archive.wall(), UTC))
+
+    @property
+    def search_index(self) -> SearchIndex:
+        """The Whoosh side, opened on first use, so reads that search nothing never load Whoosh."""
+        if self._search_index is None:
+            with self._search_index_lock:
+                if self._search_index is None:
+                    from .search import SearchIndex
+
+                    self._search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
+        return self._search_index
 
     def _blob(self, oid: str) -> bytes:
         return blob_data(self.archive.repo, oid)
@@ -356,6 +369,9 @@ class ProjectIndex:
     # -- search ---------------------------------------------------------------
     def search(self, query: str, limit: int = 20, agent: str | None = None) -> list[dict[str, Any]]:
         """Messages matching ``query``, best first; scoped to ``agent`` if given."""
+        from .query import parse_query
+        from .search import OVERLAY_MAX
+
         parsed = parse_query(query)
         reads.check_limit(limit)
         self._sync()
@@ -373,7 +389,8 @@ class ProjectIndex:
         self.worker.stop()
         self.drainer.stop()
         self.merger.stop()
-        self.search_index.close()
+        if self._search_index is not None:
+            self._search_index.close()
 
 
 def _remove_other_versions(derived_dir: str) -> None:

@@ -26,14 +26,16 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from gitmail.storage.snapshot import blob_data
 
 from .meta import Meta
-from .search import SearchIndex
+
+if TYPE_CHECKING:
+    from .search import SearchIndex
 
 _log = logging.getLogger("gitmail.index")
 
@@ -142,6 +144,8 @@ def write(index: SearchIndex, op: str, *, refresh: bool = True) -> Any:
 
 
 def _serve_one(request: dict[str, Any]) -> Any:
+    from .search import SearchIndex
+
     repo = pygit2.Repository(request["git_dir"])
     index = SearchIndex(request["search_root"], Meta(request["meta_path"], check=False),
                         lambda oid: blob_data(repo, oid))

@@ -79,3 +79,35 @@ def test_import_gitmail_is_cheap_and_exports_resolve_on_use():
     proc = run_probe(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[]", "True", "True"]
+
+
+def imports_of(argv: list[str], home: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run a command with Python reporting every import; the top-level packages it loaded."""
+    env = dict(os.environ, GITMAIL_HOME=home, PYTHONPROFILEIMPORTTIME="1")
+    env.pop("GITMAIL_TOKEN", None)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    loaded = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+              if line.startswith("import time:")}
+    return proc, loaded
+
+
+def test_reading_an_inbox_loads_neither_search_nor_images_nor_the_server(store, home):
+    from gitmail import Mail
+
+    mail = Mail(store)
+    mail.ensure_project("/work/startup")
+    for name in ("Blue", "Green"):
+        mail.register_agent("/work/startup", "test", "none", name=name)
+        mail.set_contact_policy("/work/startup", name, "open")
+    sent = mail.send_message("/work/startup", "Blue", ["Green"], "hello", "a word for the index")
+    script = os.path.join(os.path.dirname(sys.executable), "gitmail")
+
+    proc, loaded = imports_of([script, "inbox", "/work/startup", "Green"], home)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sent["deliveries"][0]["payload"]["id"] in proc.stdout
+    assert "pygit2" in loaded  # the report is real: the read opened the archive
+    assert not loaded & {"whoosh", "PIL", "fastmcp"}
+
+    proc, loaded = imports_of([script, "search", "/work/startup", "word"], home)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "whoosh" in loaded and not loaded & {"PIL", "fastmcp"}

@@ -37,8 +37,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
-
 from gitmail.coord.acting import update_own_profile
 from gitmail.model.errors import (
     ATTACHMENT_TOO_LARGE,
@@ -201,6 +199,8 @@ def _short(ref: str) -> str:
 
 def to_webp(data: bytes, ref: str, settings: Settings) -> tuple[bytes, int, int]:
     """Re-encode an image as WebP; (bytes, width, height). WebP input is kept byte for byte."""
+    from PIL import Image, UnidentifiedImageError  # loaded only when an image is stored
+
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
