@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     home = tempfile.mkdtemp(prefix="gitmail-bench-cli-")
-    env = dict(os.environ, GITMAIL_HOME=home, PYTHONDONTWRITEBYTECODE="0")
+    env = dict(os.environ, GITMAIL_HOME=home)
     env.pop("GITMAIL_TOKEN", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # cache bytecode as an ordinary installation does
     gitmail = gitmail_command()
     try:
         setup(home, 1)
