@@ -6,7 +6,6 @@ store. The shell user owns the store's files, so no agent token is asked for.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import click
 
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
-from gitmail.model.ids import is_id
 
 from ._app import Context, command
 
@@ -224,6 +222,8 @@ def log(ctx: Context, project: str, ident: str, as_thread: bool, patch: bool) ->
     Runs the real `git log` on the archive over every file of the message(s):
     the message, its inbox and outbox copies and its receipts.
     """
+    from gitmail.model.ids import is_id
+
     if as_thread or not is_id(ident):
         ids = [m["id"] for m in ctx.mail.get_thread(project, ident, include_bodies=False)["messages"]]
     else:
@@ -243,6 +243,8 @@ def log(ctx: Context, project: str, ident: str, as_thread: bool, patch: bool) ->
 
 
 def _git(git_dir: str, *args: str) -> str:
+    import subprocess
+
     proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise GitmailError(INVALID_ARGUMENT, f"git {args[0]} failed on {git_dir}: {proc.stderr.strip()}",

@@ -5,8 +5,6 @@ Kept free of heavy imports so the CLI can check its options quickly.
 
 from __future__ import annotations
 
-import ipaddress
-
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -20,6 +18,8 @@ def is_loopback(host: str) -> bool:
     if host.strip().lower() == "localhost":
         return True
     try:
+        import ipaddress  # here, not at the top: the CLI imports this module for its --help
+
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
