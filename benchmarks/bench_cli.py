@@ -1,6 +1,9 @@
 """Benchmark of the command line: how long a person waits for ``gitmail``.
 
 Run: ``python benchmarks/bench_cli.py`` (``--runs 21`` for steadier medians).
+``--python VENV/bin/python`` measures another installation (say one made from
+the wheel, as ``.ci/run`` does) with that interpreter as the yardstick: an
+editable install adds its import hook to every start, ``python -c pass`` too.
 
 A throw-away store gets one project with 1,000 past messages among 20 agents
 (written with ``git fast-import``, as in ``bench_mcp.py``); one untimed read
@@ -39,10 +42,10 @@ HELP_GOAL = 3.0  # x python -c pass
 READ_GOAL_S = 0.5
 
 
-def gitmail_command() -> list[str]:
-    """The installed ``gitmail`` script beside this Python, else ``python -m gitmail``."""
-    script = os.path.join(os.path.dirname(sys.executable), "gitmail")
-    return [script] if os.path.isfile(script) else [sys.executable, "-m", "gitmail"]
+def gitmail_command(python: str) -> list[str]:
+    """The installed ``gitmail`` script beside ``python``, else ``python -m gitmail``."""
+    script = os.path.join(os.path.dirname(python), "gitmail")
+    return [script] if os.path.isfile(script) else [python, "-m", "gitmail"]
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> float:
@@ -59,18 +62,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--messages", type=int, default=1000, help="messages in the store (default 1000)")
     parser.add_argument("--runs", type=int, default=15, help="timed runs of each command (default 15)")
     parser.add_argument("--per-day", type=int, default=100, help="messages a day in the history (default 100)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter of the installation to measure (default: this one)")
     args = parser.parse_args(argv)
 
     home = tempfile.mkdtemp(prefix="gitmail-bench-cli-")
     env = dict(os.environ, GITMAIL_HOME=home)
     env.pop("GITMAIL_TOKEN", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # cache bytecode as an ordinary installation does
-    gitmail = gitmail_command()
+    gitmail = gitmail_command(args.python)
     try:
         setup(home, 1)
         fill_s = history(home, args.messages, args.per_day)
         commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
+            "python -c pass": [args.python, "-c", "pass"],
             "gitmail --help": [*gitmail, "--help"],
             "gitmail inbox": [*gitmail, "inbox", PROJECT, RECIPIENT],
             "gitmail search": [*gitmail, "search", PROJECT, "review"],
@@ -98,10 +103,12 @@ def main(argv: list[str] | None = None) -> dict:
         "help_ok": rows["gitmail --help"]["ratio"] <= HELP_GOAL,
         "read_goal_s": READ_GOAL_S,
         "reads_ok": all(rows[n]["median_s"] <= READ_GOAL_S for n in ("gitmail inbox", "gitmail search")),
-        "python": sys.version.split()[0], "cpus": os.cpu_count(),
+        "python": args.python, "gitmail": " ".join(gitmail), "cpus": os.cpu_count(),
+        "load_1min": round(os.getloadavg()[0], 2),
     }
-    print(f"{args.messages} messages (history written in {fill_s:.1f} s); first inbox read, index catching up: "
-          f"{cold_s:.3f} s; {args.runs} runs each, interleaved")
+    print(f"{' '.join(gitmail)}: {args.messages} messages (history written in {fill_s:.1f} s); "
+          f"first inbox read, index catching up: {cold_s:.3f} s; {args.runs} runs each, interleaved; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'command':<18} {'median s':>9} {'min s':>8} {'x python -c pass':>17}  goal")
     goals = {"gitmail --help": f"<= {HELP_GOAL:g}x", "gitmail inbox": f"<= {READ_GOAL_S} s",
              "gitmail search": f"<= {READ_GOAL_S} s"}
