@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gitmail import Agent, Change, Project, Reservation, Store
 from gitmail.coord import reservations as rs
+from gitmail.coord.context import Context
 from gitmail.model.clock import format_ts
 from gitmail.model.ids import new_id
 from gitmail.storage.store import slug_for
@@ -88,23 +89,24 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as home:
         store = Store(home, durable=not args.no_durable, background=False)
+        ctx = Context(store)
         setup(store, args.active, args.agents)
         first = time.perf_counter()
-        rs.reserve(store, KEY, "Bencher", ["warmup/a.py"], ttl_seconds=600)  # builds the active-set cache once
+        rs.reserve(ctx, KEY, "Bencher", ["warmup/a.py"], ttl_seconds=600)  # builds the active-set cache once
         cold = time.perf_counter() - first
         reserve_ms, release_ms, total_ms = [], [], []
         for i in range(args.rounds):
             t0 = time.perf_counter()
-            out = rs.reserve(store, KEY, "Bencher", [f"pkg{i % 50}/bench{i}/*.py"], ttl_seconds=600)
+            out = rs.reserve(ctx, KEY, "Bencher", [f"pkg{i % 50}/bench{i}/*.py"], ttl_seconds=600)
             t1 = time.perf_counter()
             assert out["granted"] and not out["conflicts"], out
-            rs.release(store, KEY, "Bencher", file_reservation_ids=[out["granted"][0]["id"]])
+            rs.release(ctx, KEY, "Bencher", file_reservation_ids=[out["granted"][0]["id"]])
             t2 = time.perf_counter()
             reserve_ms.append((t1 - t0) * 1000)
             release_ms.append((t2 - t1) * 1000)
             total_ms.append((t2 - t0) * 1000)
         conflict_t0 = time.perf_counter()
-        refused = rs.reserve(store, KEY, "Bencher", ["pkg3/mod3/x/y.py"], ttl_seconds=600)
+        refused = rs.reserve(ctx, KEY, "Bencher", ["pkg3/mod3/x/y.py"], ttl_seconds=600)
         conflict_ms = (time.perf_counter() - conflict_t0) * 1000
         assert refused["conflicts"] and not refused["granted"]
         scans = []
@@ -112,7 +114,7 @@ def main() -> None:
             t0 = time.perf_counter()
             found = naive_scan(store)
             scans.append((time.perf_counter() - t0) * 1000)
-        active_now = len(rs.list_reservations(store, KEY)["file_reservations"])
+        active_now = len(rs.list_reservations(ctx, KEY)["file_reservations"])
 
     rows = [("reserve", reserve_ms), ("release", release_ms), ("reserve + release", total_ms)]
     print(f"{args.active} active reservations ({active_now} at the end), {args.rounds} rounds, "

@@ -63,6 +63,14 @@ def store(home, wall):
     return Store(home, background=False, wall=wall)
 
 
+@pytest.fixture
+def ctx(store):
+    """The domain context over ``store``: what every coordination and mail operation takes first."""
+    from gitmail.coord.context import Context
+
+    return Context(store)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store."""

@@ -10,6 +10,8 @@ gitmail is built in layers, and a layer imports only the layers to its left::
 knows the domain. The top package ``gitmail`` (the curated public API) and
 ``gitmail.__main__`` sit above everything, and nothing of ours imports them.
 
+The faces (``server``, ``cli``, ``web``) reach ``coord`` and ``mail`` only
+through the facade :mod:`gitmail.mail.facade` (UPPER_CASE constants aside).
 Besides the direction: an import between two subpackages is absolute
 (``from gitmail.model.records import Message``), one inside a subpackage is
 relative (``from .seats import take_seat``), and no two modules import each
@@ -40,6 +42,13 @@ ALLOWED: dict[str, frozenset[str]] = {layer: frozenset(LAYERS[: i + 1]) for i, l
 ALLOWED["hooks"] = frozenset({"hooks"})
 ALLOWED["model"] = frozenset({"model"})
 ALLOWED["index"] = frozenset({"model", "storage", "index"})
+
+# The faces reach the domain (coordination and mail) through one door, the
+# facade, so the CLI, the MCP server and the web view run the same operations
+# with the same checks; they may still read constants (bounds, hook names).
+FACES = frozenset({"web", "server", "cli"})
+DOMAIN = frozenset({"coord", "mail"})
+FACADE = "gitmail.mail.facade"
 ALLOWED[TOP] = frozenset(LAYERS) | {TOP}
 
 
@@ -52,6 +61,7 @@ class Import:
     line: int
     target: str  # the imported module (the longest prefix of the name that is one of ours)
     relative: bool  # written as ``from .x import y``
+    name: str | None = None  # the name taken from the module (``from x import name``), if any
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,8 @@ def imports(root: str, known: dict[str, str] | None = None) -> list[Import]:
             for head, name in names:
                 target = _resolve(head, name, known)
                 if target is not None and target != module:
-                    found.append(Import(module, path, node.lineno, target, relative))
+                    taken = name if name is not None and target != f"{head}.{name}" else None
+                    found.append(Import(module, path, node.lineno, target, relative, taken))
         out += sorted(set(found), key=lambda item: (item.line, item.target))
     return out
 
@@ -152,6 +163,9 @@ def violations(root: str) -> list[Violation]:
         if target not in ALLOWED[source]:
             allowed = ", ".join(layer for layer in (*LAYERS, TOP) if layer in ALLOWED[source])
             found.append(Violation("direction", item, f"layer {source} may import only {allowed}, not {target}"))
+        if source in FACES and target in DOMAIN and item.target != FACADE and not _constant(item.name):
+            found.append(Violation("facade", item, f"the {source} reaches the domain through {FACADE} "
+                                   "(it may read UPPER_CASE constants elsewhere)"))
         same = _subpackage(item.module) == _subpackage(item.target) and layer_of(item.module) != TOP
         if same and not item.relative:
             found.append(Violation("style", item, "an import inside one subpackage is relative (from .x import y)"))
@@ -159,6 +173,10 @@ def violations(root: str) -> list[Violation]:
             found.append(Violation("style", item, "an import across subpackages is absolute (from gitmail.x import y)"))
     found += _cycles(edges)
     return found
+
+
+def _constant(name: str | None) -> bool:
+    return name is not None and name.isupper()
 
 
 def _cycles(edges: list[Import]) -> list[Violation]:

@@ -39,9 +39,9 @@ def commit(repo, path, env=None, check=False):
 
 
 @pytest.fixture
-def code_repo(tmp_path, store):
+def code_repo(tmp_path, store, ctx):
     make_project(store, KEY, "Blue", "Green")
-    rs.reserve(store, KEY, "Blue", ["src/core/", "docs/*.md"], ttl_seconds=600, reason="rewriting the core")
+    rs.reserve(ctx, KEY, "Blue", ["src/core/", "docs/*.md"], ttl_seconds=600, reason="rewriting the core")
     repo = str(tmp_path / "code")
     os.makedirs(repo)
     run("git", "init", "-q", "-b", "main", cwd=repo)
@@ -69,8 +69,8 @@ def test_install_through_the_cli_and_block_other_agents(code_repo, home):
     assert commit(code_repo, "docs/guide.md").returncode != 0
 
 
-def test_warn_mode_and_bypass(code_repo, store):
-    guard.install(store, KEY, code_repo)
+def test_warn_mode_and_bypass(code_repo, store, ctx):
+    guard.install(ctx, KEY, code_repo)
     warned = commit(code_repo, "src/core/a.py", env={"AGENT_NAME": "Green", guard.MODE_ENV: "warn"})
     assert warned.returncode == 0 and "letting it through" in warned.stdout + warned.stderr
     run("git", "config", guard.CONFIG_MODE, "warn", cwd=code_repo)
@@ -81,22 +81,22 @@ def test_warn_mode_and_bypass(code_repo, store):
     assert bypassed.returncode == 0 and "bypassed" in bypassed.stdout + bypassed.stderr
 
 
-def test_released_reservations_no_longer_block(code_repo, store):
-    guard.install(store, KEY, code_repo)
+def test_released_reservations_no_longer_block(code_repo, store, ctx):
+    guard.install(ctx, KEY, code_repo)
     assert commit(code_repo, "src/core/x.py", env={"AGENT_NAME": "Green"}).returncode != 0
-    rs.release(store, KEY, "Blue", paths=["src/core"])
+    rs.release(ctx, KEY, "Blue", paths=["src/core"])
     assert commit(code_repo, "src/core/x.py", env={"AGENT_NAME": "Green"}).returncode == 0
 
 
-def test_existing_hook_is_chained_and_restored(code_repo, store, tmp_path):
+def test_existing_hook_is_chained_and_restored(code_repo, store, tmp_path, ctx):
     marker = tmp_path / "ran"
     hook = os.path.join(code_repo, ".git", "hooks", "pre-commit")
     with open(hook, "w", encoding="utf-8") as handle:
         handle.write(f"#!/bin/sh\necho ran >> {marker}\nexit 0\n")
     os.chmod(hook, 0o755)
-    out = guard.install(store, KEY, code_repo)
+    out = guard.install(ctx, KEY, code_repo)
     assert out["chained"] == [hook + guard.CHAINED_SUFFIX]
-    assert guard.install(store, KEY, code_repo)["chained"] == out["chained"]  # idempotent
+    assert guard.install(ctx, KEY, code_repo)["chained"] == out["chained"]  # idempotent
     assert commit(code_repo, "free.txt", env={"AGENT_NAME": "Green"}).returncode == 0
     assert marker.read_text() == "ran\n"
     # A failing chained hook still stops the commit before the guard runs.
@@ -111,29 +111,29 @@ def test_existing_hook_is_chained_and_restored(code_repo, store, tmp_path):
     assert run("git", "config", "gitmail.project", cwd=code_repo, check=False).returncode != 0
 
 
-def test_core_hooks_path_is_honoured(code_repo, store):
+def test_core_hooks_path_is_honoured(code_repo, store, ctx):
     run("git", "config", "core.hooksPath", ".githooks", cwd=code_repo)
-    out = guard.install(store, KEY, code_repo)
+    out = guard.install(ctx, KEY, code_repo)
     assert out["hooks_dir"] == os.path.join(code_repo, ".githooks")
     assert os.path.exists(os.path.join(code_repo, ".githooks", "pre-commit"))
     assert not os.path.exists(os.path.join(code_repo, ".git", "hooks", "pre-commit"))
     assert commit(code_repo, "src/core/y.py", env={"AGENT_NAME": "Green"}).returncode != 0
 
 
-def test_linked_worktree(code_repo, store, tmp_path):
-    guard.install(store, KEY, code_repo)
+def test_linked_worktree(code_repo, store, tmp_path, ctx):
+    guard.install(ctx, KEY, code_repo)
     worktree = str(tmp_path / "wt")
     run("git", "worktree", "add", "-q", "-b", "feature", worktree, cwd=code_repo)
     assert commit(worktree, "src/core/z.py", env={"AGENT_NAME": "Green"}).returncode != 0
     assert commit(worktree, "src/core/z.py", env={"AGENT_NAME": "Blue"}).returncode == 0
 
 
-def test_pre_push_blocks_commits_touching_reserved_files(code_repo, store, tmp_path):
+def test_pre_push_blocks_commits_touching_reserved_files(code_repo, store, tmp_path, ctx):
     remote = str(tmp_path / "remote.git")
     run("git", "init", "-q", "--bare", remote, cwd=str(tmp_path))
     run("git", "remote", "add", "origin", remote, cwd=code_repo)
     run("git", "push", "-q", "origin", "main", cwd=code_repo)
-    guard.install(store, KEY, code_repo)
+    guard.install(ctx, KEY, code_repo)
     assert commit(code_repo, "src/core/p.py", env={"AGENT_NAME": "Green", guard.BYPASS_ENV: "1"}).returncode == 0
     pushed = run("git", "push", "origin", "main", cwd=code_repo, env={"AGENT_NAME": "Green"}, check=False)
     assert pushed.returncode != 0 and "src/core/p.py" in pushed.stdout + pushed.stderr
@@ -144,8 +144,8 @@ def test_pre_push_blocks_commits_touching_reserved_files(code_repo, store, tmp_p
     assert run("git", "push", "-q", "origin", "main", cwd=code_repo, env={"AGENT_NAME": "Blue"}).returncode == 0
 
 
-def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_path, monkeypatch):
-    guard.install(store, KEY, code_repo)
+def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_path, monkeypatch, ctx):
+    guard.install(ctx, KEY, code_repo)
     moved = str(tmp_path / "moved-home")
     shutil.copytree(home, moved, symlinks=True)
     shutil.rmtree(home)
@@ -161,15 +161,15 @@ def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_p
     assert unknown.returncode == 0 and "not in the store" in unknown.stdout + unknown.stderr
 
 
-def test_bad_input(store, tmp_path):
+def test_bad_input(store, tmp_path, ctx):
     from gitmail.model.errors import GitmailError
 
     make_project(store, KEY, "Blue")
     plain = tmp_path / "plain"
     plain.mkdir()
-    for call, code in [(lambda: guard.install(store, KEY, str(plain)), "NOT_FOUND"),
-                       (lambda: guard.install(store, KEY, str(tmp_path / "missing")), "NOT_FOUND"),
-                       (lambda: guard.install(store, "/no/such/project", str(plain)), "NOT_FOUND"),
+    for call, code in [(lambda: guard.install(ctx, KEY, str(plain)), "NOT_FOUND"),
+                       (lambda: guard.install(ctx, KEY, str(tmp_path / "missing")), "NOT_FOUND"),
+                       (lambda: guard.install(ctx, "/no/such/project", str(plain)), "NOT_FOUND"),
                        (lambda: guard.uninstall(""), "INVALID_ARGUMENT")]:
         with pytest.raises(GitmailError) as info:
             call()

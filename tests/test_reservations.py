@@ -43,33 +43,33 @@ def refused(store, fn, code, **kwargs):
     return info.value
 
 
-def test_grant_and_overlap_conflicts_with_other_agents_only(store, project):
-    out = rs.reserve(store, KEY, "Blue", ["src/**/*.py"], ttl_seconds=600, reason="refactor")
+def test_grant_and_overlap_conflicts_with_other_agents_only(store, project, ctx):
+    out = rs.reserve(ctx, KEY, "Blue", ["src/**/*.py"], ttl_seconds=600, reason="refactor")
     assert [g["path_pattern"] for g in out["granted"]] == ["src/**/*.py"]
     assert out["conflicts"] == []
     granted = out["granted"][0]
     assert granted["exclusive"] is True and granted["reason"] == "refactor"
     # Neither pattern matches the other as text, yet they overlap (src/api/x.py).
-    other = rs.reserve(store, KEY, "Green", ["src/api/*", "docs/*"], ttl_seconds=600)
+    other = rs.reserve(ctx, KEY, "Green", ["src/api/*", "docs/*"], ttl_seconds=600)
     assert [g["path_pattern"] for g in other["granted"]] == ["docs/*"]
     assert other["conflicts"][0]["path"] == "src/api/*"
     assert other["conflicts"][0]["holders"][0]["agent"] == "Blue"
     assert other["conflicts"][0]["holders"][0]["id"] == granted["id"]
     # The holder itself may reserve overlapping paths.
-    assert rs.reserve(store, KEY, "Blue", ["src/api/users.py"], ttl_seconds=600)["conflicts"] == []
+    assert rs.reserve(ctx, KEY, "Blue", ["src/api/users.py"], ttl_seconds=600)["conflicts"] == []
     # Non-overlapping pattern for another agent is fine.
-    assert rs.reserve(store, KEY, "Red", ["src/*.txt"], ttl_seconds=600)["conflicts"] == []
+    assert rs.reserve(ctx, KEY, "Red", ["src/*.txt"], ttl_seconds=600)["conflicts"] == []
 
 
-def test_shared_requests_conflict_with_exclusive_but_not_with_shared(store, project):
-    rs.reserve(store, KEY, "Blue", ["lib/"], ttl_seconds=600, exclusive=False)
-    assert rs.reserve(store, KEY, "Green", ["lib/a.py"], ttl_seconds=600, exclusive=True)["conflicts"] == []
-    out = rs.reserve(store, KEY, "Red", ["lib/*.py"], ttl_seconds=600, exclusive=False)
+def test_shared_requests_conflict_with_exclusive_but_not_with_shared(store, project, ctx):
+    rs.reserve(ctx, KEY, "Blue", ["lib/"], ttl_seconds=600, exclusive=False)
+    assert rs.reserve(ctx, KEY, "Green", ["lib/a.py"], ttl_seconds=600, exclusive=True)["conflicts"] == []
+    out = rs.reserve(ctx, KEY, "Red", ["lib/*.py"], ttl_seconds=600, exclusive=False)
     assert out["granted"] == [] and out["conflicts"][0]["holders"][0]["agent"] == "Green"
 
 
-def test_records_are_committed_with_a_readable_message(store, project):
-    out = rs.reserve(store, KEY, "Blue", ["app/api/*.py"], ttl_seconds=7200, reason="migrations")
+def test_records_are_committed_with_a_readable_message(store, project, ctx):
+    out = rs.reserve(ctx, KEY, "Blue", ["app/api/*.py"], ttl_seconds=7200, reason="migrations")
     rid = out["granted"][0]["id"]
     archive = store.archive(KEY)
     record = archive.snapshot().load(reservation_path(rid), Reservation)
@@ -90,83 +90,83 @@ def test_records_are_committed_with_a_readable_message(store, project):
     ({"paths": ["  "]}, "paths"),
     ({"paths": ["a"], "exclusive": "yes"}, "exclusive"),
 ])
-def test_bad_input_is_refused_and_writes_nothing(store, project, kwargs, field):
-    error = refused(store, lambda **kw: rs.reserve(store, KEY, "Blue", **kw), "INVALID_ARGUMENT", **kwargs)
+def test_bad_input_is_refused_and_writes_nothing(store, project, kwargs, field, ctx):
+    error = refused(store, lambda **kw: rs.reserve(ctx, KEY, "Blue", **kw), "INVALID_ARGUMENT", **kwargs)
     assert error.data["field"] == field
     assert error.message.startswith(field)
 
 
-def test_unknown_agent_and_project(store, project):
-    refused(store, lambda: rs.reserve(store, KEY, "Nobody", ["a"]), "NOT_FOUND")
+def test_unknown_agent_and_project(store, project, ctx):
+    refused(store, lambda: rs.reserve(ctx, KEY, "Nobody", ["a"]), "NOT_FOUND")
     with pytest.raises(GitmailError) as info:
-        rs.reserve(store, "/no/such/project", "Blue", ["a"])
+        rs.reserve(ctx, "/no/such/project", "Blue", ["a"])
     assert info.value.code == "NOT_FOUND"
 
 
-def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project):
-    granted = rs.reserve(store, KEY, "Blue", ["a/*", "b/*", "c/*", "d/*"], ttl_seconds=600)["granted"]
+def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project, ctx):
+    granted = rs.reserve(ctx, KEY, "Blue", ["a/*", "b/*", "c/*", "d/*"], ttl_seconds=600)["granted"]
     ids = {g["path_pattern"]: g["id"] for g in granted}
-    out = rs.release(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])
+    out = rs.release(ctx, KEY, "Blue", file_reservation_ids=[ids["a/*"]])
     assert out["released"] == 1 and out["file_reservation_ids"] == [ids["a/*"]]
-    assert rs.release(store, KEY, "Blue", paths=["b/*"])["released"] == 1
+    assert rs.release(ctx, KEY, "Blue", paths=["b/*"])["released"] == 1
     # Another agent cannot release Blue's reservation by id: a no-op.
-    assert rs.release(store, KEY, "Green", file_reservation_ids=[ids["c/*"]])["released"] == 0
-    assert rs.release(store, KEY, "Blue")["released"] == 2
+    assert rs.release(ctx, KEY, "Green", file_reservation_ids=[ids["c/*"]])["released"] == 0
+    assert rs.release(ctx, KEY, "Blue")["released"] == 2
     before = tip(store)
-    assert rs.release(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["released"] == 0
+    assert rs.release(ctx, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["released"] == 0
     assert tip(store) == before  # nothing to do, nothing committed
     snap = store.archive(KEY).snapshot()
     for rid in ids.values():
         record = snap.load(reservation_path(rid), Reservation)
         assert record.released_ts is not None
-    assert rs.list_reservations(store, KEY)["file_reservations"] == []
-    history = rs.list_reservations(store, KEY, active_only=False)["file_reservations"]
+    assert rs.list_reservations(ctx, KEY)["file_reservations"] == []
+    history = rs.list_reservations(ctx, KEY, active_only=False)["file_reservations"]
     assert len(history) == 4
     # Released paths are free for others now; a release is final (renew cannot revive it).
-    assert rs.reserve(store, KEY, "Green", ["a/x"], ttl_seconds=600)["conflicts"] == []
-    assert rs.renew(store, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["renewed"] == 0
-    refused(store, lambda: rs.release(store, KEY, "Blue", file_reservation_ids=["42"]), "INVALID_ARGUMENT")
+    assert rs.reserve(ctx, KEY, "Green", ["a/x"], ttl_seconds=600)["conflicts"] == []
+    assert rs.renew(ctx, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["renewed"] == 0
+    refused(store, lambda: rs.release(ctx, KEY, "Blue", file_reservation_ids=["42"]), "INVALID_ARGUMENT")
 
 
-def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project, wall):
-    granted = rs.reserve(store, KEY, "Blue", ["x/*", "y/*"], ttl_seconds=3600)["granted"]
+def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project, wall, ctx):
+    granted = rs.reserve(ctx, KEY, "Blue", ["x/*", "y/*"], ttl_seconds=3600)["granted"]
     wall.advance(minutes=10)
-    out = rs.renew(store, KEY, "Blue", extend_seconds=60, paths=["x/*"])
+    out = rs.renew(ctx, KEY, "Blue", extend_seconds=60, paths=["x/*"])
     assert out["renewed"] == 1
     item = out["file_reservations"][0]
     assert item["old_expires_ts"] == granted[0]["expires_ts"]
     old, new = parse_ts(item["old_expires_ts"]), parse_ts(item["new_expires_ts"])
     assert new - old == dt.timedelta(seconds=60)  # from the expiry (later than now), not from now
     assert new - wall.now() == dt.timedelta(minutes=51)
-    refused(store, lambda: rs.renew(store, KEY, "Blue", extend_seconds=30), "INVALID_ARGUMENT")
+    refused(store, lambda: rs.renew(ctx, KEY, "Blue", extend_seconds=30), "INVALID_ARGUMENT")
 
 
-def test_expiry_is_honoured_to_the_millisecond(store, project, wall):
-    rs.reserve(store, KEY, "Blue", ["core/*"], ttl_seconds=60)
+def test_expiry_is_honoured_to_the_millisecond(store, project, wall, ctx):
+    rs.reserve(ctx, KEY, "Blue", ["core/*"], ttl_seconds=60)
     wall.advance(seconds=59.999)
-    assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["granted"] == []
+    assert rs.reserve(ctx, KEY, "Green", ["core/a.py"], ttl_seconds=60)["granted"] == []
     wall.advance(seconds=0.001)  # the reservation ends at its expiry instant
-    assert rs.reserve(store, KEY, "Green", ["core/a.py"], ttl_seconds=60)["conflicts"] == []
+    assert rs.reserve(ctx, KEY, "Green", ["core/a.py"], ttl_seconds=60)["conflicts"] == []
 
 
-def test_force_release_refused_while_holder_is_active(store, project, wall):
+def test_force_release_refused_while_holder_is_active(store, project, wall, ctx):
     wall.advance(seconds=1)  # after the holder registered: its reservation is its latest activity
-    rid = rs.reserve(store, KEY, "Blue", ["busy/*"], ttl_seconds=7200)["granted"][0]["id"]
+    rid = rs.reserve(ctx, KEY, "Blue", ["busy/*"], ttl_seconds=7200)["granted"][0]["id"]
     wall.advance(seconds=599)
-    error = refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=600),
+    error = refused(store, lambda: rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=600),
                     "RESERVATION_NOT_STALE")
     assert error.data["holder"] == "Blue" and "reservation" in error.data["signal"]
-    refused(store, lambda: rs.force_release(store, KEY, "Blue", rid), "INVALID_ARGUMENT")
-    refused(store, lambda: rs.force_release(store, KEY, "Green", store.clock.new_id()), "NOT_FOUND")
-    refused(store, lambda: rs.force_release(store, KEY, "Green", rid, inactivity_seconds=10), "INVALID_ARGUMENT")
+    refused(store, lambda: rs.force_release(ctx, KEY, "Blue", rid), "INVALID_ARGUMENT")
+    refused(store, lambda: rs.force_release(ctx, KEY, "Green", store.clock.new_id()), "NOT_FOUND")
+    refused(store, lambda: rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=10), "INVALID_ARGUMENT")
     wall.advance(seconds=1)
-    assert rs.force_release(store, KEY, "Green", rid, inactivity_seconds=600)["released"] is True
+    assert rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=600)["released"] is True
 
 
-def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, project, wall):
-    rid = rs.reserve(store, KEY, "Blue", ["stale/*"], ttl_seconds=5 * 3600)["granted"][0]["id"]
+def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, project, wall, ctx):
+    rid = rs.reserve(ctx, KEY, "Blue", ["stale/*"], ttl_seconds=5 * 3600)["granted"][0]["id"]
     wall.advance(hours=2)
-    out = rs.force_release(store, KEY, "Green", rid, note="taking over the parser", inactivity_seconds=600)
+    out = rs.force_release(ctx, KEY, "Green", rid, note="taking over the parser", inactivity_seconds=600)
     assert out["released"] is True and out["heuristics"]["expired"] is False
     assert out["heuristics"]["last_signal"] in ("profile updated", "reservation made or renewed")
     snap = store.archive(KEY).snapshot()
@@ -174,39 +174,39 @@ def test_force_release_of_an_abandoned_reservation_notifies_the_holder(store, pr
     note = snap.read(inbox_path("Blue", out["notified"])).decode()
     assert "stale/*" in note and "taking over the parser" in note and "from: Green" in note
     assert check_archive(store.archive(KEY), run_git=False) == []
-    again = rs.force_release(store, KEY, "Green", rid)
+    again = rs.force_release(ctx, KEY, "Green", rid)
     assert again["released"] is False and again["already_released_ts"]
 
 
-def test_force_release_of_an_expired_reservation(store, project, wall):
-    rid = rs.reserve(store, KEY, "Blue", ["old/*"], ttl_seconds=60)["granted"][0]["id"]
+def test_force_release_of_an_expired_reservation(store, project, wall, ctx):
+    rid = rs.reserve(ctx, KEY, "Blue", ["old/*"], ttl_seconds=60)["granted"][0]["id"]
     wall.advance(seconds=60)  # expired, although its holder was active a minute ago
-    out = rs.force_release(store, KEY, "Green", rid, notify_previous=False)
+    out = rs.force_release(ctx, KEY, "Green", rid, notify_previous=False)
     assert out["released"] is True and out["heuristics"]["expired"] is True and out["notified"] is None
 
 
-def test_force_release_sees_recent_edits_in_the_workspace(store, tmp_path, wall):
+def test_force_release_sees_recent_edits_in_the_workspace(store, tmp_path, wall, ctx):
     workspace = tmp_path / "ws"
     (workspace / "pkg").mkdir(parents=True)
     key = make_project(store, str(workspace), "Blue", "Green")
-    rid = rs.reserve(store, key, "Blue", ["pkg/*.py"], ttl_seconds=5 * 3600)["granted"][0]["id"]
+    rid = rs.reserve(ctx, key, "Blue", ["pkg/*.py"], ttl_seconds=5 * 3600)["granted"][0]["id"]
     wall.advance(hours=2)
     edited = workspace / "pkg" / "mod.py"
     edited.write_text("print('editing')\n")
     os.utime(edited, (wall(), wall()))  # edited just now, by the store's clock
     with pytest.raises(GitmailError) as info:
-        rs.force_release(store, key, "Green", rid, inactivity_seconds=600)
+        rs.force_release(ctx, key, "Green", rid, inactivity_seconds=600)
     assert info.value.code == "RESERVATION_NOT_STALE" and info.value.data["signal"] == "file modified"
     wall.advance(seconds=600)
-    assert rs.force_release(store, key, "Green", rid, inactivity_seconds=600)["released"] is True
+    assert rs.force_release(ctx, key, "Green", rid, inactivity_seconds=600)["released"] is True
 
 
-def test_conflicts_for_files_cover_directories_and_globs(store, project):
-    rs.reserve(store, KEY, "Blue", ["src/api", "docs/*.md"], ttl_seconds=600)
-    found = rs.conflicts_for_paths(store, KEY, ["src/api/v1/users.py", "docs/a.md", "docs/sub/a.md", "README"],
+def test_conflicts_for_files_cover_directories_and_globs(store, project, ctx):
+    rs.reserve(ctx, KEY, "Blue", ["src/api", "docs/*.md"], ttl_seconds=600)
+    found = rs.conflicts_for_paths(ctx, KEY, ["src/api/v1/users.py", "docs/a.md", "docs/sub/a.md", "README"],
                                    agent="Green")
     assert [c["path"] for c in found] == ["src/api/v1/users.py", "docs/a.md"]
-    assert rs.conflicts_for_paths(store, KEY, ["src/api/x.py"], agent="Blue") == []
+    assert rs.conflicts_for_paths(ctx, KEY, ["src/api/x.py"], agent="Blue") == []
 
 
 _RACER = r"""
@@ -214,12 +214,13 @@ import json, sys, time
 sys.path.insert(0, sys.argv[5])
 from gitmail import Store
 from gitmail.coord import reservations as rs
-store = Store(sys.argv[1], background=False)
+from gitmail.coord.context import Context
+ctx = Context(Store(sys.argv[1], background=False))
 start = float(sys.argv[4])
 while time.time() < start:
     pass
 try:
-    out = rs.reserve(store, "/work/demo", sys.argv[2], [sys.argv[3]], ttl_seconds=600)
+    out = rs.reserve(ctx, "/work/demo", sys.argv[2], [sys.argv[3]], ttl_seconds=600)
     print(json.dumps({"granted": len(out["granted"]), "conflicts": len(out["conflicts"])}))
 except Exception as exc:
     print(json.dumps({"error": repr(exc)}))
@@ -227,7 +228,7 @@ except Exception as exc:
 
 
 @pytest.mark.slow
-def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, project, home):
+def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, project, home, ctx):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for round_no in range(4):
         start = time.time() + 1.0
@@ -236,18 +237,18 @@ def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, 
         results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
         assert sorted(r["granted"] for r in results) == [0, 1], results
         assert sorted(r["conflicts"] for r in results) == [0, 1], results
-    active = rs.list_reservations(store, KEY)["file_reservations"]
+    active = rs.list_reservations(ctx, KEY)["file_reservations"]
     assert len(active) == 4
 
 
-def test_active_set_cache_persists_between_processes(store, project, monkeypatch):
+def test_active_set_cache_persists_between_processes(store, project, monkeypatch, ctx):
     from gitmail.coord import reservation_index as ri
 
-    rs.reserve(store, KEY, "Blue", ["one/"], ttl_seconds=600)
-    assert rs.conflicts_for_paths(store, KEY, ["one/a"], agent="Green")
+    rs.reserve(ctx, KEY, "Blue", ["one/"], ttl_seconds=600)
+    assert rs.conflicts_for_paths(ctx, KEY, ["one/a"], agent="Green")
     cache = os.path.join(store.paths(store.resolve(KEY)).derived, ri.CACHE_FILE)
     assert json.load(open(cache))["commit"] == tip(store)
-    rs.reserve(store, KEY, "Blue", ["two/"], ttl_seconds=600)
+    rs.reserve(ctx, KEY, "Blue", ["two/"], ttl_seconds=600)
     # A fresh process: nothing in memory, the file catches up by diff without a full scan.
     monkeypatch.setattr(ri, "_states", {})
 
@@ -255,14 +256,14 @@ def test_active_set_cache_persists_between_processes(store, project, monkeypatch
         raise AssertionError("full scan")
 
     monkeypatch.setattr(ri, "_scan", no_scan)
-    assert [c["path"] for c in rs.conflicts_for_paths(store, KEY, ["one/a", "two/b"], agent="Green")] == ["one/a",
+    assert [c["path"] for c in rs.conflicts_for_paths(ctx, KEY, ["one/a", "two/b"], agent="Green")] == ["one/a",
                                                                                                           "two/b"]
     monkeypatch.undo()
     # An unreadable cache is rebuilt from the repository.
     with open(cache, "w") as handle:
         handle.write("{not json")
     ri._states.clear()
-    assert len(rs.conflicts_for_paths(store, KEY, ["one/a", "two/b"], agent="Green")) == 2
+    assert len(rs.conflicts_for_paths(ctx, KEY, ["one/a", "two/b"], agent="Green")) == 2
 
 
 def test_active_until_the_expiry_instant_and_not_at_it():

@@ -42,10 +42,10 @@ def refused(store, code, fn, *args, **kwargs):
     return info.value
 
 
-def test_take_seat_returns_token_lease_and_journal_end(store, project, wall):
+def test_take_seat_returns_token_lease_and_journal_end(store, project, wall, ctx):
     for i in range(7):
-        journal.append(store, KEY, "Blue", f"decision {i}: because reasons")
-    out = seats.take_seat(store, KEY, "Blue", holder="laptop", lease_s=120, journal_entries=3)
+        journal.append(ctx, KEY, "Blue", f"decision {i}: because reasons")
+    out = seats.take_seat(ctx, KEY, "Blue", holder="laptop", lease_s=120, journal_entries=3)
     seat = out["seat"]
     assert seat["epoch"] == 1 and seat["holder"] == "laptop" and seat["token"].startswith("seat-1-")
     assert parse_ts(seat["expires_at"]) - wall.now() == dt.timedelta(seconds=120)
@@ -56,61 +56,61 @@ def test_take_seat_returns_token_lease_and_journal_end(store, project, wall):
     assert seat["token"] not in store.archive(KEY).snapshot().read("agents/Blue/seat.yaml").decode()
 
 
-def test_writes_are_fenced_by_the_seat(store, project):
-    first = seats.take_seat(store, KEY, "Blue", holder="one")["seat"]["token"]
+def test_writes_are_fenced_by_the_seat(store, project, ctx):
+    first = seats.take_seat(ctx, KEY, "Blue", holder="one")["seat"]["token"]
     # While the seat is held, a write without its token is refused.
-    refused(store, "SEAT_HELD", rs.reserve, store, KEY, "Blue", ["a/*"])
-    refused(store, "SEAT_HELD", seats.take_seat, store, KEY, "Blue", holder="two")
-    assert rs.reserve(store, KEY, "Blue", ["a/*"], seat=first)["granted"]
-    second = seats.take_seat(store, KEY, "Blue", holder="two", take_over=True)
+    refused(store, "SEAT_HELD", rs.reserve, ctx, KEY, "Blue", ["a/*"])
+    refused(store, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="two")
+    assert rs.reserve(ctx, KEY, "Blue", ["a/*"], seat=first)["granted"]
+    second = seats.take_seat(ctx, KEY, "Blue", holder="two", take_over=True)
     assert second["seat"]["epoch"] == 2 and second["taken_over"] is True
-    error = refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "late write", seat=first)
+    error = refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "late write", seat=first)
     assert error.data["current_epoch"] == 2
-    refused(store, "STALE_EPOCH", seats.renew_seat, store, KEY, "Blue", first)
+    refused(store, "STALE_EPOCH", seats.renew_seat, ctx, KEY, "Blue", first)
     token = second["seat"]["token"]
-    assert journal.append(store, KEY, "Blue", "carrying on", seat=token)["agent"] == "Blue"
-    refused(store, "UNAUTHORIZED", journal.append, store, KEY, "Blue", "x", seat="seat-2-" + "A" * 32)
-    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "x", seat="not-a-token")
+    assert journal.append(ctx, KEY, "Blue", "carrying on", seat=token)["agent"] == "Blue"
+    refused(store, "UNAUTHORIZED", journal.append, ctx, KEY, "Blue", "x", seat="seat-2-" + "A" * 32)
+    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x", seat="not-a-token")
     # Other agents are not affected by Blue's seat.
-    assert rs.reserve(store, KEY, "Green", ["b/*"])["granted"]
+    assert rs.reserve(ctx, KEY, "Green", ["b/*"])["granted"]
 
 
-def test_renew_never_shortens_and_release_frees(store, project):
-    token = seats.take_seat(store, KEY, "Blue", lease_s=3600)["seat"]["token"]
+def test_renew_never_shortens_and_release_frees(store, project, ctx):
+    token = seats.take_seat(ctx, KEY, "Blue", lease_s=3600)["seat"]["token"]
     before = tip(store)
-    out = seats.renew_seat(store, KEY, "Blue", token, lease_s=60)
+    out = seats.renew_seat(ctx, KEY, "Blue", token, lease_s=60)
     assert out["renewed"] is False and tip(store) == before
-    longer = seats.renew_seat(store, KEY, "Blue", token, lease_s=7200)
+    longer = seats.renew_seat(ctx, KEY, "Blue", token, lease_s=7200)
     assert longer["renewed"] is True
     assert longer["seat"]["expires_at"] > out["seat"]["expires_at"]
-    released = seats.release_seat(store, KEY, "Blue", token)
+    released = seats.release_seat(ctx, KEY, "Blue", token)
     assert released["released"] is True and released["seat"]["released_at"]
-    refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "after release", seat=token)
+    refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "after release", seat=token)
     # Free again: writes without a token work, and the next take raises the epoch.
-    assert journal.append(store, KEY, "Blue", "no seat needed now")
-    assert seats.take_seat(store, KEY, "Blue")["seat"]["epoch"] == 2
-    assert seats.seat_status(store, KEY, "Blue")["held"] is True
+    assert journal.append(ctx, KEY, "Blue", "no seat needed now")
+    assert seats.take_seat(ctx, KEY, "Blue")["seat"]["epoch"] == 2
+    assert seats.seat_status(ctx, KEY, "Blue")["held"] is True
 
 
-def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project, wall):
-    old = seats.take_seat(store, KEY, "Blue", lease_s=60)["seat"]
+def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project, wall, ctx):
+    old = seats.take_seat(ctx, KEY, "Blue", lease_s=60)["seat"]
     wall.advance(seconds=59.999)
-    refused(store, "SEAT_HELD", seats.take_seat, store, KEY, "Blue", holder="next")
+    refused(store, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="next")
     wall.advance(seconds=0.001)  # the lease ends at its expiry instant
-    fresh = seats.take_seat(store, KEY, "Blue", holder="next")
+    fresh = seats.take_seat(ctx, KEY, "Blue", holder="next")
     assert fresh["seat"]["epoch"] == 2 and fresh["taken_over"] is False
-    refused(store, "STALE_EPOCH", journal.append, store, KEY, "Blue", "x", seat=old["token"])
+    refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "x", seat=old["token"])
 
 
 @pytest.mark.parametrize("kwargs", [{"lease_s": 59}, {"lease_s": 86401}, {"lease_s": "600"}, {"holder": ""},
                                     {"holder": "a\nb"}])
-def test_bad_seat_input(store, project, kwargs):
-    refused(store, "INVALID_ARGUMENT", seats.take_seat, store, KEY, "Blue", **kwargs)
+def test_bad_seat_input(store, project, kwargs, ctx):
+    refused(store, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "Blue", **kwargs)
 
 
-def test_unknown_agent(store, project):
-    refused(store, "NOT_FOUND", seats.take_seat, store, KEY, "Nobody")
-    refused(store, "INVALID_ARGUMENT", seats.take_seat, store, KEY, "../etc")
+def test_unknown_agent(store, project, ctx):
+    refused(store, "NOT_FOUND", seats.take_seat, ctx, KEY, "Nobody")
+    refused(store, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "../etc")
 
 
 _TAKER = r"""
@@ -118,12 +118,13 @@ import json, sys, time
 sys.path.insert(0, sys.argv[4])
 from gitmail import Store, GitmailError
 from gitmail.coord import seats
-store = Store(sys.argv[1], background=False)
+from gitmail.coord.context import Context
+ctx = Context(Store(sys.argv[1], background=False))
 start = float(sys.argv[3])
 while time.time() < start:
     pass
 try:
-    out = seats.take_seat(store, "/work/demo", "Blue", holder=sys.argv[2])
+    out = seats.take_seat(ctx, "/work/demo", "Blue", holder=sys.argv[2])
     print(json.dumps({"epoch": out["seat"]["epoch"]}))
 except GitmailError as exc:
     print(json.dumps({"error": exc.code}))
@@ -146,27 +147,27 @@ def test_two_processes_taking_one_seat_one_wins(store, project, home):
         store.archive(KEY).transact(lambda s, r=record: Change("free the seat").put_record(r))
 
 
-def test_asleep_agents_receive_but_cannot_act(store, project):
-    out = acting.set_asleep(store, KEY, "Blue", True, actor="Green")
+def test_asleep_agents_receive_but_cannot_act(store, project, ctx):
+    out = acting.set_asleep(ctx, KEY, "Blue", True, actor="Green")
     assert out == {"agent": "Blue", "asleep": True, "changed": True}
-    refused(store, "AGENT_ASLEEP", rs.reserve, store, KEY, "Blue", ["x"])
-    refused(store, "AGENT_ASLEEP", journal.append, store, KEY, "Blue", "x")
-    refused(store, "AGENT_ASLEEP", seats.take_seat, store, KEY, "Blue")
-    refused(store, "AGENT_ASLEEP", acting.set_asleep, store, KEY, "Green", True, actor="Blue")
-    refused(store, "INVALID_ARGUMENT", acting.set_asleep, store, KEY, "Blue", False, actor="Blue")
+    refused(store, "AGENT_ASLEEP", rs.reserve, ctx, KEY, "Blue", ["x"])
+    refused(store, "AGENT_ASLEEP", journal.append, ctx, KEY, "Blue", "x")
+    refused(store, "AGENT_ASLEEP", seats.take_seat, ctx, KEY, "Blue")
+    refused(store, "AGENT_ASLEEP", acting.set_asleep, ctx, KEY, "Green", True, actor="Blue")
+    refused(store, "INVALID_ARGUMENT", acting.set_asleep, ctx, KEY, "Blue", False, actor="Blue")
     # Still an addressee: role expansion includes asleep agents with the capability.
-    caps.publish(store, KEY, "Green", ["review"])
-    assert acting.set_asleep(store, KEY, "Blue", False, actor="Green")["asleep"] is False
-    assert rs.reserve(store, KEY, "Blue", ["x"])["granted"]
+    caps.publish(ctx, KEY, "Green", ["review"])
+    assert acting.set_asleep(ctx, KEY, "Blue", False, actor="Green")["asleep"] is False
+    assert rs.reserve(ctx, KEY, "Blue", ["x"])["granted"]
     # A human (no actor) can do it too, and an agent may put itself to sleep.
-    assert acting.set_asleep(store, KEY, "Blue", True)["changed"] is True
-    assert acting.set_asleep(store, KEY, "Blue", True)["changed"] is False
-    acting.set_asleep(store, KEY, "Blue", False)
-    assert acting.set_asleep(store, KEY, "Red", True, actor="Red")["asleep"] is True
+    assert acting.set_asleep(ctx, KEY, "Blue", True)["changed"] is True
+    assert acting.set_asleep(ctx, KEY, "Blue", True)["changed"] is False
+    acting.set_asleep(ctx, KEY, "Blue", False)
+    assert acting.set_asleep(ctx, KEY, "Red", True, actor="Red")["asleep"] is True
 
 
-def test_capability_cards_and_role_addressing(store, project):
-    out = caps.publish(store, KEY, "Blue", ["Review", "frontend", "review"])
+def test_capability_cards_and_role_addressing(store, project, ctx):
+    out = caps.publish(ctx, KEY, "Blue", ["Review", "frontend", "review"])
     assert out["capabilities"] == ["frontend", "review"]
     snap = store.archive(KEY).snapshot()
     assert caps.holders(snap, "review") == ["Blue", "Green", "Red"]
@@ -175,19 +176,19 @@ def test_capability_cards_and_role_addressing(store, project):
     with pytest.raises(GitmailError) as info:
         caps.expand_roles(snap, ["role:nobody-has-this"])
     assert info.value.code == "NOT_FOUND"
-    assert [a["name"] for a in caps.cards(store, KEY, "frontend")["agents"]] == ["Blue"]
-    refused(store, "INVALID_ARGUMENT", caps.publish, store, KEY, "Blue", ["bad name!"])
-    refused(store, "INVALID_ARGUMENT", caps.publish, store, KEY, "Blue", "review")
-    caps.publish(store, KEY, "Blue", [])
+    assert [a["name"] for a in caps.cards(ctx, KEY, "frontend")["agents"]] == ["Blue"]
+    refused(store, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", ["bad name!"])
+    refused(store, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", "review")
+    caps.publish(ctx, KEY, "Blue", [])
     assert caps.holders(store.archive(KEY).snapshot(), "frontend") == []
 
 
-def test_journal_entries_live_under_the_agents_folder(store, project):
-    entry = journal.append(store, KEY, "Blue", "Chose WebP for screenshots: smaller, lossless option.")
+def test_journal_entries_live_under_the_agents_folder(store, project, ctx):
+    entry = journal.append(ctx, KEY, "Blue", "Chose WebP for screenshots: smaller, lossless option.")
     today = dt.datetime.now(dt.UTC)
     assert entry["path"].startswith(f"agents/Blue/journal/{today:%Y/%m/%d}/")
     text = store.archive(KEY).snapshot().read(entry["path"]).decode()
     assert "Chose WebP" in text and "agent: Blue" in text
-    assert journal.read(store, KEY, "Blue")["entries"][-1]["id"] == entry["id"]
-    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "   ")
-    refused(store, "INVALID_ARGUMENT", journal.append, store, KEY, "Blue", "x" * 20001)
+    assert journal.read(ctx, KEY, "Blue")["entries"][-1]["id"] == entry["id"]
+    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "   ")
+    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x" * 20001)

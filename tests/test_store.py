@@ -95,7 +95,6 @@ def test_everything_the_store_writes_takes_its_time_from_its_clock(home):
     import datetime as dt
 
     from gitmail import Mail
-    from gitmail.coord import journal, reservations, seats
     from gitmail.model.clock import parse_ts
     from gitmail.model.ids import id_time
 
@@ -114,9 +113,9 @@ def test_everything_the_store_writes_takes_its_time_from_its_clock(home):
     wall.advance(hours=1)
     later = at + dt.timedelta(hours=1)
     receipt = mail.acknowledge_message(key, "GreenCastle", sent["id"])
-    seat = seats.take_seat(store, key, "BlueLake", lease_s=600)["seat"]
-    entry = journal.append(store, key, "BlueLake", "noted", seat=seat["token"])
-    granted = reservations.reserve(store, key, "GreenCastle", ["src/*"], ttl_seconds=600)["granted"][0]
+    seat = mail.take_seat(key, "BlueLake", lease_s=600)["seat"]
+    entry = mail.journal(key, "BlueLake", "noted", seat=seat["token"])
+    granted = mail.file_reservation_paths(key, "GreenCastle", ["src/*"], ttl_seconds=600)["granted"][0]
 
     assert parse_ts(sent["created_ts"]) == id_time(sent["id"]) == at
     assert parse_ts(receipt["acknowledged_at"]) == later

@@ -1,8 +1,9 @@
 """Coordination commands: reservations, the commit guard, seats, journals, sleep/wake, capabilities.
 
-Thin calls into the coordination modules on the local store. ``gitmail guard
-check`` is what the installed git hooks run; it exits 1 to stop a commit or
-push that touches another agent's exclusive reservation.
+Thin calls into :class:`gitmail.mail.facade.Mail` on the local store, like
+the mail commands and the MCP tools. ``gitmail guard check`` is what the
+installed git hooks run; it exits 1 to stop a commit or push that touches
+another agent's exclusive reservation.
 """
 
 from __future__ import annotations
@@ -48,10 +49,8 @@ def reserve(ctx: Context, project: str, agent: str, paths: tuple[str, ...], ttl_
 
     Exits 1 if any path conflicts with another agent's exclusive reservation.
     """
-    from gitmail.coord import reservations as rs
-
-    out = rs.reserve(ctx.store, project, agent, list(paths), ttl_seconds=ttl_seconds, exclusive=not shared,
-                     reason=reason, seat=seat)
+    out = ctx.mail.file_reservation_paths(project, agent, list(paths), ttl_seconds=ttl_seconds,
+                                          exclusive=not shared, reason=reason, seat=seat)
     lines = [f"granted {g['path_pattern']} ({g['id']}) until {g['expires_ts']}" for g in out["granted"]]
     for conflict in out["conflicts"]:
         holders = ", ".join(f"{h['agent']} ({h['path_pattern']} until {h['expires_ts']})" for h in conflict["holders"])
@@ -68,10 +67,8 @@ def reserve(ctx: Context, project: str, agent: str, paths: tuple[str, ...], ttl_
 def release(ctx: Context, project: str, agent: str, ids: tuple[str, ...], paths: tuple[str, ...],
             seat: str | None) -> tuple[object, str]:
     """Release AGENT's active reservations: those named by --id / --path, or all of them."""
-    from gitmail.coord import reservations as rs
-
-    out = rs.release(ctx.store, project, agent, file_reservation_ids=list(ids) or None, paths=list(paths) or None,
-                     seat=seat)
+    out = ctx.mail.release_file_reservations(project, agent, file_reservation_ids=list(ids) or None,
+                                             paths=list(paths) or None, seat=seat)
     return out, f"released {out['released']} reservation(s)"
 
 
@@ -86,10 +83,9 @@ def release(ctx: Context, project: str, agent: str, ids: tuple[str, ...], paths:
 def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tuple[str, ...], paths: tuple[str, ...],
           seat: str | None) -> tuple[object, str]:
     """Extend AGENT's active reservations (never shortens them)."""
-    from gitmail.coord import reservations as rs
-
-    out = rs.renew(ctx.store, project, agent, extend_seconds=extend_seconds, file_reservation_ids=list(ids) or None,
-                   paths=list(paths) or None, seat=seat)
+    out = ctx.mail.renew_file_reservations(project, agent, extend_seconds=extend_seconds,
+                                           file_reservation_ids=list(ids) or None, paths=list(paths) or None,
+                                           seat=seat)
     lines = [f"{r['path_pattern']}: {r['old_expires_ts']} -> {r['new_expires_ts']}" for r in out["file_reservations"]]
     return out, "\n".join(lines + [f"renewed {out['renewed']} reservation(s)"])
 
@@ -100,9 +96,7 @@ def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tupl
 @click.option("--all", "history", is_flag=True, help="Include released and expired ones (the audit trail).")
 def reservations(ctx: Context, project: str, agent: str | None, history: bool) -> tuple[object, str]:
     """List the active reservations of PROJECT."""
-    from gitmail.coord import reservations as rs
-
-    out = rs.list_reservations(ctx.store, project, agent=agent, active_only=not history)
+    out = ctx.mail.list_file_reservations(project, agent, active_only=not history)
     return out, table(out["file_reservations"], RESERVATION_COLUMNS, "no reservations")
 
 
@@ -118,10 +112,9 @@ def reservations(ctx: Context, project: str, agent: str | None, history: bool) -
 def force_release(ctx: Context, project: str, agent: str, reservation_id: str, note: str, no_notify: bool,
                   inactivity_seconds: int, seat: str | None) -> tuple[object, str]:
     """As AGENT, release another agent's abandoned reservation RESERVATION_ID and notify the holder."""
-    from gitmail.coord import reservations as rs
-
-    out = rs.force_release(ctx.store, project, agent, reservation_id, note=note, notify_previous=not no_notify,
-                           inactivity_seconds=inactivity_seconds, seat=seat)
+    out = ctx.mail.force_release_file_reservation(project, agent, reservation_id, note=note,
+                                                  notify_previous=not no_notify,
+                                                  inactivity_seconds=inactivity_seconds, seat=seat)
     if not out["released"]:
         return out, f"already released at {out['already_released_ts']}"
     return out, f"released {out['reservation']['path_pattern']} held by {out['reservation']['agent']}"
@@ -140,9 +133,7 @@ def guard_group() -> None:
 @click.argument("repo", type=click.Path(file_okay=False))
 def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
     """Install the pre-commit and pre-push guard into the git repository REPO for PROJECT."""
-    from gitmail.coord import guard
-
-    out = guard.install(ctx.store, project, repo)
+    out = ctx.mail.install_precommit_guard(project, repo)
     chained = f"\nkept and chained: {', '.join(out['chained'])}" if out["chained"] else ""
     return out, f"installed {', '.join(out['hooks'])} for {out['project']}{chained}"
 
@@ -151,9 +142,7 @@ def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
 @click.argument("repo", type=click.Path(file_okay=False))
 def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
     """Remove the guard from REPO (other hooks stay; a chained hook is put back)."""
-    from gitmail.coord import guard
-
-    out = guard.uninstall(repo)
+    out = ctx.mail.uninstall_precommit_guard(repo)
     return out, ("removed " + ", ".join(out["hooks"])) if out["removed"] else "no gitmail guard was installed"
 
 
@@ -162,17 +151,18 @@ def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
 @click.option("--repo", default=".", type=click.Path(file_okay=False), help="The repository (default: here).")
 def guard_check(ctx: Context, hook: str, repo: str) -> tuple[object, str, int]:
     """Run the guard's check (the installed hooks call this; pre-push reads git's ref lines on stdin)."""
-    from gitmail.coord import guard
+    from gitmail.coord.guard import HOOKS
+    from gitmail.mail.facade import Mail
     from gitmail.storage.store import Store, default_home
 
-    if hook not in guard.HOOKS:
-        raise click.BadParameter(f"must be one of {', '.join(guard.HOOKS)}", param_hint="--hook")
+    if hook not in HOOKS:
+        raise click.BadParameter(f"must be one of {', '.join(HOOKS)}", param_hint="--hook")
     stdin = sys.stdin.read() if hook == "pre-push" else ""
     home = os.path.abspath(os.path.expanduser(ctx.home)) if ctx.home else default_home()
     if not os.path.isdir(os.path.join(home, "projects")):  # never create a store from inside a git hook
         text = f"gitmail guard: no gitmail store at {home}; set GITMAIL_HOME to the store. Not checking."
         return {"exit": 0, "report": text}, text, 0
-    code, text = guard.run_hook(Store(home, background=False), hook, repo, stdin)
+    code, text = Mail(Store(home, background=False)).run_guard_hook(hook, repo, stdin)
     return {"exit": code, "report": text}, text, code
 
 
@@ -193,9 +183,7 @@ def seat_group() -> None:
 @click.option("--take-over", is_flag=True, help="Take it even though another session holds it.")
 def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int, take_over: bool) -> tuple[object, str]:
     """Take AGENT's seat; prints the token to pass as --seat, then the end of its journal."""
-    from gitmail.coord import seats
-
-    out = seats.take_seat(ctx.store, project, agent, holder=holder, lease_s=lease_s, take_over=take_over)
+    out = ctx.mail.take_seat(project, agent, holder=holder, lease_s=lease_s, take_over=take_over)
     seat = out["seat"]
     lines = [f"seat token: {seat['token']}", f"epoch {seat['epoch']}, lease until {seat['expires_at']}"]
     lines += [f"\n[{e['created']}]\n{e['entry'].rstrip()}" for e in out["journal"]]
@@ -210,9 +198,7 @@ def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int,
               help="Lease in seconds.")
 def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int) -> tuple[object, str]:
     """Extend the lease of AGENT's seat held with TOKEN (never shortens it)."""
-    from gitmail.coord import seats
-
-    out = seats.renew_seat(ctx.store, project, agent, token, lease_s=lease_s)
+    out = ctx.mail.renew_seat(project, agent, token, lease_s=lease_s)
     return out, f"lease until {out['seat']['expires_at']}"
 
 
@@ -222,9 +208,7 @@ def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int)
 @click.argument("token")
 def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[object, str]:
     """Give up AGENT's seat held with TOKEN."""
-    from gitmail.coord import seats
-
-    out = seats.release_seat(ctx.store, project, agent, token)
+    out = ctx.mail.release_seat(project, agent, token)
     return out, f"released epoch {out['seat']['epoch']}"
 
 
@@ -233,9 +217,7 @@ def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[ob
 @click.argument("agent")
 def seat_status(ctx: Context, project: str, agent: str) -> tuple[object, str]:
     """Show who holds AGENT's seat."""
-    from gitmail.coord import seats
-
-    out = seats.seat_status(ctx.store, project, agent)
+    out = ctx.mail.seat_status(project, agent)
     seat = out["seat"]
     if seat is None:
         return out, f"{agent}'s seat has never been taken"
@@ -252,21 +234,20 @@ def seat_status(ctx: Context, project: str, agent: str) -> tuple[object, str]:
 def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat: str | None,
                 limit: int) -> tuple[object, str]:
     """Append ENTRY to AGENT's journal, or show its last entries when ENTRY is omitted."""
-    from gitmail.coord import journal
-
     if entry is not None:
-        out = journal.append(ctx.store, project, agent, entry, seat=seat)
+        out = ctx.mail.journal(project, agent, entry, seat=seat)
         return out, f"journal entry {out['id']} at {out['path']}"
-    shown = journal.read(ctx.store, project, agent, limit=limit)
+    shown = ctx.mail.read_journal(project, agent, limit=limit)
     text = "\n\n".join(f"[{e['created']}]\n{e['entry'].rstrip()}" for e in shown["entries"])
     return shown, text or "the journal is empty"
 
 
 def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: str | None,
                 seat: str | None) -> tuple[dict[str, Any], str]:
-    from gitmail.coord import acting
-
-    out = acting.set_asleep(ctx.store, project, target, asleep, actor=actor, seat=seat)
+    if asleep:
+        out = ctx.mail.sleep_agent(project, actor, target=target, seat=seat)
+    else:
+        out = ctx.mail.wake_agent(project, actor, target, seat=seat)
     state = "asleep" if asleep else "awake"
     return out, f"{target} is {state}" + ("" if out["changed"] else " (no change)")
 
@@ -303,14 +284,12 @@ def capabilities_cmd(ctx: Context, project: str, agent: str | None, names: tuple
 
     Mail addressed to role:<capability> reaches every active agent with it.
     """
-    from gitmail.coord import capabilities
-
     if set_them:
         if agent is None:
             raise click.UsageError("--set needs AGENT")
-        out = capabilities.publish(ctx.store, project, agent, list(names), seat=seat)
+        out = ctx.mail.publish_capabilities(project, agent, list(names), seat=seat)
         return out, f"{agent}: {', '.join(out['capabilities']) or '(none)'}"
-    cards = capabilities.cards(ctx.store, project)
+    cards = ctx.mail.list_capabilities(project)
     rows = [dict(a, capabilities=", ".join(a["capabilities"])) for a in cards["agents"]
             if agent is None or a["name"] == agent]
     return cards, table(rows, [("name", "AGENT"), ("capabilities", "CAPABILITIES"), ("asleep", "ASLEEP")],

@@ -35,8 +35,8 @@ from gitmail.model.names import check_agent_name
 from gitmail.model.records import Agent, Seat, seat_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
+from .context import Context
 from .lookup import find_agent
 
 _TOKEN_RE = re.compile(r"^seat-(\d{1,18})-[A-Za-z0-9_-]{16,64}$")
@@ -130,28 +130,30 @@ def seat_view(record: Seat, token: str | None = None) -> dict[str, Any]:
     return out
 
 
-def update_own_profile(store: Store, project: str, agent: str, seat: str | None,
+def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | None,
                        describe: Callable[[str], str], **fields: Any) -> dict[str, Any]:
     """Set ``fields`` on the acting agent's own profile; nothing is committed if they already hold.
 
     The agent is checked like any writer (awake, seat not stale). Returns
     ``{"agent": name, **fields}``; ``describe(name)`` is the commit line.
     """
-    archive = store.archive(project)
-    hlc = store.clock.tick()
+    archive = ctx.archive(project_key)
+    hlc = ctx.clock.tick()
 
     def fn(snap: Snapshot) -> Change:
-        profile = require_actor(snap, agent, seat, at=store.clock.now())
+        profile = require_actor(snap, agent, seat, at=ctx.clock.now())
         result = {"agent": profile.name, **fields}
         if all(getattr(profile, key) == value for key, value in fields.items()):
             return Change("no change", result=result)
         updated = dataclasses.replace(profile, hlc=hlc, **fields)
         return Change(describe(profile.name), author=profile.name, result=result).put_record(updated)
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, result["agent"])
+    return result
 
 
-def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: str | None = None,
+def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, actor: str | None = None,
                seat: str | None = None) -> dict[str, Any]:
     """Put ``target`` to sleep or wake it.
 
@@ -165,12 +167,12 @@ def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: 
         check_agent_name(actor, "agent_name")
         if not asleep and actor == target:
             raise invalid(f"{target} cannot wake itself; another agent or a human must wake it", field="target")
-    archive = store.archive(project)
-    hlc = store.clock.tick()
+    archive = ctx.archive(project_key)
+    hlc = ctx.clock.tick()
 
     def fn(snap: Snapshot) -> Change:
         if actor is not None:
-            require_actor(snap, actor, seat, at=store.clock.now())
+            require_actor(snap, actor, seat, at=ctx.clock.now())
         profile = load_agent(snap, target, "target")
         result = {"agent": profile.name, "asleep": asleep, "changed": profile.asleep != asleep}
         if profile.asleep == asleep:
@@ -180,4 +182,7 @@ def set_asleep(store: Store, project: str, target: str, asleep: bool, *, actor: 
         text = f"{who} put {profile.name} to sleep" if asleep else f"{who} woke {profile.name}"
         return Change(text, author=actor, result=result).put_record(updated)
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    if actor is not None:
+        ctx.touch(project_key, actor)
+    return result

@@ -14,9 +14,9 @@ from gitmail.model.errors import NOT_FOUND, GitmailError, invalid
 from gitmail.model.names import TOPIC_RE, check_agent_name
 from gitmail.model.records import Agent
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
 from .acting import update_own_profile
+from .context import Context
 
 ROLE_PREFIX = "role:"
 MAX_CAPABILITIES = 64
@@ -30,7 +30,7 @@ def check_capability(value: object, field: str = "capabilities") -> str:
     return text
 
 
-def publish(store: Store, project: str, agent: str, capabilities: list[str], *,
+def publish(ctx: Context, project_key: str, agent: str, capabilities: list[str], *,
             seat: str | None = None) -> dict[str, Any]:
     """Replace ``agent``'s published capabilities (an empty list withdraws them all)."""
     check_agent_name(agent, "agent_name")
@@ -40,7 +40,7 @@ def publish(store: Store, project: str, agent: str, capabilities: list[str], *,
         raise invalid(f"at most {MAX_CAPABILITIES} capabilities per agent", field="capabilities")
     wanted = sorted({check_capability(item) for item in capabilities})
     listed = ", ".join(wanted) or "none"
-    return update_own_profile(store, project, agent, seat, lambda name: f"{name} published capabilities: {listed}",
+    return update_own_profile(ctx, project_key, agent, seat, lambda name: f"{name} published capabilities: {listed}",
                               capabilities=wanted)
 
 
@@ -59,9 +59,9 @@ def holders(snapshot: Snapshot, capability: str) -> list[str]:
     return [p.name for p in _profiles(snapshot) if p.status == "active" and capability in p.capabilities]
 
 
-def cards(store: Store, project: str, capability: str | None = None) -> dict[str, Any]:
+def cards(ctx: Context, project_key: str, capability: str | None = None) -> dict[str, Any]:
     """Every active agent's capabilities, or only the agents having ``capability``."""
-    snap = store.archive(project).snapshot()
+    snap = ctx.archive(project_key).snapshot()
     wanted = check_capability(capability, "capability") if capability is not None else None
     agents = [{"name": p.name, "capabilities": p.capabilities, "asleep": p.asleep}
               for p in _profiles(snap) if p.status == "active" and (wanted is None or wanted in p.capabilities)]

@@ -22,8 +22,8 @@ from importlib import resources
 from typing import Any
 
 from gitmail.model.errors import CONFLICT, NOT_FOUND, GitmailError, invalid
-from gitmail.storage.store import Store
 
+from .context import Context
 from .reservations import conflicts_for_paths
 
 HOOKS = ("pre-commit", "pre-push")
@@ -77,13 +77,13 @@ def is_ours(path: str) -> bool:
         return False
 
 
-def install(store: Store, project: str, repo: str) -> dict[str, Any]:
+def install(ctx: Context, project_key: str, repo: str) -> dict[str, Any]:
     """Install the guard hooks into ``repo`` for ``project``; safe to run again."""
     root = _repo_root(repo)
-    if not store.exists(project):
-        raise GitmailError(NOT_FOUND, f"no project {project!r} in {store.home}; create it (ensure_project) or "
-                           "point GITMAIL_HOME at the store that holds it", {"project": project})
-    key = _human_key(store, project)
+    if not ctx.store.exists(project_key):
+        raise GitmailError(NOT_FOUND, f"no project {project_key!r} in {ctx.store.home}; create it (ensure_project) "
+                           "or point GITMAIL_HOME at the store that holds it", {"project": project_key})
+    key = _human_key(ctx, project_key)
     folder = hooks_dir(root)
     os.makedirs(folder, exist_ok=True)
     script = hook_script()
@@ -127,11 +127,11 @@ def uninstall(repo: str) -> dict[str, Any]:
     return {"removed": bool(removed), "hooks": removed, "restored": restored}
 
 
-def _human_key(store: Store, project: str) -> str:
+def _human_key(ctx: Context, project_key: str) -> str:
     from gitmail.model.records import Project
 
-    record = store.archive(project).snapshot().load("project.yaml", Project)
-    return record.human_key if record is not None else project
+    record = ctx.archive(project_key).snapshot().load("project.yaml", Project)
+    return record.human_key if record is not None else project_key
 
 
 # -- when a hook runs ----------------------------------------------------------------------
@@ -163,7 +163,7 @@ def pushed_paths(repo: str, refs: str) -> list[str]:
     return paths
 
 
-def run_hook(store: Store, hook: str, repo: str, stdin: str = "", env: dict[str, str] | None = None) -> tuple[int, str]:
+def run_hook(ctx: Context, hook: str, repo: str, stdin: str = "", env: dict[str, str] | None = None) -> tuple[int, str]:
     """Decide one hook run: (exit code, what to tell the committer)."""
     env = dict(os.environ if env is None else env)
     if hook not in HOOKS:
@@ -175,12 +175,12 @@ def run_hook(store: Store, hook: str, repo: str, stdin: str = "", env: dict[str,
         return 0, (f"gitmail guard: no project configured (git config {CONFIG_PROJECT}); run "
                    "`gitmail guard install PROJECT REPO` again. Not checking.")
     mode = env.get(MODE_ENV) or _git(repo, "config", "--get", CONFIG_MODE, check=False).strip() or "block"
-    if not store.exists(project):
-        return 0, (f"gitmail guard: project {project!r} is not in the store at {store.home}; set GITMAIL_HOME to "
+    if not ctx.store.exists(project):
+        return 0, (f"gitmail guard: project {project!r} is not in the store at {ctx.store.home}; set GITMAIL_HOME to "
                    "the store that holds it. Not checking.")
     agent = env.get("AGENT_NAME") or None
     paths = staged_paths(repo) if hook == "pre-commit" else pushed_paths(repo, stdin)
-    conflicts = conflicts_for_paths(store, project, paths, agent=agent)
+    conflicts = conflicts_for_paths(ctx, project, paths, agent=agent)
     if not conflicts:
         return 0, ""
     lines = [f"gitmail guard: {len(conflicts)} file(s) in this {hook.split('-')[1]} are reserved by other agents:"]

@@ -16,9 +16,9 @@ from gitmail.model.names import check_agent_name
 from gitmail.model.records import JournalEntry, agent_dir
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
 from .acting import load_agent, require_actor
+from .context import Context
 
 MAX_ENTRY = 20000
 
@@ -28,7 +28,7 @@ def _view(entry: JournalEntry) -> dict[str, Any]:
             "path": entry.path()}
 
 
-def append(store: Store, project: str, agent: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
+def append(ctx: Context, project_key: str, agent: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
     """Append one entry to ``agent``'s journal; the agent must be able to act."""
     check_agent_name(agent, "agent_name")
     if not isinstance(entry, str) or not entry.strip():
@@ -36,16 +36,18 @@ def append(store: Store, project: str, agent: str, entry: str, *, seat: str | No
                       field="entry")
     if len(entry) > MAX_ENTRY:
         raise invalid(f"entry is longer than {MAX_ENTRY} characters; split it or link to a file", field="entry")
-    entry_id, created = store.clock.new_id(), store.clock.now_ts()
-    archive = store.archive(project)
+    entry_id, created = ctx.clock.new_id(), ctx.clock.now_ts()
+    archive = ctx.archive(project_key)
 
     def fn(snap: Snapshot) -> Change:
-        name = require_actor(snap, agent, seat, at=store.clock.now()).name
+        name = require_actor(snap, agent, seat, at=ctx.clock.now()).name
         record = JournalEntry(id=entry_id, agent=name, created_ts=created, body=entry.strip() + "\n")
         first_line = entry.strip().splitlines()[0][:72]
         return Change(f"{name} journal: {first_line}", author=name, result=_view(record)).put_record(record)
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, result["agent"])
+    return result
 
 
 def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]:
@@ -73,11 +75,12 @@ def _views(snapshot: Snapshot, paths: Iterable[str]) -> list[dict[str, Any]]:
     return [_view(entry) for path in paths if (entry := snapshot.load(path, JournalEntry)) is not None]
 
 
-def read(store: Store, project: str, agent: str, *, limit: int = 20) -> dict[str, Any]:
-    """The end of ``agent``'s journal (read only)."""
+def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20) -> dict[str, Any]:
+    """The end of ``agent``'s journal (read only; it reads as the agent, so it counts as its activity)."""
     check_agent_name(agent, "agent_name")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
         raise invalid("limit must be a whole number from 1 to 1000", field="limit")
-    snap = store.archive(project).snapshot()
+    snap = ctx.archive(project_key).snapshot()
     agent = load_agent(snap, agent).name
+    ctx.touch(project_key, agent)
     return {"agent": agent, "entries": tail(snap, agent, limit)}

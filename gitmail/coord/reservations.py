@@ -40,9 +40,9 @@ from gitmail.model.records import (
 )
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
 from .acting import load_agent, require_actor
+from .context import Context
 from .globs import covers, normalize, overlaps
 from .reservation_index import unreleased
 
@@ -96,7 +96,7 @@ def _active(snapshot: Snapshot, at: dt.datetime, cache_dir: str | None = None) -
     return [e.record for e in unreleased(snapshot, cache_dir, now=t).values() if e.active_at(t)]
 
 
-def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
+def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
             exclusive: bool = True, reason: str = "", seat: str | None = None) -> dict[str, Any]:
     """Grant what does not conflict; return ``{granted: [...], conflicts: [{path, holders}]}``."""
     check_agent_name(agent, "agent_name")
@@ -106,10 +106,10 @@ def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_sec
         raise invalid("exclusive must be true or false", field="exclusive")
     if not isinstance(reason, str) or len(reason) > 4096:
         raise invalid("reason must be text of at most 4096 characters", field="reason")
-    archive = store.archive(project)
-    ids = [store.clock.new_id() for _ in patterns]
-    hlc = store.clock.tick()
-    at = store.clock.now()
+    archive = ctx.archive(project_key)
+    ids = [ctx.clock.new_id() for _ in patterns]
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
     created, expires = format_ts(at), format_ts(at + dt.timedelta(seconds=ttl))
 
     def fn(snap: Snapshot) -> Change:
@@ -133,7 +133,9 @@ def reserve(store: Store, project: str, agent: str, paths: list[str], *, ttl_sec
         change.result = {"granted": granted, "conflicts": conflicts}
         return change
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, agent)
+    return result
 
 
 def _listing(patterns: Iterable[str]) -> str:
@@ -149,7 +151,7 @@ def _select(records: list[Reservation], agent: str, ids: list[str], patterns: li
     return [r for r in mine if r.id in ids or r.path_pattern in patterns]
 
 
-def release(store: Store, project: str, agent: str, *, file_reservation_ids: list[str] | None = None,
+def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids: list[str] | None = None,
             paths: list[str] | None = None, seat: str | None = None) -> dict[str, Any]:
     """Release ``agent``'s active reservations: by ids, by patterns, or all of them when neither is given.
 
@@ -158,9 +160,9 @@ def release(store: Store, project: str, agent: str, *, file_reservation_ids: lis
     check_agent_name(agent, "agent_name")
     ids = _ids(file_reservation_ids)
     patterns = _patterns(paths, required=False)
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-    at = store.clock.now()
+    archive = ctx.archive(project_key)
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
     released_at = format_ts(at)
 
     def fn(snap: Snapshot) -> Change:
@@ -173,10 +175,12 @@ def release(store: Store, project: str, agent: str, *, file_reservation_ids: lis
                          "file_reservation_ids": [r.id for r in chosen]}
         return change
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, agent)
+    return result
 
 
-def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
+def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1800,
           file_reservation_ids: list[str] | None = None, paths: list[str] | None = None,
           seat: str | None = None) -> dict[str, Any]:
     """Extend ``agent``'s active reservations from the later of now and their expiry; never shortens."""
@@ -184,9 +188,9 @@ def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
     extend = _seconds(extend_seconds, "extend_seconds", MIN_TTL, MAX_TTL)
     ids = _ids(file_reservation_ids)
     patterns = _patterns(paths, required=False)
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-    at = store.clock.now()
+    archive = ctx.archive(project_key)
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
@@ -202,29 +206,32 @@ def renew(store: Store, project: str, agent: str, *, extend_seconds: int = 1800,
         change.result = {"renewed": len(out), "file_reservations": out}
         return change
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, agent)
+    return result
 
 
-def list_reservations(store: Store, project: str, *, agent: str | None = None,
+def list_reservations(ctx: Context, project_key: str, *, agent: str | None = None,
                       active_only: bool = True) -> dict[str, Any]:
     """Reservations of the project (or of one agent): the active ones, or the whole history."""
     if agent is not None:
         check_agent_name(agent, "agent_name")
-    snap = store.archive(project).snapshot()
+    snap = ctx.archive(project_key).snapshot()
     if active_only:
-        records = _active(snap, store.clock.now(), store.paths(store.resolve(project)).derived)
+        records = _active(snap, ctx.clock.now(), ctx.store.paths(ctx.slug(project_key)).derived)
     else:
         records = [r for p in snap.walk("reservations") if (r := snap.load(p, Reservation)) is not None]
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
     return {"file_reservations": [view(r) for r in chosen]}
 
 
-def conflicts_for_paths(store: Store, project: str, paths: list[str], *, agent: str | None) -> list[dict[str, Any]]:
+def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
+                        agent: str | None) -> list[dict[str, Any]]:
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
-    snap = store.archive(project).snapshot()
+    snap = ctx.archive(project_key).snapshot()
     me = (agent or "").lower()
-    derived = store.paths(store.resolve(project)).derived
-    blocking = [r for r in _active(snap, store.clock.now(), derived) if r.exclusive and r.agent.lower() != me]
+    derived = ctx.store.paths(ctx.slug(project_key)).derived
+    blocking = [r for r in _active(snap, ctx.clock.now(), derived) if r.exclusive and r.agent.lower() != me]
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
@@ -304,7 +311,7 @@ def workspace_activity(workspace: str, pattern: str) -> list[tuple[str, dt.datet
     return signals
 
 
-def force_release(store: Store, project: str, agent: str, file_reservation_id: str, *, note: str = "",
+def force_release(ctx: Context, project_key: str, agent: str, file_reservation_id: str, *, note: str = "",
                   notify_previous: bool = True, inactivity_seconds: int = DEFAULT_INACTIVITY,
                   seat: str | None = None) -> dict[str, Any]:
     """Release another agent's reservation that looks abandoned, and tell the holder.
@@ -323,7 +330,7 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
     threshold = _seconds(inactivity_seconds, "inactivity_seconds", MIN_INACTIVITY, MAX_TTL)
     if not isinstance(note, str) or len(note) > 4096:
         raise invalid("note must be text of at most 4096 characters", field="note")
-    archive = store.archive(project)
+    archive = ctx.archive(project_key)
     path = reservation_path(file_reservation_id)
     outside: list[tuple[str, dt.datetime]] = []
     snap = archive.snapshot()
@@ -331,9 +338,9 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
     project_record = snap.load("project.yaml", Project)
     if current is not None and project_record is not None and os.path.isdir(project_record.human_key):
         outside = workspace_activity(project_record.human_key, current.path_pattern)
-    hlc = store.clock.tick()
-    at = store.clock.now()
-    message_id = store.clock.new_id()
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
+    message_id = ctx.clock.new_id()
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
@@ -382,4 +389,6 @@ def force_release(store: Store, project: str, agent: str, file_reservation_id: s
                          "notified": notified}
         return change
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, agent)
+    return result

@@ -29,9 +29,9 @@ from gitmail.model.names import check_agent_name
 from gitmail.model.records import Seat, agent_dir, seat_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
 from .acting import check_seat, is_held, load_agent, seat_data, seat_view, token_hash
+from .context import Context
 from .journal import tail
 
 
@@ -49,16 +49,16 @@ def _holder(holder: object) -> str:
     return holder.strip()
 
 
-def take_seat(store: Store, project: str, agent: str, *, holder: str = "session", lease_s: int = DEFAULT_LEASE_S,
-              take_over: bool = False, journal_entries: int = 5) -> dict[str, Any]:
+def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "session",
+              lease_s: int = DEFAULT_LEASE_S, take_over: bool = False, journal_entries: int = 5) -> dict[str, Any]:
     """Become the session driving ``agent``; returns the token, the lease and the journal's end."""
     check_agent_name(agent, "agent_name")
     lease = _lease(lease_s)
     holder = _holder(holder)
-    archive = store.archive(project)
+    archive = ctx.archive(project_key)
     secret = secrets.token_urlsafe(24)
-    hlc = store.clock.tick()
-    at = store.clock.now()
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         profile = load_agent(snap, agent)
@@ -87,18 +87,20 @@ def take_seat(store: Store, project: str, agent: str, *, holder: str = "session"
         return Change(f"{agent_name}'s seat {verb} by {holder} (epoch {epoch})", author=agent_name,
                       result=result).put_record(record)
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, result["agent"])
+    return result
 
 
-def _with_held_seat(store: Store, project: str, agent: str, seat: str | None,
+def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None,
                     step: Callable[[str, Seat, dt.datetime, Any], Change]) -> dict[str, Any]:
     """Commit ``step(agent_name, seat_record, now, hlc)`` once the seat token is checked."""
     check_agent_name(agent, "agent_name")
     if seat is None:
         raise invalid("seat is required: pass the token take_seat returned", field="seat")
-    archive = store.archive(project)
-    hlc = store.clock.tick()
-    at = store.clock.now()
+    archive = ctx.archive(project_key)
+    hlc = ctx.clock.tick()
+    at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
         agent_name = load_agent(snap, agent).name
@@ -106,10 +108,13 @@ def _with_held_seat(store: Store, project: str, agent: str, seat: str | None,
         assert record is not None
         return step(agent_name, record, at, hlc)
 
-    return archive.transact(fn).result
+    result = archive.transact(fn).result
+    ctx.touch(project_key, result["agent"])
+    return result
 
 
-def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+def renew_seat(ctx: Context, project_key: str, agent: str, seat: str, *,
+               lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
     """Extend the lease of the seat held with token ``seat``; never shortens it."""
     lease = _lease(lease_s)
 
@@ -122,10 +127,10 @@ def renew_seat(store: Store, project: str, agent: str, seat: str, *, lease_s: in
         return Change(f"{agent_name} renewed its seat until {renewed.lease_expires_at}", author=agent_name,
                       result={"agent": agent_name, "renewed": True, "seat": seat_view(renewed)}).put_record(renewed)
 
-    return _with_held_seat(store, project, agent, seat, step)
+    return _with_held_seat(ctx, project_key, agent, seat, step)
 
 
-def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str, Any]:
+def release_seat(ctx: Context, project_key: str, agent: str, seat: str) -> dict[str, Any]:
     """Give up the seat held with token ``seat`` so the next session need not wait for the lease."""
 
     def step(agent_name: str, record: Seat, at: dt.datetime, hlc: HLC) -> Change:
@@ -133,15 +138,15 @@ def release_seat(store: Store, project: str, agent: str, seat: str) -> dict[str,
         return Change(f"{agent_name} released its seat (epoch {record.epoch})", author=agent_name,
                       result={"agent": agent_name, "released": True, "seat": seat_view(released)}).put_record(released)
 
-    return _with_held_seat(store, project, agent, seat, step)
+    return _with_held_seat(ctx, project_key, agent, seat, step)
 
 
-def seat_status(store: Store, project: str, agent: str) -> dict[str, Any]:
+def seat_status(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
     """Who holds ``agent``'s seat now (read only)."""
     check_agent_name(agent, "agent_name")
-    snap = store.archive(project).snapshot()
+    snap = ctx.archive(project_key).snapshot()
     agent = load_agent(snap, agent).name
     record = snap.load(seat_path(agent), Seat)
     if record is None:
         return {"agent": agent, "held": False, "seat": None}
-    return {"agent": agent, "held": is_held(record, store.clock.now()), "seat": seat_view(record)}
+    return {"agent": agent, "held": is_held(record, ctx.clock.now()), "seat": seat_view(record)}

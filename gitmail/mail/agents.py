@@ -12,6 +12,7 @@ import dataclasses
 import time
 from typing import Any
 
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import (
     active_reservations,
     agent_names,
@@ -30,7 +31,6 @@ from gitmail.storage.history import authors_since, commits_by
 from gitmail.storage.snapshot import Snapshot
 
 from .contacts import release_held
-from .context import MailContext
 from .delivery import remove_message
 from .projects import check_confirmation
 from .tokens import hash_token, mint_token, token_matches
@@ -39,7 +39,7 @@ RETIRE_FLOOR_SECONDS = 60
 DEFAULT_INACTIVE_SECONDS = 24 * 3600
 
 
-def agent_view(ctx: MailContext, slug: str, agent: Agent, project_id: str) -> dict[str, Any]:
+def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> dict[str, Any]:
     """The public profile of an agent (never its token hash)."""
     committed = ts_of_hlc(agent.hlc)
     seen = ctx.activity.last(slug, agent.name)
@@ -65,7 +65,7 @@ def _text(value: object, field: str) -> str:
     return value.strip()
 
 
-def _register(ctx: MailContext, project_key: str, program: str, model: str, name: str | None,
+def _register(ctx: Context, project_key: str, program: str, model: str, name: str | None,
               task_description: str, *, fresh_only: bool, name_field: str) -> dict[str, Any]:
     program, model = _text(program, "program"), _text(model, "model")
     task_description = _text(task_description or "", "task_description")
@@ -112,13 +112,13 @@ def _register(ctx: MailContext, project_key: str, program: str, model: str, name
     return view
 
 
-def register_agent(ctx: MailContext, project_key: str, program: str, model: str, name: str | None = None,
+def register_agent(ctx: Context, project_key: str, program: str, model: str, name: str | None = None,
                    task_description: str = "") -> dict[str, Any]:
     """Create an agent, or update the profile of the one registered under ``name``."""
     return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name")
 
 
-def create_agent_identity(ctx: MailContext, project_key: str, program: str, model: str,
+def create_agent_identity(ctx: Context, project_key: str, program: str, model: str,
                           name_hint: str | None = None, task_description: str = "",
                           return_registration_token: bool = True) -> dict[str, Any]:
     """Always a new agent: a taken ``name_hint`` is an error, never an update."""
@@ -129,7 +129,7 @@ def create_agent_identity(ctx: MailContext, project_key: str, program: str, mode
     return view
 
 
-def verify_agent_token(ctx: MailContext, project_key: str, agent_name: str, token: str) -> bool:
+def verify_agent_token(ctx: Context, project_key: str, agent_name: str, token: str) -> bool:
     """Whether ``token`` is the registration token of ``agent_name``."""
     if not ctx.store.exists(project_key):
         return False
@@ -138,7 +138,7 @@ def verify_agent_token(ctx: MailContext, project_key: str, agent_name: str, toke
     return agent is not None and token_matches(token, agent.token_hash)
 
 
-def reset_agent_token(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
     """Issue a new token for an agent (an operator's recovery path); the old one stops working."""
     archive = ctx.archive(project_key)
     token, hlc = mint_token(), ctx.tick()
@@ -151,7 +151,7 @@ def reset_agent_token(ctx: MailContext, project_key: str, agent_name: str) -> di
     return {"agent": archive.transact(fn).result, "registration_token": token}
 
 
-def whois(ctx: MailContext, project_key: str, agent_name: str, include_recent_commits: bool = True,
+def whois(ctx: Context, project_key: str, agent_name: str, include_recent_commits: bool = True,
           commit_limit: int = 5) -> dict[str, Any]:
     """An agent's profile, plus its latest commits to the archive."""
     if not isinstance(commit_limit, int) or isinstance(commit_limit, bool) or not 0 <= commit_limit <= 100:
@@ -165,7 +165,7 @@ def whois(ctx: MailContext, project_key: str, agent_name: str, include_recent_co
     return view
 
 
-def list_agents(ctx: MailContext, project_key: str, active_only: bool = True) -> list[dict[str, Any]]:
+def list_agents(ctx: Context, project_key: str, active_only: bool = True) -> list[dict[str, Any]]:
     """The project's agent directory, sorted by name."""
     snap = ctx.archive(project_key).snapshot()
     project_id, slug = project_record(snap).id, ctx.slug(project_key)
@@ -177,7 +177,7 @@ def list_agents(ctx: MailContext, project_key: str, active_only: bool = True) ->
     return out
 
 
-def _set_status(ctx: MailContext, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
+def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
@@ -194,22 +194,22 @@ def _set_status(ctx: MailContext, project_key: str, agent_name: str, status: str
     return agent_view(ctx, ctx.slug(project_key), agent, project_id)
 
 
-def retire_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+def retire_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
     """Stop an agent from sending or receiving new mail; its history stays."""
     return _set_status(ctx, project_key, agent_name, "retired", "Retire")
 
 
-def unretire_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+def unretire_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
     """Make a retired or deregistered agent active again."""
     return _set_status(ctx, project_key, agent_name, "active", "Restore")
 
 
-def deregister_agent(ctx: MailContext, project_key: str, agent_name: str) -> dict[str, Any]:
+def deregister_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
     """Take an agent off the roster; its mail stays for audit."""
     return _set_status(ctx, project_key, agent_name, "deregistered", "Deregister")
 
 
-def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confirmation: str) -> dict[str, Any]:
+def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, confirmation: str) -> dict[str, Any]:
     """Remove an agent's files, the messages it sent, its contacts and reservations from the tip."""
     check_confirmation(confirmation, "deleting an agent")
     archive = ctx.archive(project_key)
@@ -255,7 +255,7 @@ def hard_delete_agent(ctx: MailContext, project_key: str, agent_name: str, confi
     return result
 
 
-def retire_inactive_agents(ctx: MailContext, project_key: str, agent_name: str,
+def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
                            inactive_seconds: int = DEFAULT_INACTIVE_SECONDS, include_reserved: bool = False,
                            dry_run: bool = False) -> dict[str, Any]:
     """Retire agents with no activity for ``inactive_seconds`` (at least 60).

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitmail.coord.acting import update_own_profile
+from gitmail.coord.context import Context
 from gitmail.model.errors import (
     ATTACHMENT_TOO_LARGE,
     ATTACHMENT_UNDECODABLE,
@@ -49,7 +50,6 @@ from gitmail.model.errors import (
 )
 from gitmail.model.records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
 from gitmail.storage.snapshot import Snapshot
-from gitmail.storage.store import Store
 
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
 STORED_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
@@ -324,11 +324,11 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
     return Prepared("".join(pieces), list(entries.values()), files)
 
 
-def set_agent_policy(store: Store, project: str, agent: str, policy: str, *,
+def set_agent_policy(ctx: Context, project_key: str, agent: str, policy: str, *,
                      seat: str | None = None) -> dict[str, Any]:
     """Set how ``agent``'s outgoing images are handled when a send names no policy."""
     policy = effective_policy(policy, None)
-    return update_own_profile(store, project, agent, seat,
+    return update_own_profile(ctx, project_key, agent, seat,
                               lambda name: f"{name} set its attachments policy to {policy}",
                               attachments_policy=policy)
 

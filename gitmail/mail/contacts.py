@@ -18,6 +18,7 @@ import datetime as dt
 from typing import Any
 
 from gitmail.coord.acting import check_acting
+from gitmail.coord.context import Context
 from gitmail.coord.globs import overlaps
 from gitmail.coord.lookup import active_reservations, find_agent, require_agent
 from gitmail.model.clock import HLC, HybridClock, format_ts
@@ -27,7 +28,6 @@ from gitmail.model.records import CONTACT_POLICIES, Agent, Contact, HeldMessage,
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .context import MailContext
 from .delivery import compose, put_message
 from .idempotency import find as find_key
 from .mailbox import iter_folder
@@ -169,7 +169,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
     return {**contact_view(link, at), "intro_message_id": intro.id}
 
 
-def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agent: str, reason: str = "",
+def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, reason: str = "",
                     ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """Ask ``to_agent`` to accept mail from ``from_agent``."""
     check_ttl(ttl_seconds)
@@ -197,7 +197,7 @@ def request_contact(ctx: MailContext, project_key: str, from_agent: str, to_agen
     return result
 
 
-def respond_contact(ctx: MailContext, project_key: str, to_agent: str, from_agent: str, accept: bool,
+def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: str, accept: bool,
                     ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
     check_ttl(ttl_seconds)
@@ -279,10 +279,11 @@ def _active(snap: Snapshot, name: str) -> bool:
     return agent is not None and agent.status == "active"
 
 
-def list_held(ctx: MailContext, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+def list_held(ctx: Context, project_key: str, agent_name: str) -> list[dict[str, Any]]:
     """The sender's messages still waiting for contact approval (or declined by all)."""
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent_name)
+    ctx.touch(project_key, agent.name)
     out = []
     for _, path in iter_folder(snap, f"{agent_dir(agent.name)}/held"):
         held = snap.load(path, HeldMessage)
@@ -292,10 +293,11 @@ def list_held(ctx: MailContext, project_key: str, agent_name: str) -> list[dict[
     return out
 
 
-def list_contacts(ctx: MailContext, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[str, Any]]:
     """Links the agent asked for and links asked of it, with status and expiry."""
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent_name)
+    ctx.touch(project_key, agent.name)
     at, out = ctx.clock.now_ts(), []
     for requester in snap.listdir("contacts"):
         for name in snap.listdir(f"contacts/{requester}"):
@@ -310,7 +312,7 @@ def list_contacts(ctx: MailContext, project_key: str, agent_name: str) -> list[d
     return out
 
 
-def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, policy: str,
+def set_contact_policy(ctx: Context, project_key: str, agent_name: str, policy: str,
                        seat: str | None = None) -> dict[str, Any]:
     """Set who may write to the agent: open, auto, contacts_only or block_all."""
     if policy not in CONTACT_POLICIES:
@@ -327,6 +329,7 @@ def set_contact_policy(ctx: MailContext, project_key: str, agent_name: str, poli
                       result=agent.name).put_record(agent)
 
     name = archive.transact(fn).result
+    ctx.touch(project_key, name)
     return {"agent": name, "policy": policy}
 
 

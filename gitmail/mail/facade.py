@@ -3,8 +3,10 @@
 :class:`Mail` is what the MCP server and the CLI call. Its methods take the
 argument names agents already use (``project_key``, ``sender_name``,
 ``body_md`` …) and return plain JSON-ready dicts and lists. Each method only
-delegates to the module that owns the rule; the facade holds the shared
-context (the store and the in-memory activity timestamps).
+delegates to the module that owns the rule, passing the shared
+:class:`gitmail.coord.context.Context` (the store, its clock and the in-memory
+activity timestamps) first, as every domain entry point takes it. Options
+past the required arguments are keyword-only.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from gitmail.coord import acting, capabilities, guard, journal, reservations, seats
+from gitmail.coord.context import Activity, Context
 from gitmail.index import search_messages
+from gitmail.model.errors import invalid
+from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_LEASE_S, DEFAULT_TTL
 from gitmail.storage.store import Store
 
 from . import agents, attachments, contacts, mailbox, projects, receipts, retention, summaries
 from . import sending as messages
-from .context import Activity, MailContext
 
 
 class Mail:
@@ -25,7 +29,7 @@ class Mail:
 
     def __init__(self, store: Store, activity: Activity | None = None):
         self.store = store
-        self.ctx = MailContext(store, activity or Activity())
+        self.ctx = Context(store, activity or Activity())
 
     # -- projects -------------------------------------------------------------
     def ensure_project(self, human_key: str) -> dict[str, Any]:
@@ -201,105 +205,95 @@ class Mail:
         return retention.purge_old_messages(self.ctx, project_key, max_age_days, dry_run)
 
     # -- coordination: file reservations and the commit guard ----------------
-    def _touch(self, project_key: str, agent_name: str) -> None:
-        self.ctx.touch(project_key, agent_name)
-
-    def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str],
-                               ttl_seconds: int = reservations.DEFAULT_TTL, exclusive: bool = True, reason: str = "",
+    def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str], *,
+                               ttl_seconds: int = DEFAULT_TTL, exclusive: bool = True, reason: str = "",
                                seat: str | None = None) -> dict[str, Any]:
-        result = reservations.reserve(self.store, project_key, agent_name, paths, ttl_seconds=ttl_seconds,
-                                      exclusive=exclusive, reason=reason, seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+        return reservations.reserve(self.ctx, project_key, agent_name, paths, ttl_seconds=ttl_seconds,
+                                    exclusive=exclusive, reason=reason, seat=seat)
 
-    def release_file_reservations(self, project_key: str, agent_name: str, paths: list[str] | None = None,
+    def release_file_reservations(self, project_key: str, agent_name: str, *, paths: list[str] | None = None,
                                   file_reservation_ids: list[str] | None = None,
                                   seat: str | None = None) -> dict[str, Any]:
-        result = reservations.release(self.store, project_key, agent_name, file_reservation_ids=file_reservation_ids,
-                                      paths=paths, seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+        return reservations.release(self.ctx, project_key, agent_name, file_reservation_ids=file_reservation_ids,
+                                    paths=paths, seat=seat)
 
-    def renew_file_reservations(self, project_key: str, agent_name: str, extend_seconds: int = 1800,
+    def renew_file_reservations(self, project_key: str, agent_name: str, *, extend_seconds: int = 1800,
                                 paths: list[str] | None = None, file_reservation_ids: list[str] | None = None,
                                 seat: str | None = None) -> dict[str, Any]:
-        result = reservations.renew(self.store, project_key, agent_name, extend_seconds=extend_seconds,
-                                    file_reservation_ids=file_reservation_ids, paths=paths, seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+        return reservations.renew(self.ctx, project_key, agent_name, extend_seconds=extend_seconds,
+                                  file_reservation_ids=file_reservation_ids, paths=paths, seat=seat)
 
-    def force_release_file_reservation(self, project_key: str, agent_name: str, file_reservation_id: str,
+    def force_release_file_reservation(self, project_key: str, agent_name: str, file_reservation_id: str, *,
                                        note: str = "", notify_previous: bool = True,
-                                       inactivity_seconds: int = reservations.DEFAULT_INACTIVITY,
+                                       inactivity_seconds: int = DEFAULT_INACTIVITY,
                                        seat: str | None = None) -> dict[str, Any]:
-        result = reservations.force_release(self.store, project_key, agent_name, file_reservation_id, note=note,
-                                            notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
-                                            seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+        return reservations.force_release(self.ctx, project_key, agent_name, file_reservation_id, note=note,
+                                          notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
+                                          seat=seat)
 
-    def list_file_reservations(self, project_key: str, agent_name: str | None = None,
+    def list_file_reservations(self, project_key: str, agent_name: str | None = None, *,
                                active_only: bool = True) -> dict[str, Any]:
-        return reservations.list_reservations(self.store, project_key, agent=agent_name, active_only=active_only)
+        return reservations.list_reservations(self.ctx, project_key, agent=agent_name, active_only=active_only)
 
     def install_precommit_guard(self, project_key: str, code_repo_path: str) -> dict[str, Any]:
-        return guard.install(self.store, project_key, code_repo_path)
+        return guard.install(self.ctx, project_key, code_repo_path)
 
     def uninstall_precommit_guard(self, code_repo_path: str) -> dict[str, Any]:
         return guard.uninstall(code_repo_path)
 
+    def run_guard_hook(self, hook: str, repo: str, stdin: str = "") -> tuple[int, str]:
+        """What the installed guard decides for one commit or push: (exit code, report)."""
+        return guard.run_hook(self.ctx, hook, repo, stdin)
+
     # -- coordination: seats, journals, sleep/wake, capability cards ----------
-    def take_seat(self, project_key: str, agent_name: str, holder: str = "session",
-                  lease_s: int = seats.DEFAULT_LEASE_S, take_over: bool = False) -> dict[str, Any]:
-        result = seats.take_seat(self.store, project_key, agent_name, holder=holder, lease_s=lease_s,
-                                 take_over=take_over)
-        self._touch(project_key, agent_name)
-        return result
+    def take_seat(self, project_key: str, agent_name: str, *, holder: str = "session",
+                  lease_s: int = DEFAULT_LEASE_S, take_over: bool = False) -> dict[str, Any]:
+        return seats.take_seat(self.ctx, project_key, agent_name, holder=holder, lease_s=lease_s,
+                               take_over=take_over)
 
-    def take_over(self, project_key: str, agent_name: str, holder: str = "session",
-                  lease_s: int = seats.DEFAULT_LEASE_S) -> dict[str, Any]:
-        return self.take_seat(project_key, agent_name, holder, lease_s, take_over=True)
+    def take_over(self, project_key: str, agent_name: str, *, holder: str = "session",
+                  lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+        return self.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=True)
 
-    def renew_seat(self, project_key: str, agent_name: str, seat: str,
-                   lease_s: int = seats.DEFAULT_LEASE_S) -> dict[str, Any]:
-        result = seats.renew_seat(self.store, project_key, agent_name, seat, lease_s=lease_s)
-        self._touch(project_key, agent_name)
-        return result
+    def renew_seat(self, project_key: str, agent_name: str, seat: str, *,
+                   lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+        return seats.renew_seat(self.ctx, project_key, agent_name, seat, lease_s=lease_s)
 
     def release_seat(self, project_key: str, agent_name: str, seat: str) -> dict[str, Any]:
-        return seats.release_seat(self.store, project_key, agent_name, seat)
+        return seats.release_seat(self.ctx, project_key, agent_name, seat)
 
     def seat_status(self, project_key: str, agent_name: str) -> dict[str, Any]:
-        return seats.seat_status(self.store, project_key, agent_name)
+        return seats.seat_status(self.ctx, project_key, agent_name)
 
-    def journal(self, project_key: str, agent_name: str, entry: str, seat: str | None = None) -> dict[str, Any]:
-        result = journal.append(self.store, project_key, agent_name, entry, seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+    def journal(self, project_key: str, agent_name: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
+        return journal.append(self.ctx, project_key, agent_name, entry, seat=seat)
 
-    def read_journal(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
-        return journal.read(self.store, project_key, agent_name, limit=limit)
+    def read_journal(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+        return journal.read(self.ctx, project_key, agent_name, limit=limit)
 
-    def sleep_agent(self, project_key: str, agent_name: str, target: str | None = None,
+    def sleep_agent(self, project_key: str, agent_name: str | None, *, target: str | None = None,
                     seat: str | None = None) -> dict[str, Any]:
-        return acting.set_asleep(self.store, project_key, target or agent_name, True, actor=agent_name, seat=seat)
+        """Put ``target`` (default: ``agent_name`` itself) to sleep; ``agent_name`` None is a human."""
+        chosen = target or agent_name
+        if chosen is None:
+            raise invalid("name the agent to put to sleep (target)", field="target")
+        return acting.set_asleep(self.ctx, project_key, chosen, True, actor=agent_name, seat=seat)
 
-    def wake_agent(self, project_key: str, agent_name: str | None, target: str,
+    def wake_agent(self, project_key: str, agent_name: str | None, target: str, *,
                    seat: str | None = None) -> dict[str, Any]:
-        return acting.set_asleep(self.store, project_key, target, False, actor=agent_name, seat=seat)
+        """Wake ``target``; ``agent_name`` is the agent doing it (None: a human)."""
+        return acting.set_asleep(self.ctx, project_key, target, False, actor=agent_name, seat=seat)
 
-    def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str],
+    def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str], *,
                              seat: str | None = None) -> dict[str, Any]:
-        result = capabilities.publish(self.store, project_key, agent_name, capabilities_list, seat=seat)
-        self._touch(project_key, agent_name)
-        return result
+        return capabilities.publish(self.ctx, project_key, agent_name, capabilities_list, seat=seat)
 
     def list_capabilities(self, project_key: str, capability: str | None = None) -> dict[str, Any]:
-        return capabilities.cards(self.store, project_key, capability)
+        return capabilities.cards(self.ctx, project_key, capability)
 
-    def set_attachments_policy(self, project_key: str, agent_name: str, policy: str,
+    def set_attachments_policy(self, project_key: str, agent_name: str, policy: str, *,
                                seat: str | None = None) -> dict[str, Any]:
-        return attachments.set_agent_policy(self.store, project_key, agent_name, policy, seat=seat)
+        return attachments.set_agent_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
     def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record, require_agent
 from gitmail.index import indexer_for
 from gitmail.model.clock import UTC, format_ts, parse_ts
@@ -23,9 +24,6 @@ from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
 from .delivery import message_view
-
-if TYPE_CHECKING:
-    from .context import MailContext
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
@@ -211,14 +209,14 @@ def overdue_cutoff(ttl_minutes: object, at: dt.datetime) -> str:
 # Each opens one snapshot of the tip, so a read is consistent and never writes.
 
 @overload
-def _open(ctx: MailContext, project_key: str) -> tuple[Snapshot, Project, None]: ...
+def _open(ctx: Context, project_key: str) -> tuple[Snapshot, Project, None]: ...
 @overload
-def _open(ctx: MailContext, project_key: str, agent_name: str) -> tuple[Snapshot, Project, str]: ...
+def _open(ctx: Context, project_key: str, agent_name: str) -> tuple[Snapshot, Project, str]: ...
 @overload
-def _open(ctx: MailContext, project_key: str, agent_name: str | None) -> tuple[Snapshot, Project, str | None]: ...
+def _open(ctx: Context, project_key: str, agent_name: str | None) -> tuple[Snapshot, Project, str | None]: ...
 
 
-def _open(ctx: MailContext, project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Project, str | None]:
+def _open(ctx: Context, project_key: str, agent_name: str | None = None) -> tuple[Snapshot, Project, str | None]:
     """The project's snapshot and record, and the agent's canonical name after recording its activity."""
     snap = ctx.archive(project_key).snapshot()
     project = project_record(snap)
@@ -233,7 +231,7 @@ def _listing(project: Project, agent: str, messages: list[dict[str, Any]]) -> di
     return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
 
 
-def fetch_inbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+def fetch_inbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
                 include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
                 unread_only: bool = False) -> list[dict[str, Any]]:
     """The agent's received messages, newest first; reading marks nothing."""
@@ -248,7 +246,7 @@ def fetch_inbox(ctx: MailContext, project_key: str, agent_name: str, limit: int 
         topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
-def fetch_outbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+def fetch_outbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
                  since_ts: object = None) -> dict[str, Any]:
     """What the agent sent, newest first, each with the commit that recorded it."""
     check_limit(limit)
@@ -259,7 +257,7 @@ def fetch_outbox(ctx: MailContext, project_key: str, agent_name: str, limit: int
     return _listing(project, name, messages)
 
 
-def fetch_mailbox(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20,
+def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20,
                   include_bodies: bool = False) -> dict[str, Any]:
     """Received and sent messages together, newest first, with commit details."""
     check_limit(limit)
@@ -283,7 +281,7 @@ def _shard_of(message_id: str) -> str:
     return message_path(message_id)[len("messages/"):]
 
 
-def _with_commits(ctx: MailContext, project_key: str, messages: list[dict[str, Any]],
+def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]],
                   path_of: Callable[[dict[str, Any]], str]) -> None:
     paths = {m["id"]: path_of(m) for m in messages}
     commits = adding_commits(ctx.archive(project_key), list(paths.values()))
@@ -291,20 +289,20 @@ def _with_commits(ctx: MailContext, project_key: str, messages: list[dict[str, A
         item["commit"] = commits.get(paths[item["id"]])
 
 
-def get_message(ctx: MailContext, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
+def get_message(ctx: Context, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
     """One message with its body (the sender also sees its blind copies)."""
     snap, project, name = _open(ctx, project_key, agent_name)
     return {"project": project.human_key, **message(snap, message_id, name)}
 
 
-def get_thread(ctx: MailContext, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
+def get_thread(ctx: Context, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
     """Every message of a thread, oldest first."""
     snap, project, _ = _open(ctx, project_key)
     messages = thread(snap, thread_id, include_bodies=include_bodies)
     return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
 
 
-def fetch_topic(ctx: MailContext, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+def fetch_topic(ctx: Context, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
                 since_ts: object = None, agent_name: str | None = None,
                 unread_only: bool = False) -> list[dict[str, Any]]:
     """Messages of the project tagged with a topic, newest first."""
@@ -321,21 +319,21 @@ def fetch_topic(ctx: MailContext, project_key: str, topic_name: str, limit: int 
     return found
 
 
-def view_urgent_unread(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
     """High and urgent messages the agent has not read."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))
 
 
-def view_ack_required(ctx: MailContext, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_ack_required(ctx: Context, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
     """Messages asking for an acknowledgement the agent has not given."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))
 
 
-def view_ack_overdue(ctx: MailContext, project_key: str, agent_name: str, ttl_minutes: float = 30,
+def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, ttl_minutes: float = 30,
                      limit: int = 20) -> dict[str, Any]:
     """Unacknowledged ack-required messages older than ``ttl_minutes``."""
     check_limit(limit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names, project_record
 from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
 from gitmail.model.names import normalize_human_key
@@ -18,8 +19,6 @@ from gitmail.model.records import Agent, Project, agent_dir
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import is_slug, slug_for
-
-from .context import MailContext
 
 CONFIRMATION_PHRASE = "I UNDERSTAND"
 
@@ -43,7 +42,7 @@ def check_confirmation(confirmation: object, what: str) -> None:
         )
 
 
-def ensure_project(ctx: MailContext, human_key: str) -> dict[str, Any]:
+def ensure_project(ctx: Context, human_key: str) -> dict[str, Any]:
     """Create the project if it is new; either way return its descriptor."""
     key = normalize_human_key(human_key)
     slug = slug_for(key)
@@ -60,7 +59,7 @@ def ensure_project(ctx: MailContext, human_key: str) -> dict[str, Any]:
     return project_view(archive.transact(fn).result)
 
 
-def _set_archived(ctx: MailContext, project_key: str, archived: bool) -> dict[str, Any]:
+def _set_archived(ctx: Context, project_key: str, archived: bool) -> dict[str, Any]:
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
@@ -76,17 +75,17 @@ def _set_archived(ctx: MailContext, project_key: str, archived: bool) -> dict[st
     return project_view(archive.transact(fn).result)
 
 
-def archive_project(ctx: MailContext, project_key: str) -> dict[str, Any]:
+def archive_project(ctx: Context, project_key: str) -> dict[str, Any]:
     """Hide a project from the active list; nothing is deleted."""
     return _set_archived(ctx, project_key, True)
 
 
-def unarchive_project(ctx: MailContext, project_key: str) -> dict[str, Any]:
+def unarchive_project(ctx: Context, project_key: str) -> dict[str, Any]:
     """Bring an archived project back to the active list."""
     return _set_archived(ctx, project_key, False)
 
 
-def hard_delete_project(ctx: MailContext, project_key: str, confirmation: str) -> dict[str, Any]:
+def hard_delete_project(ctx: Context, project_key: str, confirmation: str) -> dict[str, Any]:
     """Remove the project's repository, checkout and derived state from this machine."""
     check_confirmation(confirmation, "deleting a project")
     archive = ctx.archive(project_key)
@@ -102,7 +101,7 @@ def hard_delete_project(ctx: MailContext, project_key: str, confirmation: str) -
     }
 
 
-def list_projects(ctx: MailContext, include_archived: bool = False) -> list[dict[str, Any]]:
+def list_projects(ctx: Context, include_archived: bool = False) -> list[dict[str, Any]]:
     """Every project in the store (archived ones only when asked for)."""
     out = []
     for slug in ctx.store.slugs():
@@ -114,7 +113,7 @@ def list_projects(ctx: MailContext, include_archived: bool = False) -> list[dict
     return out
 
 
-def _known(ctx: MailContext, slug_or_key: str) -> bool:
+def _known(ctx: Context, slug_or_key: str) -> bool:
     if is_slug(slug_or_key) and os.path.isdir(ctx.store.paths(slug_or_key).archive):
         return True
     try:
@@ -123,7 +122,7 @@ def _known(ctx: MailContext, slug_or_key: str) -> bool:
         return False
 
 
-def get_project(ctx: MailContext, slug: str) -> dict[str, Any]:
+def get_project(ctx: Context, slug: str) -> dict[str, Any]:
     """A project's descriptor plus its agents (by slug or human key)."""
     if not _known(ctx, slug):
         raise not_found(f"no project {slug!r}; list the projects to find its slug", project=slug)

@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from gitmail.coord.acting import check_acting
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import require_agent
 from gitmail.model.errors import not_found
 from gitmail.model.records import Receipt, inbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .context import MailContext
 from .mailbox import check_message_id
 
 
-def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, ack: bool,
+def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str, ack: bool,
           seat: str | None = None) -> Receipt:
     check_message_id(message_id)
     archive = ctx.archive(project_key)
@@ -48,14 +48,14 @@ def _mark(ctx: MailContext, project_key: str, agent_name: str, message_id: str, 
     return receipt
 
 
-def mark_message_read(ctx: MailContext, project_key: str, agent_name: str, message_id: str,
+def mark_message_read(ctx: Context, project_key: str, agent_name: str, message_id: str,
                       seat: str | None = None) -> dict[str, Any]:
     """Record that the agent read a message it received."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=False, seat=seat)
     return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
 
 
-def acknowledge_message(ctx: MailContext, project_key: str, agent_name: str, message_id: str,
+def acknowledge_message(ctx: Context, project_key: str, agent_name: str, message_id: str,
                         seat: str | None = None) -> dict[str, Any]:
     """Acknowledge a message the agent received (which also marks it read)."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=True, seat=seat)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names
 from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid
@@ -20,7 +21,6 @@ from gitmail.model.records import Message, agent_dir
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .context import MailContext
 from .delivery import remove_message
 from .idempotency import HONOURED_DAYS
 from .mailbox import iter_folder
@@ -39,7 +39,7 @@ def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
     return stale
 
 
-def purge_old_messages(ctx: MailContext, project_key: str, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
+def purge_old_messages(ctx: Context, project_key: str, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
                        dry_run: bool = False) -> dict[str, Any]:
     """Remove messages older than ``max_age_days`` from the tip (history keeps them)."""
     if not isinstance(max_age_days, int) or isinstance(max_age_days, bool) or max_age_days < 1:

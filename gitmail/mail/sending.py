@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitmail.coord import acting, capabilities
+from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names, find_agent, project_record, require_agent
 from gitmail.model.clock import HybridClock
 from gitmail.model.errors import (
@@ -42,7 +43,6 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from . import attachments, contacts, idempotency
-from .context import MailContext
 from .delivery import commit_line, compose, message_view, put_message
 from .mailbox import check_message_id, load_message
 
@@ -203,7 +203,7 @@ def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]
     return _delivered_result(project, message, False)
 
 
-def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: str, auto_contact: bool,
+def _deliver(ctx: Context, project_key: str, out: Outgoing, *, operation: str, auto_contact: bool,
              key: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
     archive = ctx.archive(project_key)
     hashed = idempotency.key_hash(key) if key is not None else None
@@ -276,7 +276,7 @@ def _deliver(ctx: MailContext, project_key: str, out: Outgoing, *, operation: st
     return result
 
 
-def _attach(ctx: MailContext, project_key: str, out: Outgoing, attachment_paths: list[str] | None,
+def _attach(ctx: Context, project_key: str, out: Outgoing, attachment_paths: list[str] | None,
             convert_images: bool | None, attachments_policy: str | None) -> None:
     """Load, convert and address the message's attachments before its transaction (nothing written yet)."""
     if convert_images is not None:
@@ -294,7 +294,7 @@ def _attach(ctx: MailContext, project_key: str, out: Outgoing, attachment_paths:
     out.body, out.attachments, out.files = prepared.body, prepared.attachments, prepared.files
 
 
-def send_message(ctx: MailContext, project_key: str, sender_name: str, to: list[str] | None, subject: str,
+def send_message(ctx: Context, project_key: str, sender_name: str, to: list[str] | None, subject: str,
                  body_md: str, cc: list[str] | None = None, bcc: list[str] | None = None,
                  importance: str = "normal", ack_required: bool = False, thread_id: str | None = None,
                  topic: str | None = None, broadcast: bool = False, auto_contact_if_blocked: bool = False,
@@ -337,7 +337,7 @@ def reply_subject(subject: str, prefix: str) -> str:
     return f"{prefix} {subject}".strip()[:MAX_SUBJECT]
 
 
-def reply_message(ctx: MailContext, project_key: str, message_id: str, sender_name: str, body_md: str,
+def reply_message(ctx: Context, project_key: str, message_id: str, sender_name: str, body_md: str,
                   to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
                   subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
                   auto_contact_if_blocked: bool = False, idempotency_key: str | None = None,

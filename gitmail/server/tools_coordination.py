@@ -11,7 +11,16 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from gitmail.coord import reservations, seats
+from gitmail.coord.reservations import MAX_PATHS
+from gitmail.model.limits import (
+    DEFAULT_INACTIVITY,
+    DEFAULT_LEASE_S,
+    MAX_LEASE_S,
+    MAX_TTL,
+    MIN_INACTIVITY,
+    MIN_LEASE_S,
+    MIN_TTL,
+)
 
 from .params import AgentName, AgentToken, ProjectKey
 from .resources import flag, resource
@@ -21,12 +30,12 @@ from .runtime import Runtime
 Seat = Annotated[str | None, Field(max_length=128, description=(
     "Your seat token from take_seat, when a session holds this agent's seat; writes without it are refused "
     "while the seat is held, and writes under a replaced seat fail with STALE_EPOCH."))]
-Paths = Annotated[list[str], Field(min_length=1, max_length=reservations.MAX_PATHS, description=(
+Paths = Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
     "Paths or globs relative to the repository root: 'src/api/' (a folder and everything below it), "
     "'src/*.py' (names directly in src), 'src/**/*.py' (at any depth), '?' and '[a-z]' also work."))]
 OptionalPaths = Annotated[list[str] | None, Field(description="Only reservations with exactly these patterns.")]
 ReservationIds = Annotated[list[str] | None, Field(description="Only reservations with these IDs.")]
-Lease = Annotated[int, Field(ge=seats.MIN_LEASE_S, le=seats.MAX_LEASE_S, description=(
+Lease = Annotated[int, Field(ge=MIN_LEASE_S, le=MAX_LEASE_S, description=(
     "How long the seat is yours before you must renew it, in seconds."))]
 
 
@@ -39,7 +48,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         agent_name: AgentName,
         paths: Paths,
-        ttl_seconds: Annotated[int, Field(ge=reservations.MIN_TTL, le=reservations.MAX_TTL, description=(
+        ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
             "How long the reservation lasts, in seconds (at least 60); renew it if you need longer."))] = 3600,
         exclusive: Annotated[bool, Field(description=(
             "true: others should not edit these files (the commit guard enforces it); false: shared, "
@@ -84,7 +93,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        extend_seconds: Annotated[int, Field(ge=reservations.MIN_TTL, le=reservations.MAX_TTL, description=(
+        extend_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
             "Seconds to add to the later of now and each reservation's expiry."))] = 1800,
         paths: OptionalPaths = None,
         file_reservation_ids: ReservationIds = None,
@@ -107,8 +116,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         file_reservation_id: Annotated[str, Field(description="The reservation to release (another agent's).")],
         note: Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")] = "",
         notify_previous: Annotated[bool, Field(description="Send the holder a message saying why.")] = True,
-        inactivity_seconds: Annotated[int, Field(ge=reservations.MIN_INACTIVITY, le=reservations.MAX_TTL, description=(
-            "The holder counts as gone after this long without activity."))] = reservations.DEFAULT_INACTIVITY,
+        inactivity_seconds: Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
+            "The holder counts as gone after this long without activity."))] = DEFAULT_INACTIVITY,
         agent_token: AgentToken = None,
         seat: Seat = None,
     ) -> dict[str, Any]:
@@ -162,7 +171,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_name: AgentName,
         holder: Annotated[str, Field(max_length=200, description=(
             "Names your session, e.g. 'claude-code on ci-7'."))] = "session",
-        lease_s: Lease = seats.DEFAULT_LEASE_S,
+        lease_s: Lease = DEFAULT_LEASE_S,
         take_over: Annotated[bool, Field(description=(
             "Take it even though another session holds it; "
             "that session's next write fails with STALE_EPOCH."))] = False,
@@ -184,7 +193,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         agent_name: AgentName,
         seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
-        lease_s: Lease = seats.DEFAULT_LEASE_S,
+        lease_s: Lease = DEFAULT_LEASE_S,
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Extend the lease of the seat you hold to at least lease_s from now; never shortens it."""

@@ -1,4 +1,13 @@
-"""What every mail operation needs: the store, the clock and recent activity.
+"""What every domain operation takes: the store, its clock and recent activity.
+
+Every entry point of the coordination and mail layers is
+``operation(ctx, project_key, ...)`` with this :class:`Context` first, so
+they all read time from one clock (``ctx.clock``, the store's) and record
+activity one way: an operation that acts as an agent (a write as it, or a read
+of its own mail or journal) calls ``ctx.touch(project_key, name)`` with the
+registered spelling once it has succeeded. Operations that act on an agent
+without being it (retiring it, say) or read the project as a whole record
+nothing.
 
 Activity timestamps (when an agent last did anything, reads included) change
 on every call, so they are kept in memory here and never committed: putting
@@ -40,8 +49,8 @@ class Activity:
 
 
 @dataclass
-class MailContext:
-    """The shared state a :class:`gitmail.mail.facade.Mail` hands to each operation."""
+class Context:
+    """The shared state :class:`gitmail.mail.facade.Mail` hands to each domain operation."""
 
     store: Store
     activity: Activity = field(default_factory=Activity)
