@@ -75,6 +75,29 @@ def test_mail_round_trip_from_the_shell(tmp_path):
     assert plain == [c["commit"] for c in history["commits"]]
 
 
+def test_catch_up_and_feed_from_the_shell(tmp_path):
+    home = str(tmp_path / "home")
+    ok(home, "init", PROJECT)
+    ok(home, "register", PROJECT, "--name", "BlueLake", "--policy", "open")
+    ok(home, "register", PROJECT, "--name", "GreenCastle", "--policy", "open")
+    ids = [ok(home, "send", PROJECT, "--from", "BlueLake", "--to", "GreenCastle", "--subject", f"step {i}",
+              "--body", f"do step {i}")["deliveries"][0]["payload"]["id"] for i in range(3)]
+
+    caught = ok(home, "catch-up", PROJECT, "GreenCastle", "--limit", "2")
+    assert [m["id"] for m in caught["messages"]] == ids[1:] and caught["older_messages"] is True
+    assert caught["messages"][0]["body_md"] == "do step 1"
+    text = gitmail(home, "catch-up", PROJECT, "GreenCastle").stdout
+    assert f"gitmail feed {PROJECT} GreenCastle --after {caught['next_after']}" in text
+
+    first = ok(home, "feed", PROJECT, "GreenCastle", "--limit", "2")
+    assert [m["id"] for m in first["messages"]] == ids[:2] and first["has_more"] is True
+    rest = gitmail(home, "feed", PROJECT, "GreenCastle", "--after", str(first["next_after"]))
+    assert rest.returncode == 0 and "do step 2" in rest.stdout and "do step 0" not in rest.stdout
+    assert f"cursor {caught['next_after']}" in rest.stdout
+    ahead = gitmail(home, "feed", PROJECT, "GreenCastle", "--after", str(caught["next_after"] + 1))
+    assert ahead.returncode == 2 and ahead.stderr.startswith("error [CURSOR_AHEAD]")
+
+
 def test_shell_errors_exit_2_with_a_code_and_change_nothing(tmp_path):
     home = str(tmp_path / "home")
     project = ok(home, "init", PROJECT)

@@ -34,7 +34,7 @@ def test_cut_utf8_never_splits_a_character():
 
 def test_catch_up_gives_the_newest_messages_the_budget_first():
     entries = [entry(seq, "ü" * 1500 + f" tail {seq}") for seq in range(1, 13)]  # 3000+ bytes each
-    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=12, older=True)
+    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=12, older=True, next_after=12)
     previews = [m["preview"].encode("utf-8") for m in doc["messages"]]
     assert [m["seq"] for m in doc["messages"]] == list(range(1, 13))  # ascending
     assert all(len(p) <= PREVIEW_BYTES for p in previews)
@@ -51,14 +51,15 @@ def test_catch_up_gives_the_newest_messages_the_budget_first():
 
 def test_a_cut_preview_names_a_read_that_returns_the_whole_message():
     entries = [entry(1, "x" * 5000)]
-    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=1, older=False)
+    doc = catch_up_doc("proj", "BlueLake", entries, high_watermark=1, older=False, next_after=1)
     args = doc["messages"][0]["full_read"]["arguments"]
     page = json.loads(cursor_page("proj", "BlueLake", args["after"], entries, False, 1, args["max_output_bytes"]))
     assert page["messages"][0]["body_md"] == "x" * 5000
 
 
 def test_short_messages_are_shown_whole():
-    doc = catch_up_doc("proj", "BlueLake", [entry(1, "hello"), entry(2, "world")], high_watermark=2, older=False)
+    doc = catch_up_doc("proj", "BlueLake", [entry(1, "hello"), entry(2, "world")], high_watermark=2, older=False,
+                       next_after=2)
     assert [m["preview"] for m in doc["messages"]] == ["hello", "world"]
     assert not any("preview_truncated" in m for m in doc["messages"])
 

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from ._app import Context, command
 
@@ -151,6 +152,53 @@ def inbox(ctx: Context, project: str, agent: str, limit: int, unread_only: bool,
                                     include_bodies=include_bodies, unread_only=unread_only)
     rows = [dict(m, subject=("  " if m.get("read_at") else "* ") + m["subject"]) for m in listed]
     return listed, table(rows, INBOX_COLUMNS, "inbox is empty")
+
+
+FEED_COLUMNS = [("seq", "SEQ"), ("id", "ID"), ("created_ts", "DATE"), ("from", "FROM"), ("subject", "SUBJECT")]
+
+
+@command(name="catch-up")
+@click.argument("project")
+@click.argument("agent")
+@click.option("--limit", default=CATCH_UP_DEFAULT, show_default=True, type=click.IntRange(1, CATCH_UP_MAX),
+              help="How many of the newest arrivals to show.")
+def catch_up(ctx: Context, project: str, agent: str, limit: int) -> tuple[object, str]:
+    """Show AGENT's newest arrivals, oldest first, and the cursor to continue with `gitmail feed`.
+
+    Arrivals are numbered in the order this machine received them, so mail
+    pulled by a sync today counts as new even if it was written earlier.
+    Reading changes no read state. --json includes the bodies.
+    """
+    found = ctx.mail.catch_up(project, agent, limit=limit)
+    lines = [table(found["messages"], FEED_COLUMNS, "no messages")]
+    if found["older_messages"]:
+        lines.append("older messages are not shown (gitmail search reaches them)")
+    lines.append(f"cursor {found['next_after']}: continue with gitmail feed {project} {found['agent']} "
+                 f"--after {found['next_after']}")
+    return found, "\n".join(lines)
+
+
+@command(name="feed")
+@click.argument("project")
+@click.argument("agent")
+@click.option("--after", default=0, show_default=True, type=click.IntRange(min=0),
+              help="The cursor you saved: show what arrived after it (0: from the oldest).")
+@click.option("--limit", default=FEED_DEFAULT_LIMIT, show_default=True, type=click.IntRange(1, FEED_MAX_LIMIT),
+              help="At most this many messages.")
+@click.option("--wait", "wait_seconds", default=0.0, show_default=True, type=click.FloatRange(0, FEED_MAX_WAIT),
+              help="If nothing is new, wait up to this many seconds for the next arrival.")
+def feed(ctx: Context, project: str, agent: str, after: int, limit: int, wait_seconds: float) -> tuple[object, str]:
+    """Show AGENT's messages that arrived after the cursor --after, whole and oldest first.
+
+    Prints the cursor to pass next; a cursor this machine never handed out
+    fails with CURSOR_AHEAD (start again with `gitmail catch-up`). Reading
+    changes no read state.
+    """
+    page = ctx.mail.read_messages(project, agent, after=after, limit=limit, wait_seconds=wait_seconds)
+    shown = [f"[{m['seq']}] " + render_message(m) for m in page["messages"]]
+    text = f"\n\n{'-' * 72}\n\n".join(shown) or f"nothing new after {after}"
+    more = "; more are waiting, run it again" if page["has_more"] else ""
+    return page, f"{text}\n\ncursor {page['next_after']}: continue with --after {page['next_after']}{more}"
 
 
 @command(name="read")

@@ -17,10 +17,16 @@ from gitmail.coord import acting, capabilities, guard, journal, reservations, se
 from gitmail.coord.context import Activity, Context
 from gitmail.index import search_messages
 from gitmail.model.errors import invalid
-from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_LEASE_S, DEFAULT_TTL
+from gitmail.model.limits import (
+    CATCH_UP_DEFAULT,
+    DEFAULT_INACTIVITY,
+    DEFAULT_LEASE_S,
+    DEFAULT_TTL,
+    FEED_DEFAULT_LIMIT,
+)
 from gitmail.storage.store import Store
 
-from . import agents, attachments, contacts, mailbox, projects, receipts, retention, summaries
+from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, summaries
 from . import sending as messages
 
 
@@ -119,6 +125,16 @@ class Mail:
                     unread_only: bool = False) -> list[dict[str, Any]]:
         return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit, urgent_only, include_bodies, since_ts,
                                    topic, unread_only)
+
+    def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
+        """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
+        return feed.catch_up(self.ctx, project_key, agent_name, limit=limit)
+
+    def read_messages(self, project_key: str, agent_name: str, *, after: int = 0, limit: int = FEED_DEFAULT_LIMIT,
+                      wait_seconds: float = 0) -> dict[str, Any]:
+        """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
+        return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
+                                  wait_seconds=wait_seconds)
 
     def fetch_outbox(self, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
                      since_ts: str | float | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Bounds and defaults of the records that expire: seat leases and file reservations.
+"""Bounds and defaults the domain enforces and the faces show: leases, reservations, feed reads.
 
 The coordination layer enforces them; the CLI and the MCP server offer the
 defaults. They live here, free of imports, so a face can show them in its help
@@ -17,3 +17,12 @@ MIN_TTL = 60
 MAX_TTL = 30 * 86400
 DEFAULT_INACTIVITY = 30 * 60
 MIN_INACTIVITY = 60
+
+# Feed reads (an agent's inbox in arrival order): how many of the newest
+# arrivals a catch-up shows, how many a cursor read returns, and how long a
+# cursor read may wait for the next arrival.
+CATCH_UP_DEFAULT = 8
+CATCH_UP_MAX = 12
+FEED_DEFAULT_LIMIT = 100
+FEED_MAX_LIMIT = 200
+FEED_MAX_WAIT = 25

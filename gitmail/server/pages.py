@@ -26,14 +26,9 @@ from mcp_types import CallToolResult, TextContent
 
 PREVIEW_BYTES = 2000
 PREVIEWS_TOTAL = 8000
-CATCH_UP_DEFAULT = 8
-CATCH_UP_MAX = 12
-READ_DEFAULT_LIMIT = 100
-READ_MAX_LIMIT = 200
 BUDGET_DEFAULT = 16_000
 BUDGET_MIN = 1024
 BUDGET_MAX = 128_000
-WAIT_MAX = 25
 
 HEAD_FIELDS = ("id", "from", "created_ts", "subject", "importance", "ack_required", "thread_id", "topic")
 
@@ -80,8 +75,9 @@ def _full_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
     return {"resource": f"resource://message/{entry.message['id']}?project={project}"}
 
 
-def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark: int, older: bool) -> dict[str, Any]:
-    """The catch-up window for ``entries`` (ascending, already the newest few)."""
+def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark: int, older: bool,
+                 next_after: int) -> dict[str, Any]:
+    """The catch-up window for ``entries`` (ascending, already the newest few) and the cursor to save."""
     remaining = PREVIEWS_TOTAL
     shown: list[dict[str, Any]] = []
     for entry in reversed(entries):  # newest first gets the budget first
@@ -96,9 +92,7 @@ def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark:
             item["full_read"] = _full_read(project, agent, entry)
         shown.append(item)
     shown.reverse()
-    # Everything of this agent up to the high watermark is shown or deliberately
-    # older; an arrival read after the watermark moves the cursor past itself.
-    cursor = max([high_watermark] + [entry.seq for entry in entries])
+    cursor = next_after
     return {
         "project": project,
         "agent": agent,

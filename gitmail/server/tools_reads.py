@@ -1,24 +1,22 @@
 """Reads sized for a context window: ``catch_up`` and the ``read_messages`` cursor.
 
-Both read an agent's inbox in the order this machine first saw the messages,
-using the sequence numbers of the index (``gitmail.index``): a message pulled
+Both read an agent's feed (its inbox in the order this machine first saw the
+messages, :mod:`gitmail.mail.feed`, through the facade): a message pulled
 from a teammate today is new even if it was written yesterday. The cursor is
 a number the caller keeps; the server stores no per-reader position and reads
-change no read state. See :mod:`gitmail.server.pages` for the byte budgets.
+change no read state. What is added here is the sizing for a context window:
+previews and byte budgets (:mod:`gitmail.server.pages`).
 """
 
 from __future__ import annotations
 
-import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from gitmail.index import indexer_for
-from gitmail.model.errors import CURSOR_AHEAD, GitmailError
-from gitmail.model.records import Message, message_path
+from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from . import pages
 from .params import AgentName, AgentToken, ProjectKey
@@ -26,28 +24,19 @@ from .results import READ, tool
 from .runtime import Runtime
 
 
+def _entries(messages: list[dict[str, Any]]) -> list[pages.Entry]:
+    return [pages.Entry(message["seq"], message) for message in messages]
+
+
 def register(mcp: FastMCP, rt: Runtime) -> None:
-    def agent_of(project_key: str, agent_name: str) -> str:
-        """The registered spelling of the agent's name (NOT_FOUND if unknown)."""
-        return rt.mail.whois(project_key=project_key, agent_name=agent_name, include_recent_commits=False)["name"]
-
-    def with_bodies(project_key: str, rows: list[dict]) -> list[pages.Entry]:
-        snap = rt.store.archive(project_key).snapshot()
-        entries = []
-        for row in rows:
-            record = snap.load(message_path(row["id"]), Message)
-            message = dict(row, body_md=record.body if record is not None else "")
-            entries.append(pages.Entry(row["seq"], message))
-        return entries
-
     @tool(mcp, READ)
     def catch_up(
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        limit: Annotated[int, Field(ge=1, le=pages.CATCH_UP_MAX, description=(
-            f"How many of the newest messages to show (default {pages.CATCH_UP_DEFAULT}, at most "
-            f"{pages.CATCH_UP_MAX})."))] = pages.CATCH_UP_DEFAULT,
+        limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description=(
+            f"How many of the newest messages to show (default {CATCH_UP_DEFAULT}, at most "
+            f"{CATCH_UP_MAX})."))] = CATCH_UP_DEFAULT,
         agent_token: AgentToken = None,
     ) -> ToolResult:
         """Start or resume work: your newest inbox messages with short previews, and a cursor.
@@ -60,11 +49,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         read state. Text-only result.
         """
         rt.act_as(ctx, project_key, agent_name, agent_token)
-        agent = agent_of(project_key, agent_name)
-        index = indexer_for(rt.store).project(project_key)
-        high = index.high_watermark()
-        rows, older = index.newest_arrivals(agent, limit)
-        doc = pages.catch_up_doc(project_key, agent, with_bodies(project_key, rows), high, older)
+        found = rt.mail.catch_up(project_key, agent_name, limit=limit)
+        doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
+                                 found["older_messages"], found["next_after"])
         return ToolResult(content=pages.dumps(doc))
 
     @tool(mcp, READ)
@@ -75,14 +62,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         after: Annotated[int, Field(ge=0, description=(
             "Your saved cursor (exclusive): next_after from catch_up or the previous page. 0 reads from the "
             "oldest message; prefer catch_up when you have no cursor."))] = 0,
-        limit: Annotated[int, Field(ge=1, le=pages.READ_MAX_LIMIT, description=(
-            f"At most this many messages (default {pages.READ_DEFAULT_LIMIT}, at most "
-            f"{pages.READ_MAX_LIMIT})."))] = pages.READ_DEFAULT_LIMIT,
+        limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT, description=(
+            f"At most this many messages (default {FEED_DEFAULT_LIMIT}, at most "
+            f"{FEED_MAX_LIMIT})."))] = FEED_DEFAULT_LIMIT,
         max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
             "Byte budget for the whole serialized tool result, JSON escaping included (default "
             f"{pages.BUDGET_DEFAULT}, {pages.BUDGET_MIN}-{pages.BUDGET_MAX})."))] = pages.BUDGET_DEFAULT,
-        wait_seconds: Annotated[float, Field(ge=0, le=pages.WAIT_MAX, description=(
-            f"If nothing is new, wait up to this many seconds (at most {pages.WAIT_MAX}) and return as soon "
+        wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
+            f"If nothing is new, wait up to this many seconds (at most {FEED_MAX_WAIT}) and return as soon "
             "as a message arrives. A timed-out wait returns an empty page."))] = 0,
         agent_token: AgentToken = None,
     ) -> ToolResult:
@@ -96,19 +83,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         mark_message_read / acknowledge_message). Text-only result.
         """
         rt.act_as(ctx, project_key, agent_name, agent_token)
-        agent = agent_of(project_key, agent_name)
-        index = indexer_for(rt.store).project(project_key)
-        high = index.high_watermark()
-        if after > high:
-            raise GitmailError(CURSOR_AHEAD, f"cursor after={after} is beyond this machine's high watermark "
-                               f"{high}; the cursor belongs to another machine or an index that was rebuilt: "
-                               "call catch_up for a fresh cursor", {"after": after, "high_watermark": high})
-        rows = index.messages_after(agent, after, limit + 1)
-        deadline = time.monotonic() + wait_seconds
-        while not rows and time.monotonic() < deadline:
-            index.wait(deadline - time.monotonic(), after_seq=high)
-            high = index.high_watermark()
-            rows = index.messages_after(agent, after, limit + 1)
-        text = pages.cursor_page(project_key, agent, after, with_bodies(project_key, rows[:limit]),
-                                 len(rows) > limit, high, max_output_bytes)
+        found = rt.mail.read_messages(project_key, agent_name, after=after, limit=limit, wait_seconds=wait_seconds)
+        text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
+                                 found["high_watermark"], max_output_bytes)
         return ToolResult(content=text)

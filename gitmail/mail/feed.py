@@ -1,0 +1,112 @@
+"""An agent's feed: its inbox in the order this machine first saw each message.
+
+The index numbers every record file the first time this machine sees it
+(:mod:`gitmail.index`), so a message pulled from a teammate today comes after
+everything already here, even if it was written yesterday. A reader keeps a
+cursor (the last sequence number it processed) and asks for what came after
+it; nothing is stored per reader and reading changes no read state.
+
+- :func:`catch_up` shows the newest few arrivals, oldest first, and hands
+  out a cursor that skips everything older (older mail stays searchable).
+- :func:`read_messages` returns the arrivals after a cursor, oldest first,
+  and can wait a bounded time for the next one (a long poll).
+
+A cursor beyond this machine's high watermark belongs to another machine or
+to an index that was rebuilt: it is refused (``CURSOR_AHEAD``) rather than
+silently skipping messages. Both return whole messages (``body_md`` read from
+the archive); sizing them for a reader (previews, byte budgets) is the
+caller's part, as :mod:`gitmail.server.pages` does for MCP.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import require_agent
+from gitmail.index import ProjectIndex, indexer_for
+from gitmail.model.errors import CURSOR_AHEAD, GitmailError, invalid
+from gitmail.model.limits import (
+    CATCH_UP_DEFAULT,
+    CATCH_UP_MAX,
+    FEED_DEFAULT_LIMIT,
+    FEED_MAX_LIMIT,
+    FEED_MAX_WAIT,
+)
+from gitmail.model.records import Message, message_path
+
+
+def _whole(value: object, field: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise invalid(f"{field} must be a whole number from {low} to {high}; got {value!r}", field=field)
+    return value
+
+
+def _open(ctx: Context, project_key: str, agent_name: str) -> tuple[str, ProjectIndex]:
+    """The agent's registered name and the project's index; the read counts as the agent's activity."""
+    agent = require_agent(ctx.archive(project_key).snapshot(), agent_name).name
+    ctx.touch(project_key, agent)
+    return agent, indexer_for(ctx.store).project(project_key)
+
+
+def _with_bodies(ctx: Context, project_key: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with its ``body_md`` (empty if the message was purged since the row was read)."""
+    snap = ctx.archive(project_key).snapshot()
+    out = []
+    for row in rows:
+        record = snap.load(message_path(row["id"]), Message)
+        out.append(dict(row, body_md=record.body if record is not None else ""))
+    return out
+
+
+def catch_up(ctx: Context, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
+    """The newest ``limit`` arrivals (oldest first), the cursor to continue from, and whether older exist.
+
+    The cursor (``next_after``) is the high watermark when the call started,
+    or the newest shown message if that arrived meanwhile: everything up to it
+    is shown or deliberately left behind.
+    """
+    _whole(limit, "limit", 1, CATCH_UP_MAX)
+    agent, index = _open(ctx, project_key, agent_name)
+    high = index.high_watermark()
+    rows, older = index.newest_arrivals(agent, limit)
+    messages = _with_bodies(ctx, project_key, rows)
+    return {"project": project_key, "agent": agent, "messages": messages,
+            "next_after": max([high] + [m["seq"] for m in messages]), "high_watermark": high,
+            "older_messages": older}
+
+
+def read_messages(ctx: Context, project_key: str, agent_name: str, *, after: int = 0,
+                  limit: int = FEED_DEFAULT_LIMIT, wait_seconds: float = 0) -> dict[str, Any]:
+    """Up to ``limit`` arrivals after the cursor ``after``, oldest first; wait up to ``wait_seconds`` for one.
+
+    ``has_more`` says whether arrivals beyond this page exist; ``next_after``
+    is the cursor to pass next: the last message returned, or, when nothing
+    more is there, the high watermark (so the next read skips other agents'
+    records). A wait that times out returns an empty page.
+    """
+    _whole(after, "after", 0, 2**63 - 1)
+    _whole(limit, "limit", 1, FEED_MAX_LIMIT)
+    if (not isinstance(wait_seconds, (int, float)) or isinstance(wait_seconds, bool)
+            or not 0 <= wait_seconds <= FEED_MAX_WAIT):
+        raise invalid(f"wait_seconds must be a number of seconds from 0 to {FEED_MAX_WAIT}", field="wait_seconds")
+    agent, index = _open(ctx, project_key, agent_name)
+    high = index.high_watermark()
+    if after > high:
+        raise GitmailError(CURSOR_AHEAD, f"cursor after={after} is beyond this machine's high watermark "
+                           f"{high}; the cursor belongs to another machine or an index that was rebuilt: "
+                           "call catch_up for a fresh cursor", {"after": after, "high_watermark": high})
+    rows = index.messages_after(agent, after, limit + 1)
+    deadline = time.monotonic() + wait_seconds
+    while not rows and time.monotonic() < deadline:
+        index.wait(deadline - time.monotonic(), after_seq=high)
+        high = index.high_watermark()
+        rows = index.messages_after(agent, after, limit + 1)
+    messages = _with_bodies(ctx, project_key, rows[:limit])
+    has_more = len(rows) > limit
+    next_after = messages[-1]["seq"] if messages else after
+    if not has_more:
+        next_after = max(next_after, high)
+    return {"project": project_key, "agent": agent, "after": after, "messages": messages, "has_more": has_more,
+            "next_after": next_after, "high_watermark": high}
