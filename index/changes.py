@@ -49,7 +49,7 @@ def _worth_entering(path: str) -> bool:
 
 def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, prefix: str) -> Iterator[RecordChange]:
     empty: dict[str, tuple[int, bytes]] = {}
-    before = read_tree(repo, old).entries() if old is not None else empty
+    before = read_tree(repo, old, remember=False).entries() if old is not None else empty  # read once
     after = read_tree(repo, new).entries() if new is not None else empty
     # Entries present on one side only, or with another id or mode: a day
     # folder of thousands differs by a few entries, found without visiting

@@ -28,8 +28,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-import pygit2
-
+from gitmail.storage.handles import open_repository
 from gitmail.storage.snapshot import blob_data
 
 from .meta import Meta
@@ -146,7 +145,7 @@ def write(index: SearchIndex, op: str, *, refresh: bool = True) -> Any:
 def _serve_one(request: dict[str, Any]) -> Any:
     from .search import SearchIndex
 
-    repo = pygit2.Repository(request["git_dir"])
+    repo = open_repository(request["git_dir"])
     index = SearchIndex(request["search_root"], Meta(request["meta_path"], check=False),
                         lambda oid: blob_data(repo, oid))
     try:

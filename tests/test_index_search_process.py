@@ -11,6 +11,7 @@ import pytest
 
 from gitmail.index import indexer_for
 from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed
+from gitmail.storage.maintenance import consolidate
 
 from .conftest import wait_until
 from .index_helpers import message, register, send, send_many
@@ -194,3 +195,27 @@ def _gone(pid: int) -> bool:
         return True
     with open(f"/proc/{pid}/stat") as handle:
         return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_the_helper_lets_go_of_packs_consolidated_between_its_writes(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()  # the writes below go through the helper only
+    index.drainer.stop()
+    writer = SearchWriter()
+    try:
+        for i in range(6):  # a pack per message, each read by the helper's drain
+            send(archive, message("Green", ["Blue"], f"Pack {i}", f"armadillo {i}"))
+            index._sync()  # noqa: SLF001 - queue the message without draining it here
+            assert writer.run("drain", **paths(index)) == 1
+        assert consolidate(archive.git_dir, force=True)
+        send(archive, message("Green", ["Blue"], "After", "armadillo after"))
+        index._sync()  # noqa: SLF001
+        assert writer.run("drain", **paths(index)) == 1
+        pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+        with open(f"/proc/{writer.pid}/maps") as handle:
+            held = [line for line in handle if pack_dir in line and "(deleted)" in line]
+        assert held == []
+    finally:
+        writer.close()
+    assert len(index.search("armadillo", limit=50)) == 7

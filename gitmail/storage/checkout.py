@@ -25,6 +25,7 @@ import subprocess
 import pygit2
 
 from .background import Debounced
+from .handles import open_repository
 
 _QUIET = 0.3  # a refresh follows once commits pause this long...
 _MAX_WAIT = 1.0  # ...or this long after the first commit of a burst
@@ -55,10 +56,10 @@ def refresh(archive_dir: str, checkout_dir: str) -> str:
         os.replace(tmp, checkout_dir)
         return "created"
     try:
-        upstream = pygit2.Repository(archive_dir).references["refs/heads/main"].target
+        upstream = open_repository(archive_dir).references["refs/heads/main"].target
     except KeyError:
         return "current"  # nothing committed yet
-    repo = pygit2.Repository(checkout_dir)
+    repo = open_repository(checkout_dir)
     repo.references.create("refs/remotes/origin/main", upstream, force=True)  # as a fetch would leave it
     head = None if repo.head_is_unborn else repo.head.target
     if head == upstream:

@@ -36,6 +36,7 @@ from gitmail.model.clock import WallTime
 from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError
 from gitmail.model.records import Record
 
+from .handles import open_repository
 from .maintenance import Maintainer
 from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
 from .snapshot import Snapshot
@@ -48,6 +49,7 @@ SYSTEM_AUTHOR = "gitmail"
 MAX_ATTEMPTS = 64
 _STALE_LOCK_SECONDS = 1.0  # git holds main.lock for milliseconds; older means its owner died
 _LOCK_WAIT_SECONDS = 10.0
+PACK_CHECK_SECONDS = 1.0  # how often handles look for packs removed behind this process's back
 _DONE, _LOST, _LOCKED = "done", "lost", "locked"
 
 
@@ -103,10 +105,12 @@ class Archive:
     """One project's git repository, used as a database."""
 
     def __init__(self, path: str, *, node: str = "local", durable: bool = True, maintain: bool = True,
-                 wall: WallTime = time.time):
+                 wall: WallTime = time.time, pack_check_interval: float = PACK_CHECK_SECONDS):
         """Open the repository at ``path``; ``maintain`` consolidates packs in the background.
 
         ``wall`` gives the commits' time (the store passes its clock's source).
+        Every ``pack_check_interval`` seconds at most, a thread asking for its
+        handle also looks whether packs were removed (see :attr:`repo`).
         """
         self.path = os.path.abspath(path)
         self.node = node
@@ -119,17 +123,22 @@ class Archive:
         self._wakeups = threading.Condition(self._queue_lock)
         self._listeners: list[CommitListener] = []
         self.retries = 0  # lost compare-and-swap races, for reports and benchmarks
-        repo = self.repo
+        repo = open_repository(self.path)
         self.git_dir = repo.path.rstrip("/")
         self._lock_path = os.path.join(self.git_dir, "gitmail-write.lock")
         self._pack_dir = os.path.join(self.git_dir, "objects", "pack")
         os.makedirs(self._pack_dir, exist_ok=True)
+        self._generation = 0  # bumped when packs were removed: handles opened before are renewed
+        self._generation_lock = threading.Lock()
+        self._packs_seen: frozenset[str] = frozenset()
+        self._packs_checked = -float("inf")
+        self._pack_check_interval = pack_check_interval
         if durable and "core.fsync" not in repo.config:
             # Objects that git itself brings in (a fetch before a fast-forward,
             # a push from a human) must be as durable as our own packs.
             repo.config["core.fsync"] = "objects,derived-metadata,reference"
             repo.config["core.fsyncMethod"] = "fsync"
-        self.maintainer = Maintainer(self.git_dir) if maintain else None
+        self.maintainer = Maintainer(self.git_dir, on_consolidated=self.renew_handles) if maintain else None
         if self.maintainer is not None:
             self.add_listener(self.maintainer.on_commit)
 
@@ -143,11 +152,52 @@ class Archive:
 
     @property
     def repo(self) -> pygit2.Repository:
-        """A repository handle private to the calling thread."""
-        repo = getattr(self._local, "repo", None)
-        if repo is None:
-            repo = self._local.repo = pygit2.Repository(self.path)
+        """A repository handle private to the calling thread.
+
+        A handle keeps every pack it has ever looked into open and mapped,
+        and libgit2 never forgets a pack that was removed from disk; once a
+        consolidation has replaced packs, each thread gets a fresh handle at
+        its next call, and the old packs' files and memory are released as
+        soon as the last handle on them is gone.
+        """
+        local = self._local
+        generation = self._current_generation()
+        repo = getattr(local, "repo", None)
+        if repo is None or local.generation != generation:
+            local.repo = None  # drop the old handle before opening the new one
+            repo = local.repo = open_repository(self.path)
+            local.generation = generation
         return repo
+
+    def renew_handles(self) -> None:
+        """Have every thread open a fresh handle at its next call (packs were replaced)."""
+        with self._generation_lock:
+            self._generation += 1
+
+    def _current_generation(self) -> int:
+        """The handle generation, bumped (at most once an interval) if packs vanished meanwhile.
+
+        This catches consolidations by other processes (another server, the
+        CLI, ``git gc`` by hand), which this process is never told about. The
+        packs remembered are every one seen since the last renewal, including
+        those this process wrote in between.
+        """
+        now = time.monotonic()
+        if now - self._packs_checked < self._pack_check_interval:
+            return self._generation
+        with self._generation_lock:
+            if now - self._packs_checked >= self._pack_check_interval:
+                self._packs_checked = now
+                try:
+                    packs = frozenset(name for name in os.listdir(self._pack_dir) if name.endswith(".idx"))
+                except FileNotFoundError:
+                    packs = frozenset()
+                if self._packs_seen - packs:
+                    self._generation += 1
+                    self._packs_seen = packs
+                else:
+                    self._packs_seen |= packs
+            return self._generation
 
     def tip(self) -> str | None:
         try:
@@ -275,7 +325,9 @@ class Archive:
             for item, change in group:
                 item.outcome = Committed(change.result, parent.hex(), attempt)
         assert parent is not None  # writers is not empty, so at least one commit was added
-        pack.write(self._pack_dir, durable=self.durable)
+        written = pack.write(self._pack_dir, durable=self.durable)
+        with self._generation_lock:
+            self._packs_seen |= {written + ".idx"}
         new_tip = pygit2.Oid(raw=parent)
         swapped = self._swap(repo, ref, new_tip)
         if swapped != _DONE:

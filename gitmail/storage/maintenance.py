@@ -26,10 +26,12 @@ import os
 import struct
 import subprocess
 import time
+from typing import Callable
 
 import pygit2
 
 from .background import Debounced
+from .handles import open_repository
 from .objects import fsync_dir
 
 PACK_LIMIT = 32  # consolidate once this many packs have accumulated
@@ -145,7 +147,7 @@ def _merge_packs(git_dir: str, bases: list[str]) -> None:
 
 def _tip(git_dir: str) -> str | None:
     try:
-        return str(pygit2.Repository(git_dir).references["refs/heads/main"].target)
+        return str(open_repository(git_dir).references["refs/heads/main"].target)
     except (KeyError, pygit2.GitError):
         return None
 
@@ -206,8 +208,10 @@ def _remove_orphans(git_dir: str) -> None:
 class Maintainer:
     """Pokes a background consolidation when an archive has enough packs."""
 
-    def __init__(self, git_dir: str):
+    def __init__(self, git_dir: str, *, on_consolidated: Callable[[], None] | None = None):
+        """``on_consolidated`` is called after each run that merged packs (handles on the old ones can go)."""
         self.git_dir = git_dir
+        self.on_consolidated = on_consolidated
         # Not deferred to a pause in the writes: pack-objects finds good deltas
         # among a few hundred versions of a folder, poor ones among thousands.
         self.worker = Debounced(f"gitmail-maintain:{os.path.basename(os.path.dirname(git_dir))}",
@@ -220,4 +224,5 @@ class Maintainer:
             self.worker.poke()
 
     def _run(self) -> None:
-        consolidate(self.git_dir)
+        if consolidate(self.git_dir) and self.on_consolidated is not None:
+            self.on_consolidated()

@@ -4,6 +4,12 @@ Editing ``messages/2026/12/01/<id>.md`` reads and rewrites the root, the
 ``messages`` tree and the three date trees; every other tree is reused by id.
 Decoded trees are cached by id (trees are immutable), and so are the trees a
 commit writes, so the next commit finds the hot day folder already decoded.
+The cache is bounded by the entries it holds, not only by the number of
+trees: a busy day folder of tens of thousands of entries would otherwise keep
+hundreds of its past versions in memory. Of each folder, the version a commit
+writes and the one it superseded are kept (the index's catch-up compares the
+two); older ones are dropped at once, since the next commit starts from the
+newest.
 """
 
 from __future__ import annotations
@@ -17,13 +23,20 @@ from gitmail.model.errors import invalid
 
 from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Tree
 
-_CACHE_SIZE = 512
+_CACHE_SIZE = 512  # trees at most...
+_CACHE_ENTRIES = 100_000  # ...holding this many entries in all (a 30k-entry day folder is about 10 MB decoded)
 _cache: OrderedDict[bytes, Tree] = OrderedDict()
+_cache_entries = 0
+_superseded: dict[bytes, bytes] = {}  # a written tree -> the version of its folder it replaced
 _cache_lock = threading.Lock()
 
 
-def read_tree(repo: pygit2.Repository, oid: bytes) -> Tree:
-    """The decoded tree ``oid``; shared, so callers must not change it (``copy`` first)."""
+def read_tree(repo: pygit2.Repository, oid: bytes, *, remember: bool = True) -> Tree:
+    """The decoded tree ``oid``; shared, so callers must not change it (``copy`` first).
+
+    ``remember=False`` leaves the cache as it was (for a tree read once, such
+    as an old version a diff starts from).
+    """
     with _cache_lock:
         entries = _cache.get(oid)
         if entries is not None:
@@ -33,16 +46,36 @@ def read_tree(repo: pygit2.Repository, oid: bytes) -> Tree:
     if int(kind) != TREE:
         raise ValueError(f"object {oid.hex()} is not a tree")
     entries = Tree.decode(data)
-    _remember(oid, entries)
+    if remember:
+        _remember(oid, entries)
     return entries
 
 
-def _remember(oid: bytes, entries: Tree) -> None:
+def _remember(oid: bytes, entries: Tree, *, replaces: bytes | None = None) -> None:
+    """Cache ``entries`` as tree ``oid``, written in place of the folder version ``replaces``.
+
+    The version that ``replaces`` itself replaced is dropped.
+    """
+    global _cache_entries
     with _cache_lock:
+        if replaces is not None and replaces != oid:
+            older = _superseded.pop(replaces, None)
+            dropped = _cache.pop(older, None) if older is not None else None
+            if dropped is not None:
+                _cache_entries -= len(dropped)
+            _superseded[oid] = replaces
+        previous = _cache.get(oid)
+        if previous is not None:
+            _cache_entries -= len(previous)
         _cache[oid] = entries
+        _cache_entries += len(entries)
         _cache.move_to_end(oid)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        while len(_cache) > 1 and (len(_cache) > _CACHE_SIZE or _cache_entries > _CACHE_ENTRIES):
+            gone, tree = _cache.popitem(last=False)
+            _cache_entries -= len(tree)
+            _superseded.pop(gone, None)
+        while len(_superseded) > _CACHE_SIZE:  # links whose trees are long gone
+            _superseded.pop(next(iter(_superseded)))
 
 
 def check_path(path: str) -> str:
@@ -54,10 +87,11 @@ def check_path(path: str) -> str:
 
 
 class _Node:
-    __slots__ = ("oid", "entries", "children")
+    __slots__ = ("oid", "base", "entries", "children")
 
     def __init__(self, oid: bytes | None):
         self.oid = oid  # None while dirty (or for a new, empty tree)
+        self.base = oid  # the version the edits started from
         self.entries: Tree | None = None if oid else Tree()
         self.children: dict[str, _Node] = {}
 
@@ -129,5 +163,6 @@ class TreeEditor:
         node.oid = self.pack.add(TREE, entries.encode())
         # The next commit starts from the trees written here: keep them
         # decoded (a copy, since a later group of this batch edits on).
-        _remember(node.oid, entries.copy())
+        _remember(node.oid, entries.copy(), replaces=node.base)
+        node.base = node.oid
         return node.oid

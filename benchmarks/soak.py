@@ -1,0 +1,341 @@
+"""Soak test of the MCP server: resources under sustained sending.
+
+Run: ``python benchmarks/soak.py`` (16 clients, 30,000 messages) or
+``python benchmarks/soak.py --clients 8 --messages 3000`` for a quick look.
+
+A real ``gitmail serve`` runs in a child process with its open-file limit set
+to 1024 (``ulimit -n 1024``, a common default; ``--nofile``) on a throw-away
+store. ``--clients`` MCP sessions, one agent each, send messages to one
+another over Streamable HTTP until ``--messages`` have been sent. While they
+do, the server is sampled twice a second: its open file descriptors, its
+memory mappings of deleted files (pack files a consolidation removed but a
+handle still maps), its resident memory (RSS) and that of its search-index
+helper. The run is cut into ten deciles by message count; for each the table
+shows the send rate, send latency p50 / p95, and the samples at its end (with
+the largest seen during it).
+
+Targets, checked and printed at the end:
+
+- no error results and no failed calls;
+- open descriptors and deleted mappings flat after warm-up: nothing in the
+  second half of the run above the largest value seen in deciles 2-5 (plus
+  10 % and a few descriptors for the connections and git runs in flight);
+- server RSS grows by at most 50 MB from the end of the 2nd decile to the end;
+- p95 send latency of the last decile within 1.5x that of the 2nd.
+
+Figures on a shared machine move between runs; the JSON line carries every
+figure, with what else was running left to the person quoting it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from fastmcp import Client
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from gitmail.mail.facade import Mail  # noqa: E402
+from gitmail.storage.store import Store  # noqa: E402
+
+PROJECT = "/bench/soak"
+DECILES = 10
+SAMPLE_SECONDS = 0.5
+RSS_GROWTH_LIMIT_MB = 50.0
+P95_RATIO_LIMIT = 1.5
+FLAT_SLACK = 0.10  # share above the warm-up maximum that still counts as flat...
+FLAT_FLOOR = 4  # ...with at least this many descriptors or mappings of headroom
+WORDS = ["migration", "schema", "deploy", "router", "cache", "review", "latency", "token", "index", "build"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(home: str, nofile: int) -> tuple[subprocess.Popen, str, str]:
+    """``gitmail serve`` with RLIMIT_NOFILE at ``nofile``; (process, URL, path of its log)."""
+    port = free_port()
+    env = dict(os.environ, GITMAIL_HOME=home, PYTHONPATH=ROOT)
+    env.pop("GITMAIL_TOKEN", None)
+    log_path = os.path.join(home, "serve.log")
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "gitmail", "serve", "--port", str(port)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log, preexec_fn=limit)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, f"http://127.0.0.1:{port}/mcp", log_path
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"gitmail serve did not start; see {log_path}")
+
+
+def setup(home: str, clients: int) -> dict[str, str]:
+    """The project and one agent per client, all open to mail; name -> token."""
+    mail = Mail(Store(home, background=False))
+    mail.ensure_project(PROJECT)
+    tokens = {}
+    for k in range(clients):
+        name = f"Sender{k}"
+        tokens[name] = mail.register_agent(PROJECT, "soak", "none", name=name)["registration_token"]
+        mail.set_contact_policy(PROJECT, name, "open")
+    return tokens
+
+
+# -- what the server holds ------------------------------------------------------
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def deleted_mappings(pid: int) -> int:
+    with open(f"/proc/{pid}/maps") as handle:
+        return sum(1 for line in handle if line.rstrip().endswith("(deleted)"))
+
+
+def rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except FileNotFoundError:
+        pass
+    return 0.0
+
+
+def helper_pid(pid: int) -> int | None:
+    """The server's search-index helper (a child running gitmail.index.search_process), if it runs."""
+    try:
+        children = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                children += [int(child) for child in handle.read().split()]
+        for child in children:
+            with open(f"/proc/{child}/cmdline", "rb") as handle:
+                if b"search_process" in handle.read():
+                    return child
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def nofile_limit(pid: int) -> str:
+    with open(f"/proc/{pid}/limits") as handle:
+        for line in handle:
+            if line.startswith("Max open files"):
+                return line.split()[3]  # the soft limit
+    return "?"
+
+
+@dataclass
+class Sample:
+    sent: int
+    fds: int
+    deleted: int
+    rss: float
+    helper_rss: float
+
+
+@dataclass
+class Run:
+    total: int
+    latencies: list[tuple[int, float]] = field(default_factory=list)  # (completion number, ms)
+    samples: list[Sample] = field(default_factory=list)
+    errors: int = 0
+    error_texts: list[str] = field(default_factory=list)
+    started: int = 0
+    done: int = 0
+    decile_times: list[float] = field(default_factory=list)
+
+
+def sample(pid: int, run: Run) -> None:
+    try:
+        run.samples.append(Sample(run.done, open_fds(pid), deleted_mappings(pid), rss_mb(pid),
+                                  rss_mb(helper_pid(pid))))
+    except FileNotFoundError:
+        pass  # the server is gone; the sends will say so
+
+
+async def sampler(pid: int, run: Run, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        await loop.run_in_executor(None, sample, pid, run)
+        try:
+            await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
+        except TimeoutError:
+            pass
+
+
+async def send_all(url: str, tokens: dict[str, str], run: Run, pid: int) -> None:
+    names = sorted(tokens, key=lambda n: int(n[len("Sender"):]))
+    count = len(names)
+    began = time.perf_counter()
+    boundaries = [run.total * (d + 1) // DECILES for d in range(DECILES)]
+
+    async def agent(k: int, client: Client) -> None:
+        me = names[k]
+        while run.started < run.total:
+            i = run.started
+            run.started += 1
+            to = names[(k + 1 + i % max(1, count - 1)) % count] if count > 1 else me
+            args = {"project_key": PROJECT, "sender_name": me, "to": [to], "sender_token": tokens[me],
+                    "subject": f"soak {i}: {WORDS[i % len(WORDS)]}",
+                    "body_md": f"Note {i}: the {WORDS[i % len(WORDS)]} step of {WORDS[(i * 7) % len(WORDS)]} is ready."}
+            t0 = time.perf_counter()
+            try:
+                result = await client.call_tool("send_message", args, raise_on_error=False)
+                failed = result.content[0].text if result.is_error else None
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                failed = f"{type(exc).__name__}: {exc}"
+            ms = (time.perf_counter() - t0) * 1000
+            run.done += 1
+            run.latencies.append((run.done, ms))
+            while len(run.decile_times) < DECILES and run.done >= boundaries[len(run.decile_times)]:
+                run.decile_times.append(time.perf_counter() - began)
+            if failed is not None:
+                run.errors += 1
+                if len(run.error_texts) < 5:
+                    run.error_texts.append(failed[:300])
+
+    sessions = [Client(url, mode="legacy", timeout=300) for _ in names]
+    for session in sessions:
+        await session.__aenter__()
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(sampler(pid, run, stop))
+    try:
+        await asyncio.gather(*(agent(k, session) for k, session in enumerate(sessions)))
+    finally:
+        stop.set()
+        await watcher
+        for session in sessions:
+            try:
+                await session.__aexit__(None, None, None)
+            except Exception:  # noqa: BLE001 - a dead server is already counted in the errors
+                pass
+    sample(pid, run)
+
+
+# -- the report -----------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def deciles(run: Run) -> list[dict]:
+    rows = []
+    previous_time = 0.0
+    for d in range(DECILES):
+        low, high = run.total * d // DECILES, run.total * (d + 1) // DECILES
+        times = [ms for n, ms in run.latencies if low < n <= high]
+        inside = [s for s in run.samples if low < s.sent <= high] or [s for s in run.samples if s.sent <= high][-1:]
+        end = inside[-1] if inside else Sample(high, 0, 0, 0.0, 0.0)
+        seconds = (run.decile_times[d] if d < len(run.decile_times) else float("nan")) - previous_time
+        previous_time = run.decile_times[d] if d < len(run.decile_times) else previous_time
+        rows.append({
+            "decile": d + 1, "messages": high, "msg_per_s": round((high - low) / seconds, 1) if seconds > 0 else None,
+            "p50_ms": round(statistics.median(times), 1) if times else None,
+            "p95_ms": round(pct(times, 0.95), 1) if times else None,
+            "fds": end.fds, "fds_max": max((s.fds for s in inside), default=0),
+            "deleted_maps": end.deleted, "deleted_maps_max": max((s.deleted for s in inside), default=0),
+            "rss_mb": round(end.rss, 1), "helper_rss_mb": round(end.helper_rss, 1),
+        })
+    return rows
+
+
+def flat(rows: list[dict], key: str) -> bool:
+    """Nothing in deciles 6-10 above the warm-up maximum of deciles 2-5 (plus slack)."""
+    warm = max(row[key] for row in rows[1:5])
+    late = max(row[key] for row in rows[5:])
+    return late <= warm + max(FLAT_FLOOR, warm * FLAT_SLACK)
+
+
+def verdict(rows: list[dict], run: Run) -> dict:
+    growth = rows[-1]["rss_mb"] - rows[1]["rss_mb"]
+    ratio = (rows[-1]["p95_ms"] or float("inf")) / (rows[1]["p95_ms"] or float("nan"))
+    return {
+        "errors": run.errors, "errors_ok": run.errors == 0,
+        "fds_flat": flat(rows, "fds_max"), "deleted_maps_flat": flat(rows, "deleted_maps_max"),
+        "rss_growth_mb": round(growth, 1), "rss_ok": growth <= RSS_GROWTH_LIMIT_MB,
+        "p95_ratio": round(ratio, 2), "p95_ok": ratio <= P95_RATIO_LIMIT,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=16, help="concurrent MCP sessions, one sending agent each")
+    parser.add_argument("--messages", type=int, default=30_000, help="messages to send in all")
+    parser.add_argument("--nofile", type=int, default=1024, help="the server's open-file limit (ulimit -n)")
+    parser.add_argument("--keep", action="store_true", help="keep the store and the server log (path printed)")
+    args = parser.parse_args()
+    if args.messages < DECILES * args.clients:
+        raise SystemExit(f"--messages must be at least {DECILES * args.clients}")
+    home = tempfile.mkdtemp(prefix="gitmail-soak-")
+    tokens = setup(home, args.clients)
+    server, url, log_path = start_server(home, args.nofile)
+    run = Run(args.messages)
+    began = time.perf_counter()
+    try:
+        limit = nofile_limit(server.pid)
+        asyncio.run(send_all(url, tokens, run, server.pid))
+        seconds = time.perf_counter() - began
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    rows = deciles(run)
+    result = verdict(rows, run)
+    print(f"gitmail serve, open-file limit {limit}, {args.clients} clients, {args.messages} messages "
+          f"in {seconds:.0f} s ({args.messages / seconds:.1f} msg/s)")
+    print(f"{'decile':>6} {'msgs':>7} {'msg/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'fds':>9} {'del.maps':>9} "
+          f"{'RSS MB':>7} {'helper':>7}")
+    for row in rows:
+        print(f"{row['decile']:>6} {row['messages']:>7} {row['msg_per_s'] or '-':>7} {row['p50_ms'] or '-':>7} "
+              f"{row['p95_ms'] or '-':>7} {row['fds']:>4}/{row['fds_max']:<4} "
+              f"{row['deleted_maps']:>4}/{row['deleted_maps_max']:<4} {row['rss_mb']:>7} {row['helper_rss_mb']:>7}")
+    print("(fds and del.maps: at the decile's end / largest during it; RSS at its end)")
+    for text in run.error_texts:
+        print(f"error: {text}")
+    checks = [("errors", "errors_ok", f"{result['errors']} (target 0)"),
+              ("open fds flat after warm-up", "fds_flat", ""),
+              ("deleted mappings flat after warm-up", "deleted_maps_flat", ""),
+              ("server RSS growth, decile 2 to end", "rss_ok", f"{result['rss_growth_mb']} MB (target <= 50)"),
+              ("p95 last decile / 2nd decile", "p95_ok", f"{result['p95_ratio']} (target <= 1.5)")]
+    for label, key, detail in checks:
+        print(f"{'PASS' if result[key] else 'FAIL'}  {label} {detail}".rstrip())
+    if args.keep:
+        print(f"store and server log kept in {home} ({log_path})")
+    else:
+        subprocess.run(["rm", "-rf", home], check=False)
+    print(json.dumps({"benchmark": "soak", "clients": args.clients, "messages": args.messages,
+                      "nofile": args.nofile, "seconds": round(seconds, 1), "deciles": rows, **result}))
+
+
+if __name__ == "__main__":
+    main()

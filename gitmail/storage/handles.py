@@ -1,0 +1,73 @@
+"""Repository handles that let go of their files as soon as they are dropped.
+
+A pygit2 ``Repository`` refers to itself through its ``branches``,
+``references``, ``remotes`` and ``submodules`` helpers, so dropping the last
+reference to one does not free it: it waits for Python's cyclic garbage
+collector, which may not look at long-lived objects for minutes. Until then
+its object database keeps every pack it has looked into open and mapped,
+including packs that a consolidation has since deleted, whose disk space and
+memory are then not given back. A server that renews its handles after each
+consolidation would pile up dead handles (and file descriptors) faster than
+the collector frees them.
+
+In the handles :func:`open_repository` gives, those helpers are made afresh
+on each use instead of being kept, so the handle is freed, and its packs
+released, the moment nothing uses it any more.
+
+libgit2's own limits on pack files are process-wide and generous (every
+pack open at once, up to 8 GiB of them mapped): a busy archive has dozens of
+small packs between consolidations, and the pages of every one that was read
+would count against the process. The first handle opened here sets tighter
+limits (:data:`PACK_FILES_OPEN`, :data:`PACK_BYTES_MAPPED`); libgit2 closes
+and unmaps the least recently used packs beyond them and reopens one when it
+is needed again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pygit2
+from pygit2.branches import Branches
+from pygit2.references import References
+from pygit2.remotes import RemoteCollection
+from pygit2.submodules import SubmoduleCollection
+
+_HELPERS = ("branches", "references", "remotes", "submodules")
+PACK_FILES_OPEN = 128  # pack files kept open at once, in the whole process
+PACK_BYTES_MAPPED = 64 << 20  # bytes of pack files mapped at once, in the whole process...
+PACK_WINDOW = 16 << 20  # ...in windows of at most this size
+_limited = False
+
+
+class _MadeOnUse:
+    """A helper built on each access (a plain, non-data descriptor, so nothing is stored)."""
+
+    def __init__(self, factory: Callable[[Any], Any]):
+        self.factory = factory
+
+    def __get__(self, handle: Any, owner: type | None = None) -> Any:
+        return self if handle is None else self.factory(handle)
+
+
+class _Handle(pygit2.Repository):
+    branches = _MadeOnUse(Branches)  # type: ignore[assignment]
+    references = _MadeOnUse(References)  # type: ignore[assignment]
+    remotes = _MadeOnUse(RemoteCollection)  # type: ignore[assignment]
+    submodules = _MadeOnUse(SubmoduleCollection)  # type: ignore[assignment]
+
+    def _common_init(self) -> None:
+        super()._common_init()
+        for name in _HELPERS:  # pygit2 keeps them on the instance: drop them to break the cycle
+            self.__dict__.pop(name, None)
+
+
+def open_repository(path: str) -> pygit2.Repository:
+    """Open the repository at ``path``; freed (files closed) as soon as the last reference goes."""
+    global _limited
+    if not _limited:
+        pygit2.settings.mwindow_file_limit = PACK_FILES_OPEN
+        pygit2.settings.mwindow_mapped_limit = PACK_BYTES_MAPPED
+        pygit2.settings.mwindow_size = PACK_WINDOW
+        _limited = True
+    return _Handle(path)

@@ -1,0 +1,114 @@
+"""Repository handles let go of packs that a consolidation removed.
+
+A long-running server opens a handle per thread; each handle keeps every pack
+it looked into open and mapped. These tests look at this very process's open
+files and memory mappings (``/proc/self``) after packs were consolidated, by
+this process or by another one, with Python's cyclic garbage collector off, so
+nothing depends on when it happens to run.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from gitmail import Archive, Change
+from gitmail.storage.handles import open_repository
+from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKERS = 4
+
+
+def held_deleted(pack_dir: str) -> tuple[int, int]:
+    """(open descriptors, memory mappings) of this process on deleted files in ``pack_dir``."""
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        fds += target.startswith(pack_dir) and target.endswith("(deleted)")
+    with open("/proc/self/maps") as handle:
+        maps = sum(1 for line in handle if pack_dir in line and line.rstrip().endswith("(deleted)"))
+    return fds, maps
+
+
+@pytest.fixture
+def no_cycle_collector():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def commit_and_read(archive: Archive, i: int, barrier: threading.Barrier | None = None) -> int:
+    """One commit and a read of every note so far, in the calling thread (after all reach ``barrier``)."""
+    if barrier is not None:
+        barrier.wait(timeout=30)
+    archive.transact(lambda snap: Change(f"note {i}").put(f"notes/{i}.txt", b"note %d\n" % i))
+    snap = archive.snapshot()
+    return sum(1 for path in snap.walk("notes") if snap.read(path))
+
+
+def in_every_worker(pool: ThreadPoolExecutor, fn) -> list[int]:
+    """Run ``fn(barrier)`` once in each worker thread (the barrier keeps them from sharing a run)."""
+    barrier = threading.Barrier(WORKERS)
+    return [future.result(timeout=60) for future in [pool.submit(fn, barrier) for _ in range(WORKERS)]]
+
+
+def test_a_dropped_handle_is_freed_at_once_with_its_files(tmp_path, no_cycle_collector):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    archive.transact(lambda snap: Change("one").put("a.txt", b"a\n"))
+    freed = []
+    handle = open_repository(archive.git_dir)
+    watch = weakref.ref(handle, lambda _: freed.append(True))
+    assert handle.references["refs/heads/main"].target == handle.head.target
+    assert [branch for branch in handle.branches.local] == ["main"]
+    assert open_repository(archive.git_dir).references["refs/heads/main"].target  # a temporary one works too
+    del handle
+    assert freed == [True] and watch() is None
+
+
+def test_threads_let_go_of_packs_this_process_consolidated(tmp_path, no_cycle_collector):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False)
+    assert archive.maintainer is not None
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for i in range(PACK_LIMIT + 8):  # one pack per commit, in every worker's handle
+            in_every_worker(pool, lambda barrier, i=i: commit_and_read(archive, i * WORKERS + barrier.wait(30)))
+        archive.maintainer.worker.poke()
+        assert archive.maintainer.worker.wait_idle(60)
+        assert pack_count(archive.git_dir) < PACK_LIMIT
+        counts = in_every_worker(pool, lambda barrier: commit_and_read(archive, 10_000 + barrier.wait(30)))
+        assert held_deleted(pack_dir) == (0, 0)
+    assert max(counts) == (PACK_LIMIT + 8) * WORKERS + WORKERS
+
+
+def test_threads_let_go_of_packs_another_process_consolidated(tmp_path, no_cycle_collector):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False, pack_check_interval=0)
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for i in range(12):
+            in_every_worker(pool, lambda barrier, i=i: commit_and_read(archive, i * WORKERS + barrier.wait(30)))
+        packs_before = pack_count(archive.git_dir)
+        other = subprocess.run(
+            [sys.executable, "-c", "import sys; from gitmail.storage.maintenance import consolidate; "
+             "sys.exit(0 if consolidate(sys.argv[1], force=True) else 1)", archive.git_dir],
+            env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
+        assert other.returncode == 0, other.stderr
+        assert pack_count(archive.git_dir) < packs_before
+        assert held_deleted(pack_dir) != (0, 0)  # what the handles hold right now: the removed packs
+        in_every_worker(pool, lambda barrier: commit_and_read(archive, 50_000 + barrier.wait(30)))
+        assert held_deleted(pack_dir) == (0, 0)
+    assert consolidate(archive.git_dir) is True
