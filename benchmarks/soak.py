@@ -47,8 +47,8 @@ from fastmcp import Client
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gitmail.mail.facade import Mail  # noqa: E402
-from gitmail.storage.store import Store  # noqa: E402
+from gitmail.mail.facade import Mail
+from gitmail.storage.store import Store
 
 PROJECT = "/bench/soak"
 DECILES = 10

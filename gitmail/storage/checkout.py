@@ -22,8 +22,6 @@ from __future__ import annotations
 import os
 import subprocess
 
-import pygit2
-
 from .background import Debounced
 from .handles import open_repository
 

@@ -25,7 +25,8 @@ is needed again.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pygit2
 from pygit2.branches import Branches
@@ -51,10 +52,10 @@ class _MadeOnUse:
 
 
 class _Handle(pygit2.Repository):
-    branches = _MadeOnUse(Branches)  # type: ignore[assignment]
-    references = _MadeOnUse(References)  # type: ignore[assignment]
-    remotes = _MadeOnUse(RemoteCollection)  # type: ignore[assignment]
-    submodules = _MadeOnUse(SubmoduleCollection)  # type: ignore[assignment]
+    branches = _MadeOnUse(Branches)
+    references = _MadeOnUse(References)
+    remotes = _MadeOnUse(RemoteCollection)
+    submodules = _MadeOnUse(SubmoduleCollection)
 
     def _common_init(self) -> None:
         super()._common_init()

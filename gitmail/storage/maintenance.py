@@ -26,7 +26,7 @@ import os
 import struct
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pygit2
 
