@@ -12,8 +12,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 _log = logging.getLogger("gitmail.storage.background")
+
+
+class Timer(Protocol):
+    """Where a worker's pauses come from: the :mod:`time` module, or a test's stand-in that it steps by hand."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float, /) -> None: ...
 
 
 class Debounced:
@@ -23,57 +32,65 @@ class Debounced:
     but never longer than ``max_wait`` after the first one.
     """
 
-    def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05, max_wait: float | None = None):
+    def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05, max_wait: float | None = None, *,
+                 timer: Timer = time):
         self.name = name
         self.job = job
         self.delay = delay
         self.max_wait = max_wait
-        self._wanted = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
+        self.timer = timer
+        self._changed = threading.Condition()
+        self._pokes = 0  # pokes so far...
+        self._served = 0  # ...and how many of them the runs finished so far have served
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
     def poke(self) -> None:
-        with self._lock:
+        with self._changed:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
-        self._idle.clear()
-        self._wanted.set()
+            self._pokes += 1
+            self._changed.notify_all()
 
     def _loop(self) -> None:
-        while not self._stop:
-            self._wanted.wait()
-            if self._stop:
-                break
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._stop or self._pokes != self._served)
+                if self._stop:
+                    return
             self._settle()
+            with self._changed:
+                serves = self._pokes  # every poke so far is served by this run; later ones want another
             try:
                 self.job()
             except Exception:  # noqa: BLE001 - a failed run is retried on the next poke
                 _log.exception("%s failed", self.name)
-            if not self._wanted.is_set():
-                self._idle.set()
+            with self._changed:
+                self._served = serves
+                self._changed.notify_all()
 
     def _settle(self) -> None:
-        began = time.monotonic()
+        began = self.timer.monotonic()
         while True:
-            self._wanted.clear()
-            time.sleep(self.delay)
-            if (self._stop or self.max_wait is None or not self._wanted.is_set()
-                    or time.monotonic() - began >= self.max_wait):
-                self._wanted.clear()  # pokes that came meanwhile are served by this run
+            with self._changed:
+                before = self._pokes
+            self.timer.sleep(self.delay)
+            with self._changed:
+                quiet = self._pokes == before
+            if self._stop or self.max_wait is None or quiet or self.timer.monotonic() - began >= self.max_wait:
                 return
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until no run is pending or running (for shutdown and tests)."""
-        return self._idle.wait(timeout)
+        """Block until no run is pending or running (for shutdown and tests); False if ``timeout`` ran out."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._served == self._pokes, timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the worker, letting a run in progress finish first."""
-        self._stop = True
-        self._wanted.set()
+        with self._changed:
+            self._stop = True
+            self._changed.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
