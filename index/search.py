@@ -263,6 +263,7 @@ class SearchIndex:
         """Raise IndexBroken unless ``gen_dir`` is a readable index of our format."""
         if gen_dir is None or not os.path.isdir(gen_dir):
             raise IndexBroken("no live generation")
+        damage = None
         try:
             with open(os.path.join(gen_dir, "info.json"), encoding="utf-8") as handle:
                 info = json.load(handle)
@@ -281,7 +282,10 @@ class SearchIndex:
         except IndexBroken:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever Whoosh raises on damaged files
-            raise IndexBroken(f"{type(exc).__name__}: {exc}") from None
+            damage = f"{type(exc).__name__}: {exc}"
+        if damage is not None:
+            # Raised here, not in the handler, to keep no hold on Whoosh's frames and the files they left open.
+            raise IndexBroken(damage)
         if not self.meta.has_pending() and count != self.meta.message_count():
             raise IndexBroken(f"holds {count} messages, the metadata {self.meta.message_count()}")
 
@@ -430,7 +434,7 @@ class SearchIndex:
                 except LockError:
                     return None  # another process writes this generation
                 except Exception as exc:  # noqa: BLE001 - damaged files: rebuild below
-                    _log.warning("search index %s failed while writing (%s); rebuilding", gen_dir, exc)
+                    _log.warning("search index %s failed while writing (%s); rebuilding", gen_dir, str(exc))
                     rebuild = True
                 else:
                     self._write_info(gen_dir, watermark)
@@ -550,8 +554,10 @@ class SearchIndex:
             except Exception as exc:  # noqa: BLE001 - a damaged index is rebuilt, then asked again
                 if attempt == 2:
                     raise
+                # Logged as text: a log record holding the exception would keep Whoosh's frames, and the
+                # files they left open, alive for as long as a handler keeps the record.
                 _log.warning("search index %s failed to answer (%s: %s); rebuilding", self.root,
-                             type(exc).__name__, exc)
+                             type(exc).__name__, str(exc))
                 self.rebuild()
         if queued:
             ids = {mid for _, mid in queued}

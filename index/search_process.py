@@ -104,7 +104,9 @@ class SearchWriter:
         return line
 
     def _child(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._discard()  # gone: release its pipes before starting the next
+        if self._proc is None:
             self._proc = subprocess.Popen(self.command,
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         return self._proc
@@ -114,6 +116,9 @@ class SearchWriter:
         if proc is not None:
             proc.kill()
             proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
 
     def close(self, timeout: float = 30.0) -> None:
         """Let the child finish the write in hand, then stop it."""

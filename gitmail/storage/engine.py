@@ -51,6 +51,7 @@ _STALE_LOCK_SECONDS = 1.0  # git holds main.lock for milliseconds; older means i
 _LOCK_WAIT_SECONDS = 10.0
 PACK_CHECK_SECONDS = 1.0  # how often handles look for packs removed behind this process's back
 _DONE, _LOST, _LOCKED = "done", "lost", "locked"
+_jitter = random.Random()  # backoff jitter of our own: the shared generator is the application's to seed
 
 
 @dataclass
@@ -270,7 +271,7 @@ class Archive:
                 time.sleep(0.005)
                 continue
             self.retries += 1
-            time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+            time.sleep(_jitter.uniform(0, 0.002 * min(attempt, 10)))
         error = GitmailError(
             RETRY_EXHAUSTED,
             f"gave up after {MAX_ATTEMPTS} attempts because other writers kept moving main first; "

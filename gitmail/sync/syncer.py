@@ -42,6 +42,7 @@ from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tra
 MAX_ROUNDS = 4
 MAX_INTEGRATE_TRIES = 100
 MAX_PAUSE = 2.0  # seconds: the longest pause before another round
+_jitter = random.Random()  # pauses drawn from a generator of our own: the shared one is the application's to seed
 
 
 # -- one sync -------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds
             target = node_ref(store.node)
             if nodes.get(store.node) != ours and _push(archive, remote, target) != "ok":
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
-                time.sleep(random.uniform(0, MAX_PAUSE))
+                time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
         changes = tree_changes(repo, _commit_tree(repo, theirs), _commit_tree(repo, ours))
         result.records_out, result.messages_out = _count(changes)
