@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
+import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import pytest
 
-from gitmail import Store
+from gitmail import GitmailError, Store
 
 T = TypeVar("T")
 
@@ -60,7 +63,23 @@ def wall():
 @pytest.fixture
 def store(home, wall):
     """A store with no background workers and a hand-moved clock, so tests control every step."""
-    return Store(home, background=False, wall=wall)
+    store = Store(home, background=False, wall=wall)
+    yield store
+    from gitmail.index import indexer_for
+
+    indexer_for(store).close()  # its searchers and their open files go with the test
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage():
+    """Finalize what a test left unreachable while it is still the current test.
+
+    Leaked files and pipes are reported (and fail the run) when they are
+    finalized; objects in reference cycles are finalized by the cyclic
+    collector at an arbitrary later moment, which would blame another test.
+    """
+    yield
+    gc.collect()
 
 
 @pytest.fixture
@@ -81,6 +100,39 @@ def server(tmp_path_factory):
     proc.stop()
 
 
+class SteppedTime:
+    """A background worker's timer (``Debounced(timer=...)``) whose pauses end only when the test ends them.
+
+    Each pause the worker asks for is handed to the test, which decides when
+    it ends and how much time has passed by then.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._asked: queue.Queue[float] = queue.Queue()
+        self._resume: queue.Queue[None] = queue.Queue()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float, /) -> None:
+        self._asked.put(seconds)
+        self._resume.get()
+
+    def next_pause(self) -> float:
+        """Wait until the worker pauses; how long it asked to pause."""
+        return self._asked.get(timeout=60)
+
+    def end_pause(self, seconds: float) -> None:
+        """End the worker's pause, ``seconds`` later than it began."""
+        self.now += seconds
+        self._resume.put(None)
+
+    def paused(self) -> bool:
+        """Whether the worker asked for a pause the test has not taken yet."""
+        return not self._asked.empty()
+
+
 def wait_until(condition: Callable[[], T], what: str, timeout: float = 60.0) -> T:
     """Poll ``condition`` until it gives a true value, and return that value.
 
@@ -94,6 +146,33 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = 60.0) -> 
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.02)
     return value
+
+
+def tip(store: Store, project: str) -> str | None:
+    """The commit ``main`` of a project's archive points at (None before the first)."""
+    return store.archive(project).tip()
+
+
+@contextmanager
+def fails_cleanly(store: Store, code: str, project: str) -> Iterator[pytest.ExceptionInfo[GitmailError]]:
+    """Expect a GitmailError with ``code`` and a message, that leaves the project's tip where it was."""
+    try:
+        before = tip(store, project) if store.exists(project) else None
+    except GitmailError:  # not even a valid project key
+        before = None
+    with pytest.raises(GitmailError) as info:
+        yield info
+    assert info.value.code == code, info.value.to_dict()
+    assert info.value.message
+    if before is not None:
+        assert tip(store, project) == before
+
+
+def refused(store: Store, project: str, code: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> GitmailError:
+    """``call(*args, **kwargs)`` under :func:`fails_cleanly`; the error it raised."""
+    with fails_cleanly(store, code, project) as info:
+        call(*args, **kwargs)
+    return info.value
 
 
 def git_run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,7 @@ import os
 import random
 
 from gitmail import Agent, Change, Message, new_id
+from gitmail.mail.delivery import put_message
 from gitmail.model.clock import HLC, format_ts
 from gitmail.model.ids import ALPHABET
 from gitmail.model.records import inbox_path, outbox_path
@@ -35,19 +36,13 @@ def message(sender: str, to: list[str], subject: str, body: str = "", *, cc: tup
                    to=list(to), cc=list(cc), bcc=list(bcc), importance=importance, topic=topic, body=body)
 
 
-def put_message(change: Change, msg: Message) -> Change:
-    public = msg.public_copy()
-    change.put_record(public)
-    for name in dict.fromkeys(msg.to + msg.cc + msg.bcc):
-        change.put(inbox_path(name, msg.id), public)
-    change.put(outbox_path(msg.sender, msg.id), msg)
-    return change
-
-
 def send(archive, msg: Message) -> str:
     """Commit one message; returns the commit."""
-    change = Change(f"{msg.sender} sent {msg.id}", author=msg.sender)
-    return archive.transact(lambda snap: put_message(change, msg)).commit
+    def fn(snap):
+        change = Change(f"{msg.sender} sent {msg.id}", author=msg.sender)
+        put_message(change, msg)
+        return change
+    return archive.transact(fn).commit
 
 
 def send_many(archive, msgs: list[Message]) -> str:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import pytest
-
-from gitmail import GitmailError, Store
+from gitmail import Store
 from gitmail.mail.facade import Mail
 
 PROJECT = "/data/projects/backend"
@@ -17,25 +12,6 @@ def make_mail(store: Store) -> Mail:
     mail = Mail(store)
     mail.ensure_project(PROJECT)
     return mail
-
-
-def tip(store: Store, project: str = PROJECT) -> str | None:
-    return store.archive(project).tip()
-
-
-@contextmanager
-def fails_cleanly(store: Store, code: str, project: str = PROJECT) -> Iterator[pytest.ExceptionInfo]:
-    """Expect a GitmailError with ``code`` that leaves the project's tip where it was."""
-    try:
-        before = tip(store, project) if store.exists(project) else None
-    except GitmailError:  # not even a valid project key
-        before = None
-    with pytest.raises(GitmailError) as info:
-        yield info
-    assert info.value.code == code, info.value.to_dict()
-    assert info.value.message
-    if before is not None:
-        assert tip(store, project) == before
 
 
 def register(mail: Mail, *names: str) -> dict[str, str]:

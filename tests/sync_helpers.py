@@ -8,7 +8,6 @@ files that travel between machines.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import Counter
 
 from gitmail import Store
@@ -142,9 +141,3 @@ def tree_id(store: Store) -> str:
 def message_counts(files: dict[str, bytes]) -> Counter:
     """How many canonical files each message id has (must be exactly one)."""
     return Counter(path.rsplit("/", 1)[1][:-3] for path in files if path.startswith("messages/"))
-
-
-def git(*args: str, cwd: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="Human", GIT_AUTHOR_EMAIL="h@example.org",
-                GIT_COMMITTER_NAME="Human", GIT_COMMITTER_EMAIL="h@example.org", **(env or {}))
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full)

@@ -12,8 +12,8 @@ from gitmail.model.records import Agent, Reservation
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.store import slug_for
 
-from .conftest import git
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, register, tip
+from .conftest import fails_cleanly, git, tip
+from .mail_helpers import PROJECT, make_mail, register
 
 GENERATED = re.compile(r"^[A-Z][a-z]+[A-Z][a-z]+\d*$")
 
@@ -63,9 +63,9 @@ def test_reset_token_replaces_the_old_one(store):
 def test_register_same_name_updates_case_insensitively(store):
     mail = make_mail(store)
     first = mail.register_agent(PROJECT, "codex-cli", "m1", name="BlueLake", task_description="a")
-    head = tip(store)
+    head = tip(store, PROJECT)
     same = mail.register_agent(PROJECT, "codex-cli", "m1", name="BlueLake", task_description="a")
-    assert tip(store) == head  # nothing changed, nothing committed
+    assert tip(store, PROJECT) == head  # nothing changed, nothing committed
     assert same["id"] == first["id"]
     updated = mail.register_agent(PROJECT, "claude-code", "m2", name="bluelake", task_description="b")
     assert updated["name"] == "BlueLake" and updated["id"] == first["id"]
@@ -76,9 +76,9 @@ def test_register_same_name_updates_case_insensitively(store):
 def test_register_rejects_invalid_names(store):
     mail = make_mail(store)
     for bad in ("", "-dash", "has space", "x" * 129, "../up", "a/b"):
-        with fails_cleanly(store, "INVALID_ARGUMENT"):
+        with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
             mail.register_agent(PROJECT, "cli", "model", name=bad)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.register_agent(PROJECT, "cli\nsecond line", "model", name="Fine")
     with fails_cleanly(store, "NOT_FOUND", "/data/other"):
         mail.register_agent("/data/other", "cli", "model")
@@ -89,9 +89,9 @@ def test_create_agent_identity_never_updates(store):
     mail = make_mail(store)
     made = mail.create_agent_identity(PROJECT, "codex-cli", "gpt5", name_hint="GreenCastle")
     assert made["name"] == "GreenCastle" and made["registration_token"]
-    with fails_cleanly(store, "ALREADY_EXISTS"):
+    with fails_cleanly(store, "ALREADY_EXISTS", PROJECT):
         mail.create_agent_identity(PROJECT, "other", "other", name_hint="greencastle")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.create_agent_identity(PROJECT, "cli", "m", name_hint="bad name")
     quiet = mail.create_agent_identity(PROJECT, "cli", "m", return_registration_token=False)
     assert "registration_token" not in quiet and quiet["name"] != "GreenCastle"
@@ -108,9 +108,9 @@ def test_whois_lists_recent_commits_from_git(store):
     assert summaries == ["Update agent BlueLake (cli, m2)", "Register agent BlueLake (test-cli, test-model)"]
     assert all(len(c["hexsha"]) == 40 and c["authored_ts"].endswith("Z") for c in info["recent_commits"])
     assert "recent_commits" not in mail.whois(PROJECT, "BlueLake", include_recent_commits=False)
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.whois(PROJECT, "Nobody")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.whois(PROJECT, "BlueLake", commit_limit=-1)
 
 
@@ -118,12 +118,12 @@ def test_reads_update_last_active_without_committing(store, wall):
     mail = make_mail(store)
     register(mail, "BlueLake")
     before = mail.whois(PROJECT, "BlueLake")["last_active_ts"]
-    head = tip(store)
+    head = tip(store, PROJECT)
     wall.advance(seconds=1)
     mail.fetch_inbox(PROJECT, "BlueLake")  # a read counts as activity
     after = mail.whois(PROJECT, "BlueLake")["last_active_ts"]
     assert after == store.clock.now_ts() > before
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
 
 
 def test_retire_unretire_deregister(store):
@@ -131,9 +131,9 @@ def test_retire_unretire_deregister(store):
     register(mail, "BlueLake", "GreenCastle")
     retired = mail.retire_agent(PROJECT, "BlueLake")
     assert retired["status"] == "retired" and retired["retired_at"]
-    head = tip(store)
+    head = tip(store, PROJECT)
     assert mail.retire_agent(PROJECT, "BlueLake")["retired_at"] == retired["retired_at"]
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
     assert [a["name"] for a in mail.list_agents(PROJECT)] == ["GreenCastle"]
     assert [a["name"] for a in mail.list_agents(PROJECT, active_only=False)] == ["BlueLake", "GreenCastle"]
     restored = mail.unretire_agent(PROJECT, "BlueLake")
@@ -143,7 +143,7 @@ def test_retire_unretire_deregister(store):
     assert [a["name"] for a in mail.list_agents(PROJECT)] == ["BlueLake"]
     back = mail.register_agent(PROJECT, "cli", "m", name="GreenCastle")  # registering again reactivates
     assert back["status"] == "active"
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.retire_agent(PROJECT, "Nobody")
 
 
@@ -155,7 +155,7 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     sent = mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b")["deliveries"][0]["payload"]
     mail.mark_message_read(PROJECT, "GreenCastle", sent["id"])
     kept = mail.reply_message(PROJECT, sent["id"], "GreenCastle", "reply stays")
-    with fails_cleanly(store, "CONFIRMATION_REQUIRED"):
+    with fails_cleanly(store, "CONFIRMATION_REQUIRED", PROJECT):
         mail.hard_delete_agent(PROJECT, "BlueLake", "i understand")
     result = mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
     assert result["deleted"] is True and result["agent"] == "BlueLake"
@@ -169,7 +169,7 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     assert mail.fetch_inbox(PROJECT, "GreenCastle") == []  # BlueLake's message is gone from every inbox
     assert mail.get_message(PROJECT, kept["id"])["reply_to"] == sent["id"]  # others' mail stays
     assert check_archive(store.archive(PROJECT)) == []
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
 
 
@@ -202,9 +202,9 @@ def test_retire_inactive_agents_rules(store, tmp_path):
                               hlc=store.clock.tick())
     archive.transact(lambda snap: Change("reserve", author="gitmail").put_record(reservation))
 
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.retire_inactive_agents(PROJECT, "SleepyCaller", inactive_seconds=-5)
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.retire_inactive_agents(PROJECT, "Nobody", inactive_seconds=3600)
     dry = mail.retire_inactive_agents(PROJECT, "SleepyCaller", inactive_seconds=3600, dry_run=True)
     assert [c["agent"] for c in dry["retired"]] == ["OldOwl"]

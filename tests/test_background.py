@@ -1,62 +1,104 @@
-"""The debounced worker behind the index, checkout and pack maintenance jobs."""
+"""The debounced worker behind the index, checkout and pack maintenance jobs.
+
+The worker's pauses come from a timer the test steps by hand
+(:class:`tests.conftest.SteppedTime`), so no test waits for time to pass.
+"""
 
 from __future__ import annotations
 
 import threading
-import time
+
+import pytest
 
 from gitmail.storage.background import Debounced
 
-
-def _poke_for(worker: Debounced, seconds: float, every: float = 0.02) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        worker.poke()
-        time.sleep(every)
+from .conftest import SteppedTime, wait_until
 
 
-def _runs(**options) -> tuple[list[float], Debounced]:
+def _worker(delay: float, max_wait: float | None = None) -> tuple[list[float], Debounced, SteppedTime]:
     runs: list[float] = []
-    worker = Debounced("test-worker", lambda: runs.append(time.monotonic()), **options)
-    return runs, worker
+    timer = SteppedTime()
+    worker = Debounced("test-worker", lambda: runs.append(timer.now), delay=delay, max_wait=max_wait, timer=timer)
+    return runs, worker, timer
 
 
 def test_pokes_while_a_run_waits_share_that_run():
-    runs, worker = _runs(delay=0.2)
-    for _ in range(20):
+    runs, worker, timer = _worker(delay=0.2)
+    worker.poke()
+    assert timer.next_pause() == 0.2
+    for _ in range(19):
         worker.poke()
-    assert worker.wait_idle(10)
-    assert len(runs) == 1
+    timer.end_pause(0.2)
+    assert worker.wait_idle(60)
+    assert runs == [0.2]
+    assert not timer.paused()
     worker.stop()
 
 
-def test_without_max_wait_a_steady_stream_of_pokes_runs_the_job_all_along():
-    runs, worker = _runs(delay=0.05)
-    _poke_for(worker, 1.2)
-    assert worker.wait_idle(10)
-    assert len(runs) >= 6
+def test_without_max_wait_pokes_during_the_pause_do_not_postpone_the_run():
+    runs, worker, timer = _worker(delay=0.05)
+    for i in range(1, 4):
+        worker.poke()
+        assert timer.next_pause() == 0.05
+        worker.poke()  # commits keep coming during every pause...
+        timer.end_pause(0.05)
+        assert worker.wait_idle(60)
+        assert len(runs) == i  # ...and each pause still ends in a run
+    assert runs == pytest.approx([0.05, 0.1, 0.15])
     worker.stop()
 
 
 def test_with_max_wait_the_job_waits_for_a_pause_but_not_forever():
-    runs, worker = _runs(delay=0.15, max_wait=0.5)
-    began = time.monotonic()
-    _poke_for(worker, 1.3)
-    stopped = time.monotonic()
-    assert worker.wait_idle(10)
-    during = [t for t in runs if t < stopped]
-    assert 1 <= len(during) <= 4  # capped by max_wait, not once per delay
-    assert during[0] - began < 1.0
-    assert runs[-1] >= stopped  # the pokes at the end were served after the pause
+    runs, worker, timer = _worker(delay=0.15, max_wait=0.5)
+    worker.poke()
+    for _ in range(4):  # a poke in every pause: the job waits for a quiet one...
+        assert timer.next_pause() == 0.15
+        assert runs == []
+        worker.poke()
+        timer.end_pause(0.15)
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.6])  # ...until max_wait has passed since the first poke
+    worker.poke()
+    assert timer.next_pause() == 0.15
+    timer.end_pause(0.15)  # a pause without pokes: the run follows at once
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.6, 0.75])
     worker.stop()
 
 
 def test_stop_does_not_wait_out_max_wait():
-    runs, worker = _runs(delay=0.1, max_wait=30)
-    poker = threading.Thread(target=_poke_for, args=(worker, 0.5))
-    poker.start()
-    time.sleep(0.2)
-    began = time.monotonic()
+    runs, worker, timer = _worker(delay=0.1, max_wait=30)
+    worker.poke()
+    assert timer.next_pause() == 0.1
+    worker.poke()  # still wanted: without stop, another pause would follow
+    stopper = threading.Thread(target=worker.stop)
+    stopper.start()
+    wait_until(lambda: worker._stop, "stop() to be called")  # noqa: SLF001 - ordering the two threads
+    timer.end_pause(0.1)
+    stopper.join(60)
+    assert not stopper.is_alive()
+    assert not timer.paused() and timer.now == 0.1  # stopped after the pause in progress, not after 30 s
+    assert runs == [0.1]  # the run that pause was for still ran
+
+
+def test_a_poke_during_a_run_is_served_by_another_run_before_the_worker_is_idle():
+    started, release = threading.Event(), threading.Event()
+    runs: list[float] = []
+    timer = SteppedTime()
+
+    def job() -> None:
+        runs.append(timer.now)
+        started.set()
+        release.wait(60)
+
+    worker = Debounced("test-worker", job, delay=0.05, timer=timer)
+    worker.poke()
+    timer.end_pause(timer.next_pause())
+    assert started.wait(60)
+    worker.poke()  # a commit while the job runs: the job may have read the state before it
+    release.set()
+    assert not worker.wait_idle(0)  # not idle until a run after that poke has finished
+    timer.end_pause(timer.next_pause())
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.05, 0.1])
     worker.stop()
-    assert time.monotonic() - began < 5
-    poker.join()

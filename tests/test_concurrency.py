@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 
 from gitmail import Archive, Change
 
@@ -16,8 +14,8 @@ from .conftest import git
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _writer(path: str, name: str, count: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.writer_process", path, name, str(count)],
+def _writer(path: str, name: str, count: int, *start_line: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.writer_process", path, name, str(count), *start_line],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -29,14 +27,16 @@ def _message_ids(archive: Archive) -> list[str]:
 def test_four_processes_times_500_writes(tmp_path):
     archive = Archive.init(str(tmp_path / "archive.git"))
     archive.transact(lambda s: Change("start").put("project.yaml", b"x: 1\n"))
-    procs = [_writer(archive.path, f"Writer{i}", 500) for i in range(4)]
+    line = str(tmp_path / "start")
+    procs = [_writer(archive.path, f"Writer{i}", 500, line, "4") for i in range(4)]
     acknowledged, retries = [], 0
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-        lines = out.split()
-        retries += int(lines[-1])
-        acknowledged += [line for line in out.splitlines() if not line.startswith("retries")]
+        lines = out.splitlines()
+        assert lines[0] == "ready 4", "every writer began only once all four were at the start line"
+        retries += int(lines[-1].split()[1])
+        acknowledged += lines[1:-1]
     ids = _message_ids(archive)
     assert len(acknowledged) == 2000
     assert sorted(ids) == sorted(acknowledged), "every write present exactly once"
@@ -50,14 +50,14 @@ def test_kill_9_mid_burst_keeps_every_acknowledged_write(tmp_path):
     archive = Archive.init(str(tmp_path / "archive.git"))
     archive.transact(lambda s: Change("start").put("project.yaml", b"x: 1\n"))
     acknowledged: list[str] = []
-    for round_ in range(3):
+    for round_, writes in enumerate((1, 7, 30)):  # killed after this many acknowledged writes each, mid-burst
         victims = [_writer(archive.path, f"Victim{round_}x{i}", 100_000) for i in range(2)]
         for proc in victims:
-            first = proc.stdout.readline()  # the writer is up and has written once
-            assert first.strip(), proc.stderr.read()
-            acknowledged.append(first.strip())
-        time.sleep(random.uniform(0.05, 0.4))  # then die at an arbitrary moment of the burst
-        for proc in victims:
+            for _ in range(writes):
+                line = proc.stdout.readline()
+                assert line.strip(), proc.stderr.read()
+                acknowledged.append(line.strip())
+        for proc in victims:  # both are writing on: each dies wherever it is in its next write
             os.kill(proc.pid, signal.SIGKILL)
         for proc in victims:
             out, _ = proc.communicate()

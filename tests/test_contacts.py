@@ -8,7 +8,8 @@ from gitmail import Change
 from gitmail.model.clock import parse_ts
 from gitmail.model.records import Contact, HeldMessage, Reservation, contact_path, inbox_path
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, send, tip
+from .conftest import fails_cleanly, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, register, send
 
 
 def reserve(store, agent: str, pattern: str) -> None:
@@ -22,7 +23,7 @@ def reserve(store, agent: str, pattern: str) -> None:
 def test_auto_policy_refuses_cold_mail(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    with fails_cleanly(store, "CONTACT_REQUIRED") as info:
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT) as info:
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "cold")
     assert info.value.data["recipients"] == ["BlueLake"]
     assert "request_contact" in info.value.message
@@ -39,7 +40,7 @@ def test_request_approve_then_send(store):
     assert [(c["direction"], c["status"]) for c in mail.list_contacts(PROJECT, "BlueLake")] == [("incoming", "pending")]
     listed = mail.list_contacts(PROJECT, "GreenCastle")
     assert [(c["direction"], c["status"]) for c in listed] == [("outgoing", "pending")]
-    with fails_cleanly(store, "CONTACT_REQUIRED"):  # pending is not approved
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):  # pending is not approved
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "still cold")
     answer = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)
     assert answer["approved"] is True and answer["status"] == "approved" and answer["expires_ts"]
@@ -53,9 +54,9 @@ def test_denied_contact_blocks(store):
     mail.request_contact(PROJECT, "GreenCastle", "BlueLake")
     denied = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=False)
     assert denied["approved"] is False and denied["status"] == "denied"
-    with fails_cleanly(store, "CONTACT_BLOCKED"):
+    with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "again")
-    with fails_cleanly(store, "CONTACT_BLOCKED"):  # a refusal is not turned into a held message
+    with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):  # a refusal is not turned into a held message
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "again", auto_contact_if_blocked=True)
 
 
@@ -64,18 +65,18 @@ def test_contacts_only_and_block_all(store):
     register(mail, "GreenCastle", "BlueLake", "Hermit")
     mail.set_contact_policy(PROJECT, "BlueLake", "open")
     mail.set_contact_policy(PROJECT, "GreenCastle", "contacts_only")
-    with fails_cleanly(store, "CONTACT_REQUIRED"):
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):
         mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "hi", "x")
     first = send(mail, "GreenCastle", ["BlueLake"])  # BlueLake is open
     reply = mail.reply_message(PROJECT, first["id"], "BlueLake", "answering you is fine")
     assert reply["to"] == ["GreenCastle"]
     result = mail.set_contact_policy(PROJECT, "Hermit", "block_all")
     assert result == {"agent": "Hermit", "policy": "block_all"}
-    with fails_cleanly(store, "CONTACT_BLOCKED"):
+    with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):
         mail.send_message(PROJECT, "BlueLake", ["Hermit"], "hi", "x")
-    with fails_cleanly(store, "CONTACT_BLOCKED"):
+    with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):
         mail.request_contact(PROJECT, "BlueLake", "Hermit")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.set_contact_policy(PROJECT, "Hermit", "friends")
 
 
@@ -87,11 +88,11 @@ def test_auto_allows_shared_thread(store):
     mail.set_contact_policy(PROJECT, "BlueLake", "open")
     kickoff = send(mail, "Coordinator", ["GreenCastle"], cc=["BlueLake"], subject="Kickoff")
     mail.set_contact_policy(PROJECT, "BlueLake", "auto")
-    with fails_cleanly(store, "CONTACT_REQUIRED"):
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "side", "no thread given")
     in_thread = send(mail, "GreenCastle", ["BlueLake"], thread_id=kickoff["id"])
     assert in_thread["thread_id"] == kickoff["id"]
-    with fails_cleanly(store, "CONTACT_REQUIRED"):  # naming a thread one is not part of does not help
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):  # naming a thread one is not part of does not help
         mail.send_message(PROJECT, "Stranger", ["BlueLake"], "x", "y", thread_id=kickoff["id"])
 
 
@@ -103,7 +104,7 @@ def test_auto_allows_recent_mail_and_overlapping_reservations(store):
     assert send(mail, "GreenCastle", ["BlueLake"])["to"] == ["BlueLake"]
     reserve(store, "GreenCastle", "src/api/*.py")
     reserve(store, "RedStone", "docs/*")
-    with fails_cleanly(store, "CONTACT_REQUIRED"):
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["RedStone"], "x", "no overlap")
     reserve(store, "RedStone", "src/api/users.py")
     assert send(mail, "GreenCastle", ["RedStone"])["to"] == ["RedStone"]
@@ -164,17 +165,17 @@ def test_held_message_declined_by_everyone_is_kept(store):
 def test_contact_errors(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)  # nothing was requested
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.request_contact(PROJECT, "GreenCastle", "Ghost")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.request_contact(PROJECT, "GreenCastle", "GreenCastle")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.request_contact(PROJECT, "GreenCastle", "BlueLake", ttl_seconds=5)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept="yes")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.list_contacts(PROJECT, "Ghost")
 
 
@@ -183,10 +184,10 @@ def test_approved_link_is_left_alone_by_a_new_request(store):
     register(mail, "GreenCastle", "BlueLake")
     mail.request_contact(PROJECT, "GreenCastle", "BlueLake")
     mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)
-    head = tip(store)
+    head = tip(store, PROJECT)
     again = mail.request_contact(PROJECT, "GreenCastle", "BlueLake")
     assert again["status"] == "approved" and again["intro_message_id"] is None
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
 
 
 def test_deleting_an_awaited_agent_releases_held_mail(store):
@@ -213,5 +214,5 @@ def test_contact_ttls_and_expiry(store, wall):
     wall.advance(hours=1)
     [shown] = mail.list_contacts(PROJECT, "GreenCastle")
     assert shown["status"] == "approved" and shown["expired"] is True
-    with fails_cleanly(store, "CONTACT_REQUIRED"):
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "after expiry")

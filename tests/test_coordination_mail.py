@@ -11,7 +11,8 @@ from gitmail.mail.attachments import read_attachment
 from gitmail.model.records import Message, inbox_path
 from gitmail.storage.fsck import check_archive
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send
+from .conftest import fails_cleanly
+from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
 def png(color=(10, 200, 10), size=24) -> bytes:
@@ -61,7 +62,7 @@ def test_per_agent_and_per_call_policy(mail, store, roots):
     assert by_agent["body_md"] == f"![a]({by_agent['attachments'][0]['path']})"
     by_call = send(mail, "Blue", ["Green"], body=f"![a]({roots / 'a.png'})", attachments_policy="inline")
     assert by_call["attachments"][0]["type"] == "inline"
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.set_attachments_policy(PROJECT, "Blue", "sometimes")
 
 
@@ -73,7 +74,7 @@ def test_per_agent_and_per_call_policy(mail, store, roots):
 ])
 def test_bad_attachments_write_nothing(mail, store, roots, kwargs, code):
     body = kwargs.pop("body", "hello")
-    with fails_cleanly(store, code):
+    with fails_cleanly(store, code, PROJECT):
         mail.send_message(PROJECT, "Blue", ["Green"], "Subject", body, **kwargs)
 
 
@@ -87,9 +88,9 @@ def test_role_recipients_reach_every_active_agent_with_the_capability(mail, stor
     assert snap.exists(inbox_path("Green", payload["id"])) and snap.exists(inbox_path("Red", payload["id"]))
     mail.retire_agent(PROJECT, "Red")
     assert send(mail, "Blue", ["role:review"])["to"] == ["Green"]
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.send_message(PROJECT, "Blue", ["role:db"], "S", "b")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "Blue", ["role:bad cap"], "S", "b")
 
 
@@ -97,11 +98,11 @@ def test_asleep_agents_receive_but_cannot_send(mail, store):
     mail.sleep_agent(PROJECT, "Green", target="Red")
     payload = send(mail, "Blue", ["Red"])
     assert store.archive(PROJECT).snapshot().exists(inbox_path("Red", payload["id"]))
-    with fails_cleanly(store, "AGENT_ASLEEP"):
+    with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.send_message(PROJECT, "Red", ["Blue"], "S", "b")
-    with fails_cleanly(store, "AGENT_ASLEEP"):
+    with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.reply_message(PROJECT, payload["id"], "Red", "answer")
-    with fails_cleanly(store, "AGENT_ASLEEP"):
+    with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.file_reservation_paths(PROJECT, "Red", ["src/"])
     mail.wake_agent(PROJECT, "Blue", "red")  # names compare without case
     assert mail.reply_message(PROJECT, payload["id"], "Red", "answer")["count"] == 1
@@ -111,11 +112,11 @@ def test_sends_are_fenced_by_the_sender_seat(mail, store):
     first = mail.take_seat(PROJECT, "blue", holder="tab 1")
     assert first["agent"] == "Blue"
     token = first["seat"]["token"]
-    with fails_cleanly(store, "SEAT_HELD"):
+    with fails_cleanly(store, "SEAT_HELD", PROJECT):
         mail.send_message(PROJECT, "Blue", ["Green"], "S", "b")
     assert send(mail, "Blue", ["Green"], seat=token)["from"] == "Blue"
     newer = mail.take_over(PROJECT, "Blue", holder="tab 2")["seat"]["token"]
-    with fails_cleanly(store, "STALE_EPOCH"):
+    with fails_cleanly(store, "STALE_EPOCH", PROJECT):
         mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", seat=token)
     assert send(mail, "Blue", ["Green"], seat=newer)
     mail.journal(PROJECT, "Blue", "Handed over to tab 2 after a crash.", seat=newer)
@@ -142,13 +143,13 @@ def test_force_release_notice_is_ordinary_mail(mail, store):
 def test_receipts_are_writes_too(mail, store):
     payload = send(mail, "Blue", ["Green"])
     token = mail.take_seat(PROJECT, "Green")["seat"]["token"]
-    with fails_cleanly(store, "SEAT_HELD"):
+    with fails_cleanly(store, "SEAT_HELD", PROJECT):
         mail.acknowledge_message(PROJECT, "Green", payload["id"])
     assert mail.acknowledge_message(PROJECT, "Green", payload["id"], seat=token)["acknowledged"] is True
     mail.release_seat(PROJECT, "Green", token)
     second = send(mail, "Blue", ["Green"])
     mail.sleep_agent(PROJECT, "Green")
-    with fails_cleanly(store, "AGENT_ASLEEP"):
+    with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.mark_message_read(PROJECT, "Green", second["id"])
 
 
@@ -157,7 +158,7 @@ def test_overlapping_reservations_count_as_shared_context(store):
 
     mail = make_mail(store)
     register(mail, "Ann", "Bob")  # default policy: auto
-    with fails_cleanly(store, "CONTACT_REQUIRED"):
+    with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):
         mail.send_message(PROJECT, "Ann", ["Bob"], "Hi", "no shared context yet")
     mail.file_reservation_paths(PROJECT, "Ann", ["src/**/*.py"], exclusive=False)
     mail.file_reservation_paths(PROJECT, "Bob", ["src/api/*"], exclusive=False)
@@ -186,7 +187,7 @@ def test_environment_settings_keep_originals_and_limit_sizes(mail, store, roots,
     snap = store.archive(PROJECT).snapshot()
     assert snap.read(entry["original_path"]) == png(size=40)
     monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", "50")
-    with fails_cleanly(store, "ATTACHMENT_TOO_LARGE"):
+    with fails_cleanly(store, "ATTACHMENT_TOO_LARGE", PROJECT):
         mail.send_message(PROJECT, "Blue", ["Green"], "S", f"![a]({roots / 'a.png'})")
 
 
@@ -196,13 +197,13 @@ def test_contact_writes_are_fenced_too(store):
     mail = make_mail(store)
     register(mail, "Ann", "Bob")
     token = mail.take_seat(PROJECT, "Ann")["seat"]["token"]
-    with fails_cleanly(store, "SEAT_HELD"):
+    with fails_cleanly(store, "SEAT_HELD", PROJECT):
         mail.request_contact(PROJECT, "Ann", "Bob")
-    with fails_cleanly(store, "SEAT_HELD"):
+    with fails_cleanly(store, "SEAT_HELD", PROJECT):
         mail.set_contact_policy(PROJECT, "Ann", "open")
     mail.request_contact(PROJECT, "Ann", "Bob", seat=token)
     mail.sleep_agent(PROJECT, "Bob")
-    with fails_cleanly(store, "AGENT_ASLEEP"):
+    with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.respond_contact(PROJECT, "Bob", "Ann", True)
     mail.wake_agent(PROJECT, "Ann", "Bob", seat=token)
     assert mail.respond_contact(PROJECT, "Bob", "Ann", True)["status"] == "approved"

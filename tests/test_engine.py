@@ -16,7 +16,7 @@ from gitmail.model.records import Agent, inbox_path, outbox_path
 from gitmail.storage.engine import MAX_ATTEMPTS
 from gitmail.storage.snapshot import Snapshot
 
-from .conftest import git
+from .conftest import git, wait_until
 
 CLOCK = HybridClock("node-a")  # records written straight through the engine, as any writer would
 
@@ -42,11 +42,8 @@ def _send(message):
     return fn
 
 
-def _wait_for_queue(archive, depth, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while archive.queue_depth() < depth:
-        assert time.monotonic() < deadline, "writers did not queue"
-        time.sleep(0.005)
+def _wait_for_queue(archive, depth):
+    wait_until(lambda: archive.queue_depth() >= depth, f"{depth} writers to queue")
 
 
 def _object_count(archive):

@@ -6,7 +6,8 @@ import pytest
 
 from gitmail.model.clock import format_ts
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send
+from .conftest import fails_cleanly
+from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_cursor_pages_continue_where_the_last_one_stopped(mail):
 def test_a_cursor_this_machine_never_handed_out_is_refused(store, mail):
     send(mail, "BlueLake", ["GreenCastle"])
     high = mail.catch_up(PROJECT, "GreenCastle")["high_watermark"]
-    with fails_cleanly(store, "CURSOR_AHEAD") as info:
+    with fails_cleanly(store, "CURSOR_AHEAD", PROJECT) as info:
         mail.read_messages(PROJECT, "GreenCastle", after=high + 1)
     assert info.value.data == {"after": high + 1, "high_watermark": high}
 
@@ -59,13 +60,13 @@ def test_a_cursor_this_machine_never_handed_out_is_refused(store, mail):
     (lambda mail: mail.read_messages(PROJECT, "GreenCastle", wait_seconds=26), "wait_seconds"),
 ])
 def test_bad_arguments_name_the_field(store, mail, call, field):
-    with fails_cleanly(store, "INVALID_ARGUMENT") as info:
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
         call(mail)
     assert info.value.data["field"] == field
 
 
 def test_an_unknown_agent_is_not_found(store, mail):
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.catch_up(PROJECT, "Nobody")
 
 

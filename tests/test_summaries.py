@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .mail_helpers import PROJECT, fails_cleanly, make_mail, open_agents, send, tip
+from .conftest import fails_cleanly, tip
+from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 PLAN = """# Migration plan
 
@@ -65,11 +66,11 @@ def test_digest_across_threads(store):
 
 def test_summarize_thread_errors(store):
     mail = make_mail(store)
-    with fails_cleanly(store, "NOT_FOUND"):
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.summarize_thread(PROJECT, "TKT-missing")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.summarize_thread(PROJECT, " , ")
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.summarize_thread(PROJECT, "TKT-1", per_thread_limit=0)
 
 
@@ -78,28 +79,28 @@ def test_summarize_recent_is_stored_and_reused(store):
     open_agents(mail, "GreenCastle", "BlueLake")
     send(mail, "GreenCastle", ["BlueLake"], subject="One", body="- [ ] task one")
     send(mail, "BlueLake", ["GreenCastle"], subject="Two", body="We agreed on Friday.")
-    before = tip(store)
+    before = tip(store, PROJECT)
     recent = mail.summarize_recent(PROJECT, since_hours=1)
     assert recent["message_count"] == 2 and recent["thread_count"] == 2 and recent["cached"] is False
     assert recent["action_items"] == ["task one"] and recent["key_points"] == ["We agreed on Friday."]
     assert [t["subject"] for t in recent["threads"]] == ["One", "Two"]
-    assert tip(store) != before  # stored as a record
-    stored_at = tip(store)
+    assert tip(store, PROJECT) != before  # stored as a record
+    stored_at = tip(store, PROJECT)
     again = mail.summarize_recent(PROJECT, since_hours=1)
     assert again["cached"] is True and again["id"] == recent["id"]
-    assert tip(store) == stored_at
+    assert tip(store, PROJECT) == stored_at
     fetched = mail.fetch_summary(PROJECT)
     assert [s["id"] for s in fetched] == [recent["id"]]
     assert mail.fetch_summary(PROJECT, since_hours=24, limit=1)[0]["action_items"] == ["task one"]
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.summarize_recent(PROJECT, since_hours=0)
-    with fails_cleanly(store, "INVALID_ARGUMENT"):
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.fetch_summary(PROJECT, limit=0)
 
 
 def test_summarize_recent_with_no_mail_stores_nothing(store):
     mail = make_mail(store)
-    head = tip(store)
+    head = tip(store, PROJECT)
     empty = mail.summarize_recent(PROJECT, since_hours=2)
-    assert empty["message_count"] == 0 and tip(store) == head
+    assert empty["message_count"] == 0 and tip(store, PROJECT) == head
     assert mail.fetch_summary(PROJECT) == []

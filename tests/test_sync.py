@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -33,20 +32,24 @@ from gitmail.model.records import (
 from gitmail.sync.remotes import add_remote, list_remotes, remove_remote
 from gitmail.sync.syncer import sync_project
 
-from .sync_helpers import PROJECT, Machine, git, message_counts, tree_files, tree_id
+from .conftest import git_run, wait_until
+from .mcp_harness import free_port
+from .sync_helpers import PROJECT, Machine, message_counts, tree_files, tree_id
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture
 def hub_dir(tmp_path):
     path = tmp_path / "hubs" / "shared.git"
     path.parent.mkdir()
-    assert git("init", "-q", "--bare", "--initial-branch=main", str(path)).returncode == 0
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", str(path)).returncode == 0
     return str(path)
 
 
@@ -56,20 +59,13 @@ def hub_url(request, hub_dir):
     if request.param == "file":
         yield "file://" + hub_dir
         return
-    port = _free_port()
+    port = free_port()
     base = os.path.dirname(hub_dir)
     daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all",
                                "--enable=receive-pack", "--listen=127.0.0.1", f"--port={port}", base],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "git daemon did not start"
-                time.sleep(0.05)
+        wait_until(lambda: _accepts(port), "git daemon to listen")
         yield f"git://127.0.0.1:{port}/shared.git"
     finally:
         daemon.terminate()
@@ -254,10 +250,7 @@ def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, 
     try:
         written = b.send("GreenCastle", ["BlueLake"], "picked up on an interval")
         sync_project(b.store, PROJECT)
-        deadline = time.monotonic() + 10
-        while not a.archive.snapshot().exists(message_path(written)):
-            assert time.monotonic() < deadline, "the interval syncer never brought the message in"
-            time.sleep(0.05)
+        wait_until(lambda: a.archive.snapshot().exists(message_path(written)), "the interval syncer to bring it in")
     finally:
         syncer.stop()
     assert syncer.rounds >= 1
@@ -276,7 +269,7 @@ def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
         files[name].write_bytes(text)
     work = tmp_path / "work"
     work.mkdir()
-    git("init", "-q", str(work))
+    git_run("init", "-q", str(work))
     path = "messages/2026/12/01/01m8r3w8fe573chhyy6wrgf.md"
     cwd = os.getcwd()
     os.chdir(work)
@@ -332,10 +325,10 @@ def test_simultaneous_syncs_finish_in_one_round_through_machine_refs(tmp_path, h
     assert sorted(r.pushed_to for r in results.values()) == ["main", "node"]
     assert all(r.rounds == 1 for r in results.values())
     loser = a if results[a.name].pushed_to == "node" else b
-    assert git("rev-parse", f"refs/gitmail/nodes/{loser.name}", cwd=hub_dir).stdout.strip() == loser.archive.tip()
+    assert git_run("rev-parse", f"refs/gitmail/nodes/{loser.name}", cwd=hub_dir).stdout.strip() == loser.archive.tip()
     os.unlink(hook)
     _sync_until_quiet([a, b], [0, 1])
     files = tree_files(a.store)
     assert files == tree_files(b.store) and set(message_counts(files)) >= sent
-    hub_tree = git("rev-parse", "main^{tree}", cwd=hub_dir).stdout.strip()
+    hub_tree = git_run("rev-parse", "main^{tree}", cwd=hub_dir).stdout.strip()
     assert hub_tree == tree_id(a.store)

@@ -13,7 +13,7 @@ from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .sync_helpers import git
+from .conftest import git_run
 
 PROJECT = "/data/projects/mailsync"
 
@@ -27,7 +27,7 @@ def _machine(tmp_path, name: str) -> Mail:
 
 def test_two_machines_through_a_checked_hub(tmp_path):
     hub = str(tmp_path / "hub.git")
-    assert git("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
     install_hub(hub)  # every push below must also pass the hub's record checks
     a, b = _machine(tmp_path, "laptop"), _machine(tmp_path, "desktop")
     a.ensure_project(PROJECT)
@@ -51,7 +51,7 @@ def test_two_machines_through_a_checked_hub(tmp_path):
     for mail in (b, a, b):
         sync_project(mail.store, PROJECT)
     snaps = [mail.store.archive(PROJECT).snapshot() for mail in (a, b)]
-    assert snaps[0].commit == snaps[1].commit == git("rev-parse", "main", cwd=hub).stdout.strip()
+    assert snaps[0].commit == snaps[1].commit == git_run("rev-parse", "main", cwd=hub).stdout.strip()
     snap = snaps[0]
     assert not snap.exists(message_path(doomed)) and not snap.exists(inbox_path("GreenCastle", doomed))
     assert not snap.exists(receipt_path("GreenCastle", doomed))  # the offline receipt went with the purge

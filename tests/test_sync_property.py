@@ -17,7 +17,8 @@ from gitmail.sync.merge import merge_file
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .sync_helpers import AGENTS, PROJECT, Machine, git, message_counts, tree_files
+from .conftest import git_run
+from .sync_helpers import AGENTS, PROJECT, Machine, message_counts, tree_files
 
 MACHINES = 3
 STAMPS = [f"2026-12-01T10:00:{second:02d}.000Z" for second in range(60)]
@@ -35,7 +36,7 @@ operation = st.one_of(
 
 def _run(root: str, program: list[tuple]) -> None:
     hub = os.path.join(root, "hub.git")
-    assert git("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
     machines = [Machine(os.path.join(root, "m"), f"p{i}") for i in range(MACHINES)]
     machines[0].create_project()
     for machine in machines:
