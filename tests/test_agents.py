@@ -156,8 +156,8 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     mail.mark_message_read(PROJECT, "GreenCastle", sent["id"])
     kept = mail.reply_message(PROJECT, sent["id"], "GreenCastle", "reply stays")
     with fails_cleanly(store, "CONFIRMATION_REQUIRED", PROJECT):
-        mail.hard_delete_agent(PROJECT, "BlueLake", "i understand")
-    result = mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
+        mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="i understand")
+    result = mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="I UNDERSTAND")
     assert result["deleted"] is True and result["agent"] == "BlueLake"
     assert "history" in result["note"]
     tree = git("--git-dir", archive_dir(store), "ls-tree", "-r", "--name-only", "main")
@@ -170,7 +170,7 @@ def test_hard_delete_agent_needs_phrase_and_history_keeps_files(store):
     assert mail.get_message(PROJECT, kept["id"])["reply_to"] == sent["id"]  # others' mail stays
     assert check_archive(store.archive(PROJECT)) == []
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
-        mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
+        mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="I UNDERSTAND")
 
 
 def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:

@@ -196,7 +196,7 @@ def test_deleting_an_awaited_agent_releases_held_mail(store):
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "for both",
                       auto_contact_if_blocked=True)
-    mail.hard_delete_agent(PROJECT, "BlueLake", "I UNDERSTAND")
+    mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="I UNDERSTAND")
     assert mail.list_held(PROJECT, "GreenCastle") == []
     [delivered] = mail.fetch_inbox(PROJECT, "RedStone")
     assert delivered["to"] == ["RedStone"] and delivered["subject"] == "Plan"

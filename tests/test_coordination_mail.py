@@ -170,11 +170,11 @@ def test_reading_a_message_verifies_its_attachments(mail, store, roots):
 
     (roots / "notes.txt").write_text("original\n")
     payload = send(mail, "Blue", ["Green"], attachment_paths=[str(roots / "notes.txt")])
-    shown = mail.get_message(PROJECT, payload["id"], "Green")
+    shown = mail.get_message(PROJECT, payload["id"], agent_name="Green")
     assert [a["verified"] for a in shown["attachments"]] == [True]
     path = shown["attachments"][0]["path"]
     store.archive(PROJECT).transact(lambda s: Change("tamper").put(path, b"altered\n"))
-    assert mail.get_message(PROJECT, payload["id"], "Green")["attachments"][0]["verified"] is False
+    assert mail.get_message(PROJECT, payload["id"], agent_name="Green")["attachments"][0]["verified"] is False
 
 
 def test_environment_settings_keep_originals_and_limit_sizes(mail, store, roots, monkeypatch):

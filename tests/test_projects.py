@@ -67,9 +67,9 @@ def test_hard_delete_project_needs_exact_phrase(store):
     mail = make_mail(store)
     for wrong in ("", "i understand", "I UNDERSTAND ", "yes"):
         with fails_cleanly(store, "CONFIRMATION_REQUIRED", PROJECT):
-            mail.hard_delete_project(PROJECT, wrong)
+            mail.hard_delete_project(PROJECT, confirmation=wrong)
     assert store.exists(PROJECT)
-    result = mail.hard_delete_project(PROJECT, "I UNDERSTAND")
+    result = mail.hard_delete_project(PROJECT, confirmation="I UNDERSTAND")
     assert result["deleted"] is True and "remote" in result["note"]
     assert not store.exists(PROJECT)
     assert not os.path.exists(os.path.dirname(store.paths(slug_for(PROJECT)).archive))

@@ -90,7 +90,7 @@ def test_every_mail_record_type_passes_fsck(store):
     mail.acknowledge_message(PROJECT, "Quiet", sent["id"])
     mail.reply_message(PROJECT, sent["id"], "RedStone", "on it")
     mail.summarize_recent(PROJECT, since_hours=1)
-    mail.hard_delete_agent(PROJECT, "RedStone", "I UNDERSTAND")
+    mail.hard_delete_agent(PROJECT, "RedStone", confirmation="I UNDERSTAND")
     snap = store.archive(PROJECT).snapshot()
     roles = {path.split("/")[2] if path.startswith("agents/") else path.split("/")[0] for path in snap.walk()}
     assert {"held", "idempotency", "summaries", "contacts", "tombstones", "receipts", "inbox", "outbox"} <= roles

@@ -23,8 +23,6 @@ from typing import Any
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import (
     AGENT_ASLEEP,
-    AGENT_INACTIVE,
-    NOT_FOUND,
     SEAT_HELD,
     STALE_EPOCH,
     UNAUTHORIZED,
@@ -37,23 +35,13 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .context import Context
-from .lookup import find_agent
+from .lookup import require_agent
 
 _TOKEN_RE = re.compile(r"^seat-(\d{1,18})-[A-Za-z0-9_-]{16,64}$")
 
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def load_agent(snapshot: Snapshot, name: str, field: str = "agent_name") -> Agent:
-    """The profile of a registered agent, or NOT_FOUND saying how to register it."""
-    check_agent_name(name, field)
-    profile = find_agent(snapshot, name)
-    if profile is None:
-        raise GitmailError(NOT_FOUND, f"agent {name!r} is not registered in this project; "
-                           "register it first (register_agent) or check the spelling", {"agent": name})
-    return profile
 
 
 def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
@@ -65,11 +53,7 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
     (``AGENT_ASLEEP``), a write without the token while a session holds the
     seat (``SEAT_HELD``), and a token of an older epoch (``STALE_EPOCH``).
     """
-    profile = load_agent(snapshot, name, field)
-    if profile.status != "active":
-        raise GitmailError(AGENT_INACTIVE, f"agent {name!r} is {profile.status} and cannot act; restore it with "
-                           "unretire_agent or register a new agent", {"agent": name, "status": profile.status})
-    return check_acting(snapshot, profile, seat, at=at)
+    return check_acting(snapshot, require_agent(snapshot, name, field, active=True), seat, at=at)
 
 
 def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
@@ -173,7 +157,7 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
     def fn(snap: Snapshot) -> Change:
         if actor is not None:
             require_actor(snap, actor, seat, at=ctx.clock.now())
-        profile = load_agent(snap, target, "target")
+        profile = require_agent(snap, target, "target")
         result = {"agent": profile.name, "asleep": asleep, "changed": profile.asleep != asleep}
         if profile.asleep == asleep:
             return Change("no change", result=result)

@@ -17,8 +17,9 @@ from gitmail.model.records import JournalEntry, agent_dir
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .acting import load_agent, require_actor
+from .acting import require_actor
 from .context import Context
+from .lookup import require_agent
 
 MAX_ENTRY = 20000
 
@@ -81,6 +82,6 @@ def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20) -> dict
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
         raise invalid("limit must be a whole number from 1 to 1000", field="limit")
     snap = ctx.archive(project_key).snapshot()
-    agent = load_agent(snap, agent).name
+    agent = require_agent(snap, agent).name
     ctx.touch(project_key, agent)
     return {"agent": agent, "entries": tail(snap, agent, limit)}

@@ -54,7 +54,7 @@ def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, ac
                         "or list the registered names with list_agents", field=field, agent=name)
     if active and agent.status != "active":
         raise GitmailError(AGENT_INACTIVE, f"agent {agent.name} is {agent.status}; restore it with unretire_agent "
-                           "(or register_agent) before it sends or receives mail",
+                           "(or register_agent) before it acts or receives mail",
                            {"agent": agent.name, "status": agent.status})
     return agent
 

@@ -41,9 +41,10 @@ from gitmail.model.records import (
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .acting import load_agent, require_actor
+from .acting import require_actor
 from .context import Context
 from .globs import covers, normalize, overlaps
+from .lookup import require_agent
 from .reservation_index import unreleased
 
 MAX_PATHS = 200
@@ -256,7 +257,7 @@ def _newest_id(snapshot: Snapshot, folder: str) -> str | None:
 def archive_activity(snapshot: Snapshot, agent: str, at: dt.datetime) -> list[tuple[str, dt.datetime]]:
     """The holder's latest activity visible in the archive, one time per kind of signal."""
     signals: list[tuple[str, dt.datetime]] = []
-    profile = load_agent(snapshot, agent)
+    profile = require_agent(snapshot, agent)
     signals.append(("profile updated", dt.datetime.fromtimestamp(profile.hlc.wall_ms / 1000, dt.UTC)))
     for kind, folder in (("message sent", f"agents/{agent}/outbox"), ("journal entry", f"agents/{agent}/journal")):
         newest = _newest_id(snapshot, folder)

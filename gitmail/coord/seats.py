@@ -30,9 +30,10 @@ from gitmail.model.records import Seat, agent_dir, seat_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .acting import check_seat, is_held, load_agent, seat_data, seat_view, token_hash
+from .acting import check_seat, is_held, seat_data, seat_view, token_hash
 from .context import Context
 from .journal import tail
+from .lookup import require_agent
 
 
 def _lease(lease_s: object) -> int:
@@ -61,7 +62,7 @@ def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "sess
     at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
-        profile = load_agent(snap, agent)
+        profile = require_agent(snap, agent)
         agent_name = profile.name
         if profile.status != "active":
             raise GitmailError(AGENT_INACTIVE, f"agent {agent_name!r} is {profile.status}; its seat cannot be taken",
@@ -103,7 +104,7 @@ def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None
     at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
-        agent_name = load_agent(snap, agent).name
+        agent_name = require_agent(snap, agent).name
         record = check_seat(snap, agent_name, seat, at=at)
         assert record is not None
         return step(agent_name, record, at, hlc)
@@ -145,7 +146,7 @@ def seat_status(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
     """Who holds ``agent``'s seat now (read only)."""
     check_agent_name(agent, "agent_name")
     snap = ctx.archive(project_key).snapshot()
-    agent = load_agent(snap, agent).name
+    agent = require_agent(snap, agent).name
     record = snap.load(seat_path(agent), Seat)
     if record is None:
         return {"agent": agent, "held": False, "seat": None}

@@ -112,14 +112,14 @@ def _register(ctx: Context, project_key: str, program: str, model: str, name: st
     return view
 
 
-def register_agent(ctx: Context, project_key: str, program: str, model: str, name: str | None = None,
+def register_agent(ctx: Context, project_key: str, program: str, model: str, *, name: str | None = None,
                    task_description: str = "") -> dict[str, Any]:
     """Create an agent, or update the profile of the one registered under ``name``."""
     return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name")
 
 
 def create_agent_identity(ctx: Context, project_key: str, program: str, model: str,
-                          name_hint: str | None = None, task_description: str = "",
+                          *, name_hint: str | None = None, task_description: str = "",
                           return_registration_token: bool = True) -> dict[str, Any]:
     """Always a new agent: a taken ``name_hint`` is an error, never an update."""
     view = _register(ctx, project_key, program, model, name_hint, task_description, fresh_only=True,
@@ -151,7 +151,7 @@ def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[s
     return {"agent": archive.transact(fn).result, "registration_token": token}
 
 
-def whois(ctx: Context, project_key: str, agent_name: str, include_recent_commits: bool = True,
+def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
           commit_limit: int = 5) -> dict[str, Any]:
     """An agent's profile, plus its latest commits to the archive."""
     if not isinstance(commit_limit, int) or isinstance(commit_limit, bool) or not 0 <= commit_limit <= 100:
@@ -165,7 +165,7 @@ def whois(ctx: Context, project_key: str, agent_name: str, include_recent_commit
     return view
 
 
-def list_agents(ctx: Context, project_key: str, active_only: bool = True) -> list[dict[str, Any]]:
+def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
     """The project's agent directory, sorted by name."""
     snap = ctx.archive(project_key).snapshot()
     project_id, slug = project_record(snap).id, ctx.slug(project_key)
@@ -209,7 +209,7 @@ def deregister_agent(ctx: Context, project_key: str, agent_name: str) -> dict[st
     return _set_status(ctx, project_key, agent_name, "deregistered", "Deregister")
 
 
-def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, confirmation: str) -> dict[str, Any]:
+def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confirmation: str) -> dict[str, Any]:
     """Remove an agent's files, the messages it sent, its contacts and reservations from the tip."""
     check_confirmation(confirmation, "deleting an agent")
     archive = ctx.archive(project_key)
@@ -256,7 +256,7 @@ def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, confirmat
 
 
 def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
-                           inactive_seconds: int = DEFAULT_INACTIVE_SECONDS, include_reserved: bool = False,
+                           *, inactive_seconds: int = DEFAULT_INACTIVE_SECONDS, include_reserved: bool = False,
                            dry_run: bool = False) -> dict[str, Any]:
     """Retire agents with no activity for ``inactive_seconds`` (at least 60).
 

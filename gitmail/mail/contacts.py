@@ -169,7 +169,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
     return {**contact_view(link, at), "intro_message_id": intro.id}
 
 
-def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, reason: str = "",
+def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
                     ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """Ask ``to_agent`` to accept mail from ``from_agent``."""
     check_ttl(ttl_seconds)
@@ -198,7 +198,7 @@ def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: s
 
 
 def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: str, accept: bool,
-                    ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+                    *, ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
     check_ttl(ttl_seconds)
     if not isinstance(accept, bool):
@@ -313,7 +313,7 @@ def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[
 
 
 def set_contact_policy(ctx: Context, project_key: str, agent_name: str, policy: str,
-                       seat: str | None = None) -> dict[str, Any]:
+                       *, seat: str | None = None) -> dict[str, Any]:
     """Set who may write to the agent: open, auto, contacts_only or block_all."""
     if policy not in CONTACT_POLICIES:
         raise invalid(f"policy must be one of {', '.join(CONTACT_POLICIES)}; got {policy!r}", field="policy")

@@ -26,8 +26,8 @@ from gitmail.model.limits import (
 )
 from gitmail.storage.store import Store
 
-from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, summaries
-from . import sending as messages
+from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, sending, summaries
+from .sending import ReplyRequest, SendRequest
 
 
 class Mail:
@@ -47,24 +47,26 @@ class Mail:
     def unarchive_project(self, project_key: str) -> dict[str, Any]:
         return projects.unarchive_project(self.ctx, project_key)
 
-    def hard_delete_project(self, project_key: str, confirmation: str = "") -> dict[str, Any]:
-        return projects.hard_delete_project(self.ctx, project_key, confirmation)
+    def hard_delete_project(self, project_key: str, *, confirmation: str = "") -> dict[str, Any]:
+        return projects.hard_delete_project(self.ctx, project_key, confirmation=confirmation)
 
-    def list_projects(self, include_archived: bool = False) -> list[dict[str, Any]]:
-        return projects.list_projects(self.ctx, include_archived)
+    def list_projects(self, *, include_archived: bool = False) -> list[dict[str, Any]]:
+        return projects.list_projects(self.ctx, include_archived=include_archived)
 
     def get_project(self, slug: str) -> dict[str, Any]:
         return projects.get_project(self.ctx, slug)
 
     # -- agents ---------------------------------------------------------------
-    def register_agent(self, project_key: str, program: str, model: str, name: str | None = None,
+    def register_agent(self, project_key: str, program: str, model: str, *, name: str | None = None,
                        task_description: str = "") -> dict[str, Any]:
-        return agents.register_agent(self.ctx, project_key, program, model, name, task_description)
+        return agents.register_agent(self.ctx, project_key, program, model, name=name,
+                                     task_description=task_description)
 
-    def create_agent_identity(self, project_key: str, program: str, model: str, name_hint: str | None = None,
+    def create_agent_identity(self, project_key: str, program: str, model: str, *, name_hint: str | None = None,
                               task_description: str = "", return_registration_token: bool = True) -> dict[str, Any]:
-        return agents.create_agent_identity(self.ctx, project_key, program, model, name_hint, task_description,
-                                            return_registration_token)
+        return agents.create_agent_identity(self.ctx, project_key, program, model, name_hint=name_hint,
+                                            task_description=task_description,
+                                            return_registration_token=return_registration_token)
 
     def verify_agent_token(self, project_key: str, agent_name: str, token: str) -> bool:
         return agents.verify_agent_token(self.ctx, project_key, agent_name, token)
@@ -72,12 +74,13 @@ class Mail:
     def reset_agent_token(self, project_key: str, agent_name: str) -> dict[str, Any]:
         return agents.reset_agent_token(self.ctx, project_key, agent_name)
 
-    def whois(self, project_key: str, agent_name: str, include_recent_commits: bool = True,
+    def whois(self, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
               commit_limit: int = 5) -> dict[str, Any]:
-        return agents.whois(self.ctx, project_key, agent_name, include_recent_commits, commit_limit)
+        return agents.whois(self.ctx, project_key, agent_name, include_recent_commits=include_recent_commits,
+                            commit_limit=commit_limit)
 
-    def list_agents(self, project_key: str, active_only: bool = True) -> list[dict[str, Any]]:
-        return agents.list_agents(self.ctx, project_key, active_only)
+    def list_agents(self, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
+        return agents.list_agents(self.ctx, project_key, active_only=active_only)
 
     def retire_agent(self, project_key: str, agent_name: str) -> dict[str, Any]:
         return agents.retire_agent(self.ctx, project_key, agent_name)
@@ -88,43 +91,35 @@ class Mail:
     def deregister_agent(self, project_key: str, agent_name: str) -> dict[str, Any]:
         return agents.deregister_agent(self.ctx, project_key, agent_name)
 
-    def hard_delete_agent(self, project_key: str, agent_name: str, confirmation: str = "") -> dict[str, Any]:
-        return agents.hard_delete_agent(self.ctx, project_key, agent_name, confirmation)
+    def hard_delete_agent(self, project_key: str, agent_name: str, *, confirmation: str = "") -> dict[str, Any]:
+        return agents.hard_delete_agent(self.ctx, project_key, agent_name, confirmation=confirmation)
 
-    def retire_inactive_agents(self, project_key: str, agent_name: str,
+    def retire_inactive_agents(self, project_key: str, agent_name: str, *,
                                inactive_seconds: int = agents.DEFAULT_INACTIVE_SECONDS,
                                include_reserved: bool = False, dry_run: bool = False) -> dict[str, Any]:
-        return agents.retire_inactive_agents(self.ctx, project_key, agent_name, inactive_seconds,
-                                             include_reserved, dry_run)
+        return agents.retire_inactive_agents(self.ctx, project_key, agent_name, inactive_seconds=inactive_seconds,
+                                             include_reserved=include_reserved, dry_run=dry_run)
 
     # -- messages -------------------------------------------------------------
     def send_message(self, project_key: str, sender_name: str, to: list[str] | None, subject: str, body_md: str,
-                     cc: list[str] | None = None, bcc: list[str] | None = None, importance: str = "normal",
-                     ack_required: bool = False, thread_id: str | None = None, topic: str | None = None,
-                     broadcast: bool = False, auto_contact_if_blocked: bool = False,
-                     idempotency_key: str | None = None, attachment_paths: list[str] | None = None,
-                     convert_images: bool | None = None, attachments_policy: str | None = None,
-                     seat: str | None = None) -> dict[str, Any]:
-        return messages.send_message(self.ctx, project_key, sender_name, to, subject, body_md, cc, bcc, importance,
-                                     ack_required, thread_id, topic, broadcast, auto_contact_if_blocked,
-                                     idempotency_key, attachment_paths, convert_images, attachments_policy, seat)
+                     **options: Any) -> dict[str, Any]:
+        """Send a message; ``options`` are the optional fields of :class:`gitmail.mail.sending.SendRequest`."""
+        return sending.send_message(self.ctx, SendRequest(project_key=project_key, sender_name=sender_name, to=to,
+                                                          subject=subject, body_md=body_md, **options))
 
     def reply_message(self, project_key: str, message_id: str, sender_name: str, body_md: str,
-                      to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
-                      subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
-                      auto_contact_if_blocked: bool = False, idempotency_key: str | None = None,
-                      attachment_paths: list[str] | None = None, convert_images: bool | None = None,
-                      attachments_policy: str | None = None, seat: str | None = None) -> dict[str, Any]:
-        return messages.reply_message(self.ctx, project_key, message_id, sender_name, body_md, to, cc, bcc,
-                                      subject_prefix, importance, ack_required, auto_contact_if_blocked,
-                                      idempotency_key, attachment_paths, convert_images, attachments_policy, seat)
+                      **options: Any) -> dict[str, Any]:
+        """Reply in a thread; ``options`` are the optional fields of :class:`gitmail.mail.sending.ReplyRequest`."""
+        return sending.reply_message(self.ctx, ReplyRequest(project_key=project_key, message_id=message_id,
+                                                            sender_name=sender_name, body_md=body_md, **options))
 
     # -- reading --------------------------------------------------------------
-    def fetch_inbox(self, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+    def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                     include_bodies: bool = False, since_ts: str | float | None = None, topic: str | None = None,
                     unread_only: bool = False) -> list[dict[str, Any]]:
-        return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit, urgent_only, include_bodies, since_ts,
-                                   topic, unread_only)
+        return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit=limit, urgent_only=urgent_only,
+                                   include_bodies=include_bodies, since_ts=since_ts, topic=topic,
+                                   unread_only=unread_only)
 
     def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
@@ -136,89 +131,93 @@ class Mail:
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
 
-    def fetch_outbox(self, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+    def fetch_outbox(self, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
                      since_ts: str | float | None = None) -> dict[str, Any]:
-        return mailbox.fetch_outbox(self.ctx, project_key, agent_name, limit, include_bodies, since_ts)
+        return mailbox.fetch_outbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies,
+                                    since_ts=since_ts)
 
-    def fetch_mailbox(self, project_key: str, agent_name: str, limit: int = 20,
+    def fetch_mailbox(self, project_key: str, agent_name: str, *, limit: int = 20,
                       include_bodies: bool = False) -> dict[str, Any]:
-        return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit, include_bodies)
+        return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies)
 
-    def get_message(self, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
-        found = mailbox.get_message(self.ctx, project_key, message_id, agent_name)
+    def get_message(self, project_key: str, message_id: str, *, agent_name: str | None = None) -> dict[str, Any]:
+        found = mailbox.get_message(self.ctx, project_key, message_id, agent_name=agent_name)
         if found.get("attachments"):  # each stored file is checked against the hash the message records
             found["attachments"] = attachments.mark_verified(self.ctx.archive(project_key).snapshot(),
                                                              found["attachments"])
         return found
 
-    def get_thread(self, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
-        return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies)
+    def get_thread(self, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
+        return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies=include_bodies)
 
-    def search_messages(self, project_key: str, query: str, limit: int = 20,
+    def search_messages(self, project_key: str, query: str, *, limit: int = 20,
                         agent_name: str | None = None) -> list[dict[str, Any]]:
         """Full-text search, best first; with ``agent_name``, only what that agent sent or received."""
         return search_messages(self.store, project_key, query, limit, agent_name)
 
-    def fetch_topic(self, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+    def fetch_topic(self, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,
                     unread_only: bool = False) -> list[dict[str, Any]]:
-        return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit, include_bodies, since_ts, agent_name,
-                                   unread_only)
+        return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit=limit, include_bodies=include_bodies,
+                                   since_ts=since_ts, agent_name=agent_name, unread_only=unread_only)
 
-    def view_urgent_unread(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
-        return mailbox.view_urgent_unread(self.ctx, project_key, agent_name, limit)
+    def view_urgent_unread(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+        return mailbox.view_urgent_unread(self.ctx, project_key, agent_name, limit=limit)
 
-    def view_ack_required(self, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
-        return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit)
+    def view_ack_required(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+        return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit=limit)
 
-    def view_ack_overdue(self, project_key: str, agent_name: str, ttl_minutes: float = 30,
+    def view_ack_overdue(self, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
                          limit: int = 20) -> dict[str, Any]:
-        return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes, limit)
+        return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl_minutes, limit=limit)
 
     # -- receipts -------------------------------------------------------------
-    def mark_message_read(self, project_key: str, agent_name: str, message_id: str,
+    def mark_message_read(self, project_key: str, agent_name: str, message_id: str, *,
                           seat: str | None = None) -> dict[str, Any]:
-        return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat)
+        return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat=seat)
 
-    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str,
+    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str, *,
                             seat: str | None = None) -> dict[str, Any]:
-        return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat)
+        return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     # -- contacts -------------------------------------------------------------
-    def request_contact(self, project_key: str, from_agent: str, to_agent: str, reason: str = "",
+    def request_contact(self, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
                         ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
-        return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason, ttl_seconds, seat)
+        return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason=reason,
+                                        ttl_seconds=ttl_seconds, seat=seat)
 
-    def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool,
+    def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool, *,
                         ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
-        return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds, seat)
+        return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds=ttl_seconds,
+                                        seat=seat)
 
     def list_contacts(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
         return contacts.list_contacts(self.ctx, project_key, agent_name)
 
-    def set_contact_policy(self, project_key: str, agent_name: str, policy: str,
+    def set_contact_policy(self, project_key: str, agent_name: str, policy: str, *,
                            seat: str | None = None) -> dict[str, Any]:
-        return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy, seat)
+        return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
     def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
         return contacts.list_held(self.ctx, project_key, agent_name)
 
     # -- summaries ------------------------------------------------------------
-    def summarize_thread(self, project_key: str, thread_id: str, include_examples: bool = False,
+    def summarize_thread(self, project_key: str, thread_id: str, *, include_examples: bool = False,
                          per_thread_limit: int = 50) -> dict[str, Any]:
-        return summaries.summarize_thread(self.ctx, project_key, thread_id, include_examples, per_thread_limit)
+        return summaries.summarize_thread(self.ctx, project_key, thread_id, include_examples=include_examples,
+                                          per_thread_limit=per_thread_limit)
 
-    def summarize_recent(self, project_key: str, since_hours: float = 1.0,
+    def summarize_recent(self, project_key: str, *, since_hours: float = 1.0,
                          max_messages: int = summaries.MAX_RECENT_MESSAGES) -> dict[str, Any]:
-        return summaries.summarize_recent(self.ctx, project_key, since_hours, max_messages)
+        return summaries.summarize_recent(self.ctx, project_key, since_hours=since_hours, max_messages=max_messages)
 
-    def fetch_summary(self, project_key: str, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
-        return summaries.fetch_summary(self.ctx, project_key, since_hours, limit)
+    def fetch_summary(self, project_key: str, *, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+        return summaries.fetch_summary(self.ctx, project_key, since_hours=since_hours, limit=limit)
 
     # -- retention ------------------------------------------------------------
-    def purge_old_messages(self, project_key: str, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
+    def purge_old_messages(self, project_key: str, *, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
                            dry_run: bool = False) -> dict[str, Any]:
-        return retention.purge_old_messages(self.ctx, project_key, max_age_days, dry_run)
+        return retention.purge_old_messages(self.ctx, project_key, max_age_days=max_age_days, dry_run=dry_run)
 
     # -- coordination: file reservations and the commit guard ----------------
     def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str], *,

@@ -1,9 +1,17 @@
-"""Every mail read, served from a snapshot of the archive.
+"""Mail reads: inbox pages from the index, everything else from one snapshot of the tip.
 
-These functions take a :class:`Snapshot` and plain filters and return plain
-dicts; they never write. Inbox and outbox folders are sharded by day and IDs
-sort by time, so listing newest first walks the newest shards and stops as
-soon as it has enough (or reaches ``since_ts``).
+The snapshot readers (:func:`inbox`, :func:`outbox`, :func:`message`,
+:func:`thread`, :func:`topic_messages`) take a :class:`Snapshot` and plain
+filters and return plain dicts; they never write. Inbox and outbox folders are
+sharded by day and IDs sort by time, so listing newest first walks the newest
+shards and stops as soon as it has enough (or reaches ``since_ts``).
+
+The operations below them (``fetch_*``, ``get_*``, ``view_*``) open one
+snapshot each, so a read is consistent. The exception is the hot read,
+:func:`fetch_inbox`: it is answered by the project's index
+(:meth:`gitmail.index.ProjectIndex.inbox`), which first catches up to the tip,
+so it sees every commit made before the call and gives exactly what
+:func:`inbox` gives over a snapshot of that tip (a test holds the two equal).
 """
 
 from __future__ import annotations
@@ -231,7 +239,7 @@ def _listing(project: Project, agent: str, messages: list[dict[str, Any]]) -> di
     return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
 
 
-def fetch_inbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20, urgent_only: bool = False,
+def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                 include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
                 unread_only: bool = False) -> list[dict[str, Any]]:
     """The agent's received messages, newest first; reading marks nothing."""
@@ -240,13 +248,13 @@ def fetch_inbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20
     if topic is not None and topic != "":
         check_topic(topic)
     _, _, name = _open(ctx, project_key, agent_name)
-    # The hot read: answered from the derived-state cache (same shape as inbox() over a snapshot).
+    # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it).
     return indexer_for(ctx.store).project(project_key).inbox(
         name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
         topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
-def fetch_outbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20, include_bodies: bool = False,
+def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
                  since_ts: object = None) -> dict[str, Any]:
     """What the agent sent, newest first, each with the commit that recorded it."""
     check_limit(limit)
@@ -257,7 +265,7 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, limit: int = 2
     return _listing(project, name, messages)
 
 
-def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, limit: int = 20,
+def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20,
                   include_bodies: bool = False) -> dict[str, Any]:
     """Received and sent messages together, newest first, with commit details."""
     check_limit(limit)
@@ -289,20 +297,20 @@ def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]]
         item["commit"] = commits.get(paths[item["id"]])
 
 
-def get_message(ctx: Context, project_key: str, message_id: str, agent_name: str | None = None) -> dict[str, Any]:
+def get_message(ctx: Context, project_key: str, message_id: str, *, agent_name: str | None = None) -> dict[str, Any]:
     """One message with its body (the sender also sees its blind copies)."""
     snap, project, name = _open(ctx, project_key, agent_name)
     return {"project": project.human_key, **message(snap, message_id, name)}
 
 
-def get_thread(ctx: Context, project_key: str, thread_id: str, include_bodies: bool = True) -> dict[str, Any]:
+def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
     """Every message of a thread, oldest first."""
     snap, project, _ = _open(ctx, project_key)
     messages = thread(snap, thread_id, include_bodies=include_bodies)
     return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
 
 
-def fetch_topic(ctx: Context, project_key: str, topic_name: str, limit: int = 50, include_bodies: bool = True,
+def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                 since_ts: object = None, agent_name: str | None = None,
                 unread_only: bool = False) -> list[dict[str, Any]]:
     """Messages of the project tagged with a topic, newest first."""
@@ -319,21 +327,21 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, limit: int = 50
     return found
 
 
-def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
     """High and urgent messages the agent has not read."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))
 
 
-def view_ack_required(ctx: Context, project_key: str, agent_name: str, limit: int = 20) -> dict[str, Any]:
+def view_ack_required(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
     """Messages asking for an acknowledgement the agent has not given."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))
 
 
-def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, ttl_minutes: float = 30,
+def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
                      limit: int = 20) -> dict[str, Any]:
     """Unacknowledged ack-required messages older than ``ttl_minutes``."""
     check_limit(limit)

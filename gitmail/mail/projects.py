@@ -85,7 +85,7 @@ def unarchive_project(ctx: Context, project_key: str) -> dict[str, Any]:
     return _set_archived(ctx, project_key, False)
 
 
-def hard_delete_project(ctx: Context, project_key: str, confirmation: str) -> dict[str, Any]:
+def hard_delete_project(ctx: Context, project_key: str, *, confirmation: str) -> dict[str, Any]:
     """Remove the project's repository, checkout and derived state from this machine."""
     check_confirmation(confirmation, "deleting a project")
     archive = ctx.archive(project_key)
@@ -101,7 +101,7 @@ def hard_delete_project(ctx: Context, project_key: str, confirmation: str) -> di
     }
 
 
-def list_projects(ctx: Context, include_archived: bool = False) -> list[dict[str, Any]]:
+def list_projects(ctx: Context, *, include_archived: bool = False) -> list[dict[str, Any]]:
     """Every project in the store (archived ones only when asked for)."""
     out = []
     for slug in ctx.store.slugs():

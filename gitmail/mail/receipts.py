@@ -49,14 +49,14 @@ def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str, ack:
 
 
 def mark_message_read(ctx: Context, project_key: str, agent_name: str, message_id: str,
-                      seat: str | None = None) -> dict[str, Any]:
+                      *, seat: str | None = None) -> dict[str, Any]:
     """Record that the agent read a message it received."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=False, seat=seat)
     return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
 
 
 def acknowledge_message(ctx: Context, project_key: str, agent_name: str, message_id: str,
-                        seat: str | None = None) -> dict[str, Any]:
+                        *, seat: str | None = None) -> dict[str, Any]:
     """Acknowledge a message the agent received (which also marks it read)."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=True, seat=seat)
     return {"message_id": message_id, "acknowledged": True, "acknowledged_at": receipt.acked_at,

@@ -39,7 +39,7 @@ def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
     return stale
 
 
-def purge_old_messages(ctx: Context, project_key: str, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
+def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
                        dry_run: bool = False) -> dict[str, Any]:
     """Remove messages older than ``max_age_days`` from the tip (history keeps them)."""
     if not isinstance(max_age_days, int) or isinstance(max_age_days, bool) or max_age_days < 1:

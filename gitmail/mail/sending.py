@@ -17,7 +17,7 @@ from typing import Any
 
 from gitmail.coord import acting, capabilities
 from gitmail.coord.context import Context
-from gitmail.coord.lookup import agent_names, find_agent, project_record, require_agent
+from gitmail.coord.lookup import agent_names, find_agent, project_record
 from gitmail.model.clock import HybridClock
 from gitmail.model.errors import (
     AGENT_INACTIVE,
@@ -47,6 +47,62 @@ from .delivery import commit_line, compose, message_view, put_message
 from .mailbox import check_message_id, load_message
 
 MAX_THREAD_ID = 128
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """What a send and a reply share past their required fields, as callers pass them (checked on use).
+
+    ``cc``/``bcc`` may name ``role:<capability>``; ``auto_contact_if_blocked``
+    holds a message a contact policy refuses until contact is approved;
+    ``idempotency_key`` makes a retry return the first result;
+    ``attachment_paths`` and images in the body are stored as attachments
+    (see :mod:`gitmail.mail.attachments`), shaped by ``convert_images`` and
+    ``attachments_policy``; ``seat`` is the sender's seat token when a session
+    holds its seat.
+    """
+
+    cc: list[str] | None = None
+    bcc: list[str] | None = None
+    auto_contact_if_blocked: bool = False
+    idempotency_key: str | None = None
+    attachment_paths: list[str] | None = None
+    convert_images: bool | None = None
+    attachments_policy: str | None = None
+    seat: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendRequest(Delivery):
+    """One ``send_message``: a new message (a new thread unless ``thread_id`` names one)."""
+
+    project_key: str
+    sender_name: str
+    to: list[str] | None
+    subject: str
+    body_md: str
+    importance: str = "normal"
+    ack_required: bool = False
+    thread_id: str | None = None
+    topic: str | None = None
+    broadcast: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyRequest(Delivery):
+    """One ``reply_message``: an answer in the original's thread, to its sender unless ``to`` is given.
+
+    ``importance`` and ``ack_required`` default to the original's.
+    """
+
+    project_key: str
+    message_id: str
+    sender_name: str
+    body_md: str
+    to: list[str] | None = None
+    subject_prefix: str = "Re:"
+    importance: str | None = None
+    ack_required: bool | None = None
 
 
 @dataclass
@@ -203,20 +259,20 @@ def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]
     return _delivered_result(project, message, False)
 
 
-def _deliver(ctx: Context, project_key: str, out: Outgoing, *, operation: str, auto_contact: bool,
-             key: str | None, fingerprint: dict[str, Any]) -> dict[str, Any]:
-    archive = ctx.archive(project_key)
+def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *, operation: str,
+             fingerprint: dict[str, Any]) -> dict[str, Any]:
+    archive = ctx.archive(request.project_key)
+    key = request.idempotency_key
     hashed = idempotency.key_hash(key) if key is not None else None
-    request = idempotency.request_hash(fingerprint)
+    content_hash = idempotency.request_hash(fingerprint)
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
-        sender = require_agent(snap, out.sender, "sender_name", active=True)
-        # asleep, or fenced by its seat
-        acting.require_actor(snap, sender.name, out.seat, at=ctx.clock.now(), field="sender_name")
+        # the one check of the sender: registered, active, awake, and holding its seat if a session took it
+        sender = acting.require_actor(snap, out.sender, out.seat, at=ctx.clock.now(), field="sender_name")
         if hashed is not None:
-            earlier = idempotency.check(snap, sender.name, hashed, operation, request, ctx.clock.now())
+            earlier = idempotency.check(snap, sender.name, hashed, operation, content_hash, ctx.clock.now())
             if earlier is not None:
                 return Change("", result=_replay(snap, project.human_key, earlier))
         fields, skipped = _plan(snap, out, sender, ctx.clock)
@@ -240,7 +296,7 @@ def _deliver(ctx: Context, project_key: str, out: Outgoing, *, operation: str, a
             change.put(path, data)
         if refused:
             blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
-            if blocked or not auto_contact:
+            if blocked or not request.auto_contact_if_blocked:
                 code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
                 names = list(blocked or refused)
                 advice = ("they do not accept mail from you" if blocked else
@@ -267,67 +323,59 @@ def _deliver(ctx: Context, project_key: str, out: Outgoing, *, operation: str, a
             change.result = _delivered_result(project.human_key, message, True, **extra)
         if hashed is not None:
             change.put_record(IdempotencyKey(key_hash=hashed, agent=sender.name, operation=operation,
-                                             request_hash=request, created_at=message.created_ts,
+                                             request_hash=content_hash, created_at=message.created_ts,
                                              message_id=message.id, held=bool(refused)))
         return change
 
     result = archive.transact(fn).result
-    ctx.touch(project_key, out.sender)
+    ctx.touch(request.project_key, out.sender)
     return result
 
 
-def _attach(ctx: Context, project_key: str, out: Outgoing, attachment_paths: list[str] | None,
-            convert_images: bool | None, attachments_policy: str | None) -> None:
+def _attach(ctx: Context, request: Delivery, project_key: str, out: Outgoing) -> None:
     """Load, convert and address the message's attachments before its transaction (nothing written yet)."""
-    if convert_images is not None:
-        _flag(convert_images, "convert_images")
-    if attachments_policy is not None:
-        attachments.effective_policy(attachments_policy, None)
-    if not attachment_paths and not attachments.IMAGE_REF_RE.search(out.body):
+    if request.convert_images is not None:
+        _flag(request.convert_images, "convert_images")
+    if request.attachments_policy is not None:
+        attachments.effective_policy(request.attachments_policy, None)
+    if not request.attachment_paths and not attachments.IMAGE_REF_RE.search(out.body):
         return
     snap = ctx.archive(project_key).snapshot()
     sender = find_agent(snap, out.sender)
     agent_policy = sender.attachments_policy if sender is not None else None
-    prepared = attachments.prepare(snap, out.body, attachment_paths,
-                                   policy=attachments.effective_policy(attachments_policy, agent_policy),
-                                   convert_images=convert_images, agent_policy=agent_policy)
+    prepared = attachments.prepare(snap, out.body, request.attachment_paths,
+                                   policy=attachments.effective_policy(request.attachments_policy, agent_policy),
+                                   convert_images=request.convert_images, agent_policy=agent_policy)
     out.body, out.attachments, out.files = prepared.body, prepared.attachments, prepared.files
 
 
-def send_message(ctx: Context, project_key: str, sender_name: str, to: list[str] | None, subject: str,
-                 body_md: str, cc: list[str] | None = None, bcc: list[str] | None = None,
-                 importance: str = "normal", ack_required: bool = False, thread_id: str | None = None,
-                 topic: str | None = None, broadcast: bool = False, auto_contact_if_blocked: bool = False,
-                 idempotency_key: str | None = None, attachment_paths: list[str] | None = None,
-                 convert_images: bool | None = None, attachments_policy: str | None = None,
-                 seat: str | None = None) -> dict[str, Any]:
-    """Send a Markdown message; see the module docs for the rules.
+def _options_fingerprint(request: Delivery) -> dict[str, Any]:
+    return {"attachment_paths": request.attachment_paths, "convert_images": request.convert_images,
+            "attachments_policy": request.attachments_policy}
 
-    ``attachment_paths`` and images in the body are stored as attachments
-    (see :mod:`gitmail.mail.attachments`); ``to``/``cc``/``bcc`` may name
-    ``role:<capability>``; ``seat`` is the sender's seat token when a session
-    holds its seat.
-    """
-    check_agent_name(sender_name, "sender_name")
-    out = Outgoing(sender=sender_name, to=_names(to, "to"), cc=_names(cc, "cc"), bcc=_names(bcc, "bcc"),
-                   subject=_subject(subject), body=_body(body_md), importance=_importance(importance),
-                   ack_required=_flag(ack_required, "ack_required"), thread_id=_thread_id(thread_id),
-                   topic=check_topic(topic) if topic not in (None, "") else None,
-                   broadcast=_flag(broadcast, "broadcast"), seat=seat)
-    _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
+
+def send_message(ctx: Context, request: SendRequest) -> dict[str, Any]:
+    """Send a Markdown message; see the module docs and :class:`SendRequest` for the rules."""
+    check_agent_name(request.sender_name, "sender_name")
+    out = Outgoing(sender=request.sender_name, to=_names(request.to, "to"), cc=_names(request.cc, "cc"),
+                   bcc=_names(request.bcc, "bcc"), subject=_subject(request.subject), body=_body(request.body_md),
+                   importance=_importance(request.importance),
+                   ack_required=_flag(request.ack_required, "ack_required"),
+                   thread_id=_thread_id(request.thread_id),
+                   topic=check_topic(request.topic) if request.topic not in (None, "") else None,
+                   broadcast=_flag(request.broadcast, "broadcast"), seat=request.seat)
+    _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
     if out.broadcast and out.to:
         raise invalid("broadcast sends to every active agent: leave to empty, or name recipients without broadcast",
                       field="broadcast")
     if not (out.to or out.cc or out.bcc or out.broadcast):
         raise invalid("no recipients: name at least one agent in to, cc or bcc (or set broadcast)", field="to")
-    fingerprint = {"op": "send", "sender": sender_name.lower(), "to": out.to, "cc": out.cc, "bcc": out.bcc,
+    fingerprint = {"op": "send", "sender": request.sender_name.lower(), "to": out.to, "cc": out.cc, "bcc": out.bcc,
                    "subject": out.subject, "body": out.body, "importance": out.importance,
                    "ack_required": out.ack_required, "thread_id": out.thread_id, "topic": out.topic,
-                   "broadcast": out.broadcast, "attachment_paths": attachment_paths, "convert_images": convert_images,
-                   "attachments_policy": attachments_policy}
-    _attach(ctx, project_key, out, attachment_paths, convert_images, attachments_policy)
-    return _deliver(ctx, project_key, out, operation="send_message", auto_contact=auto_contact_if_blocked,
-                    key=idempotency_key, fingerprint=fingerprint)
+                   "broadcast": out.broadcast, **_options_fingerprint(request)}
+    _attach(ctx, request, request.project_key, out)
+    return _deliver(ctx, request, out, operation="send_message", fingerprint=fingerprint)
 
 
 def reply_subject(subject: str, prefix: str) -> str:
@@ -337,34 +385,30 @@ def reply_subject(subject: str, prefix: str) -> str:
     return f"{prefix} {subject}".strip()[:MAX_SUBJECT]
 
 
-def reply_message(ctx: Context, project_key: str, message_id: str, sender_name: str, body_md: str,
-                  to: list[str] | None = None, cc: list[str] | None = None, bcc: list[str] | None = None,
-                  subject_prefix: str = "Re:", importance: str | None = None, ack_required: bool | None = None,
-                  auto_contact_if_blocked: bool = False, idempotency_key: str | None = None,
-                  attachment_paths: list[str] | None = None, convert_images: bool | None = None,
-                  attachments_policy: str | None = None, seat: str | None = None) -> dict[str, Any]:
+def reply_message(ctx: Context, request: ReplyRequest) -> dict[str, Any]:
     """Answer a message in its thread; by default to its sender, with its importance and ack flag."""
-    check_message_id(message_id)
-    check_agent_name(sender_name, "sender_name")
-    if not isinstance(subject_prefix, str) or "\n" in subject_prefix or len(subject_prefix) > 32:
+    check_message_id(request.message_id)
+    check_agent_name(request.sender_name, "sender_name")
+    prefix = request.subject_prefix
+    if not isinstance(prefix, str) or "\n" in prefix or len(prefix) > 32:
         raise invalid("subject_prefix must be a short single line such as 'Re:'", field="subject_prefix")
-    original = load_message(ctx.archive(project_key).snapshot(), message_id)
-    out = Outgoing(sender=sender_name, to=_names(to, "to") if to else [original.sender], cc=_names(cc, "cc"),
-                   bcc=_names(bcc, "bcc"), subject=reply_subject(original.subject, subject_prefix.strip()),
-                   body=_body(body_md),
-                   importance=_importance(importance) if importance is not None else original.importance,
-                   ack_required=(_flag(ack_required, "ack_required") if ack_required is not None
+    original = load_message(ctx.archive(request.project_key).snapshot(), request.message_id)
+    out = Outgoing(sender=request.sender_name, to=_names(request.to, "to") if request.to else [original.sender],
+                   cc=_names(request.cc, "cc"), bcc=_names(request.bcc, "bcc"),
+                   subject=reply_subject(original.subject, prefix.strip()), body=_body(request.body_md),
+                   importance=(_importance(request.importance) if request.importance is not None
+                               else original.importance),
+                   ack_required=(_flag(request.ack_required, "ack_required") if request.ack_required is not None
                                  else original.ack_required),
                    thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
-                   replying_to=original.sender, seat=seat)
-    _flag(auto_contact_if_blocked, "auto_contact_if_blocked")
-    fingerprint = {"op": "reply", "sender": sender_name.lower(), "message_id": message_id, "to": to, "cc": out.cc,
-                   "bcc": out.bcc, "prefix": subject_prefix, "body": out.body, "importance": importance,
-                   "ack_required": ack_required, "attachment_paths": attachment_paths,
-                   "convert_images": convert_images, "attachments_policy": attachments_policy}
-    _attach(ctx, project_key, out, attachment_paths, convert_images, attachments_policy)
-    result = _deliver(ctx, project_key, out, operation="reply_message", auto_contact=auto_contact_if_blocked,
-                      key=idempotency_key, fingerprint=fingerprint)
+                   replying_to=original.sender, seat=request.seat)
+    _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
+    fingerprint = {"op": "reply", "sender": request.sender_name.lower(), "message_id": request.message_id,
+                   "to": request.to, "cc": out.cc, "bcc": out.bcc, "prefix": prefix, "body": out.body,
+                   "importance": request.importance, "ack_required": request.ack_required,
+                   **_options_fingerprint(request)}
+    _attach(ctx, request, request.project_key, out)
+    result = _deliver(ctx, request, out, operation="reply_message", fingerprint=fingerprint)
     if result["deliveries"]:
         result = {**result["deliveries"][0]["payload"], **result}
     return result

@@ -117,7 +117,7 @@ def thread_summary(messages: list[Message]) -> dict[str, Any]:
     }
 
 
-def summarize_thread(ctx: Context, project_key: str, thread_id: str, include_examples: bool = False,
+def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_examples: bool = False,
                      per_thread_limit: int = 50) -> dict[str, Any]:
     """One thread in detail, or a digest of several when ``thread_id`` lists them with commas."""
     if not isinstance(thread_id, str):
@@ -170,7 +170,7 @@ def _stored(snap: Snapshot) -> Iterable[Summary]:
             yield found
 
 
-def summarize_recent(ctx: Context, project_key: str, since_hours: float = 1.0,
+def summarize_recent(ctx: Context, project_key: str, *, since_hours: float = 1.0,
                      max_messages: int = MAX_RECENT_MESSAGES) -> dict[str, Any]:
     """A project-wide summary of the last ``since_hours``, stored for ``fetch_summary``."""
     hours = _check_hours(since_hours, "since_hours")
@@ -210,7 +210,7 @@ def summarize_recent(ctx: Context, project_key: str, since_hours: float = 1.0,
     return summary_view(summary, False)
 
 
-def fetch_summary(ctx: Context, project_key: str, since_hours: float = 24.0,
+def fetch_summary(ctx: Context, project_key: str, *, since_hours: float = 24.0,
                   limit: int = 5) -> list[dict[str, Any]]:
     """Stored summaries whose window ended within the last ``since_hours``, newest first."""
     hours = _check_hours(since_hours, "since_hours")
