@@ -63,22 +63,35 @@ def wall():
 @pytest.fixture
 def store(home, wall):
     """A store with no background workers and a hand-moved clock, so tests control every step."""
-    store = Store(home, background=False, wall=wall)
-    yield store
-    from gitmail.index import indexer_for
+    return Store(home, background=False, wall=wall)
 
-    indexer_for(store).close()  # its searchers and their open files go with the test
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, each module's together: spread over pytest-xdist's workers, the long ones run
+    beside the quick ones instead of starting last and ending the run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported so far lives for the whole run: keep it out of the collections after each test."""
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
-def _collect_garbage():
-    """Finalize what a test left unreachable while it is still the current test.
+def _end_of_test():
+    """Nothing a test started outlives it: its indexes are closed and its garbage is collected.
 
-    Leaked files and pipes are reported (and fail the run) when they are
-    finalized; objects in reference cycles are finalized by the cyclic
-    collector at an arbitrary later moment, which would blame another test.
+    An index left open keeps background threads that go on writing (and
+    replacing open searchers) during the next test. Leaked files and pipes
+    are reported, and fail the run, when they are finalized; objects in
+    reference cycles are finalized by the cyclic collector at an arbitrary
+    later moment. Both would blame whichever test runs next.
     """
     yield
+    from gitmail.index.indexer import _indexers  # every store's indexer, while its store lives
+
+    for indexer in list(_indexers.values()):
+        indexer.close()
     gc.collect()
 
 
@@ -115,9 +128,14 @@ class SteppedTime:
     def monotonic(self) -> float:
         return self.now
 
-    def sleep(self, seconds: float, /) -> None:
+    def pause(self, seconds: float, interrupt: threading.Event, /) -> None:
         self._asked.put(seconds)
-        self._resume.get()
+        while not interrupt.is_set():  # a stopped worker's pause ends at once, as with the system's timer
+            try:
+                self._resume.get(timeout=0.01)
+                return
+            except queue.Empty:
+                continue
 
     def next_pause(self) -> float:
         """Wait until the worker pauses; how long it asked to pause."""

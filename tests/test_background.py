@@ -66,19 +66,30 @@ def test_with_max_wait_the_job_waits_for_a_pause_but_not_forever():
     worker.stop()
 
 
-def test_stop_does_not_wait_out_max_wait():
+def test_stop_ends_a_pause_at_once_and_drops_the_run_it_was_for():
     runs, worker, timer = _worker(delay=0.1, max_wait=30)
     worker.poke()
     assert timer.next_pause() == 0.1
-    worker.poke()  # still wanted: without stop, another pause would follow
+    worker.stop()  # returns although nobody ends the pause
+    assert runs == [] and timer.now == 0
+
+
+def test_stop_lets_a_run_in_progress_finish():
+    started, release = threading.Event(), threading.Event()
+    finished: list[bool] = []
+    timer = SteppedTime()
+    worker = Debounced("test-worker", lambda: (started.set(), release.wait(60), finished.append(True)),
+                       delay=0.05, timer=timer)
+    worker.poke()
+    timer.end_pause(timer.next_pause())
+    assert started.wait(60)
     stopper = threading.Thread(target=worker.stop)
     stopper.start()
-    wait_until(lambda: worker._stop, "stop() to be called")  # noqa: SLF001 - ordering the two threads
-    timer.end_pause(0.1)
+    wait_until(worker._stopping.is_set, "stop() to be called")  # noqa: SLF001 - ordering the two threads
+    assert stopper.is_alive() and finished == []  # stop waits for the run...
+    release.set()
     stopper.join(60)
-    assert not stopper.is_alive()
-    assert not timer.paused() and timer.now == 0.1  # stopped after the pause in progress, not after 30 s
-    assert runs == [0.1]  # the run that pause was for still ran
+    assert not stopper.is_alive() and finished == [True]  # ...and returns once it is done
 
 
 def test_a_poke_during_a_run_is_served_by_another_run_before_the_worker_is_idle():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from gitmail import Change, Store
 from gitmail.storage.checkout import refresh
 
@@ -88,6 +90,7 @@ def test_refresher_moves_on_around_uncommitted_edits_and_never_overwrites_one(st
     assert refresh(paths.archive, paths.checkout) == "current"
 
 
+@pytest.mark.slow  # a burst of commits for seconds
 def test_during_a_long_burst_the_checkout_still_moves_and_is_current_after_it(home):
     store = Store(home)  # with background workers
     archive = store.archive("/data/burst", create=True)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from gitmail.cli import cli
 
 from .conftest import git
@@ -35,6 +37,7 @@ def test_every_command_has_help_and_a_row_in_the_readme():
     assert not missing_row, f"commands missing from README.md: {missing_row}"
 
 
+@pytest.mark.slow  # a process per command
 def test_mail_round_trip_from_the_shell(tmp_path):
     home = str(tmp_path / "home")
     project = ok(home, "init", PROJECT)
@@ -75,6 +78,7 @@ def test_mail_round_trip_from_the_shell(tmp_path):
     assert plain == [c["commit"] for c in history["commits"]]
 
 
+@pytest.mark.slow  # a process per command
 def test_catch_up_and_feed_from_the_shell(tmp_path):
     home = str(tmp_path / "home")
     ok(home, "init", PROJECT)
@@ -98,6 +102,7 @@ def test_catch_up_and_feed_from_the_shell(tmp_path):
     assert ahead.returncode == 2 and ahead.stderr.startswith("error [CURSOR_AHEAD]")
 
 
+@pytest.mark.slow  # a process per command
 def test_shell_errors_exit_2_with_a_code_and_change_nothing(tmp_path):
     home = str(tmp_path / "home")
     project = ok(home, "init", PROJECT)

@@ -12,6 +12,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # fresh interpreters for every command probed
+
 HEAVY = ("pygit2", "whoosh", "fastmcp")
 
 # Runs every command's --help in one interpreter, in order, and reports after
@@ -20,6 +24,7 @@ PROBE = """
 import contextlib, io, json, sys
 import click
 from gitmail.cli import cli
+
 
 def paths(group, prefix):
     for name, command in sorted(group.commands.items()):

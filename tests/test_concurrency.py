@@ -7,9 +7,13 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from gitmail import Archive, Change
 
 from .conftest import git
+
+pytestmark = pytest.mark.slow  # writer processes, thousands of durable commits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

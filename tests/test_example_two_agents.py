@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .mcp_harness import ROOT
+
+pytestmark = pytest.mark.slow  # runs the example end to end in its own processes
 
 
 def test_two_agents_example_runs(tmp_path):

@@ -14,6 +14,8 @@ from gitmail.coord import reservations as rs
 
 from .coord_helpers import make_project
 
+pytestmark = pytest.mark.slow  # git runs the installed hooks, which start gitmail
+
 KEY = "/work/demo"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pygit2
+import pytest
 
 from gitmail.index.changes import diff, is_ancestor, listing
 from gitmail.model.ids import new_id
@@ -33,6 +34,7 @@ def _repo(tmp_path) -> str:
     return repo_dir
 
 
+@pytest.mark.slow  # hundreds of commits
 def test_ancestry_along_first_parents_beyond_the_short_walk_and_through_merges(tmp_path):
     repo_dir = _repo(tmp_path)
     chain = [_commit(repo_dir, "agents/A/profile.md", f"v{i}\n") for i in range(80)]

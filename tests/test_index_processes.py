@@ -6,10 +6,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from gitmail.index import indexer_for
 
 from .conftest import wait_until
 from .index_helpers import message, register, send
+
+pytestmark = pytest.mark.slow  # three indexing processes at once
 
 PROJECT = "/work/projects/processes"
 
@@ -17,6 +21,7 @@ WORKER = r"""
 import os, sys, time
 from gitmail import Store
 from gitmail.index import indexer_for
+
 home, project, stop, mode, progress = sys.argv[1:6]
 index = indexer_for(Store(home, background=False)).project(project)
 rounds = 0

@@ -18,6 +18,8 @@ from .index_helpers import message, register, send, send_many
 from .mcp_harness import call, run
 from .test_mcp_mail import pair
 
+pytestmark = pytest.mark.slow  # search-index helper processes (and a real server)
+
 PROJECT = "/work/projects/helper"
 
 

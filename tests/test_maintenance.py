@@ -6,6 +6,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from gitmail import Archive, Change
 from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
 
@@ -35,6 +37,7 @@ def test_background_maintenance_bounds_the_pack_count(tmp_path):
     assert len(archive.snapshot().listdir("f")) == 120
 
 
+@pytest.mark.slow  # git pack-objects while writers write
 def test_writers_proceed_while_consolidation_runs(tmp_path):
     archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
     _fill(archive, 300)
@@ -99,6 +102,7 @@ def test_rollup_keeps_a_doubling_progression():
     assert names([7]) == []
 
 
+@pytest.mark.slow  # large packs built with git
 def test_old_large_packs_are_left_alone(tmp_path):
     """Only new small packs are merged; git gc --auto never escalates to a full repack."""
     archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
@@ -115,6 +119,7 @@ def test_old_large_packs_are_left_alone(tmp_path):
     git("--git-dir", archive.git_dir, "fsck", "--strict")
 
 
+@pytest.mark.slow  # many versions packed by git
 def test_consolidation_stores_versions_of_a_folder_as_deltas(tmp_path):
     """Objects are handed to pack-objects with their paths, so each folder version deltas against the last."""
     archive = Archive.init(str(tmp_path / "a.git"), maintain=False)

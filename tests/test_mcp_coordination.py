@@ -8,9 +8,12 @@ import os
 import subprocess
 import uuid
 
+import pytest
 from PIL import Image
 
 from .mcp_harness import call, fail, read_json, run
+
+pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 
 async def team(client, project: str, *names: str) -> dict[str, str]:

@@ -12,6 +12,8 @@ from mcp_types import CallToolResult
 
 from .mcp_harness import call, fail, read_json, run
 
+pytestmark = pytest.mark.slow  # a real gitmail serve process
+
 
 async def pair(client, project: str) -> tuple[dict, dict]:
     """A project with BlueLake and GreenCastle, both open to mail, registered from ``client``."""

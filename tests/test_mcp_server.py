@@ -12,6 +12,8 @@ import pytest
 
 from .mcp_harness import ServerProcess, call, child_env, fail, read_json, run, stdio_client
 
+pytestmark = pytest.mark.slow  # a real gitmail serve process per module (and per token setting)
+
 PROJECT = "/work/projects/server-tests"
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from .mcp_harness import call, fail, read_json, run
 
+pytestmark = pytest.mark.slow  # a real gitmail serve process
+
 
 async def setup(client, project: str) -> None:
     await call(client, "ensure_project", human_key=project)

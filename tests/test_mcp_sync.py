@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gitmail import Mail, Store
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
@@ -9,6 +11,8 @@ from gitmail.sync.syncer import sync_project
 from .conftest import git
 from .mcp_harness import call, fail, run
 from .test_mcp_mail import pair
+
+pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 PROJECT = "/work/projects/mcp-sync"
 

@@ -53,7 +53,7 @@ def hub_dir(tmp_path):
     return str(path)
 
 
-@pytest.fixture(params=["file", "daemon"])
+@pytest.fixture(params=["file", pytest.param("daemon", marks=pytest.mark.slow)])  # daemon: a git daemon process
 def hub_url(request, hub_dir):
     """The hub as a file:// URL, or served by a real `git daemon` on 127.0.0.1."""
     if request.param == "file":

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from gitmail.index import indexer_for
 from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Reservation, inbox_path, message_path, reservation_path
@@ -50,6 +52,7 @@ def _write(root: str, path: str, data: bytes) -> None:
         handle.write(data)
 
 
+@pytest.mark.slow  # gitmail and git processes
 def test_plain_git_pull_with_the_driver_builds_the_sync_tree(tmp_path):
     hub = _hub(tmp_path)
     install_hub(hub)  # pushes below also pass the hub's checks
@@ -91,6 +94,7 @@ def test_plain_git_pull_with_the_driver_builds_the_sync_tree(tmp_path):
     assert b"2026-12-01T10:00:02.000Z" in files[f"agents/GreenCastle/receipts/{message_path(first)[9:-3]}.yaml"]
 
 
+@pytest.mark.slow  # gitmail and git processes
 def test_hub_refuses_damaging_pushes_and_names_the_file(tmp_path):
     hub = _hub(tmp_path)
     result = subprocess.run([*GITMAIL, "hooks", "install", "--hub", hub], capture_output=True, text=True)
@@ -162,6 +166,7 @@ def test_watcher_wakes_the_index_for_a_human_push(tmp_path):
     assert [hit["id"] for hit in hits] == [message_id]
 
 
+@pytest.mark.slow  # a gitmail watch process
 def test_watch_command_catches_up_after_an_outside_change(tmp_path):
     machine = Machine(str(tmp_path / "m"), "node-cli")
     machine.create_project()
@@ -180,6 +185,7 @@ def test_watch_command_catches_up_after_an_outside_change(tmp_path):
     assert proc.returncode == 0
 
 
+@pytest.mark.slow  # a process per command
 def test_sync_and_remote_commands(tmp_path):
     hub = _hub(tmp_path)
     a = Machine(str(tmp_path / "m"), "node-c1")

@@ -18,11 +18,22 @@ _log = logging.getLogger("gitmail.storage.background")
 
 
 class Timer(Protocol):
-    """Where a worker's pauses come from: the :mod:`time` module, or a test's stand-in that it steps by hand."""
+    """Where a worker's pauses come from: the system's clock, or a test's stand-in that it steps by hand."""
 
     def monotonic(self) -> float: ...
 
-    def sleep(self, seconds: float, /) -> None: ...
+    def pause(self, seconds: float, interrupt: threading.Event, /) -> None:
+        """Return after ``seconds``, or as soon as ``interrupt`` is set."""
+
+
+class SystemTimer:
+    """Pauses on the system's monotonic clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def pause(self, seconds: float, interrupt: threading.Event, /) -> None:
+        interrupt.wait(seconds)
 
 
 class Debounced:
@@ -33,16 +44,16 @@ class Debounced:
     """
 
     def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05, max_wait: float | None = None, *,
-                 timer: Timer = time):
+                 timer: Timer | None = None):
         self.name = name
         self.job = job
         self.delay = delay
         self.max_wait = max_wait
-        self.timer = timer
+        self.timer: Timer = timer or SystemTimer()
         self._changed = threading.Condition()
         self._pokes = 0  # pokes so far...
         self._served = 0  # ...and how many of them the runs finished so far have served
-        self._stop = False
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def poke(self) -> None:
@@ -56,10 +67,10 @@ class Debounced:
     def _loop(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._stop or self._pokes != self._served)
-                if self._stop:
-                    return
+                self._changed.wait_for(lambda: self._stopping.is_set() or self._pokes != self._served)
             self._settle()
+            if self._stopping.is_set():
+                return  # a run still waiting for its pause is dropped: the work it would do is derived
             with self._changed:
                 serves = self._pokes  # every poke so far is served by this run; later ones want another
             try:
@@ -72,13 +83,13 @@ class Debounced:
 
     def _settle(self) -> None:
         began = self.timer.monotonic()
-        while True:
+        while not self._stopping.is_set():
             with self._changed:
                 before = self._pokes
-            self.timer.sleep(self.delay)
+            self.timer.pause(self.delay, self._stopping)
             with self._changed:
                 quiet = self._pokes == before
-            if self._stop or self.max_wait is None or quiet or self.timer.monotonic() - began >= self.max_wait:
+            if self.max_wait is None or quiet or self.timer.monotonic() - began >= self.max_wait:
                 return
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -87,9 +98,9 @@ class Debounced:
             return self._changed.wait_for(lambda: self._served == self._pokes, timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the worker, letting a run in progress finish first."""
+        """Stop the worker: a run in progress finishes, one still in its pause does not start."""
         with self._changed:
-            self._stop = True
+            self._stopping.set()
             self._changed.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
