@@ -16,6 +16,8 @@ timing starts. Then, through MCP:
 - ``fetch_inbox`` p50 / p95 (limit 20, the recipient holding every message)
 - ``search_messages`` p50 / p95 (limit 20, a word present in many messages)
 - ``acknowledge_message`` p50 / p95 (distinct messages)
+- long-poll wake-up p50 / p95: a ``read_messages`` waiting (``wait_seconds``
+  25) on an empty page, from a send's return until the read returns with it
 - send throughput with 1 client and with 8 concurrent clients (8 senders),
   counting error results (the goal is zero), and the server's CPU time per
   message meanwhile (its threads, its search-index helper and its git runs)
@@ -222,9 +224,30 @@ async def measure(url: str, tokens: dict[str, str], samples: int, burst: int, cl
         ack = lambda i: {"project_key": PROJECT, "agent_name": RECIPIENT, "message_id": ids[i],  # noqa: E731
                          "agent_token": tokens[RECIPIENT]}
         out["ack_ms"] = await timed(receiver, "acknowledge_message", ack, min(samples, len(ids)))
+        out["wake_ms"] = await long_poll_wakes(sender, receiver, tokens, min(samples, 20))
     out["throughput_1"] = await throughput(url, tokens, burst, 1, pid)
     out["throughput_n"] = await throughput(url, tokens, burst, clients, pid)
     return out
+
+
+async def long_poll_wakes(sender: Client, receiver: Client, tokens: dict[str, str], rounds: int) -> list[float]:
+    """Milliseconds from a send's return until a reader long-polling for it has its page."""
+    wakes = []
+    for i in range(rounds):
+        cursor = json.loads((await call(receiver, "catch_up", {
+            "project_key": PROJECT, "agent_name": RECIPIENT, "agent_token": tokens[RECIPIENT]})).content[0].text)
+        read = asyncio.ensure_future(call(receiver, "read_messages", {
+            "project_key": PROJECT, "agent_name": RECIPIENT, "after": cursor["next_after"], "wait_seconds": 25,
+            "agent_token": tokens[RECIPIENT]}))
+        await asyncio.sleep(0.3)  # a head start: the read is waiting before the send (not timed)
+        await call(sender, "send_message", {"project_key": PROJECT, "sender_name": "Sender0", "to": [RECIPIENT],
+                                            "subject": f"wake {i}", "body_md": body(i),
+                                            "sender_token": tokens["Sender0"]})
+        sent = time.perf_counter()
+        page = json.loads((await read).content[0].text)
+        wakes.append((time.perf_counter() - sent) * 1000)
+        assert [m["subject"] for m in page["messages"]] == [f"wake {i}"], page
+    return wakes
 
 
 async def throughput(url: str, tokens: dict[str, str], total: int, clients: int, pid: int) -> dict:
@@ -290,7 +313,7 @@ def main() -> None:
     for fig in results:
         row = {"size": fig["size"], "rss_mib": fig["rss_mib"], "fill_s": fig["fill_s"],
                "throughput_1": fig["throughput_1"], "throughput_n": fig["throughput_n"]}
-        for op in ("send", "fetch_inbox", "search", "ack"):
+        for op in ("send", "fetch_inbox", "search", "ack", "wake"):
             values = fig[f"{op}_ms"]
             row[f"{op}_p50_ms"] = round(statistics.median(values), 2)
             row[f"{op}_p95_ms"] = round(pct(values, 0.95), 2)

@@ -28,6 +28,7 @@ def _message_ids(archive: Archive) -> list[str]:
     return [p.rsplit("/", 1)[1][:-3] for p in snap.walk("messages")]
 
 
+@pytest.mark.timeout(600)  # 2,000 durable commits: over a minute on a busy 2-core machine
 def test_four_processes_times_500_writes(tmp_path):
     archive = Archive.init(str(tmp_path / "archive.git"))
     archive.transact(lambda s: Change("start").put("project.yaml", b"x: 1\n"))
