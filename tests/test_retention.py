@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 from gitmail import Change
-from gitmail.mail.delivery import put_message
-from gitmail.model.clock import format_ts
-from gitmail.model.ids import ALPHABET, id_time, new_id
-from gitmail.model.records import IdempotencyKey, Message, Tombstone, inbox_path, message_path, tombstone_path
+from gitmail.model.ids import new_id
+from gitmail.model.records import IdempotencyKey, Tombstone, inbox_path, message_path, tombstone_path
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.store import slug_for
 
@@ -16,28 +12,14 @@ from .conftest import fails_cleanly, git, tip
 from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
-def id_at(ms: int) -> str:
-    """An ID minted at ``ms`` (new_id keeps IDs rising within a process, so it cannot go back)."""
-    time_part = "".join(ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
-    return time_part + new_id()[10:]
-
-
-def old_message(store, sender: str, to: list[str], days_ago: int, body: str) -> str:
-    """A message written ``days_ago`` (as a teammate's archive would bring it in)."""
-    message_id = id_at(int((time.time() - days_ago * 86400) * 1000))
-    message = Message(id=message_id, thread_id=message_id, sender=sender, subject=f"{days_ago} days old",
-                      created_ts=format_ts(id_time(message_id)), to=to, body=body)
-    change = Change(f"{sender} sent {message_id}", author=sender)
-    put_message(change, message)
-    store.archive(PROJECT).transact(lambda snap: change)
-    return message_id
-
-
-def test_purge_removes_old_messages_and_keeps_history(store):
+def test_purge_removes_old_messages_and_keeps_history(store, wall):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    ancient = old_message(store, "GreenCastle", ["BlueLake"], 200, "ancient phrase zebra")
+    ancient = send(mail, "GreenCastle", ["BlueLake"], body="ancient phrase zebra")["id"]
     mail.mark_message_read(PROJECT, "BlueLake", ancient)
+    wall.advance(days=180)
+    assert mail.purge_old_messages(PROJECT, max_age_days=180, dry_run=True)["purged"] == 0  # not older than that
+    wall.advance(days=20)
     recent = send(mail, "GreenCastle", ["BlueLake"])
     reply = mail.reply_message(PROJECT, ancient, "BlueLake", "replying to something old")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
