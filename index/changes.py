@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmail.model.records import classify
+from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify
 from gitmail.storage.objects import MODE_TREE
 from gitmail.storage.treeedit import read_tree
 
@@ -42,9 +42,9 @@ def relevant_role(path: str) -> str | None:
 def _worth_entering(path: str) -> bool:
     """Whether the folder at ``path`` can hold records derived state keeps."""
     parts = path.split("/")
-    if parts[0] not in ("messages", "agents", "reservations"):
+    if parts[0] not in (MESSAGES, AGENTS, RESERVATIONS):
         return False
-    return not (parts[0] == "agents" and len(parts) >= 3 and parts[2] not in ("inbox", "outbox", "receipts"))
+    return not (parts[0] == AGENTS and len(parts) >= 3 and parts[2] not in (INBOX, OUTBOX, RECEIPTS))
 
 
 def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, prefix: str) -> Iterator[RecordChange]:

@@ -12,11 +12,11 @@ from typing import Any
 
 from gitmail.model.errors import NOT_FOUND, GitmailError, invalid
 from gitmail.model.names import TOPIC_RE, check_agent_name
-from gitmail.model.records import Agent
 from gitmail.storage.snapshot import Snapshot
 
 from .acting import update_own_profile
 from .context import Context
+from .lookup import profiles
 
 ROLE_PREFIX = "role:"
 MAX_CAPABILITIES = 64
@@ -44,19 +44,10 @@ def publish(ctx: Context, project_key: str, agent: str, capabilities: list[str],
                               capabilities=wanted)
 
 
-def _profiles(snapshot: Snapshot) -> list[Agent]:
-    out = []
-    for name in snapshot.listdir("agents"):
-        profile = snapshot.load(f"agents/{name}/profile.yaml", Agent)
-        if profile is not None:
-            out.append(profile)
-    return out
-
-
 def holders(snapshot: Snapshot, capability: str) -> list[str]:
     """Names of the active agents that publish ``capability`` (asleep ones included: they still get mail)."""
     capability = check_capability(capability, "capability")
-    return [p.name for p in _profiles(snapshot) if p.status == "active" and capability in p.capabilities]
+    return [p.name for p in profiles(snapshot) if p.status == "active" and capability in p.capabilities]
 
 
 def cards(ctx: Context, project_key: str, capability: str | None = None) -> dict[str, Any]:
@@ -64,7 +55,7 @@ def cards(ctx: Context, project_key: str, capability: str | None = None) -> dict
     snap = ctx.archive(project_key).snapshot()
     wanted = check_capability(capability, "capability") if capability is not None else None
     agents = [{"name": p.name, "capabilities": p.capabilities, "asleep": p.asleep}
-              for p in _profiles(snap) if p.status == "active" and (wanted is None or wanted in p.capabilities)]
+              for p in profiles(snap) if p.status == "active" and (wanted is None or wanted in p.capabilities)]
     return {"capability": wanted, "agents": agents}
 
 

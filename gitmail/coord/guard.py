@@ -128,9 +128,9 @@ def uninstall(repo: str) -> dict[str, Any]:
 
 
 def _human_key(ctx: Context, project_key: str) -> str:
-    from gitmail.model.records import Project
+    from gitmail.model.records import PROJECT_PATH, Project
 
-    record = ctx.archive(project_key).snapshot().load("project.yaml", Project)
+    record = ctx.archive(project_key).snapshot().load(PROJECT_PATH, Project)
     return record.human_key if record is not None else project_key
 
 

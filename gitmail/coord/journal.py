@@ -13,7 +13,7 @@ from typing import Any
 
 from gitmail.model.errors import invalid
 from gitmail.model.names import check_agent_name
-from gitmail.model.records import JournalEntry, agent_dir
+from gitmail.model.records import JOURNAL, JournalEntry, agent_folder
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -59,16 +59,11 @@ def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]
     """
     if limit <= 0:
         return []
-    base = f"{agent_dir(agent)}/journal"
     found: list[str] = []
-    for year in reversed(snapshot.listdir(base)):
-        for month in reversed(snapshot.listdir(f"{base}/{year}")):
-            for day in reversed(snapshot.listdir(f"{base}/{year}/{month}")):
-                folder = f"{base}/{year}/{month}/{day}"
-                for name in reversed(snapshot.listdir(folder)):
-                    found.append(f"{folder}/{name}")
-                    if len(found) == limit:
-                        return _views(snapshot, reversed(found))
+    for _, path in snapshot.day_files(agent_folder(agent, JOURNAL)):
+        found.append(path)
+        if len(found) == limit:
+            break
     return _views(snapshot, reversed(found))
 
 

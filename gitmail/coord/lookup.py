@@ -11,14 +11,14 @@ import datetime as dt
 from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import AGENT_INACTIVE, GitmailError, not_found
 from gitmail.model.names import check_agent_name
-from gitmail.model.records import Agent, Project, Reservation, agent_dir
+from gitmail.model.records import AGENTS, PROJECT_PATH, Agent, Project, Reservation, profile_path
 from gitmail.storage.snapshot import Snapshot
 
 from .reservation_index import unreleased
 
 
 def project_record(snap: Snapshot) -> Project:
-    project = snap.load("project.yaml", Project)
+    project = snap.load(PROJECT_PATH, Project)
     if project is None:
         raise not_found("this archive has no project record yet; "
                         "call ensure_project with the project's human_key first")
@@ -27,12 +27,17 @@ def project_record(snap: Snapshot) -> Project:
 
 def agent_names(snap: Snapshot) -> list[str]:
     """Names of every agent with a profile, in sorted order."""
-    return [name for name in snap.listdir("agents") if snap.exists(f"{agent_dir(name)}/profile.yaml")]
+    return [name for name in snap.listdir(AGENTS) if snap.exists(profile_path(name))]
+
+
+def profiles(snap: Snapshot) -> list[Agent]:
+    """Every agent's profile, by name."""
+    return [agent for name in agent_names(snap) if (agent := snap.load(profile_path(name), Agent)) is not None]
 
 
 def canonical_name(snap: Snapshot, name: str) -> str | None:
     """The registered spelling of ``name`` (compared case-insensitively), or None."""
-    if snap.exists(f"{agent_dir(name)}/profile.yaml"):
+    if snap.exists(profile_path(name)):
         return name
     wanted = name.lower()
     for existing in agent_names(snap):
@@ -43,7 +48,7 @@ def canonical_name(snap: Snapshot, name: str) -> str | None:
 
 def find_agent(snap: Snapshot, name: str) -> Agent | None:
     registered = canonical_name(snap, name)
-    return None if registered is None else snap.load(f"{agent_dir(registered)}/profile.yaml", Agent)
+    return None if registered is None else snap.load(profile_path(registered), Agent)
 
 
 def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, active: bool = False) -> Agent:

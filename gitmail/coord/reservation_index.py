@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmail.model.clock import HLC, parse_ts
-from gitmail.model.records import Reservation
+from gitmail.model.records import RESERVATIONS, Reservation
 from gitmail.storage.snapshot import Snapshot, blob_data
 
-FOLDER = "reservations"
+FOLDER = RESERVATIONS
 CACHE_FILE = "reservations-active.json"
 _CACHE_VERSION = 1
 

@@ -28,10 +28,15 @@ from gitmail.model.ids import id_time, is_id
 from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_TTL, MAX_TTL, MIN_INACTIVITY, MIN_TTL
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import (
+    JOURNAL,
+    OUTBOX,
+    PROJECT_PATH,
+    RESERVATIONS,
     Message,
     Project,
     Reservation,
     Seat,
+    agent_folder,
     inbox_path,
     message_path,
     outbox_path,
@@ -221,7 +226,7 @@ def list_reservations(ctx: Context, project_key: str, *, agent: str | None = Non
     if active_only:
         records = _active(snap, ctx.clock.now(), ctx.store.paths(ctx.slug(project_key)).derived)
     else:
-        records = [r for p in snap.walk("reservations") if (r := snap.load(p, Reservation)) is not None]
+        records = [r for p in snap.walk(RESERVATIONS) if (r := snap.load(p, Reservation)) is not None]
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
     return {"file_reservations": [view(r) for r in chosen]}
 
@@ -244,25 +249,15 @@ def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
 # -- force release of abandoned reservations ----------------------------------------------
 
 
-def _newest_id(snapshot: Snapshot, folder: str) -> str | None:
-    for year in reversed(snapshot.listdir(folder)):
-        for month in reversed(snapshot.listdir(f"{folder}/{year}")):
-            for day in reversed(snapshot.listdir(f"{folder}/{year}/{month}")):
-                names = snapshot.listdir(f"{folder}/{year}/{month}/{day}")
-                if names:
-                    return names[-1].rsplit(".", 1)[0]
-    return None
-
-
 def archive_activity(snapshot: Snapshot, agent: str, at: dt.datetime) -> list[tuple[str, dt.datetime]]:
     """The holder's latest activity visible in the archive, one time per kind of signal."""
     signals: list[tuple[str, dt.datetime]] = []
     profile = require_agent(snapshot, agent)
     signals.append(("profile updated", dt.datetime.fromtimestamp(profile.hlc.wall_ms / 1000, dt.UTC)))
-    for kind, folder in (("message sent", f"agents/{agent}/outbox"), ("journal entry", f"agents/{agent}/journal")):
-        newest = _newest_id(snapshot, folder)
-        if newest and is_id(newest):
-            signals.append((kind, id_time(newest)))
+    for kind, folder in (("message sent", OUTBOX), ("journal entry", JOURNAL)):
+        newest = next(snapshot.day_files(agent_folder(agent, folder)), None)
+        if newest is not None:
+            signals.append((kind, id_time(newest[0])))
     seat = snapshot.load(seat_path(agent), Seat)
     if seat is not None and seat.released_at is None:
         signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.UTC)))
@@ -336,7 +331,7 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
     outside: list[tuple[str, dt.datetime]] = []
     snap = archive.snapshot()
     current = snap.load(path, Reservation)
-    project_record = snap.load("project.yaml", Project)
+    project_record = snap.load(PROJECT_PATH, Project)
     if current is not None and project_record is not None and os.path.isdir(project_record.human_key):
         outside = workspace_activity(project_record.human_key, current.path_pattern)
     hlc = ctx.clock.tick()

@@ -18,6 +18,7 @@ from gitmail.coord.lookup import (
     agent_names,
     canonical_name,
     find_agent,
+    profiles,
     project_record,
     require_agent,
     ts_of_hlc,
@@ -25,7 +26,7 @@ from gitmail.coord.lookup import (
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import check_agent_name
-from gitmail.model.records import Agent, Message, Reservation, agent_dir
+from gitmail.model.records import CONTACTS, OUTBOX, RESERVATIONS, Agent, Message, Reservation, agent_dir, agent_folder
 from gitmail.storage.engine import Change
 from gitmail.storage.history import authors_since, commits_by
 from gitmail.storage.snapshot import Snapshot
@@ -170,9 +171,8 @@ def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> 
     snap = ctx.archive(project_key).snapshot()
     project_id, slug = project_record(snap).id, ctx.slug(project_key)
     out = []
-    for name in agent_names(snap):
-        agent = snap.load(f"{agent_dir(name)}/profile.yaml", Agent)
-        if agent is not None and (agent.status == "active" or not active_only):
+    for agent in profiles(snap):
+        if agent.status == "active" or not active_only:
             out.append(agent_view(ctx, slug, agent, project_id))
     return out
 
@@ -223,7 +223,7 @@ def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confir
         for other in agent_names(snap):  # mail held for the deleted agent's approval goes on without it
             if other != name:
                 release_held(snap, change, other, name, False, hlc, clock=ctx.clock)
-        for path in snap.walk(f"{agent_dir(name)}/outbox"):
+        for path in snap.walk(agent_folder(name, OUTBOX)):
             copy = snap.load(path, Message)
             if copy is None:
                 continue
@@ -231,11 +231,11 @@ def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confir
             remove_message(snap, change, copy, reason="agent-deleted", stamp=stamp, hlc=hlc)
         for path in snap.walk(agent_dir(name)):
             change.delete(path)
-        for path in snap.walk("contacts"):
-            requester, target = path[len("contacts/"):-len(".yaml")].split("/")
+        for path in snap.walk(CONTACTS):
+            requester, target = path[len(CONTACTS) + 1:-len(".yaml")].split("/")
             if name in (requester, target):
                 change.delete(path)
-        for path in snap.walk("reservations"):
+        for path in snap.walk(RESERVATIONS):
             reservation = snap.load(path, Reservation)
             if reservation is not None and reservation.agent == name:
                 change.delete(path)
@@ -276,9 +276,9 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
     cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
     reserved = {r.agent for r in active_reservations(snap, ctx.clock.now())}
     candidates, skipped = [], []
-    for name in agent_names(snap):
-        agent = snap.load(f"{agent_dir(name)}/profile.yaml", Agent)
-        if agent is None or agent.status != "active" or name == caller.name:
+    for agent in profiles(snap):
+        name = agent.name
+        if agent.status != "active" or name == caller.name:
             continue
         seen = max(filter(None, (ctx.activity.last(slug, name), recent.get(name.lower()), agent.inception_ts,
                                  ts_of_hlc(agent.hlc))))

@@ -48,11 +48,10 @@ from gitmail.model.errors import (
     GitmailError,
     invalid,
 )
-from gitmail.model.records import ATTACHMENT_POLICIES, MAX_BODY_BYTES
+from gitmail.model.records import ATTACHMENT_POLICIES, ATTACHMENT_RE, MAX_BODY_BYTES, attachment_path
 from gitmail.storage.snapshot import Snapshot
 
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
-STORED_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
 IMAGE_REF_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\(\s*(?P<ref><[^>\n]+>|[^)\s]+)(?P<title>\s+\"[^\"\n]*\")?\s*\)")
 _DATA_URI_RE = re.compile(r"^data:(?P<type>[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)?(?P<params>(;[^;,]*)*?)"
                           r"(?P<b64>;base64)?,(?P<data>.*)$", re.DOTALL)
@@ -95,10 +94,6 @@ class Prepared:
     body: str
     attachments: list[dict[str, Any]]
     files: dict[str, bytes]
-
-
-def stored_path(digest: str, ext: str, *, original: bool = False) -> str:
-    return f"attachments/{'originals/' if original else ''}{digest[:2]}/{digest}.{ext}"
 
 
 def _ext_for(name: str, media_type: str) -> str:
@@ -270,13 +265,13 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
             entry.update(width=width, height=height)
             if settings.keep_originals and data is not original:
                 digest = hashlib.sha256(original).hexdigest()
-                original_path = stored_path(digest, _ext_for(name, _media_type(name)), original=True)
+                original_path = attachment_path(digest, _ext_for(name, _media_type(name)), original=True)
                 files[original_path] = original
                 entry.update(original_path=original_path, original_sha256=digest)
         else:
             ext = _ext_for(name, media_type)
         digest = hashlib.sha256(data).hexdigest()
-        path = stored_path(digest, ext)
+        path = attachment_path(digest, ext)
         files[path] = data
         entry.update(media_type=media_type, size=len(data), sha256=digest, path=path)
         return entry, data
@@ -335,7 +330,7 @@ def set_agent_policy(ctx: Context, project_key: str, agent: str, policy: str, *,
 
 def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) -> bytes:
     """The bytes of a stored attachment, after checking them against their hash."""
-    match = STORED_RE.match(path) if isinstance(path, str) else None
+    match = ATTACHMENT_RE.match(path) if isinstance(path, str) else None
     if match is None:
         raise invalid(f"{path!r} is not an attachment path (attachments/<xx>/<sha256>.<ext>)", field="path")
     data = snapshot.read(path)

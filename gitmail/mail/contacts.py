@@ -24,13 +24,24 @@ from gitmail.coord.lookup import active_reservations, find_agent, require_agent
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id
-from gitmail.model.records import CONTACT_POLICIES, Agent, Contact, HeldMessage, Message, agent_dir, contact_path
+from gitmail.model.records import (
+    CONTACT_POLICIES,
+    CONTACTS,
+    HELD,
+    INBOX,
+    OUTBOX,
+    Agent,
+    Contact,
+    HeldMessage,
+    Message,
+    agent_folder,
+    contact_path,
+)
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .delivery import compose, put_message
 from .idempotency import find as find_key
-from .mailbox import iter_folder
 
 PENDING_TTL_SECONDS = 7 * 24 * 3600
 APPROVED_TTL_SECONDS = 30 * 24 * 3600
@@ -64,8 +75,8 @@ def approved_between(snap: Snapshot, a: str, b: str, at: str) -> bool:
 
 
 def _exchanged_recently(snap: Snapshot, sender: str, recipient: str, since: str) -> bool:
-    for folder, other_side in (("inbox", "from"), ("outbox", "to")):
-        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}", since):
+    for folder, other_side in ((INBOX, "from"), (OUTBOX, "to")):
+        for _, path in snap.day_files(agent_folder(sender, folder), since):
             message = snap.load(path, Message)
             if message is None or message.created_ts <= since:
                 continue
@@ -80,8 +91,8 @@ def _exchanged_recently(snap: Snapshot, sender: str, recipient: str, since: str)
 def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -> bool:
     # A thread named by a message ID began with that message: nothing older can be part of it.
     since = format_ts(id_time(thread_id)) if is_id(thread_id) else None
-    for folder in ("inbox", "outbox"):
-        for _, path in iter_folder(snap, f"{agent_dir(sender)}/{folder}", since):
+    for folder in (INBOX, OUTBOX):
+        for _, path in snap.day_files(agent_folder(sender, folder), since):
             message = snap.load(path, Message)
             if message is None or thread_id not in (message.thread_id, message.id):
                 continue
@@ -240,7 +251,7 @@ def release_held(snap: Snapshot, change: Change, sender: str, responder: str, ap
     awaited.
     """
     delivered = []
-    for _, path in iter_folder(snap, f"{agent_dir(sender)}/held"):
+    for _, path in snap.day_files(agent_folder(sender, HELD)):
         held = snap.load(path, HeldMessage)
         if held is None or responder not in held.awaiting:
             continue
@@ -285,7 +296,7 @@ def list_held(ctx: Context, project_key: str, agent_name: str) -> list[dict[str,
     agent = require_agent(snap, agent_name)
     ctx.touch(project_key, agent.name)
     out = []
-    for _, path in iter_folder(snap, f"{agent_dir(agent.name)}/held"):
+    for _, path in snap.day_files(agent_folder(agent.name, HELD)):
         held = snap.load(path, HeldMessage)
         if held is not None:
             out.append({"held_id": held.id, "subject": held.subject, "to": held.to, "cc": held.cc, "bcc": held.bcc,
@@ -299,8 +310,8 @@ def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[
     agent = require_agent(snap, agent_name)
     ctx.touch(project_key, agent.name)
     at, out = ctx.clock.now_ts(), []
-    for requester in snap.listdir("contacts"):
-        for name in snap.listdir(f"contacts/{requester}"):
+    for requester in snap.listdir(CONTACTS):
+        for name in snap.listdir(f"{CONTACTS}/{requester}"):
             target = name[: -len(".yaml")]
             if agent.name not in (requester, target):
                 continue

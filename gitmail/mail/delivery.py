@@ -13,7 +13,7 @@ from typing import Any
 
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.ids import id_time
-from gitmail.model.records import Message, Tombstone, inbox_path, message_path, outbox_path, receipt_path
+from gitmail.model.records import Message, Tombstone, inbox_path, message_files, message_path, outbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -80,11 +80,7 @@ def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: 
     """Queue the deletion of a message, all its copies and receipts, plus its tombstone."""
     outbox = snap.load(outbox_path(message.sender, message.id), Message)
     everyone = set(message.to + message.cc + (outbox.bcc if outbox is not None else message.bcc))
-    for name in everyone:
-        for path in (inbox_path(name, message.id), receipt_path(name, message.id)):
-            if snap.exists(path):
-                change.delete(path)
-    for path in (outbox_path(message.sender, message.id), message_path(message.id)):
+    for path in message_files(message.id, everyone | {message.sender}):
         if snap.exists(path):
             change.delete(path)
     change.put_record(Tombstone(message_id=message.id, deleted_at=stamp, reason=reason, hlc=hlc))

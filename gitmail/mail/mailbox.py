@@ -27,7 +27,20 @@ from gitmail.model.clock import UTC, format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
 from gitmail.model.names import check_topic
-from gitmail.model.records import Message, Project, Receipt, agent_dir, message_path, outbox_path, receipt_path
+from gitmail.model.records import (
+    INBOX,
+    MESSAGES,
+    OUTBOX,
+    Message,
+    Project,
+    Receipt,
+    agent_folder,
+    inbox_path,
+    message_path,
+    outbox_path,
+    receipt_path,
+    tombstone_path,
+)
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
@@ -65,29 +78,10 @@ def check_message_id(message_id: object, field: str = "message_id") -> str:
     return message_id
 
 
-def iter_folder(snap: Snapshot, folder: str, since: str | None = None) -> Iterator[tuple[str, str]]:
-    """``(id, path)`` of the day-sharded files in ``folder``, newest first, down to ``since``'s day."""
-    floor = since[:10].replace("-", "/") if since else None
-    for year in reversed(snap.listdir(folder)):
-        if floor and year < floor[:4]:
-            return
-        for month in reversed(snap.listdir(f"{folder}/{year}")):
-            if floor and f"{year}/{month}" < floor[:7]:
-                return
-            for day in reversed(snap.listdir(f"{folder}/{year}/{month}")):
-                shard = f"{year}/{month}/{day}"
-                if floor and shard < floor:
-                    return
-                for name in reversed(snap.listdir(f"{folder}/{shard}")):
-                    stem = name.rsplit(".", 1)[0]
-                    if is_id(stem):
-                        yield stem, f"{folder}/{shard}/{name}"
-
-
 def load_message(snap: Snapshot, message_id: str) -> Message:
     message = snap.load(message_path(message_id), Message)
     if message is None:
-        gone = snap.exists(f"tombstones/{message_path(message_id)[len('messages/'):-3]}.yaml")
+        gone = snap.exists(tombstone_path(message_id))
         raise not_found(f"message {message_id} was removed from the archive (git history still has it)" if gone
                         else f"no message {message_id} in this project; check the ID (fetch_inbox lists them)",
                         message_id=message_id)
@@ -109,7 +103,7 @@ def inbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, urgent_onl
     """An agent's received messages, newest first, with its own read and ack times."""
     out: list[dict[str, Any]] = []
     wanted_topic = topic.lower() if topic else None
-    for message_id, path in iter_folder(snap, f"{agent_dir(agent)}/inbox", since_ts):
+    for message_id, path in snap.day_files(agent_folder(agent, INBOX), since_ts):
         message = snap.load(path, Message)
         if message is None or (since_ts and message.created_ts <= since_ts):
             continue
@@ -140,7 +134,7 @@ def outbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, limit: in
            include_bodies: bool = False) -> list[dict[str, Any]]:
     """What an agent sent, newest first (bcc included: it is the sender's own copy)."""
     out = []
-    for _, path in iter_folder(snap, f"{agent_dir(agent)}/outbox", since_ts):
+    for _, path in snap.day_files(agent_folder(agent, OUTBOX), since_ts):
         message = snap.load(path, Message)
         if message is None or (since_ts and message.created_ts <= since_ts):
             continue
@@ -162,7 +156,7 @@ def message(snap: Snapshot, message_id: str, viewer: str | None = None) -> dict[
 
 def all_messages(snap: Snapshot, since: str | None = None) -> Iterator[Message]:
     """Every canonical message, newest first (down to ``since``'s day)."""
-    for _, path in iter_folder(snap, "messages", since):
+    for _, path in snap.day_files(MESSAGES, since):
         found = snap.load(path, Message)
         if found is not None:
             yield found
@@ -193,7 +187,7 @@ def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, sin
         if (found.topic or "").lower() != wanted or (since_ts and found.created_ts <= since_ts):
             continue
         if viewer is not None:
-            received = snap.exists(f"{agent_dir(viewer)}/inbox/{message_path(found.id)[len('messages/'):]}")
+            received = snap.exists(inbox_path(viewer, found.id))
             if unread_only:
                 got = receipt(snap, viewer, found.id)
                 if not received or (got is not None and got.read_at):
@@ -261,7 +255,7 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int 
     since = parse_since(since_ts)
     snap, project, name = _open(ctx, project_key, agent_name)
     messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)
-    _with_commits(ctx, project_key, messages, lambda m: f"{agent_dir(name)}/outbox/{_shard_of(m['id'])}")
+    _with_commits(ctx, project_key, messages, lambda m: outbox_path(name, m["id"]))
     return _listing(project, name, messages)
 
 
@@ -278,15 +272,11 @@ def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *, limit: int
         item["direction"] = "outbound"
     merged = sorted(received + sent, key=lambda m: (m["created_ts"], m["id"]), reverse=True)[:limit]
 
-    def copy_folder(m: dict[str, Any]) -> str:
-        return f"{agent_dir(name)}/{'inbox' if m['direction'] == 'inbound' else 'outbox'}/{_shard_of(m['id'])}"
+    def copy_path(m: dict[str, Any]) -> str:
+        return (inbox_path if m["direction"] == "inbound" else outbox_path)(name, m["id"])
 
-    _with_commits(ctx, project_key, merged, copy_folder)
+    _with_commits(ctx, project_key, merged, copy_path)
     return _listing(project, name, merged)
-
-
-def _shard_of(message_id: str) -> str:
-    return message_path(message_id)[len("messages/"):]
 
 
 def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]],

@@ -12,10 +12,10 @@ import os
 from typing import Any
 
 from gitmail.coord.context import Context
-from gitmail.coord.lookup import agent_names, project_record
+from gitmail.coord.lookup import profiles, project_record
 from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
 from gitmail.model.names import normalize_human_key
-from gitmail.model.records import Agent, Project, agent_dir
+from gitmail.model.records import PROJECT_PATH, Project
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import is_slug, slug_for
@@ -50,7 +50,7 @@ def ensure_project(ctx: Context, human_key: str) -> dict[str, Any]:
     project_id, created_at, hlc = ctx.clock.new_id(), ctx.clock.now_ts(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
-        existing = snap.load("project.yaml", Project)
+        existing = snap.load(PROJECT_PATH, Project)
         if existing is not None:
             return Change("", result=existing)
         project = Project(id=project_id, slug=slug, human_key=key, created_at=created_at, hlc=hlc)
@@ -106,7 +106,7 @@ def list_projects(ctx: Context, *, include_archived: bool = False) -> list[dict[
     out = []
     for slug in ctx.store.slugs():
         snap = ctx.store.archive(slug).snapshot()
-        project = snap.load("project.yaml", Project)
+        project = snap.load(PROJECT_PATH, Project)
         if project is None or (project.archived_at and not include_archived):
             continue
         out.append(project_view(project))
@@ -131,6 +131,6 @@ def get_project(ctx: Context, slug: str) -> dict[str, Any]:
     view["agents"] = [
         {"name": a.name, "program": a.program, "model": a.model, "status": a.status,
          "task_description": a.task_description}
-        for a in (snap.load(f"{agent_dir(n)}/profile.yaml", Agent) for n in agent_names(snap)) if a is not None
+        for a in profiles(snap)
     ]
     return view

@@ -17,13 +17,12 @@ from gitmail.coord.lookup import agent_names
 from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid
 from gitmail.model.ids import id_time
-from gitmail.model.records import Message, agent_dir
+from gitmail.model.records import IDEMPOTENCY, MESSAGES, Message, agent_folder
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .delivery import remove_message
 from .idempotency import HONOURED_DAYS
-from .mailbox import iter_folder
 
 DEFAULT_MAX_AGE_DAYS = 180
 MAX_LISTED = 100
@@ -32,7 +31,7 @@ MAX_LISTED = 100
 def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
     stale = []
     for name in agent_names(snap):
-        folder = f"{agent_dir(name)}/idempotency"
+        folder = agent_folder(name, IDEMPOTENCY)
         for path in snap.walk(folder):
             if path[len(folder) + 1 : len(folder) + 11] < floor_day:
                 stale.append(path)
@@ -53,7 +52,7 @@ def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DE
     def fn(snap: Snapshot) -> Change:
         change = Change("")
         purged = []
-        for message_id, path in iter_folder(snap, "messages"):
+        for message_id, path in snap.day_files(MESSAGES):
             if id_time(message_id) >= cutoff:
                 continue
             message = snap.load(path, Message)

@@ -20,12 +20,12 @@ from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names, project_record
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
-from gitmail.model.records import Message, Summary
+from gitmail.model.records import SUMMARIES, Message, Summary
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .delivery import message_view
-from .mailbox import all_messages, iter_folder, thread_messages
+from .mailbox import all_messages, thread_messages
 
 MAX_ITEMS = 10
 MAX_LINE = 200
@@ -164,7 +164,7 @@ def summary_view(summary: Summary, cached: bool) -> dict[str, Any]:
 
 
 def _stored(snap: Snapshot) -> Iterable[Summary]:
-    for _, path in iter_folder(snap, "summaries"):
+    for _, path in snap.day_files(SUMMARIES):
         found = snap.load(path, Summary)
         if found is not None:
             yield found

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -237,7 +237,7 @@ class Project(Record):
     archived_at: str | None = _spec("ts", default=None)
 
     def path(self) -> str:
-        return "project.yaml"
+        return PROJECT_PATH
 
 
 @dataclass
@@ -387,7 +387,7 @@ class JournalEntry(Record):
     body: str = field(default="", metadata={"kind": "body"})
 
     def path(self) -> str:
-        return f"{agent_dir(self.agent)}/journal/{day_shard(self.id)}/{self.id}.md"
+        return journal_path(self.agent, self.id)
 
 
 
@@ -511,9 +511,31 @@ class Conflict(Record):
 
 
 # -- paths --------------------------------------------------------------------
+# Where each record lives is written down here once: every other module asks
+# these functions (and PATH_TYPES below answers the reverse question, what a
+# path holds). Folders sharded by day are ``<folder>/YYYY/MM/DD/<id>.<ext>``,
+# by the UTC day of the ID.
+
+PROJECT_PATH = "project.yaml"
+AGENTS = "agents"
+MESSAGES = "messages"
+CONTACTS = "contacts"
+RESERVATIONS = "reservations"
+TOMBSTONES = "tombstones"
+SUMMARIES = "summaries"
+ATTACHMENTS = "attachments"
+CONFLICTS = "conflicts"
+# The day-sharded folders inside an agent's folder.
+INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
+
 
 def agent_dir(name: str) -> str:
-    return f"agents/{name}"
+    return f"{AGENTS}/{name}"
+
+
+def agent_folder(name: str, folder: str) -> str:
+    """One of an agent's day-sharded folders (:data:`INBOX`, :data:`OUTBOX`, :data:`JOURNAL`, ...)."""
+    return f"{agent_dir(name)}/{folder}"
 
 
 def profile_path(name: str) -> str:
@@ -525,47 +547,68 @@ def seat_path(agent: str) -> str:
 
 
 def message_path(message_id: str) -> str:
-    return f"messages/{day_shard(message_id)}/{message_id}.md"
+    return f"{MESSAGES}/{day_shard(message_id)}/{message_id}.md"
 
 
 def inbox_path(agent: str, message_id: str) -> str:
-    return f"{agent_dir(agent)}/inbox/{day_shard(message_id)}/{message_id}.md"
+    return f"{agent_folder(agent, INBOX)}/{day_shard(message_id)}/{message_id}.md"
 
 
 def outbox_path(agent: str, message_id: str) -> str:
-    return f"{agent_dir(agent)}/outbox/{day_shard(message_id)}/{message_id}.md"
+    return f"{agent_folder(agent, OUTBOX)}/{day_shard(message_id)}/{message_id}.md"
 
 
 def receipt_path(agent: str, message_id: str) -> str:
-    return f"{agent_dir(agent)}/receipts/{day_shard(message_id)}/{message_id}.yaml"
+    return f"{agent_folder(agent, RECEIPTS)}/{day_shard(message_id)}/{message_id}.yaml"
+
+
+def message_files(message_id: str, agents: Iterable[str]) -> list[str]:
+    """Every path a message may occupy: its canonical file, and each agent's inbox and outbox copy and receipt."""
+    paths = [message_path(message_id)]
+    for name in agents:
+        paths += [inbox_path(name, message_id), outbox_path(name, message_id), receipt_path(name, message_id)]
+    return paths
+
+
+def journal_path(agent: str, entry_id: str) -> str:
+    return f"{agent_folder(agent, JOURNAL)}/{day_shard(entry_id)}/{entry_id}.md"
 
 
 def contact_path(requester: str, target: str) -> str:
-    return f"contacts/{requester}/{target}.yaml"
+    return f"{CONTACTS}/{requester}/{target}.yaml"
 
 
 def reservation_path(reservation_id: str) -> str:
-    return f"reservations/{day_shard(reservation_id)}/{reservation_id}.yaml"
+    return f"{RESERVATIONS}/{day_shard(reservation_id)}/{reservation_id}.yaml"
 
 
 def conflict_path(file: str, other_blob: str) -> str:
-    return f"conflicts/{file}/{other_blob}.yaml"
+    return f"{CONFLICTS}/{file}/{other_blob}.yaml"
 
 
 def tombstone_path(message_id: str) -> str:
-    return f"tombstones/{day_shard(message_id)}/{message_id}.yaml"
+    return f"{TOMBSTONES}/{day_shard(message_id)}/{message_id}.yaml"
 
 
 def idempotency_path(agent: str, created_at: str, key_hash: str) -> str:
-    return f"{agent_dir(agent)}/idempotency/{parse_ts(created_at).strftime('%Y/%m/%d')}/{key_hash}.yaml"
+    return f"{agent_folder(agent, IDEMPOTENCY)}/{parse_ts(created_at).strftime('%Y/%m/%d')}/{key_hash}.yaml"
 
 
 def held_path(agent: str, message_id: str) -> str:
-    return f"{agent_dir(agent)}/held/{day_shard(message_id)}/{message_id}.md"
+    return f"{agent_folder(agent, HELD)}/{day_shard(message_id)}/{message_id}.md"
 
 
 def summary_path(summary_id: str) -> str:
-    return f"summaries/{day_shard(summary_id)}/{summary_id}.yaml"
+    return f"{SUMMARIES}/{day_shard(summary_id)}/{summary_id}.yaml"
+
+
+# Attachments are named by the SHA-256 of the stored bytes (originals of
+# converted images, when kept, under ``attachments/originals/``).
+ATTACHMENT_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
+
+
+def attachment_path(digest: str, ext: str, *, original: bool = False) -> str:
+    return f"{ATTACHMENTS}/{'originals/' if original else ''}{digest[:2]}/{digest}.{ext}"
 
 
 _DAY = r"\d{4}/\d{2}/\d{2}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import is_id
-from gitmail.model.records import Message, Tombstone, classify, message_path
+from gitmail.model.records import ATTACHMENTS, Message, Tombstone, classify, message_path
 
 from .engine import Archive
 
@@ -46,7 +46,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     for path in snap.walk():
         if path in _PLAIN_FILES:
             continue
-        if path.startswith("attachments/"):
+        if path.startswith(ATTACHMENTS + "/"):
             attachments.add(path)
             continue
         role, record_type = classify(path) or ("", None)

@@ -18,6 +18,7 @@ from typing import TypeVar, cast
 
 import pygit2
 
+from gitmail.model.ids import is_id
 from gitmail.model.records import Record
 
 R = TypeVar("R", bound=Record)
@@ -119,6 +120,30 @@ class Snapshot:
         """
         prefix = folder.strip("/") + "/" if folder.strip("/") else ""
         return {path: data for path, data in self._pending.items() if path.startswith(prefix)}
+
+    def day_files(self, folder: str, since: str | None = None) -> Iterator[tuple[str, str]]:
+        """``(id, path)`` of the records in a day-sharded ``folder`` (``YYYY/MM/DD/<id>.<ext>``), newest first.
+
+        IDs sort by time, so walking the newest days first and each day's
+        names from the last gives newest first, and a caller that wants the
+        newest few stops early. With ``since`` (a timestamp), days before
+        its day are not visited. Files not named by an ID are skipped.
+        """
+        floor = since[:10].replace("-", "/") if since else None
+        for year in reversed(self.listdir(folder)):
+            if floor and year < floor[:4]:
+                return
+            for month in reversed(self.listdir(f"{folder}/{year}")):
+                if floor and f"{year}/{month}" < floor[:7]:
+                    return
+                for day in reversed(self.listdir(f"{folder}/{year}/{month}")):
+                    shard = f"{year}/{month}/{day}"
+                    if floor and shard < floor:
+                        return
+                    for name in reversed(self.listdir(f"{folder}/{shard}")):
+                        stem = name.rsplit(".", 1)[0]
+                        if is_id(stem):
+                            yield stem, f"{folder}/{shard}/{name}"
 
     def walk(self, path: str = "") -> Iterator[str]:
         """Every file path under the folder ``path``, depth first, sorted."""

@@ -33,6 +33,9 @@ import pygit2
 from gitmail.model.clock import HLC
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import (
+    AGENTS,
+    ATTACHMENTS,
+    TOMBSTONES,
     Agent,
     Conflict,
     Contact,
@@ -44,6 +47,8 @@ from gitmail.model.records import (
     Reservation,
     Seat,
     classify,
+    message_files,
+    tombstone_path,
 )
 from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data
@@ -56,12 +61,11 @@ CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservatio
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
-_SHARD_ID = re.compile(r"/(\d{4}/\d{2}/\d{2})/([0-9a-z]{23})\.(?:md|yaml)$")
 
 
 def role_of(path: str) -> str | None:
     """The record role of ``path`` (``attachment`` for attachment files), or None for other files."""
-    if path.startswith("attachments/"):
+    if path.startswith(ATTACHMENTS + "/"):
         return "attachment"
     kind = classify(path)
     return kind[0] if kind else None
@@ -339,8 +343,8 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
 def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tree: pygit2.Tree | None,
                       ours_changed: dict[str, pygit2.Oid | None], theirs_changed: dict[str, pygit2.Oid | None]) -> None:
     """Remove a tombstoned message, its copies and its receipts from the merged tree."""
-    if not (_exists(ours_tree, "tombstones") or _exists(theirs_tree, "tombstones")
-            or any(path.startswith("tombstones/") for path in merge.edits)):
+    if not (_exists(ours_tree, TOMBSTONES) or _exists(theirs_tree, TOMBSTONES)
+            or any(role_of(path) == "tombstone" for path in merge.edits)):
         return  # nothing was ever purged: the common case costs three lookups
 
     def present(path: str) -> bool:
@@ -348,33 +352,31 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
             return merge.edits[path] is not None
         return _exists(ours_tree, path)
 
-    purged: set[tuple[str, str]] = set()  # (day shard, message id)
+    purged: set[str] = set()  # message ids
     for changed in (ours_changed, theirs_changed):
         for path, blob in changed.items():
-            if blob is not None and path.startswith("tombstones/"):
-                match = _SHARD_ID.search(path)
-                if match:
-                    purged.add((match.group(1), match.group(2)))
+            if blob is not None and role_of(path) == "tombstone":
+                purged.add(_record_id(path))
     for path, data in merge.edits.items():
-        if data is None or path.startswith("tombstones/"):
+        if data is None or role_of(path) not in _MESSAGE_ROLES:
             continue
-        match = _SHARD_ID.search(path)
-        if match and (match.group(1), match.group(2)) not in purged and role_of(path) in _MESSAGE_ROLES:
-            stone = f"tombstones/{match.group(1)}/{match.group(2)}.yaml"
+        message_id = _record_id(path)
+        if message_id not in purged:
+            stone = tombstone_path(message_id)
             if present(stone) or _exists(theirs_tree, stone):
-                purged.add((match.group(1), match.group(2)))
+                purged.add(message_id)
     if not purged:
         return
-    agents = _folder_names(ours_tree, "agents") | _folder_names(theirs_tree, "agents")
-    for shard, message_id in purged:
-        candidates = [f"messages/{shard}/{message_id}.md"]
-        for name in agents:
-            candidates += [f"agents/{name}/inbox/{shard}/{message_id}.md",
-                           f"agents/{name}/outbox/{shard}/{message_id}.md",
-                           f"agents/{name}/receipts/{shard}/{message_id}.yaml"]
-        for path in candidates:
+    agents = _folder_names(ours_tree, AGENTS) | _folder_names(theirs_tree, AGENTS)
+    for message_id in purged:
+        for path in message_files(message_id, agents):
             if present(path):
                 merge.edits[path] = None
+
+
+def _record_id(path: str) -> str:
+    """The ID a day-sharded record file is named by."""
+    return path.rsplit("/", 1)[1].split(".", 1)[0]
 
 
 def _exists(tree: pygit2.Tree | None, path: str) -> bool:

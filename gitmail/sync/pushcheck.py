@@ -27,9 +27,8 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmail.mail.attachments import STORED_RE
 from gitmail.model.errors import GitmailError
-from gitmail.model.records import Reservation, classify, tombstone_path
+from gitmail.model.records import AGENTS, ATTACHMENT_RE, ATTACHMENTS, Reservation, classify, tombstone_path
 from gitmail.storage.snapshot import blob_data
 
 from .merge import IMMUTABLE_ROLES, role_of, tree_changes
@@ -101,8 +100,8 @@ def check_update(repo: pygit2.Repository, old: str, new: str, ref: str) -> list[
 def _malformed(path: str, data: bytes) -> str | None:
     if path in PLAIN_FILES:
         return None
-    if path.startswith("attachments/"):
-        match = STORED_RE.match(path)
+    if path.startswith(ATTACHMENTS + "/"):
+        match = ATTACHMENT_RE.match(path)
         if not match:
             return "not a valid attachment name (attachments/<xx>/<sha256>.<ext>)"
         digest = hashlib.sha256(data).hexdigest()
@@ -131,7 +130,7 @@ def _deletion_allowed(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: 
     if not removed_agents:
         return False
     parts = path.split("/")
-    if parts[0] == "agents" and parts[1] in removed_agents:
+    if parts[0] == AGENTS and parts[1] in removed_agents:
         return True  # the whole agent was deleted (its profile went in the same push)
     if role == "contact" and (parts[1] in removed_agents or parts[2].removesuffix(".yaml") in removed_agents):
         return True
