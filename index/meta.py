@@ -36,7 +36,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "3"  # of all derived state: part of its folder name, and checked in each file
+FORMAT = "4"  # of all derived state: part of its folder name, and checked in each file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -84,7 +84,13 @@ CREATE TABLE IF NOT EXISTS receipts (
     PRIMARY KEY (agent, message_id)
 );
 CREATE TABLE IF NOT EXISTS agents (name TEXT PRIMARY KEY, data TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (
+    id TEXT PRIMARY KEY,
+    data TEXT NOT NULL,
+    released INTEGER NOT NULL,
+    expires_ts TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reservations_open ON reservations (released, expires_ts);
 CREATE TABLE IF NOT EXISTS pending (stamp INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL UNIQUE);
 """
 
@@ -285,7 +291,9 @@ class Meta:
                 self._seq(db, change, stamp)
             elif role == "reservation":
                 fields = parse.yaml_fields(data)
-                db.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?)", (name, json.dumps(fields, default=str)))
+                db.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?)",
+                           (name, json.dumps(fields, default=str), int(bool(fields.get("released_ts"))),
+                            parse.ts_field(fields, "expires_ts")))
                 self._seq(db, change, stamp)
         except parse.Unreadable as exc:
             _log.warning("index skips %s: %s", change.path, exc)
@@ -399,6 +407,23 @@ class Meta:
     def checkpoint(self) -> None:
         """Fold the write-ahead log back into the file (after a large rewrite)."""
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def open_reservations(self, horizon: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """The watermark and, as of it, every unreleased reservation expiring after ``horizon``, in one read."""
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT value FROM state WHERE key = 'watermark'").fetchone()
+                rows = db.execute("SELECT data FROM reservations WHERE released = 0 AND expires_ts > ?",
+                                  (horizon,)).fetchall()
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise MetaCorrupt(str(exc)) from exc
+        return (row[0] or None) if row else None, [json.loads(data) for (data,) in rows]
 
     def message_count(self) -> int:
         return int(self.read("SELECT count(*) FROM messages")[0][0])

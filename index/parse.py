@@ -9,14 +9,17 @@ index and reported by ``gitmail fsck``, never half-indexed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 from gitmail.model import codec
-from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.clock import HLC, format_ts, parse_ts
+from gitmail.model.errors import GitmailError
 from gitmail.model.ids import id_time, is_id
-from gitmail.model.records import IMPORTANCE
+from gitmail.model.records import IMPORTANCE, Record
 
 if TYPE_CHECKING:  # the C loader has the same interface
     _Base = yaml.SafeLoader
@@ -105,7 +108,8 @@ def _optional_text(fields: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _ts(fields: dict[str, Any], key: str) -> str:
+def ts_field(fields: dict[str, Any], key: str) -> str:
+    """The timestamp in ``fields[key]``, in canonical form (Unreadable if missing or malformed)."""
     try:
         return format_ts(parse_ts(_text(fields, key)))
     except ValueError as exc:
@@ -125,7 +129,7 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
         "thread_id": _text(fields, "thread_id"),
         "from": _text(fields, "from"),
         "subject": _text(fields, "subject"),
-        "created_ts": _ts(fields, "created"),
+        "created_ts": ts_field(fields, "created"),
         "to": _names(fields.get("to"), "to"),
         "cc": _names(fields.get("cc"), "cc"),
         "bcc": _names(fields.get("bcc"), "bcc"),
@@ -141,3 +145,26 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
 def id_ts(record_id: str) -> str:
     """The creation time encoded in an ID, as a record timestamp."""
     return format_ts(id_time(record_id))
+
+
+R = TypeVar("R", bound=Record)
+
+
+def record_from_fields(record_type: type[R], fields: dict[str, Any]) -> R | None:
+    """A record rebuilt from the fields the metadata store keeps of it (None if they do not make a valid one).
+
+    The store keeps YAML records as JSON with clock values as text; extra
+    ``x-`` fields a human added are left out, and fields the store drops (a
+    token hash) take their defaults.
+    """
+    known = {f.metadata.get("key") or f.name: f.name for f in dataclasses.fields(record_type) if f.metadata.get("kind")}
+    try:
+        values = {known[key]: value for key, value in fields.items() if key in known}
+        if "hlc" in values:
+            values["hlc"] = HLC.parse(str(values["hlc"]))
+        make: Callable[..., R] = record_type
+        record = make(**values)
+        record.validate()
+    except (GitmailError, TypeError, ValueError):
+        return None  # not a valid record: fsck reports the file, derived state leaves it out
+    return record

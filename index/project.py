@@ -15,6 +15,7 @@ made before they were called; searches do not wait for the search writer.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 import os
@@ -26,13 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from gitmail.model.clock import UTC, format_ts
 from gitmail.model.errors import invalid, not_found
+from gitmail.model.records import Agent, Record, Reservation
 from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
-from gitmail.storage.snapshot import blob_data
+from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import parse, reads
 from .changes import diff, is_ancestor, listing
 from .meta import FORMAT, Meta, MetaCorrupt
+from .reservations import ActiveReservations, record_entry
 from .search_process import SearchWriter, SearchWriterFailed, write
 
 if TYPE_CHECKING:
@@ -57,6 +60,8 @@ def _fresh(value: Any) -> Any:
         return [_fresh(item) for item in value]
     if isinstance(value, dict):
         return {key: _fresh(item) if isinstance(item, (list, dict)) else item for key, item in value.items()}
+    if isinstance(value, Record):
+        return copy.deepcopy(value)
     return value
 
 
@@ -68,6 +73,7 @@ class ProjectIndex:
         self.root = os.path.join(derived_dir, VERSION_DIR)
         _remove_other_versions(derived_dir)
         self.meta = Meta(os.path.join(self.root, "meta.sqlite"))
+        self.open_reservations = ActiveReservations(self.meta)
         self._search_index: SearchIndex | None = None  # opened on first use: see search_index
         self._search_index_lock = threading.Lock()
         self.search_writer = search_writer  # background drains and merges run there when set
@@ -326,22 +332,27 @@ class ProjectIndex:
                             lambda: reads.outbox(self.meta, agent, since_ts=since, limit=limit,
                                                  body_of=self._body if include_bodies else None))
 
-    def agents(self) -> list[dict[str, Any]]:
-        return self._cached(("agents",), lambda: reads.agents(self.meta))
+    def agents(self) -> list[Agent]:
+        """Every agent's profile, by name (the agent directory); token hashes are not kept here."""
+        return self._cached(("agents",), lambda: [agent for fields in reads.agents(self.meta)
+                                                  if (agent := parse.record_from_fields(Agent, fields)) is not None])
 
-    def reservations(self, *, active_only: bool = True, now: str | None = None) -> list[dict[str, Any]]:
-        """Reservations; with ``active_only``, those neither released nor expired."""
-        every = self._cached(("reservations",), lambda: reads.reservations(self.meta))
-        if not active_only:
-            return every
-        moment = now or self._now_ts()
-        return [r for r in every if not r.get("released_ts") and r.get("expires_ts", "") > moment]
+    def reservations(self) -> list[Reservation]:
+        """Every reservation record, released and expired ones included (the audit trail), oldest first."""
+        return self._cached(("reservations",), lambda: [
+            entry[1].record for fields in reads.reservations(self.meta) if (entry := record_entry(fields)) is not None])
 
-    def receipts(self, agent: str) -> dict[str, dict[str, str | None]]:
-        return self._cached(("receipts", agent), lambda: reads.receipts(self.meta, agent))
+    def active_reservations(self, snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+        """The reservations in force at ``at`` in exactly what ``snapshot`` sees (its queued edits included).
 
-    def message(self, message_id: str) -> dict[str, Any] | None:
-        return self._cached(("message", message_id), lambda: reads.message(self.meta, message_id))
+        Served from :class:`.reservations.ActiveReservations`, which moves from
+        commit to commit by the diff of the reservations subtree, so a
+        transaction can ask at no cost that grows with the history.
+        """
+        if not self.open_reservations.loaded:
+            self._sync()  # once per process: start from a current watermark, however long nobody followed
+        moment = at.timestamp()
+        return [e.record for e in self.open_reservations.at(snapshot, moment).values() if e.active_at(moment)]
 
     # -- cursors --------------------------------------------------------------
     def messages_after(self, agent: str, after_seq: int = 0, limit: int = 100, *,

@@ -1,7 +1,8 @@
 """Hot reads answered from the metadata store.
 
-Inbox pages, the agent directory, reservations, receipts and cursor reads,
-each one indexed SQLite query. :mod:`.cache` keeps their answers per commit.
+Inbox and outbox pages, the agent directory, the reservation history and
+cursor reads, each one indexed SQLite query. :class:`.project.ProjectIndex`
+keeps their answers per commit.
 """
 
 from __future__ import annotations
@@ -116,12 +117,6 @@ def reservations(meta: Meta) -> list[dict[str, Any]]:
     return [json.loads(row[0]) for row in meta.read("SELECT data FROM reservations ORDER BY id")]
 
 
-def receipts(meta: Meta, agent: str) -> dict[str, dict[str, str | None]]:
-    """An agent's read and ack times by message id."""
-    rows = meta.read("SELECT message_id, read_at, acked_at FROM receipts WHERE agent = ?", (agent,))
-    return {mid: {"read_at": read_at, "acked_at": acked_at} for mid, read_at, acked_at in rows}
-
-
 def messages_after(meta: Meta, agent: str, after_seq: int, limit: int, include_sent: bool) -> list[dict[str, Any]]:
     """Messages that reached an agent after a cursor, in the order this machine saw them."""
     boxes = "('inbox', 'outbox')" if include_sent else "('inbox')"
@@ -151,15 +146,6 @@ def newest_arrivals(meta: Meta, agent: str, count: int) -> tuple[list[dict[str, 
         del entry["blob"]
         out.append(entry)
     return out[::-1], len(rows) > count
-
-
-def message(meta: Meta, message_id: str) -> dict[str, Any] | None:
-    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
-    if not rows:
-        return None
-    entry = message_row(rows[0])
-    del entry["blob"]
-    return entry
 
 
 def known_agent(meta: Meta, name: str) -> bool:

@@ -230,34 +230,37 @@ def test_two_processes_racing_for_one_exclusive_pattern_exactly_one_wins(store, 
     assert len(active) == 4
 
 
-def test_active_set_cache_persists_between_processes(store, project, monkeypatch, ctx):
-    from gitmail.coord import reservation_index as ri
+def test_a_fresh_process_starts_from_the_index_and_catches_up_by_diff(store, project, home, wall, monkeypatch, ctx):
+    from gitmail import Store
+    from gitmail.coord.context import Context
+    from gitmail.index import indexer_for
+    from gitmail.index import reservations as active_set
 
     rs.reserve(ctx, KEY, "Blue", ["one/"], ttl_seconds=600)
-    assert rs.conflicts_for_paths(ctx, KEY, ["one/a"], agent="Green")
-    cache = os.path.join(store.paths(store.resolve(KEY)).derived, ri.CACHE_FILE)
-    with open(cache) as handle:
-        assert json.load(handle)["commit"] == tip(store, KEY)
-    rs.reserve(ctx, KEY, "Blue", ["two/"], ttl_seconds=600)
-    # A fresh process: nothing in memory, the file catches up by diff without a full scan.
-    monkeypatch.setattr(ri, "_states", {})
+    indexer_for(store).project(KEY).catch_up()  # the metadata store now holds "one/"
+    rs.reserve(ctx, KEY, "Blue", ["two/"], ttl_seconds=600)  # committed after the watermark
 
     def no_scan(*args):
         raise AssertionError("full scan")
 
-    monkeypatch.setattr(ri, "_scan", no_scan)
-    assert [c["path"] for c in rs.conflicts_for_paths(ctx, KEY, ["one/a", "two/b"], agent="Green")] == ["one/a",
-                                                                                                          "two/b"]
+    # A fresh process (its own store and index): it loads the open reservations at the
+    # watermark and applies the diff to the tip, without reading the whole history.
+    monkeypatch.setattr(active_set, "_scan", no_scan)
+    fresh = Context(Store(home, background=False, wall=wall))
+    found = rs.conflicts_for_paths(fresh, KEY, ["one/a", "two/b", "three/c"], agent="Green")
+    assert [c["path"] for c in found] == ["one/a", "two/b"]
     monkeypatch.undo()
-    # An unreadable cache is rebuilt from the repository.
-    with open(cache, "w") as handle:
-        handle.write("{not json")
-    ri._states.clear()
-    assert len(rs.conflicts_for_paths(ctx, KEY, ["one/a", "two/b"], agent="Green")) == 2
+    # A damaged metadata store costs one full read of the reservations, never a wrong answer.
+    meta = indexer_for(store).project(KEY).meta.path
+    indexer_for(store).close()
+    with open(meta, "r+b") as handle:
+        handle.write(b"not a database" * 100)
+    again = Context(Store(home, background=False, wall=wall))
+    assert len(rs.conflicts_for_paths(again, KEY, ["one/a", "two/b"], agent="Green")) == 2
 
 
 def test_active_until_the_expiry_instant_and_not_at_it():
-    from gitmail.coord.reservation_index import Entry
+    from gitmail.index.reservations import Entry
 
     at = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
     expires = at + dt.timedelta(seconds=60)

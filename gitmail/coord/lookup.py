@@ -11,10 +11,8 @@ import datetime as dt
 from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import AGENT_INACTIVE, GitmailError, not_found
 from gitmail.model.names import check_agent_name
-from gitmail.model.records import AGENTS, PROJECT_PATH, Agent, Project, Reservation, profile_path
+from gitmail.model.records import AGENTS, PROJECT_PATH, Agent, Project, profile_path
 from gitmail.storage.snapshot import Snapshot
-
-from .reservation_index import unreleased
 
 
 def project_record(snap: Snapshot) -> Project:
@@ -62,16 +60,6 @@ def require_agent(snap: Snapshot, name: object, field: str = "agent_name", *, ac
                            "(or register_agent) before it acts or receives mail",
                            {"agent": agent.name, "status": agent.status})
     return agent
-
-
-def active_reservations(snap: Snapshot, at: dt.datetime) -> list[Reservation]:
-    """Reservations neither released nor expired at ``at``.
-
-    Served from the active-set cache of :mod:`gitmail.coord.reservation_index`, so
-    the cost does not grow with the reservation history.
-    """
-    moment = at.timestamp()
-    return [entry.record for entry in unreleased(snap, now=moment).values() if entry.active_at(moment)]
 
 
 def ts_of_hlc(hlc: HLC) -> str:

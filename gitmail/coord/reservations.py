@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
+from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import NOT_FOUND, RESERVATION_NOT_STALE, GitmailError, invalid
 from gitmail.model.ids import id_time, is_id
@@ -31,7 +32,6 @@ from gitmail.model.records import (
     JOURNAL,
     OUTBOX,
     PROJECT_PATH,
-    RESERVATIONS,
     Message,
     Project,
     Reservation,
@@ -50,7 +50,6 @@ from .acting import require_actor
 from .context import Context
 from .globs import covers, normalize, overlaps
 from .lookup import require_agent
-from .reservation_index import unreleased
 
 MAX_PATHS = 200
 _WORKSPACE_SCAN_LIMIT = 5000
@@ -97,9 +96,13 @@ def _ids(ids: object) -> list[str]:
     return list(ids)
 
 
-def _active(snapshot: Snapshot, at: dt.datetime, cache_dir: str | None = None) -> list[Reservation]:
-    t = at.timestamp()
-    return [e.record for e in unreleased(snapshot, cache_dir, now=t).values() if e.active_at(t)]
+def active(ctx: Context, project_key: str, snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+    """The reservations in force at ``at`` in what ``snapshot`` sees, queued group-commit edits included.
+
+    Served by the project's index (:meth:`gitmail.index.ProjectIndex.active_reservations`),
+    so the cost does not grow with the reservation history.
+    """
+    return indexer_for(ctx.store).project(project_key).active_reservations(snapshot, at)
 
 
 def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
@@ -120,7 +123,7 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
-        blocking = [r for r in _active(snap, at) if r.exclusive and r.agent != me]
+        blocking = [r for r in active(ctx, project_key, snap, at) if r.exclusive and r.agent != me]
         granted: list[dict[str, Any]] = []
         conflicts: list[dict[str, Any]] = []
         change = Change("", author=me)
@@ -173,7 +176,7 @@ def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids:
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
-        chosen = _select(_active(snap, at), me, ids, patterns)
+        chosen = _select(active(ctx, project_key, snap, at), me, ids, patterns)
         change = Change(f"{me} released {_listing(r.path_pattern for r in chosen)}", author=me)
         for record in chosen:
             change.put_record(dataclasses.replace(record, released_ts=released_at, hlc=hlc))
@@ -200,7 +203,7 @@ def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
-        chosen = _select(_active(snap, at), me, ids, patterns)
+        chosen = _select(active(ctx, project_key, snap, at), me, ids, patterns)
         change = Change(f"{me} renewed {_listing(r.path_pattern for r in chosen)} by {extend}s", author=me)
         out = []
         for record in chosen:
@@ -224,9 +227,9 @@ def list_reservations(ctx: Context, project_key: str, *, agent: str | None = Non
         check_agent_name(agent, "agent_name")
     snap = ctx.archive(project_key).snapshot()
     if active_only:
-        records = _active(snap, ctx.clock.now(), ctx.store.paths(ctx.slug(project_key)).derived)
+        records = active(ctx, project_key, snap, ctx.clock.now())
     else:
-        records = [r for p in snap.walk(RESERVATIONS) if (r := snap.load(p, Reservation)) is not None]
+        records = indexer_for(ctx.store).project(project_key).reservations()
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
     return {"file_reservations": [view(r) for r in chosen]}
 
@@ -236,8 +239,7 @@ def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
     snap = ctx.archive(project_key).snapshot()
     me = (agent or "").lower()
-    derived = ctx.store.paths(ctx.slug(project_key)).derived
-    blocking = [r for r in _active(snap, ctx.clock.now(), derived) if r.exclusive and r.agent.lower() != me]
+    blocking = [r for r in active(ctx, project_key, snap, ctx.clock.now()) if r.exclusive and r.agent.lower() != me]
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
@@ -249,7 +251,8 @@ def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
 # -- force release of abandoned reservations ----------------------------------------------
 
 
-def archive_activity(snapshot: Snapshot, agent: str, at: dt.datetime) -> list[tuple[str, dt.datetime]]:
+def archive_activity(ctx: Context, project_key: str, snapshot: Snapshot, agent: str,
+                     at: dt.datetime) -> list[tuple[str, dt.datetime]]:
     """The holder's latest activity visible in the archive, one time per kind of signal."""
     signals: list[tuple[str, dt.datetime]] = []
     profile = require_agent(snapshot, agent)
@@ -261,9 +264,9 @@ def archive_activity(snapshot: Snapshot, agent: str, at: dt.datetime) -> list[tu
     seat = snapshot.load(seat_path(agent), Seat)
     if seat is not None and seat.released_at is None:
         signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.UTC)))
-    for entry in unreleased(snapshot, now=at.timestamp()).values():
-        if entry.record.agent == agent:
-            wall = dt.datetime.fromtimestamp(entry.record.hlc.wall_ms / 1000, dt.UTC)
+    for record in active(ctx, project_key, snapshot, at):
+        if record.agent == agent:
+            wall = dt.datetime.fromtimestamp(record.hlc.wall_ms / 1000, dt.UTC)
             signals.append(("reservation made or renewed", wall))
     return signals
 
@@ -351,7 +354,7 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
             raise invalid("this reservation is yours: release it with release_file_reservations",
                           field="file_reservation_id")
         expired = parse_ts(record.expires_ts) <= at
-        signals = [] if expired else archive_activity(snap, record.agent, at) + outside
+        signals = [] if expired else archive_activity(ctx, project_key, snap, record.agent, at) + outside
         latest = max(signals, key=lambda s: s[1]) if signals else None
         idle = (at - latest[1]).total_seconds() if latest else None
         if latest is not None and idle is not None and idle < threshold:

@@ -12,9 +12,9 @@ import dataclasses
 import time
 from typing import Any
 
+from gitmail.coord import reservations
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import (
-    active_reservations,
     agent_names,
     canonical_name,
     find_agent,
@@ -23,6 +23,7 @@ from gitmail.coord.lookup import (
     require_agent,
     ts_of_hlc,
 )
+from gitmail.index import indexer_for
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import check_agent_name
@@ -170,11 +171,10 @@ def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> 
     """The project's agent directory, sorted by name."""
     snap = ctx.archive(project_key).snapshot()
     project_id, slug = project_record(snap).id, ctx.slug(project_key)
-    out = []
-    for agent in profiles(snap):
-        if agent.status == "active" or not active_only:
-            out.append(agent_view(ctx, slug, agent, project_id))
-    return out
+    # The agent directory is a hot read: answered by the index, caught up to the tip.
+    directory = indexer_for(ctx.store).project(project_key).agents()
+    return [agent_view(ctx, slug, agent, project_id) for agent in directory
+            if agent.status == "active" or not active_only]
 
 
 def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
@@ -274,7 +274,7 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
     since = ctx.clock.time() - threshold
     recent = authors_since(archive, since)
     cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
-    reserved = {r.agent for r in active_reservations(snap, ctx.clock.now())}
+    reserved = {r.agent for r in reservations.active(ctx, project_key, snap, ctx.clock.now())}
     candidates, skipped = [], []
     for agent in profiles(snap):
         name = agent.name

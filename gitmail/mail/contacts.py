@@ -17,10 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from gitmail.coord import reservations
 from gitmail.coord.acting import check_acting
 from gitmail.coord.context import Context
 from gitmail.coord.globs import overlaps
-from gitmail.coord.lookup import active_reservations, find_agent, require_agent
+from gitmail.coord.lookup import find_agent, require_agent
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id
@@ -101,15 +102,16 @@ def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -
     return False
 
 
-def _reservations_overlap(snap: Snapshot, sender: str, recipient: str, at: dt.datetime) -> bool:
-    active = active_reservations(snap, at)
+def _reservations_overlap(ctx: Context, project_key: str, snap: Snapshot, sender: str, recipient: str,
+                          at: dt.datetime) -> bool:
+    active = reservations.active(ctx, project_key, snap, at)
     mine = [r.path_pattern for r in active if r.agent == sender]
     theirs = [r.path_pattern for r in active if r.agent == recipient]
     return any(overlaps(a, b) for a in mine for b in theirs)
 
 
-def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, clock: HybridClock, thread_id: str | None = None,
-         replying_to: str | None = None) -> tuple[str, str] | None:
+def gate(ctx: Context, project_key: str, snap: Snapshot, sender: Agent, recipient: Agent, *,
+         thread_id: str | None = None, replying_to: str | None = None) -> tuple[str, str] | None:
     """None if ``sender`` may write to ``recipient``; else ``(code, reason)``.
 
     ``replying_to`` names the author of the message being answered: answering
@@ -117,7 +119,7 @@ def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, clock: HybridClock,
     """
     if sender.name == recipient.name or recipient.contact_policy == "open":
         return None
-    moment = clock.now()
+    moment = ctx.clock.now()
     at = format_ts(moment)
     if approved_between(snap, sender.name, recipient.name, at):
         return None
@@ -132,7 +134,7 @@ def gate(snap: Snapshot, sender: Agent, recipient: Agent, *, clock: HybridClock,
         return CONTACT_REQUIRED, f"{recipient.name} accepts mail only from approved contacts"
     if thread_id and _share_thread(snap, sender.name, recipient.name, thread_id):
         return None
-    if _reservations_overlap(snap, sender.name, recipient.name, moment):
+    if _reservations_overlap(ctx, project_key, snap, sender.name, recipient.name, moment):
         return None
     since = format_ts(moment - dt.timedelta(days=RECENT_CONTACT_DAYS))
     if _exchanged_recently(snap, sender.name, recipient.name, since):

@@ -1,4 +1,4 @@
-"""Mail reads: inbox pages from the index, everything else from one snapshot of the tip.
+"""Mail reads: inbox and outbox pages from the index, everything else from one snapshot of the tip.
 
 The snapshot readers (:func:`inbox`, :func:`outbox`, :func:`message`,
 :func:`thread`, :func:`topic_messages`) take a :class:`Snapshot` and plain
@@ -7,11 +7,12 @@ sharded by day and IDs sort by time, so listing newest first walks the newest
 shards and stops as soon as it has enough (or reaches ``since_ts``).
 
 The operations below them (``fetch_*``, ``get_*``, ``view_*``) open one
-snapshot each, so a read is consistent. The exception is the hot read,
-:func:`fetch_inbox`: it is answered by the project's index
-(:meth:`gitmail.index.ProjectIndex.inbox`), which first catches up to the tip,
-so it sees every commit made before the call and gives exactly what
-:func:`inbox` gives over a snapshot of that tip (a test holds the two equal).
+snapshot each, so a read is consistent. The exceptions are the hot reads,
+:func:`fetch_inbox` and :func:`fetch_outbox`: they are answered by the
+project's index (:meth:`gitmail.index.ProjectIndex.inbox` and ``.outbox``),
+which first catches up to the tip, so it sees every commit made before the
+call and gives exactly what :func:`inbox` and :func:`outbox` give over a
+snapshot of that tip (a test holds them equal).
 """
 
 from __future__ import annotations
@@ -253,8 +254,10 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int 
     """What the agent sent, newest first, each with the commit that recorded it."""
     check_limit(limit)
     since = parse_since(since_ts)
-    snap, project, name = _open(ctx, project_key, agent_name)
-    messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)
+    _, project, name = _open(ctx, project_key, agent_name)
+    # Answered by the index like fetch_inbox (the same answer as outbox() over a snapshot of the tip).
+    messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit,
+                                                                  include_bodies=include_bodies)
     _with_commits(ctx, project_key, messages, lambda m: outbox_path(name, m["id"]))
     return _listing(project, name, messages)
 

@@ -18,7 +18,6 @@ from typing import Any
 from gitmail.coord import acting, capabilities
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names, find_agent, project_record
-from gitmail.model.clock import HybridClock
 from gitmail.model.errors import (
     AGENT_INACTIVE,
     CONTACT_BLOCKED,
@@ -191,8 +190,8 @@ def _resolve(snap: Snapshot, names: list[str], unknown: list[str]) -> list[Agent
     return found
 
 
-def _plan(snap: Snapshot, out: Outgoing, sender: Agent,
-          clock: HybridClock) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
+def _plan(ctx: Context, project_key: str, snap: Snapshot, out: Outgoing,
+          sender: Agent) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
     """Resolve recipients by field; returns them and the broadcast skips."""
     unknown: list[str] = []
     fields = {name: _resolve(snap, capabilities.expand_roles(snap, getattr(out, name), exclude=sender.name, field=name),
@@ -213,7 +212,7 @@ def _plan(snap: Snapshot, out: Outgoing, sender: Agent,
             if agent.status != "active":
                 skipped.append({"agent": agent.name, "reason": f"agent is {agent.status}"})
                 continue
-            refused = contacts.gate(snap, sender, agent, clock=clock, thread_id=out.thread_id,
+            refused = contacts.gate(ctx, project_key, snap, sender, agent, thread_id=out.thread_id,
                                    replying_to=out.replying_to)
             if refused is not None:
                 skipped.append({"agent": agent.name, "reason": refused[1]})
@@ -275,7 +274,7 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
             earlier = idempotency.check(snap, sender.name, hashed, operation, content_hash, ctx.clock.now())
             if earlier is not None:
                 return Change("", result=_replay(snap, project.human_key, earlier))
-        fields, skipped = _plan(snap, out, sender, ctx.clock)
+        fields, skipped = _plan(ctx, request.project_key, snap, out, sender)
         if not any(fields.values()):
             why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
             raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
@@ -289,7 +288,7 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
         # broadcast recipients already passed the contact rules when they were picked
         explicit = fields["cc"] + fields["bcc"] + ([] if out.broadcast else fields["to"])
         refused = {a.name: r for a in explicit
-                   if (r := contacts.gate(snap, sender, a, clock=ctx.clock, thread_id=out.thread_id,
+                   if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=out.thread_id,
                                           replying_to=out.replying_to))}
         change = Change("", author=sender.name)
         for path, data in out.files.items():

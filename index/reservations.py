@@ -1,0 +1,166 @@
+"""The reservations in force at a commit, kept without rescanning the history.
+
+Checking a new reservation for conflicts needs every active reservation of
+the project, and released and expired records stay in the archive for audit,
+so reading every reservation file grows with the whole history. A
+:class:`ActiveReservations` keeps, in memory, the unreleased and unexpired
+records as of one commit. Moving to another commit applies the git diff of
+the ``reservations/`` subtree between the two (a handful of files per
+commit, whatever else the commits hold), and a snapshot's queued
+group-commit edits are applied on top, so a transaction sees exactly the
+state it commits onto.
+
+A process starts from the metadata store (:mod:`.meta`), whose reservation
+table follows the archive like the rest of the index (the project's index
+catches the store up first): it loads the open reservations as of the
+store's watermark and diffs on from there, so a short process (the commit
+guard's hook, a CLI command) never rescans the history. Only when the store
+is missing or damaged is the subtree read in full.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.records import RESERVATIONS, Reservation, reservation_path
+from gitmail.storage.snapshot import Snapshot, blob_data
+
+from .meta import Meta, MetaCorrupt
+from .parse import record_from_fields
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One unreleased reservation with its expiry as a POSIX time."""
+
+    record: Reservation
+    expires: float
+
+    def active_at(self, at: float) -> bool:
+        return self.record.released_ts is None and at < self.expires
+
+
+def _entry(path: str, data: bytes | None, horizon: float) -> Entry | None:
+    if data is None:
+        return None
+    record = Reservation.from_bytes(data, path)
+    if record.released_ts is not None:
+        return None
+    expires = parse_ts(record.expires_ts).timestamp()
+    return Entry(record, expires) if expires > horizon else None
+
+
+def record_entry(fields: dict[str, Any]) -> tuple[str, Entry] | None:
+    """An entry from the metadata store's copy of a record (None if the copy is not a valid reservation)."""
+    record = record_from_fields(Reservation, fields)
+    if record is None:
+        return None
+    return reservation_path(record.id), Entry(record, parse_ts(record.expires_ts).timestamp())
+
+
+def _subtree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
+    if commit is None:
+        return None
+    try:
+        sub = repo[commit].peel(pygit2.Tree)[RESERVATIONS]
+    except KeyError:
+        return None
+    return sub if isinstance(sub, pygit2.Tree) else None
+
+
+def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: float, out: dict[str, Entry]) -> None:
+    for item in tree:
+        path = f"{prefix}/{item.name}"
+        obj = repo[item.id]
+        if isinstance(obj, pygit2.Tree):
+            _scan(repo, obj, path, horizon, out)
+        elif isinstance(obj, pygit2.Blob):
+            entry = _entry(path, obj.data, horizon)
+            if entry is not None:
+                out[path] = entry
+
+
+class ActiveReservations:
+    """One project's open reservations at the last commit asked about; safe to share between threads."""
+
+    def __init__(self, meta: Meta):
+        self.meta = meta
+        self._lock = threading.Lock()
+        self.loaded = False  # whether the set was started (from the metadata store, or empty)
+        self._commit: str | None = None
+        self._tree_id: str | None = None
+        self._entries: dict[str, Entry] = {}
+
+    def at(self, snapshot: Snapshot, now: float) -> dict[str, Entry]:
+        """Path -> entry for every unreleased reservation ``snapshot`` sees, less those expired by ``now``.
+
+        ``now`` (POSIX seconds, from the caller's clock) only prunes what
+        expired before it; callers test :meth:`Entry.active_at` for the
+        instant they care about.
+        """
+        horizon = now - 1.0
+        with self._lock:
+            if not self.loaded:
+                self._load(snapshot.repo, horizon)
+            if self._commit != snapshot.commit:
+                self._advance(snapshot.repo, snapshot.commit, horizon)
+            entries = self._entries
+        pending = snapshot.pending_edits(RESERVATIONS)
+        if not pending:
+            return entries
+        entries = dict(entries)
+        for path, data in pending.items():
+            entry = _entry(path, data, horizon)
+            if entry is None:
+                entries.pop(path, None)
+            else:
+                entries[path] = entry
+        return entries
+
+    def _load(self, repo: pygit2.Repository, horizon: float) -> None:
+        """Start from the metadata store's open reservations at its watermark (call with the lock held)."""
+        try:
+            watermark, rows = self.meta.open_reservations(format_ts(dt.datetime.fromtimestamp(horizon, dt.UTC)))
+        except MetaCorrupt:
+            watermark, rows = None, []  # the store is rebuilt elsewhere; here a full read of the subtree serves
+        if watermark is not None and watermark in repo:
+            tree = _subtree(repo, watermark)
+            self._commit, self._tree_id = watermark, str(tree.id) if tree is not None else None
+            self._entries = dict(entry for fields in rows if (entry := record_entry(fields)) is not None)
+        self.loaded = True
+
+    def _advance(self, repo: pygit2.Repository, commit: str | None, horizon: float) -> None:
+        """Move to ``commit`` by the diff of the reservations subtree (call with the lock held)."""
+        tree = _subtree(repo, commit)
+        tree_id = str(tree.id) if tree is not None else None
+        if tree_id == self._tree_id:
+            self._commit = commit
+            return
+        entries: dict[str, Entry] = {}
+        old_tree = None
+        if tree is not None and self._tree_id is not None:
+            try:
+                old_tree = repo[self._tree_id].peel(pygit2.Tree)
+            except (KeyError, ValueError):  # the tree we had is gone (history rewritten and pruned)
+                old_tree = None
+        if tree is not None and old_tree is None:
+            _scan(repo, tree, RESERVATIONS, horizon, entries)
+        elif tree is not None and old_tree is not None:
+            entries = {path: e for path, e in self._entries.items() if e.expires > horizon}
+            for delta in old_tree.diff_to_tree(tree).deltas:
+                if delta.status == pygit2.GIT_DELTA_DELETED:
+                    entries.pop(f"{RESERVATIONS}/{delta.old_file.path}", None)
+                    continue
+                path = f"{RESERVATIONS}/{delta.new_file.path}"
+                entry = _entry(path, blob_data(repo, delta.new_file.id), horizon)
+                if entry is None:
+                    entries.pop(path, None)
+                else:
+                    entries[path] = entry
+        self._commit, self._tree_id, self._entries = commit, tree_id, entries
