@@ -48,13 +48,13 @@ class ServerProcess:
     """``gitmail serve`` on a free port; ``url`` is its MCP endpoint."""
 
     def __init__(self, home: str, *, token: str | None = None, host: str = "127.0.0.1",
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
         self.home = home
         self.token = token
         self.host = host
         self.port = free_port()
         self.url = f"http://{host}:{self.port}/mcp"
-        env = child_env(home, **({"GITMAIL_TOKEN": token} if token else {}))
+        env = child_env(home, **({"GITMAIL_TOKEN": token} if token else {}), **(env or {}))
         self.log = tempfile.TemporaryFile(mode="w+")  # a pipe nobody reads could fill and stall the server
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gitmail", "serve", "--host", host, "--port", str(self.port), *extra_args],
@@ -133,3 +133,13 @@ async def fail(client: Client, tool_name: str, /, **arguments: Any) -> dict[str,
 async def read_json(client: Client, uri: str) -> Any:
     contents = await client.read_resource(uri)
     return json.loads(contents[0].text)
+
+
+async def read_error(client: Client, uri: str) -> dict[str, Any]:
+    """Read a resource that must fail and return its error body {code, message, data}."""
+    try:
+        await client.read_resource(uri)
+    except Exception as exc:  # noqa: BLE001 - the client raises the protocol error it got
+        text = str(exc)
+        return json.loads(text[text.index("{"):])
+    raise AssertionError(f"reading {uri} did not fail")

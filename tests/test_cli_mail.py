@@ -114,3 +114,21 @@ def test_shell_errors_exit_2_with_a_code_and_change_nothing(tmp_path):
     relative = gitmail(home, "init", "relative/path", "--json")
     assert relative.returncode == 2 and json.loads(relative.stdout)["error"]["code"] == "INVALID_ARGUMENT"
     assert git("--git-dir", archive, "rev-parse", "main") == before
+
+
+def test_the_operator_issues_a_lost_token_anew(tmp_path):
+    from gitmail import Store
+    from gitmail.mail.facade import Mail
+
+    home = str(tmp_path / "home")
+    ok(home, "init", PROJECT)
+    first = ok(home, "register", PROJECT, "--name", "BlueLake")["registration_token"]
+    issued = ok(home, "agents", "reset-token", PROJECT, "BlueLake")
+    assert issued["agent"] == "BlueLake" and issued["registration_token"] != first
+    text = gitmail(home, "agents", "reset-token", PROJECT, "BlueLake").stdout
+    latest = text.strip().splitlines()[-1]
+    mail = Mail(Store(home, background=False))
+    assert mail.verify_agent_token(PROJECT, "BlueLake", latest)
+    assert not mail.verify_agent_token(PROJECT, "BlueLake", first)
+    assert not mail.verify_agent_token(PROJECT, "BlueLake", issued["registration_token"])
+    assert [a["name"] for a in ok(home, "agents", PROJECT)] == ["BlueLake"]  # listing works as before

@@ -115,7 +115,7 @@ def test_blocked_message_is_held_and_delivered_on_approval(store):
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "The full plan",
-                               auto_contact_if_blocked=True)
+                               hold_if_blocked=True)
     assert result["held"] is True and result["count"] == 0 and result["awaiting"] == ["BlueLake"]
     assert "delivered" in result["note"]
     held_id = result["held_message_id"]
@@ -140,7 +140,7 @@ def test_held_message_skips_a_recipient_who_declines(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "body",
-                               auto_contact_if_blocked=True)
+                               hold_if_blocked=True)
     assert result["awaiting"] == ["BlueLake", "RedStone"]
     first = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=False)
     assert first["delivered_held"] == []
@@ -156,7 +156,7 @@ def test_held_message_skips_a_recipient_who_declines(store):
 def test_held_message_declined_by_everyone_is_kept(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan", "keep me", auto_contact_if_blocked=True)
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan", "keep me", hold_if_blocked=True)
     mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=False)
     [kept] = mail.list_held(PROJECT, "GreenCastle")
     assert kept["awaiting"] == [] and kept["denied"] == ["BlueLake"]
@@ -195,7 +195,7 @@ def test_deleting_an_awaited_agent_releases_held_mail(store):
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "for both",
-                      auto_contact_if_blocked=True)
+                      hold_if_blocked=True)
     mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="I UNDERSTAND")
     assert mail.list_held(PROJECT, "GreenCastle") == []
     [delivered] = mail.fetch_inbox(PROJECT, "RedStone")

@@ -107,12 +107,12 @@ def test_concurrent_retries_create_one_message(store):
 def test_held_send_retry_and_delivery(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    held = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", auto_contact_if_blocked=True,
+    held = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
                              idempotency_key="h")
-    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", auto_contact_if_blocked=True,
+    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
                               idempotency_key="h")
     assert again["held"] is True and again["created"] is False and again["held_message_id"] == held["held_message_id"]
     delivered = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)["delivered_held"][0]
-    after = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", auto_contact_if_blocked=True,
+    after = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
                               idempotency_key="h")
     assert after["created"] is False and after["deliveries"][0]["payload"]["id"] == delivered["message_id"]

@@ -6,12 +6,13 @@ import base64
 import io
 import os
 import subprocess
+import sys
 import uuid
 
 import pytest
 from PIL import Image
 
-from .mcp_harness import call, fail, read_json, run
+from .mcp_harness import call, child_env, fail, read_json, run
 
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
@@ -144,7 +145,14 @@ def test_roles_sleep_and_wake(server):
                        body_md="arrives")
             inbox = await call(admin, "fetch_inbox", project_key=project, agent_name="Green")
             assert inbox[0]["subject"] == "still"
-            await call(admin, "wake_agent", project_key=project, agent_name="Red", target="Green")
+            # An agent may put only itself to sleep, and only the operator wakes an agent.
+            other = await fail(admin, "sleep_agent", project_key=project, agent_name="Red", target="Blue")
+            assert other["code"] == "UNAUTHORIZED"
+            refused = await fail(admin, "wake_agent", project_key=project, agent_name="Red", target="Green")
+            assert refused["code"] == "UNAUTHORIZED" and f"gitmail wake {project} Green" in refused["message"]
+            woken = subprocess.run([sys.executable, "-m", "gitmail", "--home", server.home, "wake", project, "Green"],
+                                   capture_output=True, text=True, env=child_env(server.home))
+            assert woken.returncode == 0, woken.stderr
             await call(admin, "send_message", project_key=project, sender_name="Green", to=["Blue"], subject="back",
                        body_md="awake")
             assert tokens
@@ -179,8 +187,8 @@ def test_attachments_over_mcp(server):
 
 
 def test_guard_installed_through_mcp_blocks_a_real_commit(server, tmp_path):
-    project = fresh_project()
     repo = str(tmp_path / "code")
+    project = repo  # agents may install the guard in the repository at the project's own path
     os.makedirs(repo)
     env = dict(os.environ, GITMAIL_HOME=server.home, GIT_AUTHOR_NAME="Dev", GIT_AUTHOR_EMAIL="d@example.org",
                GIT_COMMITTER_NAME="Dev", GIT_COMMITTER_EMAIL="d@example.org", AGENT_NAME="Green")
@@ -188,12 +196,13 @@ def test_guard_installed_through_mcp_blocks_a_real_commit(server, tmp_path):
 
     async def scenario():
         async with server.client() as admin:
-            await team(admin, project, "Blue", "Green")
+            tokens = await team(admin, project, "Blue", "Green")
             await call(admin, "file_reservation_paths", project_key=project, agent_name="Blue", paths=["core/"])
             out = await call(admin, "install_precommit_guard", project_key=project, code_repo_path=repo)
             assert out["hook"].endswith("pre-commit")
+            return tokens
 
-    run(scenario())
+    tokens = run(scenario())
     os.makedirs(os.path.join(repo, "core"))
     with open(os.path.join(repo, "core", "x.py"), "w", encoding="utf-8") as handle:
         handle.write("x = 1\n")
@@ -203,7 +212,9 @@ def test_guard_installed_through_mcp_blocks_a_real_commit(server, tmp_path):
 
     async def remove():
         async with server.client() as admin:
-            assert (await call(admin, "uninstall_precommit_guard", code_repo_path=repo))["removed"] is True
+            # another session: it proves an agent of the project the guard records
+            assert (await call(admin, "uninstall_precommit_guard", code_repo_path=repo, agent_name="Blue",
+                               agent_token=tokens["Blue"]))["removed"] is True
 
     run(remove())
     assert subprocess.run(["git", "commit", "-qm", "x"], cwd=repo, env=env).returncode == 0

@@ -157,31 +157,85 @@ def test_contact_request_and_handshake(server):
     project = fresh_project()
 
     async def scenario():
-        async with server.client() as client:
+        async with server.client() as client, server.client() as green:
             await call(client, "ensure_project", human_key=project)
-            for name in ("BlueLake", "GreenCastle", "RedStone"):
+            for name in ("BlueLake", "RedStone"):
                 await call(client, "register_agent", project_key=project, program="p", model="m", name=name)
-            await call(client, "set_contact_policy", project_key=project, agent_name="GreenCastle",
+            registered = await call(green, "register_agent", project_key=project, program="p", model="m",
+                                    name="GreenCastle")
+            await call(green, "set_contact_policy", project_key=project, agent_name="GreenCastle",
                        policy="contacts_only")
             cold = await fail(client, "send_message", project_key=project, sender_name="BlueLake",
-                              to=["GreenCastle"], subject="s", body_md="b")
+                              to=["GreenCastle"], subject="s", body_md="b", auto_contact_if_blocked=False)
             request = await call(client, "request_contact", project_key=project, from_agent="BlueLake",
                                  to_agent="GreenCastle", reason="API contract")
-            await call(client, "respond_contact", project_key=project, to_agent="GreenCastle", from_agent="BlueLake",
+            await call(green, "respond_contact", project_key=project, to_agent="GreenCastle", from_agent="BlueLake",
                        accept=True)
             warm = await call(client, "send_message", project_key=project, sender_name="BlueLake",
                               to=["GreenCastle"], subject="s", body_md="b")
-            contacts = await call(client, "list_contacts", project_key=project, agent_name="GreenCastle")
+            contacts = await call(green, "list_contacts", project_key=project, agent_name="GreenCastle")
             shake = await call(client, "macro_contact_handshake", project_key=project, requester="RedStone",
                                target="GreenCastle", reason="db", auto_accept=True, welcome_subject="hi",
-                               welcome_body="first message")
+                               welcome_body="first message", target_token=registered["registration_token"])
             return cold, request, warm, contacts, shake
 
     cold, request, warm, contacts, shake = run(scenario())
-    assert cold["code"] == "CONTACT_REQUIRED"
+    assert cold["code"] == "CONTACT_REQUIRED" and "auto_contact_requested" not in cold["data"]
     assert warm["count"] == 1
     assert any(c.get("status") == "approved" for c in contacts)
     assert shake["response"] is not None and shake["welcome_message"]["count"] == 1
+
+
+def test_auto_contact_requests_and_fails_and_is_not_queued(server):
+    """The default: a send that needs contact files the request and fails; it is never delivered later on its own."""
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as blue, server.client() as green:
+            await call(blue, "ensure_project", human_key=project)
+            await call(blue, "register_agent", project_key=project, program="p", model="m", name="BlueLake")
+            await call(green, "register_agent", project_key=project, program="p", model="m", name="GreenCastle")
+            await call(green, "set_contact_policy", project_key=project, agent_name="GreenCastle",
+                       policy="contacts_only")
+            first = await fail(blue, "send_message", project_key=project, sender_name="BlueLake",
+                               to=["GreenCastle"], subject="Plan", body_md="the plan")
+            pending = await call(green, "list_contacts", project_key=project, agent_name="GreenCastle")
+            await call(green, "respond_contact", project_key=project, to_agent="GreenCastle", from_agent="BlueLake",
+                       accept=True)
+            before = await call(green, "fetch_inbox", project_key=project, agent_name="GreenCastle")
+            again = await call(blue, "send_message", project_key=project, sender_name="BlueLake",
+                               to=["GreenCastle"], subject="Plan", body_md="the plan")
+            after = await call(green, "fetch_inbox", project_key=project, agent_name="GreenCastle")
+            return first, pending, before, again, after
+
+    first, pending, before, again, after = run(scenario())
+    assert first["code"] == "CONTACT_REQUIRED"
+    (requested,) = first["data"]["auto_contact_requested"]
+    assert requested["to"] == "GreenCastle" and requested["status"] == "pending"
+    assert any(c["status"] == "pending" and c["from"] == "BlueLake" for c in pending)
+    assert [m["subject"] for m in before] == ["Contact request from BlueLake"]  # approving delivered nothing
+    assert again["count"] == 1
+    assert [m["subject"] for m in after].count("Plan") == 1  # sent once, received once
+
+
+def test_auto_contact_approves_in_band_when_the_session_acts_as_both(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as both:
+            await call(both, "ensure_project", human_key=project)
+            for name in ("BlueLake", "GreenCastle"):
+                await call(both, "register_agent", project_key=project, program="p", model="m", name=name)
+            await call(both, "set_contact_policy", project_key=project, agent_name="GreenCastle",
+                       policy="contacts_only")
+            sent = await call(both, "send_message", project_key=project, sender_name="BlueLake",
+                              to=["GreenCastle"], subject="Plan", body_md="the plan")
+            links = await call(both, "list_contacts", project_key=project, agent_name="GreenCastle")
+            return sent, links
+
+    sent, links = run(scenario())
+    assert sent["count"] == 1 and sent["contacts_approved"][0]["status"] == "approved"
+    assert any(c["status"] == "approved" and c["from"] == "BlueLake" for c in links)
 
 
 def test_macro_start_session_registers_and_shows_the_inbox(server):

@@ -212,7 +212,7 @@ def test_stdio_session_acts_as_its_agent(tmp_path):
 
     profile, retired, other, health = run(scenario())
     assert profile["name"] == "RedStone" and retired["status"] == "retired"
-    assert other["code"] == "UNAUTHORIZED"
+    assert other["code"] == "NOT_FOUND"
     assert health["transport"] == "stdio"
 
 
@@ -227,7 +227,7 @@ def test_every_tool_and_resource_is_in_the_readme(tmp_path):
 
     mcp = build_server(Store(str(tmp_path / "home"), background=False))
     tools = [tool.name for tool in asyncio.run(mcp.list_tools())]
-    uris = [t.uri_template.split("{?")[0] for t in asyncio.run(mcp.list_resource_templates())]
+    uris = [t.uri_template.split("{?")[0].replace("*}", "}") for t in asyncio.run(mcp.list_resource_templates())]
     uris += [str(r.uri) for r in asyncio.run(mcp.list_resources())]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()

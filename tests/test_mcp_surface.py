@@ -28,6 +28,7 @@ def test_project_lifecycle(server):
     async def scenario():
         async with server.client() as client:
             created = await call(client, "ensure_project", human_key=project)
+            await call(client, "register_agent", project_key=project, program="p", model="m", name="Keeper")
             again = await call(client, "ensure_project", human_key=project + "/")
             archived = await call(client, "archive_project", project_key=project)
             listed = await read_json(client, "resource://projects")
@@ -88,8 +89,10 @@ def test_topics_search_summaries_and_retention(server):
             thread = first["deliveries"][0]["payload"]["thread_id"]
             await call(client, "reply_message", project_key=project, message_id=first["deliveries"][0]["payload"]["id"],
                        sender_name="GreenCastle", body_md="Agreed, the deploy is fine.")
-            topic = await call(client, "fetch_topic", project_key=project, topic_name="release")
-            bad_topic = await fail(client, "fetch_topic", project_key=project, topic_name="no spaces allowed")
+            topic = await call(client, "fetch_topic", project_key=project, topic_name="release",
+                               agent_name="BlueLake")
+            bad_topic = await fail(client, "fetch_topic", project_key=project, topic_name="no spaces allowed",
+                                   agent_name="BlueLake")
             # A search sees every message sent before it, taken into the index yet or not.
             hits = await call(client, "search_messages", project_key=project, query="deploy")
             bad_query = await fail(client, "search_messages", project_key=project, query='"unclosed')

@@ -33,8 +33,10 @@ def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
 
     async def first_sync():
         async with server.client() as client:
-            remotes = await call(client, "list_remotes", project_key=PROJECT)
-            synced = await call(client, "sync_project", project_key=PROJECT)
+            remotes = await call(client, "list_remotes", project_key=PROJECT, agent_name="BlueLake",
+                                   registration_token=blue["registration_token"])
+            synced = await call(client, "sync_project", project_key=PROJECT, agent_name="BlueLake",
+                                   agent_token=blue["registration_token"])
             unknown = await fail(client, "sync_project", project_key=PROJECT, remote="nowhere")
             return remotes, synced, unknown
 
@@ -54,7 +56,8 @@ def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
 
     async def second_sync():
         async with server.client() as client:
-            synced = await call(client, "sync_project", project_key=PROJECT, remote="hub")
+            synced = await call(client, "sync_project", project_key=PROJECT, remote="hub", agent_name="BlueLake",
+                                   agent_token=blue["registration_token"])
             inbox = await call(client, "fetch_inbox", project_key=PROJECT, agent_name="BlueLake",
                                agent_token=blue["registration_token"])
             return synced, inbox

@@ -83,7 +83,7 @@ def test_every_mail_record_type_passes_fsck(store):
         mail.register_agent(PROJECT, "cli", "m", name=name)
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     mail.set_contact_policy(PROJECT, "Quiet", "open")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "held", "waits", auto_contact_if_blocked=True,
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "held", "waits", hold_if_blocked=True,
                       idempotency_key="held-1")
     sent = mail.send_message(PROJECT, "GreenCastle", ["RedStone"], "hi", "- [ ] task", bcc=["Quiet"],
                              idempotency_key="sent-1")["deliveries"][0]["payload"]

@@ -15,7 +15,7 @@ import click
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
-from ._app import Context, command
+from ._app import Context, cli, command
 
 
 def table(rows: Iterable[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
@@ -82,7 +82,22 @@ def projects(ctx: Context, include_archived: bool) -> tuple[object, str]:
     return listed, table(listed, columns, "no projects yet; create one with `gitmail init /abs/path`")
 
 
-@command(name="agents")
+class _AgentsGroup(click.Group):
+    """``gitmail agents PROJECT`` lists (as it always did); ``gitmail agents reset-token ...`` is a subcommand."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                           list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["list", *args]
+        return super().resolve_command(ctx, args)
+
+
+@cli.group(name="agents", cls=_AgentsGroup)
+def agents_group() -> None:
+    """A project's agents: list them (`gitmail agents PROJECT`), or issue a lost token anew."""
+
+
+@command(group=agents_group, name="list")
 @click.argument("project")
 @click.option("--all", "include_retired", is_flag=True, help="Include retired and deregistered agents.")
 def agents(ctx: Context, project: str, include_retired: bool) -> tuple[object, str]:
@@ -91,6 +106,20 @@ def agents(ctx: Context, project: str, include_retired: bool) -> tuple[object, s
     return listed, table(listed, [("name", "NAME"), ("program", "PROGRAM"), ("model", "MODEL"), ("status", "STATUS"),
                                   ("last_active_ts", "LAST ACTIVE"), ("task_description", "TASK")],
                          "no agents registered")
+
+
+@command(group=agents_group, name="reset-token")
+@click.argument("project")
+@click.argument("name")
+def reset_token(ctx: Context, project: str, name: str) -> tuple[object, str]:
+    """Issue a new registration token for agent NAME of PROJECT and print it once; the old token stops working.
+
+    For an agent whose token is lost: only the token's hash is stored, so it
+    cannot be shown again. Give the new token to the agent's next session.
+    """
+    issued = ctx.mail.reset_agent_token(project, name)
+    return issued, (f"new registration token for {issued['agent']} (shown once; the old one no longer works):\n"
+                    f"{issued['registration_token']}")
 
 
 @command(name="register")

@@ -127,6 +127,14 @@ def uninstall(repo: str) -> dict[str, Any]:
     return {"removed": bool(removed), "hooks": removed, "restored": restored}
 
 
+def recorded_project(repo: object) -> str | None:
+    """The project key a guarded repository records (``git config gitmail.project``), if any."""
+    if not isinstance(repo, str) or not os.path.isdir(os.path.abspath(os.path.expanduser(repo))):
+        return None
+    path = os.path.abspath(os.path.expanduser(repo))
+    return _git(path, "config", "--local", "--get", CONFIG_PROJECT, check=False).strip() or None
+
+
 def _human_key(ctx: Context, project_key: str) -> str:
     from gitmail.model.records import PROJECT_PATH, Project
 

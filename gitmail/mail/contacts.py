@@ -7,9 +7,13 @@ only) or ``block_all``. A link ``contacts/<requester>/<target>.yaml`` is
 requested (pending, with an introduction message the target must
 acknowledge), then approved or denied by the target.
 
-A message that a policy blocks can be held instead of refused: it waits in the
-sender's ``held`` folder and is delivered in the commit that approves the
-last contact it was waiting for.
+A send that a policy refuses can ask for contact on the way
+(``auto_contact_if_blocked``): the requests are filed and the send fails, so
+the sender sends again after approval; a recipient the sender's own session
+also acts as approves at once (:func:`approve_in_band`). With
+``hold_if_blocked`` the message is held instead: it waits in the sender's
+``held`` folder and is delivered in the commit that approves the last contact
+it was waiting for.
 """
 
 from __future__ import annotations
@@ -180,6 +184,19 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
                     ack_required=True, thread_id=None, topic=INTRO_TOPIC)
     put_message(change, intro)
     return {**contact_view(link, at), "intro_message_id": intro.id}
+
+
+def approve_in_band(snap: Snapshot, change: Change, requester: Agent, target: Agent, hlc: HLC, *,
+                    clock: HybridClock) -> dict[str, Any]:
+    """Approve ``requester``'s contact with ``target`` in ``change``, for a caller proven to be both."""
+    at = clock.now_ts()
+    link = link_between(snap, requester.name, target.name)
+    link = Contact(requester=requester.name, target=target.name, status="approved",
+                   requested_at=link.requested_at if link is not None else at, hlc=hlc,
+                   reason="approved in the session that acts as both", responded_at=at,
+                   expires_at=_later(clock, APPROVED_TTL_SECONDS))
+    change.put_record(link)
+    return contact_view(link, at)
 
 
 def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",

@@ -56,6 +56,10 @@ class Mail:
     def get_project(self, slug: str) -> dict[str, Any]:
         return projects.get_project(self.ctx, slug)
 
+    def human_key(self, project: str) -> str:
+        """The key a project (named by key or slug) records for itself."""
+        return projects.human_key(self.ctx, project)
+
     # -- agents ---------------------------------------------------------------
     def register_agent(self, project_key: str, program: str, model: str, *, name: str | None = None,
                        task_description: str = "") -> dict[str, Any]:
@@ -255,6 +259,10 @@ class Mail:
 
     def uninstall_precommit_guard(self, code_repo_path: str) -> dict[str, Any]:
         return guard.uninstall(code_repo_path)
+
+    def guard_project(self, code_repo_path: object) -> str | None:
+        """The project a guarded repository's hooks serve, if it records one."""
+        return guard.recorded_project(code_repo_path)
 
     def run_guard_hook(self, hook: str, repo: str, stdin: str = "") -> tuple[int, str]:
         """What the installed guard decides for one commit or push: (exit code, report)."""

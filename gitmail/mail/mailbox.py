@@ -179,21 +179,19 @@ def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, sin
                    unread_only: bool = False, limit: int = 50, include_bodies: bool = True) -> list[dict[str, Any]]:
     """Messages of the project with a topic tag (compared without case), newest first.
 
-    With a ``viewer``, only messages the viewer sent or received; ``unread_only``
-    further keeps only those the viewer received and has not read.
+    Every agent of the project sees every message with the topic, as in search
+    and threads; ``unread_only`` keeps only those the ``viewer`` received and
+    has not read.
     """
     wanted = topic.lower()
     out = []
     for found in all_messages(snap, since_ts):
         if (found.topic or "").lower() != wanted or (since_ts and found.created_ts <= since_ts):
             continue
-        if viewer is not None:
+        if unread_only and viewer is not None:
             received = snap.exists(inbox_path(viewer, found.id))
-            if unread_only:
-                got = receipt(snap, viewer, found.id)
-                if not received or (got is not None and got.read_at):
-                    continue
-            elif not received and found.sender != viewer:
+            got = receipt(snap, viewer, found.id)
+            if not received or (got is not None and got.read_at):
                 continue
         view = message_view(found, include_body=include_bodies)
         out.append(view)

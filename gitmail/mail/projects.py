@@ -122,6 +122,11 @@ def _known(ctx: Context, slug_or_key: str) -> bool:
         return False
 
 
+def human_key(ctx: Context, project: str) -> str:
+    """The human key of a project named by key or slug (one read of ``project.yaml``)."""
+    return project_record(ctx.archive(project).snapshot()).human_key
+
+
 def get_project(ctx: Context, slug: str) -> dict[str, Any]:
     """A project's descriptor plus its agents (by slug or human key)."""
     if not _known(ctx, slug):

@@ -5,9 +5,15 @@ name fails the whole send and is named), checks each recipient's contact
 policy, and commits the canonical message with its inbox and outbox copies
 as one commit authored by the sender. With ``broadcast`` the recipients are
 every active agent but the sender; those a policy would refuse are skipped
-and reported instead of failing the send. With ``auto_contact_if_blocked``
-a message a policy refuses is held, contact is requested, and the message
-is delivered once the contact is approved.
+and reported instead of failing the send.
+
+When a recipient's policy requires contact: a recipient the caller also
+proved to be (``approve_as``) approves it at once and the send goes on; with
+``auto_contact_if_blocked`` a contact request goes to every other such
+recipient and the send fails with ``CONTACT_REQUIRED`` naming the requests
+(the one failing call that commits something: the requests, never the
+message); with ``hold_if_blocked`` the message is held instead and delivered
+once contact is approved.
 """
 
 from __future__ import annotations
@@ -53,7 +59,10 @@ class Delivery:
     """What a send and a reply share past their required fields, as callers pass them (checked on use).
 
     ``cc``/``bcc`` may name ``role:<capability>``; ``auto_contact_if_blocked``
-    holds a message a contact policy refuses until contact is approved;
+    requests contact from recipients whose policy requires it (the send still
+    fails), ``hold_if_blocked`` also holds the message until they approve, and
+    ``approve_as`` names the agents (lower case) the caller proved besides the
+    sender, whose contact is approved on the spot;
     ``idempotency_key`` makes a retry return the first result;
     ``attachment_paths`` and images in the body are stored as attachments
     (see :mod:`gitmail.mail.attachments`), shaped by ``convert_images`` and
@@ -64,6 +73,8 @@ class Delivery:
     cc: list[str] | None = None
     bcc: list[str] | None = None
     auto_contact_if_blocked: bool = False
+    hold_if_blocked: bool = False
+    approve_as: frozenset[str] = frozenset()
     idempotency_key: str | None = None
     attachment_paths: list[str] | None = None
     convert_images: bool | None = None
@@ -291,21 +302,29 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
                    if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=out.thread_id,
                                           replying_to=out.replying_to))}
         change = Change("", author=sender.name)
-        for path, data in out.files.items():
-            change.put(path, data)
+        by_name = {a.name: a for a in explicit}
+        approved = []
+        for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in request.approve_as]:
+            approved.append(contacts.approve_in_band(snap, change, sender, by_name[name], hlc, clock=ctx.clock))
+            del refused[name]
         if refused:
             blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
-            if blocked or not request.auto_contact_if_blocked:
+            asking = request.auto_contact_if_blocked or request.hold_if_blocked
+            if blocked or not asking:
                 code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
                 names = list(blocked or refused)
                 advice = ("they do not accept mail from you" if blocked else
-                          "request contact first (request_contact), or resend with auto_contact_if_blocked=true "
-                          "to hold the message until they approve")
+                          "request contact first (request_contact), or send with auto_contact_if_blocked=true "
+                          "to have the requests filed for you")
                 raise GitmailError(code, f"cannot deliver to {', '.join(names)}: {advice}",
                                    {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
+            if not request.hold_if_blocked:
+                return _request_only(snap, change, sender, message, refused, by_name, hlc, ctx)
+        for path, data in out.files.items():
+            change.put(path, data)
+        if refused:
             held = contacts.hold(change, message, sorted(refused), hashed)
             requests = []
-            by_name = {a.name: a for a in explicit}
             for name in sorted(refused):
                 target = by_name[name]
                 note = (f"{sender.name} has a message for you (\"{message.subject}\") "
@@ -318,7 +337,10 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
         else:
             put_message(change, message)
             change.message = commit_line(message)
-            extra = {"broadcast_skipped": skipped} if out.broadcast else {}
+            extra: dict[str, Any] = {"broadcast_skipped": skipped} if out.broadcast else {}
+            if approved:
+                extra["contacts_approved"] = approved
+                change.message += f" (contact approved in band: {', '.join(a['to'] for a in approved)})"
             change.result = _delivered_result(project.human_key, message, True, **extra)
         if hashed is not None:
             change.put_record(IdempotencyKey(key_hash=hashed, agent=sender.name, operation=operation,
@@ -328,7 +350,34 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
 
     result = archive.transact(fn).result
     ctx.touch(request.project_key, out.sender)
+    if isinstance(result, GitmailError):
+        raise result
     return result
+
+
+def _request_only(snap: Snapshot, change: Change, sender: Agent, message: Message,
+                  refused: dict[str, tuple[str, str]], by_name: dict[str, Agent], hlc: Any,
+                  ctx: Context) -> Change:
+    """File a contact request to each refusing recipient; the send's outcome is CONTACT_REQUIRED.
+
+    The requests are committed (so the recipients can approve them), the
+    message is not: the sender sends it again once contact is approved.
+    """
+    requested = []
+    for name in sorted(refused):
+        note = f"{sender.name} tried to send you \"{message.subject}\" and will send it again once you approve.\n\n"
+        requested.append(contacts.open_request(snap, change, sender, by_name[name], "", contacts.PENDING_TTL_SECONDS,
+                                               hlc, note, clock=ctx.clock))
+    names = sorted(refused)
+    change.message = f"{sender.name} asked {', '.join(names)} for contact (to send: {message.subject})"[:200]
+    change.result = GitmailError(
+        CONTACT_REQUIRED,
+        f"cannot deliver to {', '.join(names)} yet: their contact policy needs your contact first. A contact "
+        f"request went to each (auto_contact_if_blocked); the message was not sent. Send it again once they "
+        f"approve (respond_contact); list_contacts shows the state of your requests",
+        {"recipients": names, "reasons": {n: refused[n][1] for n in names}, "auto_contact_requested": requested},
+    )
+    return change
 
 
 def _attach(ctx: Context, request: Delivery, project_key: str, out: Outgoing) -> None:
@@ -364,6 +413,7 @@ def send_message(ctx: Context, request: SendRequest) -> dict[str, Any]:
                    topic=check_topic(request.topic) if request.topic not in (None, "") else None,
                    broadcast=_flag(request.broadcast, "broadcast"), seat=request.seat)
     _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
+    _flag(request.hold_if_blocked, "hold_if_blocked")
     if out.broadcast and out.to:
         raise invalid("broadcast sends to every active agent: leave to empty, or name recipients without broadcast",
                       field="broadcast")
@@ -402,6 +452,7 @@ def reply_message(ctx: Context, request: ReplyRequest) -> dict[str, Any]:
                    thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
                    replying_to=original.sender, seat=request.seat)
     _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
+    _flag(request.hold_if_blocked, "hold_if_blocked")
     fingerprint = {"op": "reply", "sender": request.sender_name.lower(), "message_id": request.message_id,
                    "to": request.to, "cc": out.cc, "bcc": out.bcc, "prefix": prefix, "body": out.body,
                    "importance": request.importance, "ack_required": request.ack_required,

@@ -6,13 +6,15 @@ it) needs proof that the caller *is* that agent. There are two proofs:
 * the agent's token, returned once by ``register_agent`` /
   ``create_agent_identity`` (only its hash is stored), passed in the tool's
   token argument (``sender_token`` for sending, ``agent_token`` elsewhere);
-* having registered the agent in the same MCP session. Over stdio the whole
-  process is one session; over HTTP the session is the one named by the
-  ``mcp-session-id`` header (clients that keep a session, as most do today).
-  Stateless HTTP requests carry no session, so they always pass the token.
+* having registered the agent in the same MCP session, or proved it there
+  with its token once. Over stdio the whole process is one session; over
+  HTTP the session is the one named by the ``mcp-session-id`` header (clients
+  that keep a session, as most do today). Session-less HTTP requests carry
+  no session, so they always pass the token.
 
 A token, when given, is always checked, even inside a bound session, so a
-wrong token never passes silently.
+wrong token never passes silently. The full access model is in
+docs/security.md and :mod:`gitmail.server.access`.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ class Identities:
         self.store = store
         self.mail = mail
         self._lock = threading.Lock()
-        self._bound: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
+        # session -> {(slug, lower-cased agent name): the agent's name as registered}
+        self._bound: OrderedDict[str, dict[tuple[str, str], str]] = OrderedDict()
 
     def bind(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
-        """Remember that this session registered the agent; False if it has no session.
+        """Remember that this session registered (or proved) the agent; False if it has no session.
 
         Agent names are unique without regard to case, and so are bindings.
         """
@@ -62,12 +65,35 @@ class Identities:
             return False
         slug = self.store.resolve(project_key)
         with self._lock:
-            agents = self._bound.pop(key, set())
-            agents.add((slug, agent_name.lower()))
+            agents = self._bound.pop(key, {})
+            agents.setdefault((slug, agent_name.lower()), agent_name)
             self._bound[key] = agents
             while len(self._bound) > MAX_SESSIONS:
                 self._bound.popitem(last=False)
         return True
+
+    def agents_in(self, ctx: Context | None, slug: str) -> list[str]:
+        """The agents of project ``slug`` this session registered or proved, sorted."""
+        key = session_key(ctx)
+        if key is None:
+            return []
+        with self._lock:
+            return sorted(name for (s, _), name in self._bound.get(key, {}).items() if s == slug)
+
+    def projects(self, ctx: Context | None) -> list[str]:
+        """The slugs of the projects this session proved agents in, sorted."""
+        key = session_key(ctx)
+        if key is None:
+            return []
+        with self._lock:
+            return sorted({s for s, _ in self._bound.get(key, {})})
+
+    def forget(self, slug: str, agent_name: str | None = None) -> None:
+        """Drop every session's binding to an agent (or to every agent of a project) that was deleted."""
+        with self._lock:
+            for agents in self._bound.values():
+                for pair in [p for p in agents if p[0] == slug and (agent_name is None or p[1] == agent_name.lower())]:
+                    del agents[pair]
 
     def is_bound(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
         key = session_key(ctx)
@@ -75,26 +101,36 @@ class Identities:
             return False
         slug = self.store.resolve(project_key)
         with self._lock:
-            return (slug, agent_name.lower()) in self._bound.get(key, ())
+            return (slug, agent_name.lower()) in self._bound.get(key, {})
 
     def require(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
                 *, argument: str = "agent_token") -> None:
-        """Raise UNAUTHORIZED unless the caller has proven it is ``agent_name``."""
+        """Raise UNAUTHORIZED unless the caller has proven it is ``agent_name``.
+
+        A token that proves the agent also binds it to this session, as
+        registering there would have.
+        """
         if token:
             if not self.mail.verify_agent_token(project_key, agent_name, token):
-                raise GitmailError(
-                    UNAUTHORIZED,
-                    f"{argument} is not {agent_name}'s token; pass the registration_token that "
-                    f"registering {agent_name} returned",
-                    {"agent": agent_name, "argument": argument},
-                )
+                self._require_exists(project_key, agent_name)
+                raise GitmailError(UNAUTHORIZED, f"{argument} is not {agent_name}'s token. " + ways_out(
+                    project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
+            self.bind(ctx, project_key, agent_name)
             return
         if self.is_bound(ctx, project_key, agent_name):
             return
-        raise GitmailError(
-            UNAUTHORIZED,
-            f"this call acts as {agent_name}, so it needs {agent_name}'s proof: pass {argument} "
-            f"(the registration_token returned when {agent_name} registered), or make the call in "
-            f"the MCP session that registered {agent_name}",
-            {"agent": agent_name, "argument": argument},
-        )
+        self._require_exists(project_key, agent_name)
+        raise GitmailError(UNAUTHORIZED, f"this call acts as {agent_name}, so it needs {agent_name}'s proof. "
+                           + ways_out(project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
+
+    def _require_exists(self, project_key: str, agent_name: str) -> None:
+        """NOT_FOUND for an agent that is not registered (a typo is not a failed proof)."""
+        self.mail.whois(project_key, agent_name, include_recent_commits=False)
+
+
+def ways_out(project_key: str, agent_name: str, argument: str) -> str:
+    """The two ways to prove an agent, as every refusal states them."""
+    return (f"Pass {argument} (or registration_token) with the registration_token that registering {agent_name} "
+            f"returned: it works from any session, and that session needs no token afterwards. If the token is "
+            f"lost, the operator of the server's machine issues a new one with "
+            f"`gitmail agents reset-token {project_key} {agent_name}`.")

@@ -14,6 +14,9 @@ AgentName = Annotated[str, Field(
 AgentToken = Annotated[str | None, Field(
     description="Proof that you are agent_name: the registration_token returned when it registered. "
                 "Not needed in the MCP session that registered the agent.")]
+ProverName = Annotated[str | None, Field(description=(
+    "You: an agent of the project, proving with agent_token that the caller belongs to it. Not needed in an MCP "
+    "session that registered or proved an agent of this project."))]
 SenderToken = Annotated[str | None, Field(
     description="Proof that you are sender_name: the registration_token returned when it registered. "
                 "Not needed in the MCP session that registered the agent.")]

@@ -11,18 +11,22 @@ into such a result. Arguments that do not match a tool's schema are caught by
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp_types import CallToolRequestParams
+from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+
+from .access import TOKEN_ALIAS, Rule
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
 READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
@@ -36,26 +40,62 @@ def error_result(exc: GitmailError) -> ToolResult:
     return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)
 
 
-def tool(mcp: FastMCP, hints: dict[str, bool], *,
+TOKEN_ARGUMENTS = ("agent_token", "sender_token")
+TokenAlias = Annotated[str | None, Field(description=(
+    "The same proof under the name other agent-mail servers use: accepted wherever agent_token or sender_token "
+    "is (give one of them)."))]
+
+
+def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
          name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` as a tool whose GitmailErrors become error results.
+    """Register ``fn`` as a tool that checks ``access`` first and turns GitmailErrors into error results.
 
     The function's docstring is the tool's description and its annotated
-    parameters are the input schema.
+    parameters are the input schema. A tool whose proof argument is
+    ``agent_token`` or ``sender_token`` also accepts it as
+    ``registration_token``. The rule is published in the tool's ``_meta``
+    (``gitmail/access``) and is checked before the body runs, so a refused
+    call changes nothing.
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        token_argument = next((t for t in TOKEN_ARGUMENTS if t in signature.parameters), None)
+
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
+                if token_argument is not None:
+                    _merge_alias(kwargs, token_argument)
+                ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
+                access.check(kwargs, ctx)
                 return fn(*args, **kwargs)
             except GitmailError as exc:
                 return error_result(exc)
 
-        mcp.tool(guarded, name=name or fn.__name__, annotations=dict(hints))
+        if token_argument is not None:
+            alias = inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                      annotation=TokenAlias)
+            guarded.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                parameters=[*signature.parameters.values(), alias])
+            guarded.__annotations__ = {**fn.__annotations__, TOKEN_ALIAS: TokenAlias}
+        mcp.tool(guarded, name=name or fn.__name__, annotations=dict(hints),
+                 meta={"gitmail/access": access.describe()})
         return fn
 
     return decorate
+
+
+def _merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:
+    """Move ``registration_token`` into the tool's own token argument (two different tokens are refused)."""
+    alias = kwargs.pop(TOKEN_ALIAS, None)
+    if not alias:
+        return
+    given = kwargs.get(token_argument)
+    if given and given != alias:
+        raise GitmailError(INVALID_ARGUMENT, f"{token_argument} and {TOKEN_ALIAS} name the same proof but differ; "
+                           "pass one of them", {"argument": TOKEN_ALIAS})
+    kwargs[token_argument] = alias
 
 
 class ArgumentErrors(Middleware):

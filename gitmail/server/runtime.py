@@ -1,4 +1,4 @@
-"""What every tool module shares: the store, the mail domain and the proof check."""
+"""What every tool module shares: the store, the mail domain, the session bindings and the access model."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastmcp import Context
 from gitmail.mail.facade import Mail
 from gitmail.storage.store import Store
 
+from .access import Access
 from .identity import Identities
 
 
@@ -31,6 +32,10 @@ class Runtime:
     identities: Identities
     listen: Listen = field(default_factory=Listen)
     started: float = field(default_factory=time.time)
+    access: Access = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.access = Access(self.store, self.mail, self.identities)
 
     def act_as(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
                *, argument: str = "agent_token") -> None:

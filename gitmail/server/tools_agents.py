@@ -38,7 +38,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             profile = {k: v for k, v in profile.items() if k != "registration_token"}
         return profile
 
-    @tool(mcp, IDEMPOTENT)
+    anyone, itself = rt.access.open(), rt.access.agent()
+
+    @tool(mcp, IDEMPOTENT, access=anyone)
     def register_agent(
         ctx: Context,
         project_key: ProjectKey,
@@ -67,7 +69,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
                                       task_description=task_description)
         return registered(ctx, project_key, profile, return_registration_token)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=anyone)
     def create_agent_identity(
         ctx: Context,
         project_key: ProjectKey,
@@ -87,43 +89,48 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
                                              name_hint=name_hint, task_description=task_description)
         return registered(ctx, project_key, profile, return_registration_token)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=anyone)
     def whois(
+        ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        include_recent_commits: Annotated[bool, Field(
-            description="Also list the latest archive commits this agent authored.")] = True,
+        include_recent_commits: Annotated[bool, Field(description=(
+            "Also list the latest archive commits this agent authored (their summaries name subjects, so only "
+            "a session that registered or proved an agent of the project sees them)."))] = True,
         commit_limit: Annotated[int, Field(ge=1, le=100, description="How many recent commits to list.")] = 5,
     ) -> dict[str, Any]:
         """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
-        return mail.whois(project_key=project_key, agent_name=agent_name,
-                          include_recent_commits=include_recent_commits, commit_limit=commit_limit)
+        slug = rt.access.require_project(project_key)
+        member = bool(rt.identities.agents_in(ctx, slug))
+        found = mail.whois(project_key=project_key, agent_name=agent_name,
+                           include_recent_commits=include_recent_commits and member, commit_limit=commit_limit)
+        if include_recent_commits and not member:
+            found["recent_commits_note"] = ("recent_commits name message subjects: they are shown to an MCP "
+                                            "session that registered or proved an agent of this project")
+        return found
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def retire_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                      agent_token: AgentToken = None) -> dict[str, Any]:
         """Retire an agent: it stops receiving new messages; its history stays.
 
         Reversible with unretire_agent.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.retire_agent(project_key=project_key, agent_name=agent_name)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def unretire_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                        agent_token: AgentToken = None) -> dict[str, Any]:
         """Bring a retired agent back: it receives messages again."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.unretire_agent(project_key=project_key, agent_name=agent_name)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def deregister_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                          agent_token: AgentToken = None) -> dict[str, Any]:
         """Take an agent off the project's roster; its messages stay in the archive."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.deregister_agent(project_key=project_key, agent_name=agent_name)
 
-    @tool(mcp, DESTRUCTIVE)
+    @tool(mcp, DESTRUCTIVE, access=itself)
     def hard_delete_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName, confirmation: Confirmation,
                           agent_token: AgentToken = None) -> dict[str, Any]:
         """Delete an agent and everything it owns from the tip of the archive. Irreversible.
@@ -131,10 +138,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Removes its profile, inbox, outbox, receipts, contacts, reservations and
         the messages it sent. Requires confirmation='I UNDERSTAND'.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.hard_delete_agent(project_key=project_key, agent_name=agent_name, confirmation=confirmation)
+        result = mail.hard_delete_agent(project_key=project_key, agent_name=agent_name, confirmation=confirmation)
+        rt.identities.forget(rt.store.resolve(project_key), agent_name)
+        return result
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def retire_inactive_agents(
         ctx: Context,
         project_key: ProjectKey,
@@ -149,6 +157,5 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Conservative: you are never retired, and agents holding active file
         reservations are skipped. Returns who was retired and who was skipped, and why.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.retire_inactive_agents(project_key=project_key, agent_name=agent_name,
                                            inactive_seconds=inactive_seconds, dry_run=dry_run)

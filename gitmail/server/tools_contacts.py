@@ -16,8 +16,9 @@ Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="How long the requ
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
     mail = rt.mail
+    itself = rt.access.agent()
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=rt.access.agent("from_agent"))
     def request_contact(
         ctx: Context,
         project_key: ProjectKey,
@@ -33,11 +34,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Needed when the target's contact policy is contacts_only (or auto without
         shared context). The request stays pending until respond_contact or its TTL.
         """
-        rt.act_as(ctx, project_key, from_agent, agent_token)
         return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
                                     reason=reason, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=rt.access.agent("to_agent"))
     def respond_contact(
         ctx: Context,
         project_key: ProjectKey,
@@ -49,18 +49,16 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Approve or deny a contact request made to you."""
-        rt.act_as(ctx, project_key, to_agent, agent_token)
         return mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
                                     accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=itself)
     def list_contacts(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                       agent_token: AgentToken = None) -> list[dict[str, Any]]:
         """List your contact links, in both directions, with status and expiry."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.list_contacts(project_key=project_key, agent_name=agent_name)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def set_contact_policy(
         ctx: Context,
         project_key: ProjectKey,
@@ -73,5 +71,4 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Choose who may send you messages."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)

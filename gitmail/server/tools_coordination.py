@@ -6,12 +6,14 @@ Also the read-only resources ``resource://file_reservations/{slug}`` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
+from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     DEFAULT_LEASE_S,
@@ -22,7 +24,7 @@ from gitmail.model.limits import (
     MIN_TTL,
 )
 
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, ProjectKey, ProverName
 from .resources import flag, resource
 from .results import IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
@@ -41,8 +43,9 @@ Lease = Annotated[int, Field(ge=MIN_LEASE_S, le=MAX_LEASE_S, description=(
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
     mail = rt.mail
+    anyone, itself, member = rt.access.open(), rt.access.agent(), rt.access.member()
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def file_reservation_paths(
         ctx: Context,
         project_key: ProjectKey,
@@ -65,11 +68,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         {granted: [{id, path_pattern, exclusive, reason, expires_ts}], conflicts: [{path, holders}]}.
         Reservations are records in the project's git archive.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                            exclusive=exclusive, reason=reason, seat=seat)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def release_file_reservations(
         ctx: Context,
         project_key: ProjectKey,
@@ -84,11 +86,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Released records stay in the archive for audit; a release is final.
         Releasing something already released is a no-op. Returns {released, released_at, file_reservation_ids}.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.release_file_reservations(project_key, agent_name, paths=paths,
                                               file_reservation_ids=file_reservation_ids, seat=seat)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def renew_file_reservations(
         ctx: Context,
         project_key: ProjectKey,
@@ -104,11 +105,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
         Returns {renewed, file_reservations: [{id, path_pattern, old_expires_ts, new_expires_ts}]}.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.renew_file_reservations(project_key, agent_name, extend_seconds=extend_seconds, paths=paths,
                                             file_reservation_ids=file_reservation_ids, seat=seat)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def force_release_file_reservation(
         ctx: Context,
         project_key: ProjectKey,
@@ -129,12 +129,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         the pattern modified and no git commit touching it. Otherwise fails with
         RESERVATION_NOT_STALE naming the latest activity.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.force_release_file_reservation(project_key, agent_name, file_reservation_id, note=note,
                                                    notify_previous=notify_previous,
                                                    inactivity_seconds=inactivity_seconds, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=anyone)
     def list_file_reservations(
         project_key: ProjectKey,
         agent_name: Annotated[str | None, Field(description="Only this agent's reservations.")] = None,
@@ -143,28 +142,47 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """List the project's file reservations (active ones by default)."""
         return mail.list_file_reservations(project_key, agent_name=agent_name, active_only=active_only)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=member)
     def install_precommit_guard(
         project_key: ProjectKey,
-        code_repo_path: Annotated[str, Field(description="Absolute path of the git repository to guard.")],
+        code_repo_path: Annotated[str, Field(description=(
+            "Absolute path of the git repository to guard: the project's own path (its project_key), or a "
+            "repository under a folder the operator allows in GITMAIL_GUARD_ROOTS."))],
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Install the reservation guard (pre-commit and pre-push hooks) into a git repository on this machine.
 
         Commits and pushes touching files another agent holds exclusively are
         refused; set AGENT_NAME when committing, GITMAIL_GUARD_MODE=warn to only
         warn, GITMAIL_GUARD_BYPASS=1 to skip once. An existing hook is kept and
-        runs first. Returns {hook, hooks, chained, hooks_dir, project}.
+        runs first. Needs proof of an agent of the project. Returns {hook, hooks,
+        chained, hooks_dir, project}.
         """
+        rt.access.require_guard_path(project_key, code_repo_path)
         return mail.install_precommit_guard(project_key, code_repo_path)
 
-    @tool(mcp, IDEMPOTENT)
+    def guarded_project(arguments: Mapping[str, Any]) -> str | None:
+        return mail.guard_project(arguments.get("code_repo_path"))
+
+    @tool(mcp, IDEMPOTENT, access=rt.access.member(derive=guarded_project))
     def uninstall_precommit_guard(
         code_repo_path: Annotated[str, Field(description="Absolute path of the guarded git repository.")],
+        project_key: Annotated[str | None, Field(description=(
+            "The project whose guard it is (default: the one the repository's guard records)."))] = None,
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
     ) -> dict[str, Any]:
-        """Remove the reservation guard's hooks (and only those) from a git repository. Returns {removed, restored}."""
+        """Remove the reservation guard's hooks (and only those) from a git repository. Returns {removed, restored}.
+
+        Needs proof of an agent of the project the guard serves, and the same
+        repository rule as install_precommit_guard.
+        """
+        assert project_key is not None  # the access rule found it
+        rt.access.require_guard_path(project_key, code_repo_path)
         return mail.uninstall_precommit_guard(code_repo_path)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def take_seat(
         ctx: Context,
         project_key: ProjectKey,
@@ -184,10 +202,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         on. Pass the token as 'seat' on every write while you drive the agent.
         Fails with SEAT_HELD while another session holds an unexpired seat.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def renew_seat(
         ctx: Context,
         project_key: ProjectKey,
@@ -197,10 +214,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Extend the lease of the seat you hold to at least lease_s from now; never shortens it."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.renew_seat(project_key, agent_name, seat, lease_s=lease_s)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def release_seat(
         ctx: Context,
         project_key: ProjectKey,
@@ -209,10 +225,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Give up the seat you hold, so the next session need not wait out the lease."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.release_seat(project_key, agent_name, seat)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=itself)
     def journal(
         ctx: Context,
         project_key: ProjectKey,
@@ -223,10 +238,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         seat: Seat = None,
     ) -> dict[str, Any]:
         """Append a dated entry to your journal (agents/<Name>/journal/YYYY/MM/DD/); take_seat hands its end on."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.journal(project_key, agent_name, entry, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=itself)
     def read_journal(
         ctx: Context,
         project_key: ProjectKey,
@@ -235,36 +249,46 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Read the end of your journal, newest last."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.read_journal(project_key, agent_name, limit=limit)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def sleep_agent(
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        target: Annotated[str | None, Field(description="The agent to put to sleep (default: you).")] = None,
+        target: Annotated[str | None, Field(description=(
+            "The agent to put to sleep: only you (the default) - an agent may put only itself to sleep."))] = None,
         agent_token: AgentToken = None,
         seat: Seat = None,
     ) -> dict[str, Any]:
-        """Put an agent (yourself by default) to sleep: its mail keeps arriving, but it cannot act until woken."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.sleep_agent(project_key, agent_name, target=target, seat=seat)
+        """Put yourself to sleep: your mail keeps arriving, but you cannot act until the operator wakes you.
 
-    @tool(mcp, IDEMPOTENT)
+        The operator wakes an agent on the server's machine with `gitmail wake PROJECT NAME`.
+        """
+        if target is not None and target.lower() != agent_name.lower():
+            raise GitmailError(UNAUTHORIZED, f"an agent may put only itself to sleep; {agent_name} cannot put "
+                               f"{target} to sleep (leave target out to sleep yourself)",
+                               {"agent": agent_name, "target": target})
+        return mail.sleep_agent(project_key, agent_name, target=agent_name, seat=seat)
+
+    @tool(mcp, IDEMPOTENT, access=itself)
     def wake_agent(
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        target: Annotated[str, Field(description="The asleep agent to wake (not yourself).")],
+        target: Annotated[str, Field(description="The asleep agent to wake.")],
         agent_token: AgentToken = None,
         seat: Seat = None,
     ) -> dict[str, Any]:
-        """Wake an asleep agent so a session may drive it again."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
-        return mail.wake_agent(project_key, agent_name, target, seat=seat)
+        """Wake an asleep agent: over MCP no agent has that authority yet, so this names the way that works.
 
-    @tool(mcp, IDEMPOTENT)
+        The operator wakes any agent on the server's machine with `gitmail wake PROJECT NAME`.
+        """
+        raise GitmailError(UNAUTHORIZED, f"agents cannot wake agents (themselves included); the operator wakes "
+                           f"{target} on the server's machine with `gitmail wake {project_key} {target}`",
+                           {"agent": agent_name, "target": target})
+
+    @tool(mcp, IDEMPOTENT, access=itself)
     def publish_capabilities(
         ctx: Context,
         project_key: ProjectKey,
@@ -275,10 +299,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         seat: Seat = None,
     ) -> dict[str, Any]:
         """Publish your capability card; mail sent to 'role:<capability>' then reaches you."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.publish_capabilities(project_key, agent_name, capabilities, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=anyone)
     def list_capabilities(
         project_key: ProjectKey,
         capability: Annotated[str | None, Field(description="Only agents publishing this capability.")] = None,
@@ -286,7 +309,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """List the active agents' capability cards (who a 'role:<capability>' address reaches)."""
         return mail.list_capabilities(project_key, capability)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def set_attachments_policy(
         ctx: Context,
         project_key: ProjectKey,
@@ -298,25 +321,29 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         seat: Seat = None,
     ) -> dict[str, Any]:
         """Choose your default handling of images in outgoing messages."""
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.set_attachments_policy(project_key, agent_name, policy, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=member)
     def get_attachment(
         project_key: ProjectKey,
         path: Annotated[str, Field(description=(
             "The stored path from a message's attachments (attachments/xx/<sha256>.<ext>)."))],
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
     ) -> dict[str, Any]:
-        """Fetch a stored attachment, base64 encoded, after checking it against its SHA-256."""
+        """Fetch a stored attachment, base64 encoded, after checking it against its SHA-256.
+
+        Needs proof of an agent of the project, as the message bodies do.
+        """
         return mail.get_attachment(project_key, path)
 
-    @resource(mcp, "resource://file_reservations/{slug}{?active_only}")
+    @resource(mcp, "resource://file_reservations/{slug}{?active_only}", access=anyone)
     def file_reservations(slug: str, active_only: str | None = None) -> dict[str, Any]:
         """A project's file reservations (by slug or human key); active_only=false adds released and expired ones."""
         listed = mail.list_file_reservations(slug, active_only=True if active_only is None else flag(active_only))
         return {"project": slug, **listed}
 
-    @resource(mcp, "resource://capabilities/{slug}")
+    @resource(mcp, "resource://capabilities/{slug}", access=anyone)
     def capability_cards(slug: str) -> dict[str, Any]:
         """The capability cards of a project's active agents (who each role:<capability> address reaches)."""
         return {"project": slug, **mail.list_capabilities(slug)}

@@ -32,7 +32,7 @@ def environment(rt: Runtime) -> dict[str, Any]:
 
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=rt.access.open())
     def health_check() -> dict[str, Any]:
         """Report whether the gitmail server is ready, with its version, transport and store.
 

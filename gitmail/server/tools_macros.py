@@ -35,7 +35,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         rt.identities.bind(ctx, project_key, profile["name"])
         return profile
 
-    @tool(mcp, IDEMPOTENT)
+    anyone = rt.access.open()
+
+    @tool(mcp, IDEMPOTENT, access=anyone)
     def macro_start_session(
         ctx: Context,
         human_key: Annotated[str, Field(description="The absolute path of your working directory (the project).")],
@@ -57,7 +59,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         inbox = mail.fetch_inbox(project_key=human_key, agent_name=agent["name"], limit=inbox_limit)
         return {"project": project, "agent": agent, "inbox": inbox}
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=anyone)
     def macro_prepare_thread(
         ctx: Context,
         project_key: ProjectKey,
@@ -82,7 +84,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         inbox = mail.fetch_inbox(project_key=project_key, agent_name=agent["name"], limit=inbox_limit)
         return {"project": project, "agent": agent, "thread": summary, "inbox": inbox}
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=rt.access.agent("requester"))
     def macro_contact_handshake(
         ctx: Context,
         project_key: ProjectKey,
@@ -103,7 +105,6 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Returns {request, response, welcome_message}; response and
         welcome_message are null when not done.
         """
-        rt.act_as(ctx, project_key, requester, agent_token)
         request = mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
                                        reason=reason, ttl_seconds=ttl_seconds)
         response = welcome = None

@@ -16,6 +16,7 @@ from .params import (
     Importance,
     MessageId,
     ProjectKey,
+    ProverName,
     Recipients,
     SenderSeat,
     SenderToken,
@@ -34,10 +35,25 @@ Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messa
 IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
 
 
+AutoContact = Annotated[bool, Field(description=(
+    "When a recipient's contact policy requires contact: if this MCP session also acts as that recipient, the "
+    "contact is approved on the spot and the message delivered; otherwise a contact request goes to them and the "
+    "call fails with CONTACT_REQUIRED (data.auto_contact_requested). The message is not kept: send it again once "
+    "they approve. false: just fail with CONTACT_REQUIRED."))]
+HoldIfBlocked = Annotated[bool, Field(description=(
+    "Instead of failing, keep the message in the archive and deliver it automatically once every recipient "
+    "whose policy requires contact approves (the result says held: true). Do not send it again yourself."))]
+
+
 def register(mcp: FastMCP, rt: Runtime) -> None:
     mail = rt.mail
 
-    @tool(mcp, WRITE)
+    def in_session(ctx: Context, project_key: str) -> frozenset[str]:
+        """The agents this session proved in the project: contact to them is approved in band."""
+        return frozenset(name.lower() for name in rt.identities.agents_in(ctx, rt.store.resolve(project_key)))
+    sender, itself, member = rt.access.agent("sender_name", "sender_token"), rt.access.agent(), rt.access.member()
+
+    @tool(mcp, WRITE, access=sender)
     def send_message(
         ctx: Context,
         project_key: ProjectKey,
@@ -56,9 +72,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         broadcast: Annotated[bool, Field(description=(
             "With an empty 'to': send to every active agent of the project except you; recipients whose "
             "contact policy would refuse are skipped and listed in broadcast_skipped."))] = False,
-        auto_contact_if_blocked: Annotated[bool, Field(description=(
-            "When a recipient's contact policy refuses you, file a contact request to them (the message is "
-            "not sent; resend once they accept)."))] = False,
+        auto_contact_if_blocked: AutoContact = True,
+        hold_if_blocked: HoldIfBlocked = False,
         idempotency_key: IdempotencyKey = None,
         attachment_paths: AttachmentPaths = None,
         convert_images: ConvertImages = None,
@@ -73,15 +88,15 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         the sender. Unknown or retired recipients fail the whole send. Returns
         {deliveries: [{project, payload}], count}; payload is the stored message.
         """
-        rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
         return mail.send_message(
             project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
             bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
-            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, idempotency_key=idempotency_key,
+            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
+            approve_as=in_session(ctx, project_key), idempotency_key=idempotency_key,
             attachment_paths=attachment_paths, convert_images=convert_images,
             attachments_policy=attachments_policy, seat=seat)
 
-    @tool(mcp, WRITE)
+    @tool(mcp, WRITE, access=sender)
     def reply_message(
         ctx: Context,
         project_key: ProjectKey,
@@ -96,6 +111,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         importance: Annotated[Literal["low", "normal", "high", "urgent"] | None, Field(description=(
             "Override the original's importance."))] = None,
         ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
+        auto_contact_if_blocked: AutoContact = True,
+        hold_if_blocked: HoldIfBlocked = False,
         idempotency_key: IdempotencyKey = None,
         attachment_paths: AttachmentPaths = None,
         convert_images: ConvertImages = None,
@@ -108,14 +125,15 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Keeps the original's thread (or starts one named by the original's ID),
         importance and ack_required. Returns the stored reply with thread_id and reply_to.
         """
-        rt.act_as(ctx, project_key, sender_name, sender_token, argument="sender_token")
         return mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
                                   body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
-                                  importance=importance, ack_required=ack_required, idempotency_key=idempotency_key,
+                                  importance=importance, ack_required=ack_required,
+                                  auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
+                                  approve_as=in_session(ctx, project_key), idempotency_key=idempotency_key,
                                   attachment_paths=attachment_paths, convert_images=convert_images,
                                   attachments_policy=attachments_policy, seat=seat)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=itself)
     def fetch_inbox(
         ctx: Context,
         project_key: ProjectKey,
@@ -135,11 +153,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         thread_id, topic, read_at, acked_at[, body_md]}; kind says whether you were
         to, cc or bcc. For incremental reading prefer catch_up and read_messages.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
                                 include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only)
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=member)
     def fetch_topic(
         ctx: Context,
         project_key: ProjectKey,
@@ -148,30 +165,33 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         include_bodies: IncludeBodies = True,
         since_ts: SinceTs = None,
         agent_name: Annotated[str | None, Field(description=(
-            "You, to see your read state (needed for unread_only)."))] = None,
+            "You, the agent reading (its read state decides unread_only). Default: the agent this MCP session "
+            "registered or proved in the project, when there is exactly one."))] = None,
         unread_only: Annotated[bool, Field(description=(
-            "Only messages addressed to agent_name that it has not marked read."))] = False,
+            "Only messages addressed to you that you have not marked read."))] = False,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
-        """List the project's messages tagged with a topic, newest first, whoever they were sent to."""
-        if agent_name:
-            rt.act_as(ctx, project_key, agent_name, agent_token)
+        """List the project's messages tagged with a topic, newest first, whoever they were sent to.
+
+        Needs proof of an agent of the project (you see every message of the
+        project, as in search and threads); bcc lists are never shown.
+        """
+        viewer = rt.access.viewer(ctx, project_key, agent_name)
         return mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
-                                include_bodies=include_bodies, since_ts=since_ts, agent_name=agent_name,
+                                include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
                                 unread_only=unread_only)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
                           agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
         """Record that you read a message in your inbox. Repeating it keeps the first time.
 
         Returns {message_id, read, read_at}.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                       seat=seat)
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=itself)
     def acknowledge_message(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
                             agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
         """Acknowledge a message in your inbox (and mark it read). Repeating it keeps the first times.
@@ -179,19 +199,21 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Use it for messages with ack_required. Returns {message_id, acknowledged,
         acknowledged_at, read_at}.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         return mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                         seat=seat)
 
-    @tool(mcp, DESTRUCTIVE)
+    @tool(mcp, DESTRUCTIVE, access=member)
     def purge_old_messages(
         project_key: ProjectKey,
         max_age_days: Annotated[int, Field(ge=1, description="Remove messages older than this many days.")] = 180,
         dry_run: Annotated[bool, Field(description="Only count what would be removed.")] = False,
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Remove messages older than a retention age from the tip of the archive.
 
         The message files, their inbox/outbox copies and receipts leave the
-        current tree in one commit; git history still holds them. Returns the count.
+        current tree in one commit; git history still holds them. Returns the
+        count. Needs proof of an agent of the project.
         """
         return mail.purge_old_messages(project_key=project_key, max_age_days=max_age_days, dry_run=dry_run)

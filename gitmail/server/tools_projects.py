@@ -7,15 +7,16 @@ from typing import Annotated, Any
 from fastmcp import FastMCP
 from pydantic import Field
 
-from .params import Confirmation, ProjectKey
+from .params import AgentToken, Confirmation, ProjectKey, ProverName
 from .results import DESTRUCTIVE, IDEMPOTENT, tool
 from .runtime import Runtime
 
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
     mail = rt.mail
+    member = rt.access.member()
 
-    @tool(mcp, IDEMPOTENT)
+    @tool(mcp, IDEMPOTENT, access=rt.access.open())
     def ensure_project(
         human_key: Annotated[str, Field(description=(
             "The absolute path of the working directory that names the project, e.g. "
@@ -31,25 +32,32 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         return mail.ensure_project(human_key=human_key)
 
-    @tool(mcp, IDEMPOTENT)
-    def archive_project(project_key: ProjectKey) -> dict[str, Any]:
+    @tool(mcp, IDEMPOTENT, access=member)
+    def archive_project(project_key: ProjectKey, agent_name: ProverName = None,
+                        agent_token: AgentToken = None) -> dict[str, Any]:
         """Hide a project from the active project list, keeping every message.
 
         Reversible with unarchive_project; the archive's history is untouched.
+        Needs proof of an agent of the project.
         """
         return mail.archive_project(project_key=project_key)
 
-    @tool(mcp, IDEMPOTENT)
-    def unarchive_project(project_key: ProjectKey) -> dict[str, Any]:
-        """Return an archived project to the active project list."""
+    @tool(mcp, IDEMPOTENT, access=member)
+    def unarchive_project(project_key: ProjectKey, agent_name: ProverName = None,
+                          agent_token: AgentToken = None) -> dict[str, Any]:
+        """Return an archived project to the active project list. Needs proof of an agent of the project."""
         return mail.unarchive_project(project_key=project_key)
 
-    @tool(mcp, DESTRUCTIVE)
-    def hard_delete_project(project_key: ProjectKey, confirmation: Confirmation) -> dict[str, Any]:
+    @tool(mcp, DESTRUCTIVE, access=member)
+    def hard_delete_project(project_key: ProjectKey, confirmation: Confirmation, agent_name: ProverName = None,
+                            agent_token: AgentToken = None) -> dict[str, Any]:
         """Delete a project's whole archive, its checkout and derived state. Irreversible.
 
         Every agent, message, receipt, contact and reservation of the project is
         removed from this machine. Copies already pushed to other machines are not
-        affected. Requires confirmation='I UNDERSTAND'.
+        affected. Requires confirmation='I UNDERSTAND' and proof of an agent of the project.
         """
-        return mail.hard_delete_project(project_key=project_key, confirmation=confirmation)
+        slug = rt.store.resolve(project_key)
+        result = mail.hard_delete_project(project_key=project_key, confirmation=confirmation)
+        rt.identities.forget(slug)
+        return result

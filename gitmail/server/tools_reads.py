@@ -29,7 +29,9 @@ def _entries(messages: list[dict[str, Any]]) -> list[pages.Entry]:
 
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
-    @tool(mcp, READ)
+    itself = rt.access.agent()
+
+    @tool(mcp, READ, access=itself)
     def catch_up(
         ctx: Context,
         project_key: ProjectKey,
@@ -48,13 +50,12 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         next_after and continue with read_messages(after=next_after). Changes no
         read state. Text-only result.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         found = rt.mail.catch_up(project_key, agent_name, limit=limit)
         doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
                                  found["older_messages"], found["next_after"])
         return ToolResult(content=pages.dumps(doc))
 
-    @tool(mcp, READ)
+    @tool(mcp, READ, access=itself)
     def read_messages(
         ctx: Context,
         project_key: ProjectKey,
@@ -82,7 +83,6 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         high_watermark fails with CURSOR_AHEAD. Changes no read state (use
         mark_message_read / acknowledge_message). Text-only result.
         """
-        rt.act_as(ctx, project_key, agent_name, agent_token)
         found = rt.mail.read_messages(project_key, agent_name, after=after, limit=limit, wait_seconds=wait_seconds)
         text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
                                  found["high_watermark"], max_output_bytes)

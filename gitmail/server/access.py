@@ -1,0 +1,217 @@
+"""The access model (docs/security.md) as code: what a caller must prove before a tool or resource runs.
+
+Every tool and resource declares one :class:`Rule`, and the decorators that
+register them (:func:`gitmail.server.results.tool`,
+:func:`gitmail.server.resources.resource`) check it before the body runs, so
+no path can forget it. There are three kinds:
+
+* ``open`` - anyone who reached the server: server status, creating a
+  project, registering a new agent, and the project directory (projects,
+  agents and their profiles, reservations, capability cards, windows);
+* ``agent`` - proof of the one agent the call acts as (named by an argument
+  such as ``agent_name`` or ``sender_name``);
+* ``member`` - proof of *some* agent of the named project: reading message
+  bodies outside one's own mailbox (search, topics, threads, summaries,
+  attachments), and project-wide or project-destroying operations.
+
+A proof is either the agent's registration token in the call (``agent_token``,
+``sender_token``, or their alias ``registration_token``), or an MCP session
+that registered the agent or already proved it with its token. Every check is
+a memory lookup or one profile read: no archive walk decides access.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastmcp import Context
+from fastmcp.server.dependencies import get_context
+
+from gitmail.mail.facade import Mail
+from gitmail.model.errors import NOT_FOUND, UNAUTHORIZED, GitmailError, invalid
+from gitmail.model.names import normalize_human_key
+from gitmail.storage.store import Store
+
+from .identity import Identities
+
+TOKEN_ALIAS = "registration_token"
+GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
+"""Folders (separated by ``:``) under which agents may install or remove the commit guard in any repository."""
+
+OPEN, AGENT, MEMBER = "open", "agent", "member"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a caller must prove, and which arguments name the project, the agent and the token."""
+
+    access: Access
+    kind: str
+    agent: str | None = None  # the argument naming the agent acted as (agent) or the prover (member)
+    token: str | None = None  # the argument carrying that agent's token
+    project: str = "project_key"
+    derive: Callable[[Mapping[str, Any]], str | None] | None = None  # finds the project when the call names none
+
+    def check(self, arguments: dict[str, Any], ctx: Context | None = None) -> str | None:
+        """Raise unless the caller meets the rule for these arguments; the agent proved, if any."""
+        return self.access.check(self, arguments, ctx)
+
+    def describe(self) -> str:
+        """How tools/list states the rule (``_meta``) and docs/security.md names it."""
+        return self.kind if self.kind != AGENT else f"agent:{self.agent}"
+
+
+def current_context(ctx: Context | None = None) -> Context | None:
+    if ctx is not None:
+        return ctx
+    try:
+        return get_context()
+    except RuntimeError:
+        return None
+
+
+class Access:
+    """The proofs behind every rule, over one store."""
+
+    def __init__(self, store: Store, mail: Mail, identities: Identities):
+        self.store = store
+        self.mail = mail
+        self.identities = identities
+
+    # -- the rules -----------------------------------------------------------
+    def open(self) -> Rule:
+        """Anyone who reached the server."""
+        return Rule(self, OPEN)
+
+    def agent(self, agent: str = "agent_name", token: str = "agent_token", *, project: str = "project_key") -> Rule:
+        """Proof of the agent the argument ``agent`` names."""
+        return Rule(self, AGENT, agent, token, project)
+
+    def member(self, agent: str = "agent_name", token: str = "agent_token", *, project: str = "project_key",
+               derive: Callable[[Mapping[str, Any]], str | None] | None = None) -> Rule:
+        """Proof of some agent of the project (the one ``agent`` names, or one this session proved).
+
+        ``derive`` finds the project from the other arguments when the call
+        does not name it (the commit guard's repository records its project).
+        """
+        return Rule(self, MEMBER, agent, token, project, derive)
+
+    def check(self, rule: Rule, arguments: dict[str, Any], ctx: Context | None = None) -> str | None:
+        """Raise unless the caller meets ``rule`` for these arguments; the agent proved, if any.
+
+        A project that ``rule.derive`` finds is filled into ``arguments``.
+        """
+        if rule.kind == OPEN:
+            return None
+        try:
+            return self._check(rule, arguments, current_context(ctx))
+        except GitmailError as exc:
+            if exc.code == UNAUTHORIZED:
+                exc.data.setdefault("rule", rule.describe())  # says the access model refused, before the tool ran
+            raise
+
+    def _check(self, rule: Rule, arguments: dict[str, Any], ctx: Context | None) -> str | None:
+        if rule.derive is not None and not arguments.get(rule.project):
+            arguments[rule.project] = rule.derive(arguments)
+        project = arguments.get(rule.project)
+        name = arguments.get(rule.agent) if rule.agent else None
+        token = arguments.get(rule.token) if rule.token else None
+        if rule.kind == AGENT:
+            self.require_agent(ctx, project, name, token, argument=rule.token or "agent_token")
+            return name if isinstance(name, str) else None
+        return self.require_member(ctx, project, name, token, name_argument=rule.agent or "agent_name",
+                                   argument=rule.token or "agent_token")
+
+    def require_project(self, project: object) -> str:
+        """The slug of an existing project, or NOT_FOUND naming the known keys closest to ``project``."""
+        if not isinstance(project, str) or not project.strip():
+            raise invalid("project_key must be the project's absolute path (or its slug)", field="project_key")
+        slug = self.store.resolve(project)
+        if not self.store.exists(slug):
+            raise self.unknown_project(project)
+        return slug
+
+    def unknown_project(self, project: str) -> GitmailError:
+        keys = [p["human_key"] for p in self.mail.list_projects(include_archived=True)]
+        near = difflib.get_close_matches(project, keys, n=5, cutoff=0.6)
+        shown = near or keys[:10]
+        if shown:
+            hint = (f"did you mean {', '.join(repr(k) for k in near)}?" if near
+                    else f"known projects: {', '.join(repr(k) for k in shown)}")
+        else:
+            hint = "the store has no project yet"
+        return GitmailError(NOT_FOUND, f"no project {project!r} on this server; {hint} (project_key is the "
+                            "absolute path given to ensure_project; ensure_project creates a new one)",
+                            {"project": project, "nearby": shown})
+
+    def require_agent(self, ctx: Context | None, project: object, name: object, token: object, *,
+                      argument: str = "agent_token") -> None:
+        """Raise unless the caller proved it is agent ``name`` of ``project``."""
+        self.require_project(project)
+        if not isinstance(name, str) or not name:
+            raise invalid("name the agent this call acts as", field="agent_name")
+        assert isinstance(project, str)
+        self.identities.require(ctx, project, name, token if isinstance(token, str) else None, argument=argument)
+
+    def require_member(self, ctx: Context | None, project: object, name: object, token: object, *,
+                       name_argument: str = "agent_name", argument: str = "agent_token") -> str:
+        """Raise unless the caller proved it is some agent of ``project``; return that agent's name."""
+        slug = self.require_project(project)
+        assert isinstance(project, str)
+        if isinstance(name, str) and name:
+            self.identities.require(ctx, project, name, token if isinstance(token, str) else None,
+                                    argument=argument)
+            return name
+        if token:
+            raise invalid(f"{argument} needs {name_argument}: name the agent whose token it is", field=name_argument)
+        bound = self.identities.agents_in(ctx, slug)
+        if bound:
+            return bound[0]
+        raise GitmailError(
+            UNAUTHORIZED,
+            "this call reads or changes the whole project, so it needs proof that you are one of its agents: pass "
+            f"{name_argument} with {argument} (your registration_token), or make the call in an MCP session that "
+            "registered an agent of this project or proved one with its token",
+            {"project": project, "argument": argument},
+        )
+
+    def viewer(self, ctx: Context | None, project: str, name: str | None, *, argument: str = "agent_name") -> str:
+        """The agent a read is for: ``name`` if given, else the one agent this session proved in the project."""
+        if name:
+            return name
+        bound = self.identities.agents_in(current_context(ctx), self.store.resolve(project))
+        if len(bound) == 1:
+            return bound[0]
+        if not bound:
+            raise invalid(f"name the agent reading ({argument}): this MCP session has not registered or proved "
+                          "an agent of this project", field=argument)
+        raise invalid(f"this MCP session acts as several agents of this project ({', '.join(bound)}); name the "
+                      f"one reading with {argument}", field=argument, agents=bound)
+
+    def session_project(self, ctx: Context | None) -> str | None:
+        """The one project this session has proved agents in, if exactly one."""
+        slugs = self.identities.projects(current_context(ctx))
+        return slugs[0] if len(slugs) == 1 else None
+
+    # -- the commit guard ------------------------------------------------------
+    def require_guard_path(self, project: str, code_repo_path: object) -> None:
+        """Agents may touch hooks only in the repository at the project's key, or under GITMAIL_GUARD_ROOTS."""
+        if not isinstance(code_repo_path, str) or not code_repo_path.strip():
+            raise invalid("code_repo_path must be the path of a git repository", field="code_repo_path")
+        target = os.path.realpath(os.path.expanduser(code_repo_path))
+        human_key = self.mail.human_key(project)
+        allowed = [os.path.realpath(normalize_human_key(human_key))]
+        roots = [os.path.realpath(r) for r in os.environ.get(GUARD_ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+        if target in allowed or any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            return
+        raise GitmailError(
+            UNAUTHORIZED,
+            f"agents may install or remove the commit guard only in the repository at the project's key "
+            f"({human_key}) or under the folders the operator allows in {GUARD_ROOTS_ENV}; {code_repo_path} is "
+            f"neither. On this machine the operator can run `gitmail guard install {human_key} {code_repo_path}`",
+            {"code_repo_path": code_repo_path, "project": human_key, "setting": GUARD_ROOTS_ENV},
+        )
