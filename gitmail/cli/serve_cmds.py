@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from gitmail.server.binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, TOKEN_ENV, check_bind
@@ -32,7 +34,9 @@ def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token:
 
     if stdio:
         serve_stdio(ctx.store, sync_interval=sync_interval)
-        return {"stopped": True, "transport": "stdio"}, "gitmail: stdio server stopped"
+        # standard output belongs to JSON-RPC until the very end: the note goes to standard error
+        click.echo("gitmail: stdio server stopped", err=True)
+        sys.exit(0)
     check_bind(host, token)
     serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level,
                sync_interval=sync_interval)

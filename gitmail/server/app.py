@@ -28,7 +28,7 @@ from . import (
 )
 from .auth import BearerToken
 from .identity import Identities
-from .results import ArgumentErrors
+from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
 PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
@@ -58,6 +58,7 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     mcp = FastMCP("gitmail", instructions=INSTRUCTIONS, version=__version__,
                   auth=BearerToken(token) if token else None)
     mcp.add_middleware(ArgumentErrors())
+    quiet_argument_warnings()
     for part in PARTS:
         part.register(mcp, runtime)
     return mcp

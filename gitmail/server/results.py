@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -27,6 +28,8 @@ from pydantic import ValidationError as PydanticValidationError
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 
 from .access import TOKEN_ALIAS, Rule
+
+_log = logging.getLogger("gitmail.server")
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
 READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
@@ -99,14 +102,37 @@ def _merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:
 
 
 class ArgumentErrors(Middleware):
-    """Report schema violations as INVALID_ARGUMENT error results naming the argument."""
+    """Report schema violations as INVALID_ARGUMENT error results naming the argument.
+
+    The server's log gets one line per such call, naming the tool and the
+    arguments (FastMCP's own multi-line warning, which names neither, is
+    dropped by :class:`OneLineArgumentWarnings`).
+    """
 
     async def on_call_tool(self, context: MiddlewareContext[CallToolRequestParams],
                            call_next: CallNext[CallToolRequestParams, ToolResult]) -> ToolResult:
         try:
             return await call_next(context)
         except ValidationError as exc:
-            return error_result(_describe(context.message.name, exc))
+            error = _describe(context.message.name, exc)
+            problems = "; ".join(f"{p['argument']}: {p['problem']}" for p in error.data["problems"]) or "invalid"
+            _log.warning("gitmail: %s called with bad arguments: %s", context.message.name,
+                         " ".join(problems.split()))
+            return error_result(error)
+
+
+class OneLineArgumentWarnings(logging.Filter):
+    """Drops FastMCP's warning about invalid tool arguments; ArgumentErrors logs one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Invalid arguments for tool")
+
+
+def quiet_argument_warnings() -> None:
+    """Install :class:`OneLineArgumentWarnings` on FastMCP's server logger (once)."""
+    logger = logging.getLogger("fastmcp.server.server")
+    if not any(isinstance(f, OneLineArgumentWarnings) for f in logger.filters):
+        logger.addFilter(OneLineArgumentWarnings())
 
 
 def _describe(tool_name: str, exc: ValidationError) -> GitmailError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Iterator
 
@@ -25,6 +26,7 @@ from gitmail.sync.watch import Watcher
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .runtime import Listen
+from .sessionless import serve_sessionless
 
 _log = logging.getLogger("gitmail.server")
 
@@ -63,6 +65,7 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     # progress or server requests mid-call, and on a small machine this halves
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
     app = mcp.http_app(path=path, json_response=True)
+    serve_sessionless(app, path)
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} (store {store.home}"
           f"{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
@@ -71,7 +74,21 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
 
 
 def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:
-    """Serve MCP over standard input and output (one client, the parent process)."""
+    """Serve MCP over standard input and output (one client, the parent process).
+
+    Standard output carries JSON-RPC and nothing else, ever: the protocol
+    keeps the real stdout to itself, and file descriptor 1 is pointed at
+    standard error, so whatever else prints (a library, the search-index
+    helper process this server starts, a warning) lands there instead.
+    """
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")  # not inherited by children
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = protocol
     mcp = build_server(store, listen=Listen("stdio"))
-    with services(store, sync_interval):
-        mcp.run(transport="stdio", show_banner=False)
+    try:
+        with services(store, sync_interval):
+            mcp.run(transport="stdio", show_banner=False)
+    finally:
+        sys.stdout = sys.__stdout__  # now standard error, as descriptor 1 is
+        protocol.close()
