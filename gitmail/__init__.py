@@ -1,9 +1,12 @@
 """gitmail: mail and coordination for coding agents, stored in git.
 
-The public API is what this module exports; everything else is internal and
-may change. Layers, from the bottom: records and paths, the repository engine
-(:class:`Archive`), the store of projects (:class:`Store`), then the mail
-domain, the MCP server and the CLI on top.
+The public API is what this module exports (``__all__``, kept exact by a
+test); everything else is internal and may change. The subpackages are the
+layers, from the bottom: ``model`` (records and paths), ``storage`` (the
+repository engine, :class:`Archive`, and the store of projects,
+:class:`Store`), ``gitmail.index`` (derived state), ``coord`` and ``mail`` (the
+domain, behind :class:`Mail`), ``sync``, then the MCP server and the CLI on
+top; docs/architecture.md says what each may import.
 
 Each export is imported on first use (a module-level ``__getattr__``), so
 ``import gitmail`` and every ``gitmail.*`` import stay cheap: the CLI answers

@@ -9,8 +9,9 @@ Entry points:
 - :func:`indexer_for` (``store``) → :class:`Indexer` (a server also calls
   ``.write_search_in_child()``, see :mod:`.search_process`); ``.project(key)`` →
   :class:`ProjectIndex` with ``search``, ``inbox``, ``outbox``, ``agents``,
-  ``reservations``, ``receipts``, ``messages_after``, ``high_watermark``,
-  ``wait``, ``catch_up`` and ``reindex``.
+  ``reservations``, ``active_reservations``, ``messages_after``,
+  ``newest_arrivals``, ``high_watermark``, ``wait``, ``catch_up`` and
+  ``reindex``.
 - :func:`search_messages` (``store, project_key, query, limit, agent_name``).
 - :func:`parse_query` checks a query without running it.
 """
