@@ -19,7 +19,7 @@ from gitmail.model import codec
 from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import id_time, is_id
-from gitmail.model.records import IMPORTANCE, Record
+from gitmail.model.records import MAX_IMPORTANCE, Record
 
 if TYPE_CHECKING:  # the C loader has the same interface
     _Base = yaml.SafeLoader
@@ -122,8 +122,8 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
     if fields.get("id") != message_id or not is_id(message_id):
         raise Unreadable(f"field 'id' does not match the file name {message_id}")
     importance = fields.get("importance") or "normal"
-    if importance not in IMPORTANCE:
-        raise Unreadable(f"field 'importance' must be one of {', '.join(IMPORTANCE)}")
+    if not isinstance(importance, str) or len(importance) > MAX_IMPORTANCE or "\n" in importance:
+        raise Unreadable(f"field 'importance' must be one line of at most {MAX_IMPORTANCE} characters")
     return {
         "id": message_id,
         "thread_id": _text(fields, "thread_id"),

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from whoosh import query as wq
 
 from gitmail.model.errors import invalid
-from gitmail.model.records import IMPORTANCE
 
 from .schema import TEXT_ANALYZER
 
@@ -213,8 +212,6 @@ class _Parser:
         value = token.text.strip().lower()
         if not value:
             raise _fail(self.text, token.pos, f"'{field}:' needs a value")
-        if field == "importance" and value not in IMPORTANCE:
-            raise _fail(self.text, token.pos, f"importance must be one of {', '.join(IMPORTANCE)}; got {token.text!r}")
         if token.kind == "word" and value.endswith("*") and field != "importance":
             stem = value[:-1]
             if len(stem) < 1 or "*" in stem:

@@ -132,3 +132,14 @@ def test_the_operator_issues_a_lost_token_anew(tmp_path):
     assert not mail.verify_agent_token(PROJECT, "BlueLake", first)
     assert not mail.verify_agent_token(PROJECT, "BlueLake", issued["registration_token"])
     assert [a["name"] for a in ok(home, "agents", PROJECT)] == ["BlueLake"]  # listing works as before
+
+
+def test_registering_again_changes_only_the_options_given(tmp_path):
+    home = str(tmp_path / "home")
+    ok(home, "init", PROJECT)
+    ok(home, "register", PROJECT, "--name", "BlueLake", "--program", "codex-cli", "--model", "gpt5",
+       "--task", "auth")
+    again = gitmail(home, "register", PROJECT, "--name", "BlueLake", "--task", "docs")
+    assert again.returncode == 0 and "gitmail agents reset-token" in again.stdout
+    (agent,) = ok(home, "agents", PROJECT)
+    assert (agent["program"], agent["model"], agent["task_description"]) == ("codex-cli", "gpt5", "docs")

@@ -70,7 +70,7 @@ def test_send_errors_leave_the_archive_unchanged(store):
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.send_message(PROJECT, "Nobody", ["BlueLake"], "s", "b")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", importance="critical")
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", importance="two\nlines")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "two\nlines", "b")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):

@@ -143,7 +143,7 @@ def test_record_in_the_wrong_place_is_corrupt():
     ({"subject": "two\nlines"}, "subject"),
     ({"body": "x" * (MAX_BODY_BYTES + 1)}, "body"),
     ({"to": ["not a name"]}, "to[0]"),
-    ({"importance": "critical"}, "importance"),
+    ({"importance": "x" * 33}, "importance"),
     ({"created_ts": "2026-12-01 10:00"}, "created"),
     ({"id": "NOT-AN-ID"}, "id"),
 ])

@@ -125,20 +125,33 @@ def reset_token(ctx: Context, project: str, name: str) -> tuple[object, str]:
 @command(name="register")
 @click.argument("project")
 @click.option("--name", default=None, help="Agent name (default: a generated adjective+noun name).")
-@click.option("--program", default="cli", show_default=True, help="The program acting as the agent.")
-@click.option("--model", default="human", show_default=True, help="The model (or person) behind it.")
-@click.option("--task", "task_description", default="", help="What the agent works on.")
+@click.option("--program", default=None, help="The program acting as the agent (a new agent: cli).")
+@click.option("--model", default=None, help="The model (or person) behind it (a new agent: human).")
+@click.option("--task", "task_description", default=None, help="What the agent works on.")
 @click.option("--policy", type=click.Choice(["open", "auto", "contacts_only", "block_all"]), default=None,
               help="Also set who may write to the agent.")
-def register(ctx: Context, project: str, name: str | None, program: str, model: str, task_description: str,
-             policy: str | None) -> tuple[object, str]:
-    """Register an agent in PROJECT (or update its profile) and print its token once."""
+def register(ctx: Context, project: str, name: str | None, program: str | None, model: str | None,
+             task_description: str | None, policy: str | None) -> tuple[object, str]:
+    """Register an agent in PROJECT and print its token once; for an existing agent, update the options given.
+
+    An existing agent keeps every field not given here, and its token: the
+    archive holds only the token's hash, so it cannot be printed again (issue
+    a new one with `gitmail agents reset-token PROJECT NAME`).
+    """
     mail = ctx.mail
+    exists = name is not None and any(a["name"].lower() == name.lower()
+                                      for a in mail.list_agents(project, active_only=False))
+    if not exists:
+        program, model = program or "cli", model or "human"
     profile = mail.register_agent(project, program, model, name=name, task_description=task_description)
     if policy:
         profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy)["policy"]
     token = profile.get("registration_token")
-    text = f"agent {profile['name']} in {project}" + (f"\nregistration token (shown once): {token}" if token else "")
+    if token:
+        text = f"agent {profile['name']} in {project}\nregistration token (shown once): {token}"
+    else:
+        text = (f"agent {profile['name']} in {project} updated; its token is unchanged (only its hash is kept: "
+                f"`gitmail agents reset-token {project} {profile['name']}` issues a new one)")
     return profile, text
 
 

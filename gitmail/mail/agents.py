@@ -67,10 +67,12 @@ def _text(value: object, field: str) -> str:
     return value.strip()
 
 
-def _register(ctx: Context, project_key: str, program: str, model: str, name: str | None,
-              task_description: str, *, fresh_only: bool, name_field: str) -> dict[str, Any]:
-    program, model = _text(program, "program"), _text(model, "model")
-    task_description = _text(task_description or "", "task_description")
+def _register(ctx: Context, project_key: str, program: str | None, model: str | None, name: str | None,
+              task_description: str | None, *, fresh_only: bool, name_field: str) -> dict[str, Any]:
+    """Create the agent, or update the fields given (None leaves a field of an existing agent as it is)."""
+    program = _text(program, "program") if program is not None else None
+    model = _text(model, "model") if model is not None else None
+    task_description = _text(task_description, "task_description") if task_description is not None else None
     if name is not None:
         check_agent_name(name, name_field)
     archive = ctx.archive(project_key)
@@ -89,12 +91,18 @@ def _register(ctx: Context, project_key: str, program: str, model: str, name: st
                                {"name": existing.name})
         if existing is None:
             chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
-            agent = Agent(id=agent_id, name=chosen, program=program, model=model, inception_ts=stamp, hlc=hlc,
-                          task_description=task_description, token_hash=hash_token(token))
-            return Change(f"Register agent {chosen} ({program}, {model})", author=chosen,
+            agent = Agent(id=agent_id, name=chosen, program=program or "unknown", model=model or "unknown",
+                          inception_ts=stamp, hlc=hlc, task_description=task_description or "",
+                          token_hash=hash_token(token))
+            return Change(f"Register agent {chosen} ({agent.program}, {agent.model})", author=chosen,
                           result=(agent, project.id, token)).put_record(agent)
         updated = dataclasses.replace(existing)
-        updated.program, updated.model, updated.task_description = program, model, task_description
+        if program is not None:
+            updated.program = program
+        if model is not None:
+            updated.model = model
+        if task_description is not None:
+            updated.task_description = task_description
         updated.status, updated.retired_at = "active", None
         issued = token if updated.token_hash == hash_token(token) else None  # minted by an earlier run
         if not updated.token_hash:
@@ -102,7 +110,7 @@ def _register(ctx: Context, project_key: str, program: str, model: str, name: st
         if updated == existing:
             return Change("", result=(existing, project.id, None))
         updated.hlc = hlc
-        change = Change(f"Update agent {existing.name} ({program}, {model})", author=existing.name,
+        change = Change(f"Update agent {existing.name} ({updated.program}, {updated.model})", author=existing.name,
                         result=(updated, project.id, issued))
         return change.put_record(updated)
 
@@ -114,9 +122,13 @@ def _register(ctx: Context, project_key: str, program: str, model: str, name: st
     return view
 
 
-def register_agent(ctx: Context, project_key: str, program: str, model: str, *, name: str | None = None,
-                   task_description: str = "") -> dict[str, Any]:
-    """Create an agent, or update the profile of the one registered under ``name``."""
+def register_agent(ctx: Context, project_key: str, program: str | None, model: str | None, *,
+                   name: str | None = None, task_description: str | None = None) -> dict[str, Any]:
+    """Create an agent, or update the profile of the one registered under ``name``.
+
+    An update changes only the fields given: None keeps what the profile holds
+    (a new agent gets ``unknown`` for a missing program or model).
+    """
     return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name")
 
 

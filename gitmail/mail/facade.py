@@ -26,7 +26,7 @@ from gitmail.model.limits import (
 )
 from gitmail.storage.store import Store
 
-from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, sending, summaries
+from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, sending, summaries, windows
 from .sending import ReplyRequest, SendRequest
 
 
@@ -61,8 +61,8 @@ class Mail:
         return projects.human_key(self.ctx, project)
 
     # -- agents ---------------------------------------------------------------
-    def register_agent(self, project_key: str, program: str, model: str, *, name: str | None = None,
-                       task_description: str = "") -> dict[str, Any]:
+    def register_agent(self, project_key: str, program: str | None, model: str | None, *, name: str | None = None,
+                       task_description: str | None = None) -> dict[str, Any]:
         return agents.register_agent(self.ctx, project_key, program, model, name=name,
                                      task_description=task_description)
 
@@ -103,6 +103,23 @@ class Mail:
                                include_reserved: bool = False, dry_run: bool = False) -> dict[str, Any]:
         return agents.retire_inactive_agents(self.ctx, project_key, agent_name, inactive_seconds=inactive_seconds,
                                              include_reserved=include_reserved, dry_run=dry_run)
+
+    # -- window identities ----------------------------------------------------
+    def window_agent(self, project_key: str, window_uuid: str) -> str | None:
+        """The agent name a live window goes by, if any."""
+        return windows.window_agent(self.ctx, project_key, window_uuid)
+
+    def use_window(self, project_key: str, window_uuid: str, agent_name: str) -> dict[str, Any]:
+        return windows.use_window(self.ctx, project_key, window_uuid, agent_name)
+
+    def list_window_identities(self, project_key: str) -> dict[str, Any]:
+        return windows.list_windows(self.ctx, project_key)
+
+    def rename_window(self, project_key: str, window_uuid: str, new_display_name: str) -> dict[str, Any]:
+        return windows.rename_window(self.ctx, project_key, window_uuid, new_display_name)
+
+    def expire_window(self, project_key: str, window_uuid: str) -> dict[str, Any]:
+        return windows.expire_window(self.ctx, project_key, window_uuid)
 
     # -- messages -------------------------------------------------------------
     def send_message(self, project_key: str, sender_name: str, to: list[str] | None, subject: str, body_md: str,

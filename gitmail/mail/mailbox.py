@@ -56,14 +56,29 @@ def parse_since(value: object, field: str = "since_ts") -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return format_ts(dt.datetime.fromtimestamp(value, tz=UTC))
+        try:
+            return format_ts(dt.datetime.fromtimestamp(value, tz=UTC))
+        except (OverflowError, OSError, ValueError):
+            raise invalid(f"{field} is not a usable number of epoch seconds: {value!r}", field=field) from None
     if isinstance(value, str):
         try:
             return format_ts(parse_ts(value))
         except ValueError:
             pass
-    raise invalid(f"{field} must be an ISO-8601 timestamp with a zone (such as '2026-01-31T09:00:00Z') "
-                  "or epoch seconds", field=field)
+        try:
+            seconds = float(value)
+        except ValueError:
+            pass
+        else:
+            return parse_since(seconds, field)  # epoch seconds, as a query string carries them
+        try:
+            moment = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            pass
+        else:  # no zone means UTC
+            return format_ts(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    raise invalid(f"{field} must be an ISO-8601 timestamp (such as '2026-01-31T09:00:00Z'; without a zone it is "
+                  "UTC) or epoch seconds", field=field)
 
 
 def check_limit(limit: object, field: str = "limit") -> int:

@@ -36,6 +36,7 @@ from gitmail.model.ids import is_id
 from gitmail.model.names import check_agent_name, check_topic
 from gitmail.model.records import (
     IMPORTANCE,
+    MAX_IMPORTANCE,
     MAX_SUBJECT,
     Agent,
     HeldMessage,
@@ -156,10 +157,13 @@ def _recipient(name: object, field_name: str) -> str:
 
 
 def _importance(value: object) -> str:
-    text = value.lower().strip() if isinstance(value, str) else value
-    if text not in IMPORTANCE:
-        raise invalid(f"importance must be one of {', '.join(IMPORTANCE)}; got {value!r}", field="importance")
-    return text
+    """One of the known levels (any case), or any other short line, stored as given (filters may use it)."""
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > MAX_IMPORTANCE or any(
+            ch in value for ch in "\r\n"):
+        raise invalid(f"importance must be a short single line (at most {MAX_IMPORTANCE} characters), usually one of "
+                      f"{', '.join(IMPORTANCE)}; got {value!r}", field="importance")
+    text = value.strip()
+    return text.lower() if text.lower() in IMPORTANCE else text
 
 
 def _subject(value: object) -> str:

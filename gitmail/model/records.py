@@ -32,7 +32,8 @@ MAX_SHORT = 512
 MAX_TEXT = 64 * 1024
 MAX_LIST = 1000
 
-IMPORTANCE = ("low", "normal", "high", "urgent")
+IMPORTANCE = ("low", "normal", "high", "urgent")  # the known levels; high and urgent drive the urgent views
+MAX_IMPORTANCE = 32  # importance is free form: other values are stored as given, one short line
 AGENT_STATUS = ("active", "retired", "deregistered")
 CONTACT_POLICIES = ("open", "auto", "contacts_only", "block_all")
 CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
@@ -277,7 +278,7 @@ class Message(Record):
     to: list[str] = _spec("agents", default=[])
     cc: list[str] = _spec("agents", default=[])
     bcc: list[str] = _spec("agents", default=[])
-    importance: str = _spec("choice", default="normal", choices=IMPORTANCE)
+    importance: str = _spec("str", default="normal", max_len=MAX_IMPORTANCE)
     ack_required: bool = _spec("bool", default=False)
     topic: str | None = _spec("topic", default=None)
     reply_to: str | None = _spec("id", default=None)
@@ -456,7 +457,7 @@ class HeldMessage(Record):
     bcc: list[str] = _spec("agents", default=[])
     denied: list[str] = _spec("agents", default=[])
     thread_id: str | None = _spec("str", default=None, max_len=128)
-    importance: str = _spec("choice", default="normal", choices=IMPORTANCE)
+    importance: str = _spec("str", default="normal", max_len=MAX_IMPORTANCE)
     ack_required: bool = _spec("bool", default=False)
     topic: str | None = _spec("topic", default=None)
     reply_to: str | None = _spec("id", default=None)
@@ -486,6 +487,31 @@ class Summary(Record):
 
     def path(self) -> str:
         return summary_path(self.id)
+
+
+@dataclass
+class Window(Record):
+    """A window identity: a terminal or editor window (``window_uuid``) and the agent name it goes by.
+
+    Registering with a window's UUID and no name reuses ``display_name``, so an
+    agent relaunched in the same window keeps its identity (acting as it still
+    needs its token). A window lapses at ``expires_ts`` (renewed by use) or
+    when expired by hand (``expired_at``).
+    """
+
+    KIND: ClassVar[str] = "window"
+    LOCATED_BY: ClassVar[str] = "window_uuid"
+    id: str = _spec("id")
+    window_uuid: str = _spec("str", max_len=64)
+    display_name: str = _spec("agent")
+    created_ts: str = _spec("ts", key="created")
+    last_active_ts: str = _spec("ts")
+    expires_ts: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    expired_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return window_path(self.window_uuid)
 
 
 @dataclass
@@ -525,6 +551,7 @@ TOMBSTONES = "tombstones"
 SUMMARIES = "summaries"
 ATTACHMENTS = "attachments"
 CONFLICTS = "conflicts"
+WINDOWS = "windows"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -582,6 +609,13 @@ def reservation_path(reservation_id: str) -> str:
     return f"{RESERVATIONS}/{day_shard(reservation_id)}/{reservation_id}.yaml"
 
 
+WINDOW_UUID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{7,63}$")
+
+
+def window_path(window_uuid: str) -> str:
+    return f"{WINDOWS}/{window_uuid}.yaml"
+
+
 def conflict_path(file: str, other_blob: str) -> str:
     return f"{CONFLICTS}/{file}/{other_blob}.yaml"
 
@@ -630,6 +664,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^agents/{_NAME}/idempotency/{_DAY}/[0-9a-f]{{64}}\.yaml$"), IdempotencyKey, "idempotency"),
     (re.compile(rf"^agents/{_NAME}/held/{_DAY}/{_ID}\.md$"), HeldMessage, "held"),
     (re.compile(rf"^summaries/{_DAY}/{_ID}\.yaml$"), Summary, "summary"),
+    (re.compile(r"^windows/[A-Za-z0-9][A-Za-z0-9-]{7,63}\.yaml$"), Window, "window"),
 ]
 
 

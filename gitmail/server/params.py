@@ -17,20 +17,28 @@ AgentToken = Annotated[str | None, Field(
 ProverName = Annotated[str | None, Field(description=(
     "You: an agent of the project, proving with agent_token that the caller belongs to it. Not needed in an MCP "
     "session that registered or proved an agent of this project."))]
+WindowUuid = Annotated[str | None, Field(max_length=64, description=(
+    "Your window's UUID (one per terminal or editor window, kept by your client). Without a name, the agent "
+    "this window went by is registered again (its token is still needed); the window then goes by the agent "
+    "registered."))]
 SenderToken = Annotated[str | None, Field(
     description="Proof that you are sender_name: the registration_token returned when it registered. "
                 "Not needed in the MCP session that registered the agent.")]
 MessageId = Annotated[str, Field(
     description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
 Recipients = Annotated[list[str] | None, Field(description="Agent names in the project.")]
-Importance = Annotated[Literal["low", "normal", "high", "urgent"], Field(
-    description="How urgent: low, normal, high or urgent (high and urgent show in urgent-only views).")]
-SinceTs = Annotated[str | None, Field(
-    description="Only messages created strictly after this ISO-8601 time (e.g. '2026-12-01T09:00:00Z').")]
+Importance = Annotated[str, Field(max_length=32, description=(
+    "How urgent: low, normal, high or urgent (high and urgent show in urgent-only views); any other short "
+    "label is stored as given, for filters."))]
+SinceTs = Annotated[str | int | float | None, Field(
+    description="Only messages created strictly after this time: ISO-8601 (e.g. '2026-12-01T09:00:00Z'; without a "
+                "zone it is UTC) or epoch seconds.")]
 Confirmation = Annotated[str, Field(description="Must be exactly 'I UNDERSTAND': this deletion cannot be undone.")]
 Program = Annotated[str, Field(description="The agent program, e.g. 'claude-code' or 'codex-cli'.")]
 Model = Annotated[str, Field(description="The model behind the agent, e.g. 'opus-4.1' or 'gpt5-codex'.")]
 TaskDescription = Annotated[str, Field(description="What the agent is working on (shown in directory listings).")]
+TaskUpdate = Annotated[str | None, Field(description=(
+    "What the agent is working on (shown in directory listings). Left out: an existing agent keeps its task."))]
 AttachmentPaths = Annotated[list[str] | None, Field(description=(
     "Files to attach: paths inside the project archive (relative) or absolute paths inside the server's allowed "
     "attachment roots. Images become WebP; every file is stored by its SHA-256 and listed in the message's "

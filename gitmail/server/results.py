@@ -38,6 +38,23 @@ IDEMPOTENT = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": 
 DESTRUCTIVE = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": True, "openWorldHint": False}
 
 
+OutputFormat = Annotated[str | None, Field(description=(
+    "How the result is encoded: json (default) or toon (Token-Oriented Object Notation, the same data in fewer "
+    "tokens, as one text block)."))]
+
+
+def formatted(result: Any, output_format: str | None) -> Any:
+    """``result`` as asked: unchanged for json, one TOON text block for toon."""
+    choice = (output_format or "json").strip().lower()
+    if choice == "json":
+        return result
+    if choice == "toon":
+        from toon_format import encode  # only the calls that ask for TOON load the encoder
+
+        return ToolResult(content=encode(result))
+    raise GitmailError(INVALID_ARGUMENT, f"format must be json or toon; got {output_format!r}", {"argument": "format"})
+
+
 def error_result(exc: GitmailError) -> ToolResult:
     body = exc.to_dict()
     return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)

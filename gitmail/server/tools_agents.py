@@ -9,7 +9,18 @@ from pydantic import Field
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
 
-from .params import AgentName, AgentToken, Confirmation, Model, Program, ProjectKey, TaskDescription
+from .params import (
+    AgentName,
+    AgentToken,
+    Confirmation,
+    Model,
+    Program,
+    ProjectKey,
+    ProverName,
+    TaskDescription,
+    TaskUpdate,
+    WindowUuid,
+)
 from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
 from .runtime import Runtime
 
@@ -38,7 +49,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             profile = {k: v for k, v in profile.items() if k != "registration_token"}
         return profile
 
-    anyone, itself = rt.access.open(), rt.access.agent()
+    anyone, itself, member = rt.access.open(), rt.access.agent(), rt.access.member()
 
     @tool(mcp, IDEMPOTENT, access=anyone)
     def register_agent(
@@ -49,24 +60,29 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         name: Annotated[str | None, Field(description=(
             "The agent's name: 1-128 letters, digits, '.', '_' or '-', e.g. 'BlueLake' or 'worker-3'. "
             "Omit it to get a generated adjective+noun name."))] = None,
-        task_description: TaskDescription = "",
+        task_description: TaskUpdate = None,
         agent_token: Annotated[str | None, Field(description=(
             "When updating an existing agent's profile: its registration_token (not needed in the "
             "session that registered it)."))] = None,
         return_registration_token: ReturnToken = True,
+        window_uuid: WindowUuid = None,
     ) -> dict[str, Any]:
         """Register an agent in a project, or update the profile of one you registered.
 
         A new agent gets a fresh registration_token, shown only in this result:
         keep it and pass it as sender_token / agent_token to act as the agent
-        later (this MCP session needs no token). Updating an existing agent's
-        program, model or task needs its token. The profile is committed to the
-        archive under agents/<Name>/profile.yaml.
+        later (this MCP session needs no token). Updating an existing agent
+        changes only the fields given and needs its token, from any session. The
+        profile is committed to the archive under agents/<Name>/profile.yaml.
         """
+        if window_uuid and not name and rt.store.exists(project_key):
+            name = mail.window_agent(project_key, window_uuid)
         if name and agent_exists(project_key, name):
             rt.act_as(ctx, project_key, name, agent_token)
         profile = mail.register_agent(project_key=project_key, program=program, model=model, name=name,
                                       task_description=task_description)
+        if window_uuid:
+            mail.use_window(project_key, window_uuid, profile["name"])
         return registered(ctx, project_key, profile, return_registration_token)
 
     @tool(mcp, WRITE, access=anyone)
@@ -108,6 +124,55 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             found["recent_commits_note"] = ("recent_commits name message subjects: they are shown to an MCP "
                                             "session that registered or proved an agent of this project")
         return found
+
+    @tool(mcp, READ, access=anyone)
+    def list_agents(
+        project_key: ProjectKey,
+        active_only: Annotated[bool, Field(description="false: include retired and deregistered agents.")] = True,
+    ) -> dict[str, Any]:
+        """List the project's agents: name, program, model, task, status and last activity, by name.
+
+        The names to write to (send_message's to, cc, bcc) are these. Returns
+        {project, count, agents}; resource://agents/{project_key} is the same list.
+        """
+        slug = rt.access.require_project(project_key)
+        listed = mail.list_agents(slug, active_only=active_only)
+        return {"project": mail.human_key(slug), "count": len(listed), "agents": listed}
+
+    @tool(mcp, READ, access=anyone)
+    def list_window_identities(project_key: ProjectKey) -> dict[str, Any]:
+        """List the project's live window identities: each window's UUID, the agent name it goes by, its activity.
+
+        Returns {identities: [{id, window_uuid, display_name, created_ts,
+        last_active_ts, expires_ts}]}, most recently used first.
+        """
+        rt.access.require_project(project_key)
+        return mail.list_window_identities(project_key)
+
+    @tool(mcp, IDEMPOTENT, access=member)
+    def rename_window(
+        project_key: ProjectKey,
+        window_uuid: Annotated[str, Field(description="The window to rename (see list_window_identities).")],
+        new_display_name: Annotated[str, Field(description=(
+            "The agent name the window goes by from its next registration on (a valid agent name)."))],
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """Have a window go by another agent name. Needs proof of an agent of the project. Returns the window."""
+        return mail.rename_window(project_key, window_uuid, new_display_name)
+
+    @tool(mcp, IDEMPOTENT, access=member)
+    def expire_window(
+        project_key: ProjectKey,
+        window_uuid: Annotated[str, Field(description="The window to expire (see list_window_identities).")],
+        agent_name: ProverName = None,
+        agent_token: AgentToken = None,
+    ) -> dict[str, Any]:
+        """End a window identity now; its next registration picks a name afresh.
+
+        Needs proof of an agent of the project. Returns {window_uuid, expired, expired_at}.
+        """
+        return mail.expire_window(project_key, window_uuid)
 
     @tool(mcp, IDEMPOTENT, access=itself)
     def retire_agent(ctx: Context, project_key: ProjectKey, agent_name: AgentName,

@@ -26,7 +26,7 @@ from gitmail.model.limits import (
 
 from .params import AgentName, AgentToken, ProjectKey, ProverName
 from .resources import flag, resource
-from .results import IDEMPOTENT, READ, WRITE, tool
+from .results import IDEMPOTENT, READ, WRITE, OutputFormat, formatted, tool
 from .runtime import Runtime
 
 Seat = Annotated[str | None, Field(max_length=128, description=(
@@ -94,8 +94,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        extend_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-            "Seconds to add to the later of now and each reservation's expiry."))] = 1800,
+        extend_seconds: Annotated[int, Field(le=MAX_TTL, description=(
+            f"Seconds to add to the later of now and each reservation's expiry (at least {MIN_TTL}: less is "
+            f"raised to {MIN_TTL}, and the result says so)."))] = 1800,
         paths: OptionalPaths = None,
         file_reservation_ids: ReservationIds = None,
         agent_token: AgentToken = None,
@@ -103,10 +104,16 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
     ) -> dict[str, Any]:
         """Extend your active reservations without reissuing them; never shortens one.
 
-        Returns {renewed, file_reservations: [{id, path_pattern, old_expires_ts, new_expires_ts}]}.
+        Returns {renewed, file_reservations: [{id, path_pattern, old_expires_ts, new_expires_ts}],
+        extend_seconds} where extend_seconds is the extension granted.
         """
-        return mail.renew_file_reservations(project_key, agent_name, extend_seconds=extend_seconds, paths=paths,
-                                            file_reservation_ids=file_reservation_ids, seat=seat)
+        granted = max(extend_seconds, MIN_TTL)
+        result = mail.renew_file_reservations(project_key, agent_name, extend_seconds=granted, paths=paths,
+                                              file_reservation_ids=file_reservation_ids, seat=seat)
+        result["extend_seconds"] = granted
+        if granted != extend_seconds:
+            result["note"] = f"extend_seconds {extend_seconds} was raised to the minimum of {MIN_TTL}"
+        return result
 
     @tool(mcp, WRITE, access=itself)
     def force_release_file_reservation(
@@ -150,7 +157,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "repository under a folder the operator allows in GITMAIL_GUARD_ROOTS."))],
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
+        format: OutputFormat = None,
+    ) -> Any:
         """Install the reservation guard (pre-commit and pre-push hooks) into a git repository on this machine.
 
         Commits and pushes touching files another agent holds exclusively are
@@ -160,7 +168,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         chained, hooks_dir, project}.
         """
         rt.access.require_guard_path(project_key, code_repo_path)
-        return mail.install_precommit_guard(project_key, code_repo_path)
+        return formatted(mail.install_precommit_guard(project_key, code_repo_path), format)
 
     def guarded_project(arguments: Mapping[str, Any]) -> str | None:
         return mail.guard_project(arguments.get("code_repo_path"))
@@ -172,7 +180,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "The project whose guard it is (default: the one the repository's guard records)."))] = None,
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
+        format: OutputFormat = None,
+    ) -> Any:
         """Remove the reservation guard's hooks (and only those) from a git repository. Returns {removed, restored}.
 
         Needs proof of an agent of the project the guard serves, and the same
@@ -180,7 +189,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         assert project_key is not None  # the access rule found it
         rt.access.require_guard_path(project_key, code_repo_path)
-        return mail.uninstall_precommit_guard(code_repo_path)
+        return formatted(mail.uninstall_precommit_guard(code_repo_path), format)
 
     @tool(mcp, WRITE, access=itself)
     def take_seat(

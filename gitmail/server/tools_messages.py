@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
@@ -58,10 +58,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         ctx: Context,
         project_key: ProjectKey,
         sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
-        to: Annotated[list[str], Field(
-            description="Primary recipients (agent names). May be empty with cc/bcc or broadcast.")],
         subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
         body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
+        to: Annotated[list[str] | None, Field(
+            description="Primary recipients (agent names). May be left out when cc, bcc or broadcast names "
+                        "the recipients.")] = None,
         cc: Recipients = None,
         bcc: Annotated[list[str] | None, Field(description=(
             "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
@@ -108,8 +109,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         bcc: Recipients = None,
         subject_prefix: Annotated[str, Field(max_length=32, description=(
             "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
-        importance: Annotated[Literal["low", "normal", "high", "urgent"] | None, Field(description=(
-            "Override the original's importance."))] = None,
+        importance: Annotated[str | None, Field(max_length=32, description=(
+            "Override the original's importance (low, normal, high, urgent, or another label)."))] = None,
         ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
         auto_contact_if_blocked: AutoContact = True,
         hold_if_blocked: HoldIfBlocked = False,

@@ -8,8 +8,14 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from .params import AgentToken, ProjectKey, ProverName
-from .results import IDEMPOTENT, READ, tool
+from .results import IDEMPOTENT, READ, OutputFormat, formatted, tool
 from .runtime import Runtime
+
+LlmMode = Annotated[bool, Field(description=(
+    "Ask for a language model to refine the summary. This server runs no model: summaries are always extracted "
+    "from the messages, and the result's mode says which was used."))]
+LlmModel = Annotated[str | None, Field(max_length=200, description="The model to use when llm_mode applies (noted, "
+                                                                  "not used: no model runs here).")]
 
 
 def register(mcp: FastMCP, rt: Runtime) -> None:
@@ -38,35 +44,57 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         thread_id: Annotated[str, Field(description="A thread ID, or several separated by commas for a digest.")],
         include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = False,
+        llm_mode: LlmMode = False,
+        llm_model: LlmModel = None,
         per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Summarize a thread: participants, key points and action items, extracted from the messages.
 
-        With several comma-separated IDs, returns one summary per thread plus an aggregate.
+        With several comma-separated IDs, returns one summary per thread plus an
+        aggregate. The summary is extracted, never generated: `mode` in the
+        result says so, whatever llm_mode asks.
         """
-        return mail.summarize_thread(project_key=project_key, thread_id=thread_id,
-                                     include_examples=include_examples, per_thread_limit=per_thread_limit)
+        found = mail.summarize_thread(project_key=project_key, thread_id=thread_id,
+                                      include_examples=include_examples, per_thread_limit=per_thread_limit)
+        return with_mode(found, llm_mode, llm_model)
 
     @tool(mcp, IDEMPOTENT, access=member)
     def summarize_recent(
         project_key: ProjectKey,
         since_hours: Annotated[float, Field(gt=0, le=24 * 365, description="Look back this many hours.")] = 1.0,
+        llm_mode: LlmMode = True,
+        llm_model: LlmModel = None,
         max_messages: Annotated[int, Field(ge=1, le=500, description="At most this many messages.")] = 500,
+        format: OutputFormat = None,
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Summarize the project's recent messages grouped by thread, and keep the summary for fetch_summary."""
-        return mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
+    ) -> Any:
+        """Summarize the project's recent messages grouped by thread, and keep the summary for fetch_summary.
+
+        Extracted, never generated (`mode` says so).
+        """
+        found = mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
+        return formatted(with_mode(found, llm_mode, llm_model), format)
 
     @tool(mcp, READ, access=member)
     def fetch_summary(
         project_key: ProjectKey,
         since_hours: Annotated[float, Field(gt=0, description="Summaries that end within this many hours.")] = 24.0,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many summaries.")] = 5,
+        format: OutputFormat = None,
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Any:
         """List summaries made earlier by summarize_recent, newest first."""
-        return mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit)
+        return formatted(mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
+
+
+def with_mode(summary: dict[str, Any], llm_mode: bool, llm_model: str | None) -> dict[str, Any]:
+    """The summary with the mode that made it: always extractive; a request for a model is answered, not ignored."""
+    summary = {**summary, "mode": "extractive"}
+    if llm_mode or llm_model:
+        summary["note"] = ("no language model runs on this server, so the summary was extracted from the messages "
+                           "(llm_mode and llm_model have no effect)")
+    return summary

@@ -46,6 +46,7 @@ from gitmail.model.records import (
     Record,
     Reservation,
     Seat,
+    Window,
     classify,
     message_files,
     tombstone_path,
@@ -57,7 +58,7 @@ from gitmail.storage.snapshot import blob_data
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
                              "attachment"})
 # Roles whose records carry a hybrid logical clock that merges must observe.
-CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat"})
+CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -247,6 +248,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "project": _per_field(Project),
     "agent": _per_field(Agent),
     "contact": _last_writer(Contact),
+    "window": _last_writer(Window),
     "receipt": _receipt,
     "reservation": _reservation,
     "seat": _seat,
