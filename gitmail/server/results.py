@@ -89,9 +89,15 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
                     _merge_alias(kwargs, token_argument)
                 ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
                 access.check(kwargs, ctx)
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
             except GitmailError as exc:
                 return error_result(exc)
+            if isinstance(result, list) and not result:
+                # FastMCP would send an empty list as no content block at all, and clients that read the
+                # first block's text (as agent-mail clients do) would fail on an empty inbox
+                return ToolResult(content="[]", structured_content={"result": []},
+                                  meta={"fastmcp": {"wrap_result": True}})
+            return result
 
         if token_argument is not None:
             alias = inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,

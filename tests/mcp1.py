@@ -1,0 +1,49 @@
+"""A virtual environment with the official ``mcp`` client 1.x, for testing against the older major release.
+
+gitmail's own environment holds mcp 2.x (FastMCP 4 needs it), so the 1.x
+client lives in a venv of its own under ``build/mcp1-venv`` (ignored by git,
+reused while its ``mcp`` matches :data:`SPEC`). It is built from the package
+index with the ordinary pip, under a file lock so parallel test workers
+build it once. ``python -m tests.mcp1`` builds it ahead of a test run (CI
+does, so a failure to fetch it shows on its own line).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = "mcp>=1.20,<2"
+VENV = os.path.join(ROOT, "build", "mcp1-venv")
+PYTHON = os.path.join(VENV, "bin", "python")
+_PROBE = "import mcp, importlib.metadata as m; v = m.version('mcp'); assert v.startswith('1.'), v; print(v)"
+
+
+def installed_version() -> str | None:
+    """The mcp 1.x version the venv holds, or None if it is missing or broken."""
+    if not os.path.exists(PYTHON):
+        return None
+    probe = subprocess.run([PYTHON, "-c", _PROBE], capture_output=True, text=True)
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def ensure() -> str:
+    """Build the venv if needed; the path of its python."""
+    os.makedirs(os.path.dirname(VENV), exist_ok=True)
+    with open(VENV + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed_version() is None:
+            subprocess.run([sys.executable, "-m", "venv", "--clear", VENV], check=True)
+            subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--disable-pip-version-check", SPEC], check=True)
+        version = installed_version()
+        if version is None:
+            raise RuntimeError(f"{VENV} has no working mcp 1.x after installing {SPEC!r}")
+    return PYTHON
+
+
+if __name__ == "__main__":
+    ensure()
+    print(f"mcp {installed_version()} client ready in {VENV}")
