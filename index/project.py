@@ -34,6 +34,7 @@ from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import parse, reads
 from .changes import diff, is_ancestor, listing
+from .history import MAX_ROWS, History
 from .meta import FORMAT, Meta, MetaCorrupt
 from .reservations import ActiveReservations, record_entry
 from .search_process import SearchWriter, SearchWriterFailed, write
@@ -74,6 +75,8 @@ class ProjectIndex:
         _remove_other_versions(derived_dir)
         self.meta = Meta(os.path.join(self.root, "meta.sqlite"))
         self.open_reservations = ActiveReservations(self.meta)
+        self.history = History(self.meta)
+        self._history_lock = threading.Lock()
         self._search_index: SearchIndex | None = None  # opened on first use: see search_index
         self._search_index_lock = threading.Lock()
         self.search_writer = search_writer  # background drains and merges run there when set
@@ -129,6 +132,7 @@ class ProjectIndex:
         memory, so they miss nothing.
         """
         self._sync()
+        self._catch_up_history()
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
             self._rebuild_search()
@@ -291,6 +295,23 @@ class ProjectIndex:
                 if self._version == seen:  # nothing moved since we looked: sleep until something does
                     self._changed.wait(min(poll, remaining))
 
+    def _catch_up_history(self) -> None:
+        with self._history_lock:
+            try:
+                self.history.catch_up(self.archive.repo, self.archive.tip())
+            except MetaCorrupt as exc:
+                with self._sync_lock:
+                    self._known_tip = self._recover(exc, self.archive.tip())
+
+    def file_history(self, paths: list[str], limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+        """The commits that changed any of ``paths``, newest first, from the derived history (see :mod:`.history`).
+
+        Each has ``commit``, ``author``, ``email``, ``time`` (epoch seconds),
+        ``summary`` and ``files`` (``path``, ``old_blob``, ``new_blob``).
+        """
+        self._catch_up_history()
+        return self.history.of_paths(paths, limit)
+
     # -- the cache of hot reads -----------------------------------------------
     def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         tip = self._sync()
@@ -313,15 +334,40 @@ class ProjectIndex:
         return parse.body_of(self._blob(blob))
 
     def inbox(self, agent: str, *, since_ts: str | None = None, urgent_only: bool = False, unread_only: bool = False,
-              topic: str | None = None, limit: int = 20, include_bodies: bool = False) -> list[dict[str, Any]]:
+              topic: str | None = None, unacked_only: bool = False, older_than: str | None = None, limit: int = 20,
+              include_bodies: bool = False) -> list[dict[str, Any]]:
         """An agent's inbox page, newest first, in the mail domain's shape (see :func:`reads.inbox`)."""
         since = reads.normalize_ts(since_ts, "since_ts")
+        older = reads.normalize_ts(older_than, "older_than")
         reads.check_limit(limit)
-        key = ("inbox", agent, since, bool(urgent_only), bool(unread_only), (topic or "").lower(), limit,
-               bool(include_bodies))
+        key = ("inbox", agent, since, bool(urgent_only), bool(unread_only), (topic or "").lower(), bool(unacked_only),
+               older, limit, bool(include_bodies))
         return self._cached(key, lambda: reads.inbox(self.meta, agent, since_ts=since, urgent_only=urgent_only,
-                                                     unread_only=unread_only, topic=topic, limit=limit,
+                                                     unread_only=unread_only, topic=topic, unacked_only=unacked_only,
+                                                     older_than=older, limit=limit,
                                                      body_of=self._body if include_bodies else None))
+
+    def thread(self, thread_id: str, *, limit: int = reads.MAX_LIMIT,
+               include_bodies: bool = True) -> list[dict[str, Any]]:
+        """The messages of one thread, oldest first, in the mail domain's shape."""
+        reads.check_limit(limit)
+        return self._cached(("thread", thread_id, limit, bool(include_bodies)),
+                            lambda: reads.thread(self.meta, thread_id, limit=limit,
+                                                 body_of=self._body if include_bodies else None))
+
+    def recent_threads(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """Threads by their latest message, newest first (see :func:`reads.recent_threads`)."""
+        reads.check_limit(limit)
+        return self._cached(("threads", limit, offset), lambda: reads.recent_threads(self.meta, limit=limit,
+                                                                                     offset=offset))
+
+    def stats(self) -> dict[str, Any]:
+        """Message and thread counts and the latest message time."""
+        return self._cached(("stats",), lambda: reads.stats(self.meta))
+
+    def agent_counts(self, agent: str) -> dict[str, int]:
+        """An agent's received, unread, unacknowledged and sent counts."""
+        return self._cached(("counts", agent), lambda: reads.agent_counts(self.meta, agent))
 
     def outbox(self, agent: str, *, since_ts: str | None = None, limit: int = 20,
                include_bodies: bool = False) -> list[dict[str, Any]]:

@@ -57,14 +57,17 @@ def _view(entry: dict[str, Any], body_of: BodyReader | None) -> dict[str, Any]:
 
 
 def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: bool = False,
-          unread_only: bool = False, topic: str | None = None, limit: int = 20,
+          unread_only: bool = False, topic: str | None = None, unacked_only: bool = False,
+          older_than: str | None = None, limit: int = 20,
           body_of: BodyReader | None = None) -> list[dict[str, Any]]:
     """An agent's received messages, newest first (by ID, as the folders list them).
 
     Each entry is the mail domain's inbox view: the message fields, ``kind``
     (to, cc or bcc), this agent's ``read_at`` and ``acknowledged_at``, and
     ``body_md`` when ``body_of`` is given. ``unread_only`` keeps messages
-    without a read time; ``topic`` compares without case.
+    without a read time; ``topic`` compares without case; ``unacked_only``
+    keeps messages that ask for an acknowledgement not yet given, and
+    ``older_than`` those created before that time.
     """
     sql = [f"SELECT {MESSAGE_COLUMNS}, r.read_at, r.acked_at FROM copies c "
            "JOIN messages m ON m.id = c.message_id "
@@ -81,6 +84,11 @@ def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: b
         args.append(topic)
     if unread_only:
         sql.append("AND r.read_at IS NULL")
+    if unacked_only:
+        sql.append("AND m.ack_required = 1 AND r.acked_at IS NULL")
+    if older_than:
+        sql.append("AND m.created_ts < ?")
+        args.append(older_than)
     sql.append("ORDER BY c.message_id DESC LIMIT ?")
     args.append(limit)
     out = []
@@ -105,6 +113,44 @@ def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 
         entry["bcc"] = json.loads(row[N_MESSAGE_COLUMNS]) if row[N_MESSAGE_COLUMNS] else []
         out.append(entry)
     return out
+
+
+def thread(meta: Meta, thread_id: str, *, limit: int, body_of: BodyReader | None = None) -> list[dict[str, Any]]:
+    """The messages of one thread (its first message included), oldest first."""
+    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? OR m.id = ? "
+                     "ORDER BY m.created_ts, m.id LIMIT ?", (thread_id, thread_id, limit))
+    return [_view(message_row(row), body_of) for row in rows]
+
+
+def recent_threads(meta: Meta, *, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+    """Threads by their latest message, newest first: ``thread_id``, ``subject`` (of the first), counts, times."""
+    rows = meta.read(
+        "SELECT t.thread_id, t.n, t.last_ts, t.first_ts, "
+        "(SELECT subject FROM messages f WHERE f.thread_id = t.thread_id ORDER BY f.created_ts, f.id LIMIT 1), "
+        "(SELECT sender FROM messages l WHERE l.thread_id = t.thread_id ORDER BY l.created_ts DESC, l.id DESC LIMIT 1) "
+        "FROM (SELECT thread_id, count(*) AS n, max(created_ts) AS last_ts, min(created_ts) AS first_ts "
+        "      FROM messages GROUP BY thread_id ORDER BY last_ts DESC LIMIT ? OFFSET ?) t ORDER BY t.last_ts DESC",
+        (limit, offset))
+    return [{"thread_id": r[0], "count": r[1], "last_ts": r[2], "first_ts": r[3], "subject": r[4] or "",
+             "last_from": r[5]} for r in rows]
+
+
+def stats(meta: Meta) -> dict[str, Any]:
+    """Counts and the latest message time of a project."""
+    count, last = meta.read("SELECT count(*), max(created_ts) FROM messages")[0]
+    threads = meta.read("SELECT count(DISTINCT thread_id) FROM messages")[0][0]
+    return {"messages": int(count), "threads": int(threads), "last_message_ts": last}
+
+
+def agent_counts(meta: Meta, agent: str) -> dict[str, int]:
+    """How many messages an agent received and sent, and how many of those received are unread or unacknowledged."""
+    inbox_n, unread, unacked = meta.read(
+        "SELECT count(*), sum(r.read_at IS NULL), sum(m.ack_required = 1 AND r.acked_at IS NULL) FROM copies c "
+        "JOIN messages m ON m.id = c.message_id "
+        "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = c.message_id "
+        "WHERE c.agent = ? AND c.box = 'inbox'", (agent,))[0]
+    sent = meta.read("SELECT count(*) FROM copies WHERE agent = ? AND box = 'outbox'", (agent,))[0][0]
+    return {"inbox": int(inbox_n or 0), "unread": int(unread or 0), "unacked": int(unacked or 0), "sent": int(sent)}
 
 
 def agents(meta: Meta) -> list[dict[str, Any]]:

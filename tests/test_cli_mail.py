@@ -143,3 +143,18 @@ def test_registering_again_changes_only_the_options_given(tmp_path):
     assert again.returncode == 0 and "gitmail agents reset-token" in again.stdout
     (agent,) = ok(home, "agents", PROJECT)
     assert (agent["program"], agent["model"], agent["task_description"]) == ("codex-cli", "gpt5", "docs")
+
+
+@pytest.mark.slow
+def test_send_as_overseer_reaches_a_closed_agent_and_reads_the_reply(tmp_path):
+    home = str(tmp_path / "home")
+    ok(home, "init", PROJECT)
+    ok(home, "register", PROJECT, "--name", "BlueLake")
+    ok(home, "send", PROJECT, "--as-overseer", "--to", "BlueLake", "--subject", "Status?", "--importance", "high",
+       "--ack", "--body", "Where are we?")
+    inbox = ok(home, "inbox", PROJECT, "BlueLake")
+    assert [(m["from"], m["importance"], m["ack_required"]) for m in inbox] == [("Overseer", "high", True)]
+    ok(home, "reply", PROJECT, inbox[0]["id"], "--from", "BlueLake", "--body", "Almost done")
+    assert [m["from"] for m in ok(home, "inbox", PROJECT, "Overseer")] == ["BlueLake"]
+    neither = gitmail(home, "send", PROJECT, "--to", "BlueLake", "--subject", "s", "--body", "b")
+    assert neither.returncode == 2 and "--as-overseer" in neither.stderr

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError, invalid
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from ._app import Context, cli, command
@@ -157,7 +157,10 @@ def register(ctx: Context, project: str, name: str | None, program: str | None, 
 
 @command(name="send")
 @click.argument("project")
-@click.option("--from", "sender", required=True, help="The sending agent.")
+@click.option("--from", "sender", default=None, help="The sending agent.")
+@click.option("--as-overseer", "as_overseer", is_flag=True,
+              help="Send as the project's human overseer (not subject to contact policy; agents reply to it).")
+@click.option("--broadcast", is_flag=True, help="Send to every active agent of the project.")
 @click.option("--to", "to", multiple=True, help="A recipient (repeat for several).")
 @click.option("--cc", multiple=True, help="A copy recipient (repeatable).")
 @click.option("--bcc", multiple=True, help="A hidden recipient (repeatable).")
@@ -169,13 +172,21 @@ def register(ctx: Context, project: str, name: str | None, program: str | None, 
 @click.option("--ack", "ack_required", is_flag=True, help="Ask recipients to acknowledge.")
 @click.option("--thread", "thread_id", default=None, help="Continue this thread.")
 @click.option("--topic", default=None, help="Tag the message with a topic.")
-def send(ctx: Context, project: str, sender: str, to: tuple[str, ...], cc: tuple[str, ...], bcc: tuple[str, ...],
-         subject: str, body: str | None, body_file: str | None, importance: str, ack_required: bool,
-         thread_id: str | None, topic: str | None) -> tuple[object, str]:
-    """Send a message in PROJECT as an agent; prints the new message's ID."""
-    result = ctx.mail.send_message(project, sender, list(to), subject, body_text(body, body_file), cc=list(cc),
-                                     bcc=list(bcc), importance=importance, ack_required=ack_required,
-                                     thread_id=thread_id, topic=topic)
+def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broadcast: bool, to: tuple[str, ...],
+         cc: tuple[str, ...], bcc: tuple[str, ...], subject: str, body: str | None, body_file: str | None,
+         importance: str, ack_required: bool, thread_id: str | None, topic: str | None) -> tuple[object, str]:
+    """Send a message in PROJECT as an agent (--from) or as the human overseer (--as-overseer); prints its ID."""
+    if (sender is None) == (not as_overseer):
+        raise invalid("name the sender with --from AGENT, or send as the human overseer with --as-overseer "
+                      "(one of the two)", field="from")
+    options = dict(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
+                   thread_id=thread_id, topic=topic, broadcast=broadcast)
+    text = body_text(body, body_file)
+    if as_overseer:
+        result = ctx.mail.send_as_overseer(project, list(to), subject, text, **options)
+    else:
+        assert sender is not None
+        result = ctx.mail.send_message(project, sender, list(to), subject, text, **options)
     payload = result["deliveries"][0]["payload"]
     return result, f"sent {payload['id']} (thread {payload['thread_id']})"
 

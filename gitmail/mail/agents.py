@@ -26,7 +26,7 @@ from gitmail.coord.lookup import (
 from gitmail.index import indexer_for
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
 from gitmail.model.namegen import generate_name
-from gitmail.model.names import check_agent_name
+from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
 from gitmail.model.records import CONTACTS, OUTBOX, RESERVATIONS, Agent, Message, Reservation, agent_dir, agent_folder
 from gitmail.storage.engine import Change
 from gitmail.storage.history import authors_since, commits_by
@@ -58,6 +58,7 @@ def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> dict[s
         "retired_at": agent.retired_at,
         "contact_policy": agent.contact_policy,
         "attachments_policy": agent.attachments_policy,
+        **({"human": True} if agent.human else {}),
     }
 
 
@@ -75,6 +76,9 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
     task_description = _text(task_description, "task_description") if task_description is not None else None
     if name is not None:
         check_agent_name(name, name_field)
+        if is_reserved_name(name):
+            raise invalid(f"{OVERSEER} is the name of the project's human overseer and no agent may take it; "
+                          "pick another name or omit it to get a generated one", field=name_field)
     archive = ctx.archive(project_key)
     slug = ctx.slug(project_key)
     token, agent_id, stamp, hlc = mint_token(), ctx.clock.new_id(), ctx.clock.now_ts(), ctx.tick()

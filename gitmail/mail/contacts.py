@@ -118,11 +118,13 @@ def gate(ctx: Context, project_key: str, snap: Snapshot, sender: Agent, recipien
          thread_id: str | None = None, replying_to: str | None = None) -> tuple[str, str] | None:
     """None if ``sender`` may write to ``recipient``; else ``(code, reason)``.
 
+    The project's human overseer (a profile marked ``human``) is never refused.
+
     ``replying_to`` names the author of the message being answered: answering
     someone who wrote to you is always allowed unless they block everyone.
     """
-    if sender.name == recipient.name or recipient.contact_policy == "open":
-        return None
+    if sender.human or sender.name == recipient.name or recipient.contact_policy == "open":
+        return None  # the human overseer writes to anyone, as does anyone to an open agent
     moment = ctx.clock.now()
     at = format_ts(moment)
     if approved_between(snap, sender.name, recipient.name, at):

@@ -26,7 +26,20 @@ from gitmail.model.limits import (
 )
 from gitmail.storage.store import Store
 
-from . import agents, attachments, contacts, feed, mailbox, projects, receipts, retention, sending, summaries, windows
+from . import (
+    agents,
+    attachments,
+    contacts,
+    feed,
+    mailbox,
+    overseer,
+    projects,
+    receipts,
+    retention,
+    sending,
+    summaries,
+    windows,
+)
 from .sending import ReplyRequest, SendRequest
 
 
@@ -133,6 +146,15 @@ class Mail:
         """Reply in a thread; ``options`` are the optional fields of :class:`gitmail.mail.sending.ReplyRequest`."""
         return sending.reply_message(self.ctx, ReplyRequest(project_key=project_key, message_id=message_id,
                                                             sender_name=sender_name, body_md=body_md, **options))
+
+    def send_as_overseer(self, project_key: str, to: list[str] | None, subject: str, body_md: str,
+                         **options: Any) -> dict[str, Any]:
+        """Send as the project's human overseer (the operator only; see :mod:`gitmail.mail.overseer`)."""
+        return overseer.send(self.ctx, project_key, to, subject, body_md, **options)
+
+    def reply_as_overseer(self, project_key: str, message_id: str, body_md: str, **options: Any) -> dict[str, Any]:
+        """Reply as the project's human overseer in a message's thread."""
+        return overseer.reply(self.ctx, project_key, message_id, body_md, **options)
 
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,

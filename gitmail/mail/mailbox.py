@@ -184,12 +184,6 @@ def thread_messages(snap: Snapshot, thread_id: str) -> list[Message]:
     return sorted(found, key=lambda m: (m.created_ts, m.id))
 
 
-def thread(snap: Snapshot, thread_id: str, *, include_bodies: bool = True) -> list[dict[str, Any]]:
-    if not isinstance(thread_id, str) or not thread_id.strip():
-        raise invalid("thread_id must be a non-empty thread ID", field="thread_id")
-    return [message_view(m, include_body=include_bodies) for m in thread_messages(snap, thread_id)]
-
-
 def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, since_ts: str | None = None,
                    unread_only: bool = False, limit: int = 50, include_bodies: bool = True) -> list[dict[str, Any]]:
     """Messages of the project with a topic tag (compared without case), newest first.
@@ -310,9 +304,11 @@ def get_message(ctx: Context, project_key: str, message_id: str, *, agent_name: 
 
 
 def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
-    """Every message of a thread, oldest first."""
-    snap, project, _ = _open(ctx, project_key)
-    messages = thread(snap, thread_id, include_bodies=include_bodies)
+    """Every message of a thread, oldest first (answered by the index's table of messages)."""
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise invalid("thread_id must be a non-empty thread ID", field="thread_id")
+    _, project, _ = _open(ctx, project_key)
+    messages = indexer_for(ctx.store).project(project_key).thread(thread_id, include_bodies=include_bodies)
     return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
 
 
@@ -336,15 +332,17 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int =
 def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
     """High and urgent messages the agent has not read."""
     check_limit(limit)
-    snap, project, name = _open(ctx, project_key, agent_name)
-    return _listing(project, name, inbox(snap, name, urgent_only=True, unread_only=True, limit=limit))
+    _, project, name = _open(ctx, project_key, agent_name)
+    index = indexer_for(ctx.store).project(project_key)
+    return _listing(project, name, index.inbox(name, urgent_only=True, unread_only=True, limit=limit))
 
 
 def view_ack_required(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
     """Messages asking for an acknowledgement the agent has not given."""
     check_limit(limit)
-    snap, project, name = _open(ctx, project_key, agent_name)
-    return _listing(project, name, inbox(snap, name, unacked_only=True, limit=limit))
+    _, project, name = _open(ctx, project_key, agent_name)
+    index = indexer_for(ctx.store).project(project_key)
+    return _listing(project, name, index.inbox(name, unacked_only=True, limit=limit))
 
 
 def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
@@ -352,6 +350,6 @@ def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_min
     """Unacknowledged ack-required messages older than ``ttl_minutes``."""
     check_limit(limit)
     cutoff = overdue_cutoff(ttl_minutes, ctx.clock.now())
-    snap, project, name = _open(ctx, project_key, agent_name)
-    found = inbox(snap, name, unacked_only=True, older_than=cutoff, limit=limit)
+    _, project, name = _open(ctx, project_key, agent_name)
+    found = indexer_for(ctx.store).project(project_key).inbox(name, unacked_only=True, older_than=cutoff, limit=limit)
     return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}

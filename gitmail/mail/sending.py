@@ -46,6 +46,7 @@ from gitmail.model.records import (
     outbox_path,
 )
 from gitmail.storage.engine import Change
+from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
 from . import attachments, contacts, idempotency
@@ -300,12 +301,15 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
                           bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
                           importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
                           topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
+        message.human = sender.human
         # broadcast recipients already passed the contact rules when they were picked
         explicit = fields["cc"] + fields["bcc"] + ([] if out.broadcast else fields["to"])
         refused = {a.name: r for a in explicit
                    if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=out.thread_id,
                                           replying_to=out.replying_to))}
         change = Change("", author=sender.name)
+        if sender.human:  # the overseer's commits name the person at this machine, as git knows them
+            change.author, change.author_email = operator_identity(sender.name, ctx.store.node)
         by_name = {a.name: a for a in explicit}
         approved = []
         for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in request.approve_as]:

@@ -15,6 +15,13 @@ AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _WINDOWS_ABS = re.compile(r"^[A-Za-z]:[\\/]")
 MAX_HUMAN_KEY = 1024
+# The project's human overseer writes under this name; no agent may register it.
+OVERSEER = "Overseer"
+
+
+def is_reserved_name(name: str) -> bool:
+    """Whether ``name`` (compared without case) is kept for the human overseer."""
+    return name.lower() == OVERSEER.lower()
 
 
 def check_agent_name(name: object, field: str = "name") -> str:

@@ -44,8 +44,9 @@ R = TypeVar("R", bound="Record")
 
 
 def _spec(kind: str, *, default: Any = dataclasses.MISSING, key: str | None = None,
-          max_len: int | None = None, choices: tuple[str, ...] | None = None) -> Any:
-    meta = {"kind": kind, "key": key, "max_len": max_len, "choices": choices}
+          max_len: int | None = None, choices: tuple[str, ...] | None = None, omit_default: bool = False) -> Any:
+    """A record field; ``omit_default`` leaves it out of the file while it has its default value."""
+    meta = {"kind": kind, "key": key, "max_len": max_len, "choices": choices, "omit_default": omit_default}
     if isinstance(default, list):
         return field(default_factory=list, metadata=meta)
     return field(default=default, metadata=meta)
@@ -128,13 +129,25 @@ def _check(kind: str, key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     raise AssertionError(f"unknown field kind {kind}")
 
 
+def is_extra_key(key: object) -> bool:
+    """Whether ``key`` names a field of a human's own (``x-team``), which every record keeps as written."""
+    return isinstance(key, str) and key.startswith("x-") and len(key) > 2
+
+
 @dataclass
 class Record:
-    """Base of every record type; subclasses declare fields with ``_spec``."""
+    """Base of every record type; subclasses declare fields with ``_spec``.
+
+    ``extra`` holds the fields a human added under names starting with
+    ``x-``: gitmail never reads them, and every update of the record writes
+    them back unchanged (after the declared fields, in name order).
+    """
 
     KIND: ClassVar[str] = "record"
     MARKDOWN: ClassVar[bool] = False
     LOCATED_BY: ClassVar[str] = "id"
+    extra: dict[str, Any] = field(default_factory=dict, kw_only=True, compare=True, repr=False,
+                                  metadata={"kind": "extra"})
 
     def path(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -142,7 +155,7 @@ class Record:
     # -- validation ---------------------------------------------------------
     @classmethod
     def _fields(cls) -> list[dataclasses.Field]:
-        return [f for f in dataclasses.fields(cls) if f.metadata.get("kind") and f.metadata["kind"] != "body"]
+        return [f for f in dataclasses.fields(cls) if f.metadata.get("kind") not in (None, "body", "extra")]
 
     def validate(self) -> Record:
         """Check every field, normalizing values; raise INVALID_ARGUMENT on bad input."""
@@ -176,9 +189,13 @@ class Record:
             value = getattr(self, f.name)
             if value is None or (value == [] and f.default_factory is list):
                 continue
+            if f.metadata.get("omit_default") and value == f.default:
+                continue
             if isinstance(value, HLC):
                 value = str(value)
             out[f.metadata["key"] or f.name] = value
+        for key, value in sorted(self.extra.items()):  # a human's own fields, kept as they were written
+            out[key] = value
         return out
 
     def to_bytes(self) -> bytes:
@@ -199,9 +216,14 @@ class Record:
             known = {}
             for f in cls._fields():
                 known[f.metadata["key"] or f.name] = f
+            extra: dict[str, Any] = {}
             for key in raw:
-                if key not in known and not (isinstance(key, str) and key.startswith("x-")):
-                    raise FieldError(str(key), f"unknown field for a {cls.KIND} record")
+                if key in known:
+                    continue
+                if not is_extra_key(key):
+                    raise FieldError(str(key), f"unknown field for a {cls.KIND} record (a field of your own "
+                                     f"must start with 'x-', such as 'x-team')")
+                extra[key] = raw[key]
             for key, f in known.items():
                 if key not in raw or raw[key] is None:
                     if _required(f):
@@ -211,6 +233,7 @@ class Record:
             if cls.MARKDOWN:
                 values["body"] = body
             record = cls(**values)
+            record.extra = extra
             record._check_body()
             record._check_consistency(path)
         except (codec.DecodeError, FieldError) as exc:
@@ -259,6 +282,7 @@ class Agent(Record):
     capabilities: list[str] = _spec("strs", default=[], max_len=64)
     asleep: bool = _spec("bool", default=False)
     token_hash: str | None = _spec("str", default=None)
+    human: bool = _spec("bool", default=False, omit_default=True)  # the project's overseer: a person, not an agent
 
     def path(self) -> str:
         return profile_path(self.name)
@@ -283,6 +307,7 @@ class Message(Record):
     topic: str | None = _spec("topic", default=None)
     reply_to: str | None = _spec("id", default=None)
     attachments: list[dict[str, Any]] = _spec("maps", default=[])
+    human: bool = _spec("bool", default=False, omit_default=True)  # written by a person (the overseer), not by an agent
     body: str = field(default="", metadata={"kind": "body"})
 
     def path(self) -> str:

@@ -60,6 +60,7 @@ class Change:
 
     message: str
     author: str | None = None
+    author_email: str | None = None  # default: ``<author>@gitmail``; a person writing gives their own
     edits: dict[str, bytes | None] = field(default_factory=dict)
     result: Any = None
     merge_parent: str | None = None  # a second parent: the commit this change merges in
@@ -316,7 +317,7 @@ class Archive:
             tree = editor.flush()
             author = group[0][1].author or SYSTEM_AUTHOR
             message = _commit_message(author, [change for _, change in group])
-            signature = Signature(author, f"{author}@gitmail", now)
+            signature = Signature(author, group[0][1].author_email or f"{author}@gitmail", now)
             committer = Signature("gitmail", f"gitmail@{self.node}", now)
             parents = [parent] if parent else []
             merged = group[-1][1].merge_parent
@@ -437,7 +438,8 @@ def _by_author(items: list[tuple[_Pending, Change]]) -> list[list[tuple[_Pending
     groups: list[list[tuple[_Pending, Change]]] = []
     for item, change in items:
         last = groups[-1][-1][1] if groups else None
-        if last is not None and last.author == change.author and not last.merge_parent and not change.merge_parent:
+        if (last is not None and (last.author, last.author_email) == (change.author, change.author_email)
+                and not last.merge_parent and not change.merge_parent):
             groups[-1].append((item, change))
         else:
             groups.append([(item, change)])

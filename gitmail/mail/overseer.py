@@ -1,0 +1,79 @@
+"""The project's human overseer: a person writing to the agents.
+
+Each project has one reserved sender, ``Overseer``
+(:data:`gitmail.model.names.OVERSEER`), that no agent may register. Its
+profile is marked ``human``, takes mail from anyone (contact policy
+``open``) and is created the first time the overseer writes, so agents
+answer it with ``reply_message`` like any sender and the person reads the
+answers in its inbox (the web view, ``gitmail inbox PROJECT Overseer``).
+The overseer's messages are marked ``human``, pass every contact policy, and
+are committed under the operator's git identity
+(:mod:`gitmail.storage.operator`). Only the operator writes as the overseer:
+the profile has no token, so no MCP caller can prove to be it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import find_agent, project_record
+from gitmail.model.errors import ALREADY_EXISTS, GitmailError
+from gitmail.model.names import OVERSEER
+from gitmail.model.records import Agent
+from gitmail.storage.engine import Change
+from gitmail.storage.operator import operator_identity
+from gitmail.storage.snapshot import Snapshot
+
+from . import sending
+from .sending import ReplyRequest, SendRequest
+
+DESCRIPTION = "The person overseeing this project's agents; replies reach them in the web view and the CLI."
+
+
+def ensure_overseer(ctx: Context, project_key: str) -> Agent:
+    """The overseer's profile, created on first use (one commit under the operator's identity)."""
+    archive = ctx.archive(project_key)
+    current = find_agent(archive.snapshot(), OVERSEER)
+    if current is not None and current.human and current.status == "active":
+        return current
+    agent_id, stamp, hlc = ctx.clock.new_id(), ctx.clock.now_ts(), ctx.tick()
+    name, email = operator_identity(OVERSEER, ctx.store.node)
+
+    def fn(snap: Snapshot) -> Change:
+        project_record(snap)
+        existing = find_agent(snap, OVERSEER)
+        if existing is not None and not existing.human:
+            raise GitmailError(ALREADY_EXISTS, f"an agent registered as {existing.name} before the name was kept for "
+                               "the human overseer; rename or delete that agent to write as the overseer",
+                               {"name": existing.name})
+        if existing is not None and existing.status == "active":
+            return Change("", result=existing)
+        if existing is not None:  # retired by hand: the overseer stays reachable
+            profile = dataclasses.replace(existing, status="active", retired_at=None, hlc=hlc)
+            verb = "Reactivate"
+        else:
+            profile = Agent(id=agent_id, name=OVERSEER, program="human", model="overseer", inception_ts=stamp, hlc=hlc,
+                            task_description=DESCRIPTION, contact_policy="open", human=True)
+            verb = "Create"
+        return Change(f"{verb} the human overseer's profile", author=name, author_email=email,
+                      result=profile).put_record(profile)
+
+    result: Agent = archive.transact(fn).result
+    return result
+
+
+def send(ctx: Context, project_key: str, to: list[str] | None, subject: str, body_md: str,
+         **options: Any) -> dict[str, Any]:
+    """Send as the overseer; ``options`` are the optional fields of :class:`SendRequest`."""
+    ensure_overseer(ctx, project_key)
+    return sending.send_message(ctx, SendRequest(project_key=project_key, sender_name=OVERSEER, to=to,
+                                                 subject=subject, body_md=body_md, **options))
+
+
+def reply(ctx: Context, project_key: str, message_id: str, body_md: str, **options: Any) -> dict[str, Any]:
+    """Reply as the overseer in a message's thread; ``options`` are those of :class:`ReplyRequest`."""
+    ensure_overseer(ctx, project_key)
+    return sending.reply_message(ctx, ReplyRequest(project_key=project_key, message_id=message_id,
+                                                   sender_name=OVERSEER, body_md=body_md, **options))

@@ -1,0 +1,168 @@
+"""The derived history: which commits changed which files, kept beside the metadata.
+
+``git log -- <path>`` answers "what happened to this message, this profile,
+this reservation", but it walks the whole history on every call, which grows
+with the archive. This table holds the same answer: one row per file a
+commit changed (its path, the blob before and after, the commit's author,
+time and first line), filled commit by commit as the archive moves, so a
+history page is one indexed query.
+
+A commit is compared with its first parent. A merge commit adds only the
+files whose merged content is in none of its parents (a resolution); what the
+other side brought in is recorded by that side's own commits, which the walk
+visits too. Catching up walks the commits that are new since the last one it
+recorded (its own watermark, ``history_tip``); when history was rewritten
+under it, the table starts afresh.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import pygit2
+
+from gitmail.storage.objects import MODE_TREE
+from gitmail.storage.treeedit import read_tree
+
+from .changes import is_ancestor
+from .meta import Meta, MetaCorrupt
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (
+    row INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL,
+    commit_id TEXT NOT NULL,
+    author TEXT NOT NULL,
+    email TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    old_blob TEXT,
+    new_blob TEXT
+);
+CREATE INDEX IF NOT EXISTS history_path ON history (path, row);
+"""
+_STATE = "history_tip"
+_BATCH = 500  # commits per SQLite transaction during a long first walk
+MAX_ROWS = 200
+
+
+def _changed(repo: pygit2.Repository, old: bytes | None, new: bytes | None,
+             prefix: str) -> Iterator[tuple[str, bytes | None, bytes | None]]:
+    """``(path, old blob, new blob)`` of every file that differs, entering only subtrees that changed."""
+    empty: dict[str, tuple[int, bytes]] = {}
+    before = read_tree(repo, old, remember=False).entries() if old is not None else empty
+    after = read_tree(repo, new, remember=False).entries() if new is not None else empty
+    for name in sorted({name for name, _ in before.items() ^ after.items()}):
+        a, b = before.get(name), after.get(name)
+        a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
+        b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
+        if a_tree or b_tree:
+            yield from _changed(repo, a_tree, b_tree, prefix + name + "/")
+        a_blob = a[1] if a is not None and a_tree is None else None
+        b_blob = b[1] if b is not None and b_tree is None else None
+        if a_blob != b_blob:
+            yield prefix + name, a_blob, b_blob
+
+
+def _blob_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes | None:
+    try:
+        return bytes(commit.tree[path].id.raw)
+    except KeyError:
+        return None
+
+
+def commit_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[Any, ...]]:
+    """The history rows of one commit: each file it changed against its first parent."""
+    parents = commit.parents
+    old = parents[0].tree_id.raw if parents else None
+    author = commit.author
+    summary = commit.message.split("\n", 1)[0][:200]
+    rows = []
+    for path, a, b in _changed(repo, old, commit.tree_id.raw, ""):
+        if len(parents) > 1 and any(_blob_at(repo, other, path) == b for other in parents[1:]):
+            continue  # brought in by the merged side, whose own commits are recorded
+        rows.append((path, str(commit.id), author.name, author.email, author.time, summary,
+                     a.hex() if a else None, b.hex() if b else None))
+    return rows
+
+
+class History:
+    """The history table of one project's metadata store."""
+
+    def __init__(self, meta: Meta):
+        self.meta = meta
+
+    def _ensure(self) -> None:
+        """Create the table if this file lacks it (a new file, or one made before it existed)."""
+        self.meta.db.executescript(_SCHEMA)
+
+    def tip(self) -> str | None:
+        return self.meta.get_state(_STATE) or None
+
+    def catch_up(self, repo: pygit2.Repository, target: str | None) -> int:
+        """Record every commit up to ``target`` not recorded yet; returns how many were added."""
+        self._ensure()
+        known = self.tip()
+        if target is None or known == target:
+            return 0
+        fresh = not (known and known in repo and is_ancestor(repo, known, target))
+        order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        walker = repo.walk(pygit2.Oid(hex=target), order)
+        if not fresh:
+            assert known is not None
+            walker.hide(pygit2.Oid(hex=known))
+        added, batch, start = 0, [], known
+        first = True
+        for commit in walker:
+            batch.extend(commit_rows(repo, commit))
+            added += 1
+            if added % _BATCH == 0:
+                start = self._store(start, str(commit.id), batch, clear=fresh and first)
+                if start is None:
+                    return added  # another process records the same history
+                batch, first = [], False
+        self._store(start, target, batch, clear=fresh and first)
+        return added
+
+    def _store(self, expected: str | None, new: str, rows: list[tuple[Any, ...]], *, clear: bool) -> str | None:
+        db = self.meta.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                current = db.execute("SELECT value FROM state WHERE key = ?", (_STATE,)).fetchone()
+                if (current[0] if current and current[0] else None) != expected:
+                    db.execute("ROLLBACK")
+                    return None
+                if clear:
+                    db.execute("DELETE FROM history")
+                db.executemany("INSERT INTO history (path, commit_id, author, email, time, summary, old_blob, "
+                               "new_blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (_STATE, new))
+                db.execute("COMMIT")
+                return new
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise MetaCorrupt(str(exc)) from exc
+
+    def of_paths(self, paths: list[str], limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+        """The commits that changed any of ``paths``, newest first, each with the files it changed among them."""
+        self._ensure()
+        if not paths:
+            return []
+        marks = ",".join("?" * len(paths))
+        rows = self.meta.read(
+            f"SELECT path, commit_id, author, email, time, summary, old_blob, new_blob FROM history "
+            f"WHERE path IN ({marks}) ORDER BY row DESC LIMIT ?", [*paths, limit])
+        commits: dict[str, dict[str, Any]] = {}
+        for path, commit_id, author, email, when, summary, old_blob, new_blob in rows:
+            entry = commits.setdefault(commit_id, {"commit": commit_id, "author": author, "email": email,
+                                                   "time": when, "summary": summary, "files": []})
+            entry["files"].append({"path": path, "old_blob": old_blob, "new_blob": new_blob})
+        return list(commits.values())
