@@ -116,6 +116,7 @@ def test_shell_errors_exit_2_with_a_code_and_change_nothing(tmp_path):
     assert git("--git-dir", archive, "rev-parse", "main") == before
 
 
+@pytest.mark.slow  # a process per command
 def test_the_operator_issues_a_lost_token_anew(tmp_path):
     from gitmail import Store
     from gitmail.mail.facade import Mail
@@ -134,6 +135,7 @@ def test_the_operator_issues_a_lost_token_anew(tmp_path):
     assert [a["name"] for a in ok(home, "agents", PROJECT)] == ["BlueLake"]  # listing works as before
 
 
+@pytest.mark.slow  # a process per command
 def test_registering_again_changes_only_the_options_given(tmp_path):
     home = str(tmp_path / "home")
     ok(home, "init", PROJECT)
@@ -158,3 +160,29 @@ def test_send_as_overseer_reaches_a_closed_agent_and_reads_the_reply(tmp_path):
     assert [m["from"] for m in ok(home, "inbox", PROJECT, "Overseer")] == ["BlueLake"]
     neither = gitmail(home, "send", PROJECT, "--to", "BlueLake", "--subject", "s", "--body", "b")
     assert neither.returncode == 2 and "--as-overseer" in neither.stderr
+
+
+@pytest.mark.slow  # a process per command
+def test_errors_name_commands_the_shell_has_and_send_can_broadcast_and_attach(tmp_path):
+    home = str(tmp_path / "home")
+    missing = gitmail(home, "inbox", "/work/cli/nowhere", "BlueLake")
+    assert missing.returncode == 2 and "`gitmail init`" in missing.stderr and "ensure_project" not in missing.stderr
+    ok(home, "init", PROJECT)
+    for name in ("BlueLake", "GreenCastle", "RedStone"):
+        ok(home, "register", PROJECT, "--name", name, "--policy", "open")
+    unknown = gitmail(home, "send", PROJECT, "--from", "BlueLake", "--to", "Nobody", "--subject", "s", "--body", "b")
+    assert "`gitmail agents PROJECT`" in unknown.stderr and "list_agents" not in unknown.stderr
+    nobody = gitmail(home, "send", PROJECT, "--from", "BlueLake", "--subject", "s", "--body", "b")
+    assert nobody.returncode == 2 and "--broadcast" in nobody.stderr and "--to" in nobody.stderr
+    everyone = ok(home, "send", PROJECT, "--from", "BlueLake", "--broadcast", "--subject", "all", "--body", "hi")
+    assert everyone["deliveries"][0]["payload"]["to"] == ["GreenCastle", "RedStone"]
+    roots = tmp_path / "files"
+    roots.mkdir()
+    (roots / "notes.txt").write_text("attached words\n")
+    env = dict(child_env(home), GITMAIL_ATTACHMENT_ROOTS=str(roots))
+    proc = subprocess.run([sys.executable, "-m", "gitmail", "send", PROJECT, "--from", "BlueLake", "--to", "RedStone",
+                           "--subject", "file", "--body", "see attached", "--attach", str(roots / "notes.txt"),
+                           "--importance", "blocker", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)["deliveries"][0]["payload"]
+    assert payload["importance"] == "blocker" and payload["attachments"][0]["size"] == len("attached words\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -72,10 +73,11 @@ def command(group: click.Group = cli, **settings: Any) -> Callable[[Callable[...
             try:
                 outcome = fn(obj, **kwargs)
             except GitmailError as exc:
+                shown = dict(exc.to_dict(), message=for_the_shell(exc.message))
                 if as_json:
-                    click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
+                    click.echo(json.dumps({"error": shown}, indent=2))
                 else:
-                    click.echo(f"error [{exc.code}]: {exc.message}", err=True)
+                    click.echo(f"error [{exc.code}]: {shown['message']}", err=True)
                 sys.exit(2)
             data, text, *rest = outcome
             click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
@@ -85,6 +87,61 @@ def command(group: click.Group = cli, **settings: Any) -> Callable[[Callable[...
         return group.command(**settings)(wrapper)
 
     return decorate
+
+
+# The domain's advice names the MCP tools agents call; at the shell, the command that does the same.
+SHELL_COMMANDS = {
+    "ensure_project": "`gitmail init`",
+    "register_agent": "`gitmail register`",
+    "create_agent_identity": "`gitmail register`",
+    "list_agents": "`gitmail agents PROJECT`",
+    "send_message": "`gitmail send`",
+    "reply_message": "`gitmail reply`",
+    "fetch_inbox": "`gitmail inbox`",
+    "catch_up": "`gitmail catch-up`",
+    "read_messages": "`gitmail feed`",
+    "mark_message_read": "`gitmail read --as`",
+    "acknowledge_message": "`gitmail ack`",
+    "search_messages": "`gitmail search`",
+    "take_seat": "`gitmail seat take`",
+    "renew_seat": "`gitmail seat renew`",
+    "release_seat": "`gitmail seat release`",
+    "sleep_agent": "`gitmail sleep`",
+    "wake_agent": "`gitmail wake`",
+    "file_reservation_paths": "`gitmail reserve`",
+    "release_file_reservations": "`gitmail release`",
+    "renew_file_reservations": "`gitmail renew`",
+    "list_file_reservations": "`gitmail reservations`",
+    "force_release_file_reservation": "`gitmail force-release`",
+    "publish_capabilities": "`gitmail capabilities --set`",
+    "list_remotes": "`gitmail remote list`",
+    "sync_project": "`gitmail sync`",
+}
+_TOOL_NAME = re.compile(r"`?\b(" + "|".join(sorted(SHELL_COMMANDS, key=len, reverse=True)) + r"|[a-z]+_[a-z_]+)\b`?")
+_MCP_ONLY = frozenset({"request_contact", "respond_contact", "list_contacts", "set_contact_policy", "whois",
+                       "retire_agent", "unretire_agent", "list_held", "list_window_identities", "rename_window",
+                       "expire_window", "set_attachments_policy", "get_attachment", "fetch_topic",
+                       "summarize_thread", "summarize_recent", "fetch_summary", "macro_start_session",
+                       "macro_contact_handshake", "hard_delete_agent", "hard_delete_project", "archive_project",
+                       "unarchive_project", "purge_old_messages"})
+
+
+def for_the_shell(message: str) -> str:
+    """Advice as a shell user can follow it: MCP tool names become the gitmail commands that do the same.
+
+    A tool the CLI has no command for is named as an MCP tool, so the reader
+    knows where it is.
+    """
+
+    def swap(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in SHELL_COMMANDS:
+            return SHELL_COMMANDS[name]
+        if name in _MCP_ONLY:
+            return f"the MCP tool {name}"
+        return match.group(0)
+
+    return _TOOL_NAME.sub(swap, message)
 
 
 def run() -> None:

@@ -167,18 +167,23 @@ def register(ctx: Context, project: str, name: str | None, program: str | None, 
 @click.option("--subject", required=True, help="The subject line.")
 @click.option("--body", default=None, help="The Markdown body (or use --body-file / standard input).")
 @click.option("--body-file", default=None, help="Read the body from this file ('-' for standard input).")
-@click.option("--importance", type=click.Choice(["low", "normal", "high", "urgent"]), default="normal",
-              show_default=True, help="How urgent the message is.")
+@click.option("--attach", "attach", multiple=True, help=(
+    "Attach a file (repeatable): a path inside the archive, or an absolute path under GITMAIL_ATTACHMENT_ROOTS."))
+@click.option("--importance", default="normal", show_default=True,
+              help="low, normal, high or urgent (high and urgent show as urgent), or another short label.")
 @click.option("--ack", "ack_required", is_flag=True, help="Ask recipients to acknowledge.")
 @click.option("--thread", "thread_id", default=None, help="Continue this thread.")
 @click.option("--topic", default=None, help="Tag the message with a topic.")
 def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broadcast: bool, to: tuple[str, ...],
          cc: tuple[str, ...], bcc: tuple[str, ...], subject: str, body: str | None, body_file: str | None,
-         importance: str, ack_required: bool, thread_id: str | None, topic: str | None) -> tuple[object, str]:
+         attach: tuple[str, ...], importance: str, ack_required: bool, thread_id: str | None,
+         topic: str | None) -> tuple[object, str]:
     """Send a message in PROJECT as an agent (--from) or as the human overseer (--as-overseer); prints its ID."""
     if (sender is None) == (not as_overseer):
         raise invalid("name the sender with --from AGENT, or send as the human overseer with --as-overseer "
                       "(one of the two)", field="from")
+    if not (to or cc or bcc or broadcast):
+        raise click.UsageError("name a recipient with --to, --cc or --bcc, or send to every agent with --broadcast")
     options = dict(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
                    thread_id=thread_id, topic=topic, broadcast=broadcast)
     text = body_text(body, body_file)
@@ -186,9 +191,12 @@ def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broa
         result = ctx.mail.send_as_overseer(project, list(to), subject, text, **options)
     else:
         assert sender is not None
-        result = ctx.mail.send_message(project, sender, list(to), subject, text, **options)
+        result = ctx.mail.send_message(project, sender, list(to), subject, text,
+                                         attachment_paths=list(attach) or None, **options)
     payload = result["deliveries"][0]["payload"]
-    return result, f"sent {payload['id']} (thread {payload['thread_id']})"
+    skipped = result.get("broadcast_skipped") or []
+    note = f"; skipped {', '.join(s['agent'] for s in skipped)}" if skipped else ""
+    return result, f"sent {payload['id']} (thread {payload['thread_id']}){note}"
 
 
 @command(name="inbox")
@@ -274,10 +282,12 @@ def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tupl
 @click.option("--to", "to", multiple=True, help="Recipients (default: the original sender).")
 @click.option("--body", default=None, help="The Markdown body (or use --body-file / standard input).")
 @click.option("--body-file", default=None, help="Read the body from this file ('-' for standard input).")
+@click.option("--attach", "attach", multiple=True, help="Attach a file (repeatable), as for `gitmail send`.")
 def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[str, ...], body: str | None,
-          body_file: str | None) -> tuple[object, str]:
+          body_file: str | None, attach: tuple[str, ...]) -> tuple[object, str]:
     """Reply to MESSAGE_ID in its thread."""
-    result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None)
+    result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None,
+                                    attachment_paths=list(attach) or None)
     return result, f"sent {result['id']} (thread {result['thread_id']})"
 
 

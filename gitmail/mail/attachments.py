@@ -339,7 +339,8 @@ def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) ->
     digest = hashlib.sha256(data).hexdigest()
     if digest != match.group(3) or (sha256 is not None and digest != sha256):
         raise GitmailError(CORRUPT_RECORD, f"{path}: content hash is {digest}, which does not match its name or the "
-                           "message's front matter; the attachment was altered. Run `gitmail fsck`",
+                           "message's front matter; the attachment was altered (on the machine, `gitmail fsck` lists "
+                           "every damaged record)",
                            {"path": path, "sha256": digest})
     return data
 

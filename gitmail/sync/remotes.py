@@ -66,7 +66,7 @@ def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str
 def remove_remote(store: Store, project: str, name: str) -> None:
     archive = store.archive(project)
     if name not in list_remotes(store, project):
-        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; see `gitmail remote list`",
+        raise GitmailError(NOT_FOUND, f"project has no remote named {name!r}; `gitmail remote list PROJECT` shows them",
                            {"remote": name})
     git(archive.git_dir, "remote", "remove", name)
 

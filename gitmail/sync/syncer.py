@@ -178,13 +178,15 @@ def sync_project(store: Store, project: str, remote: str | None = None, *,
     remotes = list_remotes(store, project)
     if remote is not None:
         if remote not in remotes:
-            raise GitmailError(NOT_FOUND, f"project has no remote named {remote!r}; add one with "
-                               "`gitmail remote add PROJECT NAME URL`", {"remote": remote})
+            known = ", ".join(sorted(remotes)) or "none"
+            raise GitmailError(NOT_FOUND, f"project has no remote named {remote!r} (its remotes: {known}); the "
+                               "operator names remotes on the machine with `gitmail remote add PROJECT NAME URL`",
+                               {"remote": remote, "remotes": sorted(remotes)})
         names = [remote]
     else:
         if not remotes:
-            raise GitmailError(NOT_FOUND, "project has no remotes; add one with `gitmail remote add PROJECT NAME URL`",
-                               {"project": project})
+            raise GitmailError(NOT_FOUND, "project has no remotes; the operator names one on the machine with "
+                               "`gitmail remote add PROJECT NAME URL`", {"project": project})
         names = list(remotes)
     ensure_gitattributes(archive)
     return [_sync_one(store, archive, store.resolve(project), name, max_rounds) for name in names]
