@@ -71,12 +71,17 @@ def _views(snapshot: Snapshot, paths: Iterable[str]) -> list[dict[str, Any]]:
     return [_view(entry) for path in paths if (entry := snapshot.load(path, JournalEntry)) is not None]
 
 
-def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20) -> dict[str, Any]:
-    """The end of ``agent``'s journal (read only; it reads as the agent, so it counts as its activity)."""
+def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20, observe: bool = False) -> dict[str, Any]:
+    """The end of ``agent``'s journal (read only).
+
+    Read as the agent, it counts as the agent's activity; ``observe`` reads
+    it as an onlooker (the overseer), which does not.
+    """
     check_agent_name(agent, "agent_name")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
         raise invalid("limit must be a whole number from 1 to 1000", field="limit")
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent).name
-    ctx.touch(project_key, agent)
+    if not observe:
+        ctx.touch(project_key, agent)
     return {"agent": agent, "entries": tail(snap, agent, limit)}

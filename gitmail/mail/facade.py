@@ -33,6 +33,7 @@ from . import (
     feed,
     mailbox,
     overseer,
+    overview,
     projects,
     receipts,
     retention,
@@ -214,6 +215,24 @@ class Mail:
                          limit: int = 20) -> dict[str, Any]:
         return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl_minutes, limit=limit)
 
+    # -- the overseer's views ------------------------------------------------
+    def project_stats(self, project_key: str) -> dict[str, Any]:
+        return overview.stats(self.ctx, project_key)
+
+    def recent_threads(self, project_key: str, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        return overview.recent_threads(self.ctx, project_key, limit=limit, offset=offset)
+
+    def agent_counts(self, project_key: str, agent_name: str) -> dict[str, int]:
+        return overview.agent_counts(self.ctx, project_key, agent_name)
+
+    def record_paths(self, project_key: str, kind: str, key: str) -> list[str]:
+        """The files whose history is the history of one message, thread, agent or reservation."""
+        return overview.record_paths(self.ctx, project_key, kind, key)
+
+    def history(self, project_key: str, paths: list[str], *, limit: int = 100) -> list[dict[str, Any]]:
+        """The commits that changed ``paths`` (from the derived history), newest first, with diffs."""
+        return overview.history(self.ctx, project_key, paths, limit=limit)
+
     # -- receipts -------------------------------------------------------------
     def mark_message_read(self, project_key: str, agent_name: str, message_id: str, *,
                           seat: str | None = None) -> dict[str, Any]:
@@ -330,8 +349,10 @@ class Mail:
     def journal(self, project_key: str, agent_name: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
         return journal.append(self.ctx, project_key, agent_name, entry, seat=seat)
 
-    def read_journal(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
-        return journal.read(self.ctx, project_key, agent_name, limit=limit)
+    def read_journal(self, project_key: str, agent_name: str, *, limit: int = 20,
+                     observe: bool = False) -> dict[str, Any]:
+        """The end of an agent's journal; ``observe`` reads it as an onlooker (not the agent's activity)."""
+        return journal.read(self.ctx, project_key, agent_name, limit=limit, observe=observe)
 
     def sleep_agent(self, project_key: str, agent_name: str | None, *, target: str | None = None,
                     seat: str | None = None) -> dict[str, Any]:

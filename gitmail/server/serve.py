@@ -17,11 +17,16 @@ import sys
 from collections.abc import Iterator
 
 import uvicorn
+from starlette.responses import RedirectResponse
+from starlette.routing import Mount, Route
 
 from gitmail.index import indexer_for
+from gitmail.mail.facade import Mail
 from gitmail.storage.store import Store
 from gitmail.sync.interval import IntervalSyncer
 from gitmail.sync.watch import Watcher
+from gitmail.web.app import build_web
+from gitmail.web.events import Events
 
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
@@ -29,11 +34,12 @@ from .runtime import Listen
 from .sessionless import serve_sessionless
 
 _log = logging.getLogger("gitmail.server")
+WEB_PATH = "/ui"
 
 
 @contextlib.contextmanager
-def services(store: Store, sync_interval: float) -> Iterator[None]:
-    """The store's background work for as long as the server runs."""
+def services(store: Store, sync_interval: float, events: Events | None = None) -> Iterator[None]:
+    """The store's background work for as long as the server runs; ``events`` hears of every change."""
     indexer = indexer_for(store)
     indexer.write_search_in_child()
     indexer.attach_all()
@@ -45,6 +51,8 @@ def services(store: Store, sync_interval: float) -> Iterator[None]:
             indexer.project(slug).poke()
         except Exception:  # noqa: BLE001 - the next change or read catches up again
             _log.exception("waking the index of %s after an outside change failed", slug)
+        if events is not None:
+            events.publish(slug)  # open web pages of the project refresh their lists
 
     syncer = IntervalSyncer(store, sync_interval).start() if sync_interval > 0 else None
     try:
@@ -53,6 +61,8 @@ def services(store: Store, sync_interval: float) -> Iterator[None]:
     finally:
         if syncer is not None:
             syncer.stop()
+        if events is not None:
+            events.close()
         indexer.close()
 
 
@@ -60,17 +70,23 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
                path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0) -> None:
     """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token."""
     check_bind(host, token)
-    mcp = build_server(store, token=token, listen=Listen("http", host, port, path))
+    mail = Mail(store)
+    mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path))
     # Plain JSON responses instead of an event stream per call: no tool sends
     # progress or server requests mid-call, and on a small machine this halves
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
     app = mcp.http_app(path=path, json_response=True)
     serve_sessionless(app, path)
+    events = Events()
+    # The overseer's web view, beside MCP in the same process (see docs/security.md for its access rules).
+    app.router.routes.append(Mount(WEB_PATH, app=build_web(mail, token=token, events=events)))
+    app.router.routes.append(Route("/", lambda request: RedirectResponse(WEB_PATH + "/")))
     shown = f"[{host}]" if ":" in host else host
-    print(f"gitmail: serving MCP at http://{shown}:{port}{path} (store {store.home}"
-          f"{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
-    with services(store, sync_interval):
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+    print(f"gitmail: serving MCP at http://{shown}:{port}{path} and the web view at http://{shown}:{port}{WEB_PATH}/ "
+          f"(store {store.home}{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
+    with services(store, sync_interval, events):
+        # Event streams of open pages never end by themselves: give them a moment, then close them.
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
 
 
 def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:

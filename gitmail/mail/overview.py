@@ -1,0 +1,90 @@
+"""What an overseer looks at: project figures, threads, an agent's counts, and the history of records.
+
+Every read here is answered by the project's index (its tables of messages,
+copies and receipts, and its derived history), so a page costs the same at
+ten thousand messages as at ten. Nothing here counts as an agent's activity.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import require_agent
+from gitmail.index import indexer_for
+from gitmail.model.records import (
+    message_files,
+    message_path,
+    profile_path,
+    reservation_path,
+    seat_path,
+)
+from gitmail.storage.snapshot import blob_data
+
+from .mailbox import check_message_id, load_message
+
+MAX_DIFF_LINES = 400
+
+
+def stats(ctx: Context, project_key: str) -> dict[str, Any]:
+    """Message and thread counts and the latest message time of a project."""
+    return indexer_for(ctx.store).project(project_key).stats()
+
+
+def recent_threads(ctx: Context, project_key: str, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    """Threads by their latest message, newest first."""
+    return indexer_for(ctx.store).project(project_key).recent_threads(limit=limit, offset=offset)
+
+
+def agent_counts(ctx: Context, project_key: str, agent_name: str) -> dict[str, int]:
+    """An agent's received, unread, unacknowledged and sent counts."""
+    return indexer_for(ctx.store).project(project_key).agent_counts(agent_name)
+
+
+def record_paths(ctx: Context, project_key: str, kind: str, key: str) -> list[str]:
+    """The files whose history tells the story of one record.
+
+    ``kind`` is ``message`` (its canonical file, every copy and every
+    receipt), ``thread`` (the canonical file of each of its messages),
+    ``agent`` (the profile and the seat) or ``reservation``.
+    """
+    snap = ctx.archive(project_key).snapshot()
+    if kind == "message":
+        message = load_message(snap, check_message_id(key))
+        agents = dict.fromkeys([message.sender, *message.to, *message.cc])
+        return message_files(message.id, agents)
+    if kind == "thread":
+        found = indexer_for(ctx.store).project(project_key).thread(key, include_bodies=False)
+        return [message_path(m["id"]) for m in found]
+    if kind == "agent":
+        name = require_agent(snap, key).name
+        return [profile_path(name), seat_path(name)]
+    if kind == "reservation":
+        return [reservation_path(check_message_id(key, "reservation_id"))]
+    raise ValueError(f"unknown record kind {kind!r}")
+
+
+def history(ctx: Context, project_key: str, paths: list[str], *, limit: int = 100) -> list[dict[str, Any]]:
+    """The commits that changed ``paths``, newest first, each file with its unified diff."""
+    archive = ctx.archive(project_key)
+    found = indexer_for(ctx.store).project(project_key).file_history(paths, limit)
+    repo = archive.repo
+    for commit in found:
+        for change in commit["files"]:
+            old = _text(repo, change["old_blob"])
+            new = _text(repo, change["new_blob"])
+            lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{change['path']}",
+                                              f"b/{change['path']}", lineterm=""))
+            change["diff"] = lines[:MAX_DIFF_LINES]
+            change["truncated"] = len(lines) > MAX_DIFF_LINES
+    return found
+
+
+def _text(repo: Any, blob: str | None) -> str:
+    if blob is None:
+        return ""
+    try:
+        return blob_data(repo, blob).decode("utf-8", "replace")
+    except KeyError:
+        return ""

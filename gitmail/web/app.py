@@ -1,0 +1,385 @@
+"""The web view's routes: each page gathers what it shows through the mail facade and renders a template.
+
+Pages (below ``/ui``): the projects; a project (agents, threads, sync state
+per remote); an agent (profile, seat, counts, and its inbox, outbox,
+unread, urgent, ack-required and ack-overdue lists); a thread with its
+messages; search; the board of reservations and seats; journals; the git
+history of a message, thread, agent or reservation with the ``git`` command
+that shows the same; compose and reply as the human overseer; attachments;
+and ``/ui/events``, the server-sent events that keep pages live.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from gitmail.mail.facade import Mail
+from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.model.names import OVERSEER
+from gitmail.sync.remotes import list_remotes, tracking_ref
+
+from . import render
+from .access import COOKIE, Session, Sessions, csrf_ok
+from .events import Events
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PAGE = 25
+VIEWS = {  # an agent's lists: title, and how to fetch them
+    "inbox": "Inbox", "outbox": "Outbox", "unread": "Unread", "urgent": "Urgent, unread",
+    "ack": "Awaiting acknowledgement", "overdue": "Acknowledgement overdue",
+}
+KINDS = ("message", "thread", "agent", "reservation")
+
+
+def _ago(ts: str | None) -> str:
+    if not ts:
+        return "never"
+    try:
+        moment = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return ts
+    seconds = (dt.datetime.now(dt.UTC) - moment).total_seconds()
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if abs(seconds) >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def _epoch(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class WebView:
+    """The pages over one :class:`Mail`; ``events`` is fed by the server's watcher."""
+
+    def __init__(self, mail: Mail, *, token: str | None = None, events: Events | None = None):
+        self.mail = mail
+        self.store = mail.store
+        self.sessions = Sessions(token)
+        self.events = events or Events()
+        self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+                                            autoescape=True, undefined=jinja2.StrictUndefined)
+        self.templates.filters.update(ago=_ago, epoch=_epoch)
+
+    # -- plumbing -------------------------------------------------------------
+    def _session(self, request: Request) -> tuple[Session | None, bool]:
+        """The caller's session, and whether it was opened just now (its cookie must be set)."""
+        found = self.sessions.get(request.cookies.get(COOKIE))
+        if found is not None:
+            return found, False
+        if self.sessions.needs_login:
+            return None, False
+        return self.sessions.open(signed_in=True), True
+
+    @staticmethod
+    def _cookie(response: Response, session: Session) -> None:
+        response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", path="/ui")
+
+    def _render(self, request: Request, session: Session, name: str, status: int = 200, **values: Any) -> Response:
+        page = self.templates.get_template(name).render(csrf=session.csrf, request_path=request.url.path,
+                                                        login=self.sessions.needs_login, **values)
+        return HTMLResponse(page, status_code=status, headers={
+            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                                       "script-src 'self'; frame-ancestors 'none'; form-action 'self'",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
+
+    def page(self, name: str, build: Callable[[Request], dict[str, Any]]) -> Callable[[Request], Any]:
+        """A GET route rendering template ``name`` with what ``build`` gathers (in a worker thread)."""
+        async def endpoint(request: Request) -> Response:
+            session, fresh = self._session(request)
+            if session is None:
+                return RedirectResponse(f"/ui/login?next={request.url.path}", status_code=303)
+            try:
+                values = await run_in_threadpool(build, request)
+                response = self._render(request, session, name, **values)
+            except GitmailError as exc:
+                response = self._render(request, session, "error.html", 404 if exc.code == NOT_FOUND else 400,
+                                        error=exc)
+            if fresh:
+                self._cookie(response, session)
+            return response
+        return endpoint
+
+    def action(self, run: Callable[[Request, dict[str, str]], str], template: str,
+               again: Callable[[Request, dict[str, str]], dict[str, Any]]) -> Callable[[Request], Any]:
+        """A POST route: checks the session and CSRF token, runs ``run``, redirects to the URL it returns.
+
+        A refused write shows ``template`` again with the error and what was typed.
+        """
+        async def endpoint(request: Request) -> Response:
+            session = self.sessions.get(request.cookies.get(COOKIE))
+            form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+            if session is None or not csrf_ok(session, form.get("csrf")):
+                return HTMLResponse("This form is stale or did not come from this page: reload the page and send "
+                                    "it again.", status_code=403)
+            try:
+                target = await run_in_threadpool(run, request, form)
+            except GitmailError as exc:
+                values = await run_in_threadpool(again, request, form)
+                return self._render(request, session, template, 400, error=exc, form=form, **values)
+            return RedirectResponse(target, status_code=303)
+        return endpoint
+
+    # -- pages ----------------------------------------------------------------
+    def projects(self, request: Request) -> dict[str, Any]:
+        rows = []
+        for project in self.mail.list_projects(include_archived=True):
+            slug = project["slug"]
+            agents = self.mail.list_agents(slug, active_only=False)
+            rows.append({**project, **self.mail.project_stats(slug), "agents": len(agents),
+                         "last_active": max((a["last_active_ts"] for a in agents), default=None),
+                         "remotes": self._sync_state(slug)})
+        return {"projects": rows}
+
+    def _sync_state(self, slug: str) -> list[dict[str, Any]]:
+        archive = self.store.archive(slug)
+        repo, tip = archive.repo, archive.tip()
+        out = []
+        for name, url in list_remotes(self.store, slug).items():
+            fetched = repo.references.get(tracking_ref(name))
+            ahead = behind = None
+            if tip is not None and fetched is not None:
+                ahead, behind = repo.ahead_behind(tip, fetched.target)
+            out.append({"remote": name, "url": url, "ahead": ahead, "behind": behind,
+                        "fetched": fetched is not None})
+        return out
+
+    def _project(self, request: Request) -> dict[str, Any]:
+        slug = request.path_params["slug"]
+        return self.mail.get_project(slug)
+
+    def project(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug = project["slug"]
+        page = max(1, int(request.query_params.get("page", "1") or 1))
+        agents = [{**a, **self.mail.agent_counts(slug, a["name"])}
+                  for a in self.mail.list_agents(slug, active_only=False)]
+        threads = self.mail.recent_threads(slug, limit=PAGE + 1, offset=(page - 1) * PAGE)
+        return {"project": project, "agents": agents, "threads": threads[:PAGE], "page": page,
+                "more": len(threads) > PAGE, "stats": self.mail.project_stats(slug),
+                "remotes": self._sync_state(slug)}
+
+    def agent(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug, name = project["slug"], request.path_params["name"]
+        view = request.query_params.get("view", "inbox")
+        if view not in VIEWS:
+            view = "inbox"
+        profile = next((a for a in self.mail.list_agents(slug, active_only=False) if a["name"].lower() == name.lower()),
+                       None)
+        if profile is None:
+            raise GitmailError(NOT_FOUND, f"no agent named {name!r} in this project", {"agent": name})
+        name = profile["name"]
+        messages: list[dict[str, Any]]
+        if view == "inbox":
+            messages = self.mail.fetch_inbox(slug, name, limit=50)
+        elif view == "outbox":
+            messages = self.mail.fetch_outbox(slug, name, limit=50)["messages"]
+        elif view == "unread":
+            messages = self.mail.fetch_inbox(slug, name, limit=50, unread_only=True)
+        elif view == "urgent":
+            messages = self.mail.view_urgent_unread(slug, name, limit=50)["messages"]
+        elif view == "ack":
+            messages = self.mail.view_ack_required(slug, name, limit=50)["messages"]
+        else:
+            messages = self.mail.view_ack_overdue(slug, name, limit=50)["messages"]
+        cards = {card["name"]: card for card in self.mail.list_capabilities(slug)["agents"]}
+        card = cards.get(name, {})
+        return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
+                "counts": self.mail.agent_counts(slug, name), "seat": self.mail.seat_status(slug, name),
+                "capabilities": card.get("capabilities", []), "asleep": card.get("asleep", False)}
+
+    def thread(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug = project["slug"]
+        found = self.mail.get_thread(slug, request.path_params["thread_id"])
+        if not found["messages"]:
+            raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
+        base = f"/ui/p/{slug}/file"
+        humans = {a["name"] for a in self.mail.list_agents(slug, active_only=False) if a.get("human")}
+        messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
+                     "human": m["from"] in humans} for m in found["messages"]]
+        return {"project": project, "thread_id": found["thread_id"], "messages": messages,
+                "subject": messages[0]["subject"], "overseer": OVERSEER}
+
+    def message(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        found = self.mail.get_message(project["slug"], request.path_params["message_id"])
+        return {"redirect": f"/ui/p/{project['slug']}/thread/{found['thread_id']}#m-{found['id']}"}
+
+    def search(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        query = request.query_params.get("q", "").strip()
+        page = max(1, int(request.query_params.get("page", "1") or 1))
+        hits: list[dict[str, Any]] = []
+        if query:
+            found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+            terms = render.query_terms(query)
+            hits = [{**h, "subject_html": render.highlight(h["subject"], terms),
+                     "snippet_html": render.highlight(h.get("snippet", ""), terms)}
+                    for h in found[(page - 1) * PAGE:page * PAGE + 1]]
+        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE}
+
+    def board(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug = project["slug"]
+        show_all = request.query_params.get("all") == "1"
+        reservations = self.mail.list_file_reservations(slug, active_only=not show_all)
+        seats = [self.mail.seat_status(slug, a["name"]) for a in self.mail.list_agents(slug)]
+        return {"project": project, "reservations": reservations["file_reservations"], "seats": seats,
+                "show_all": show_all}
+
+    def journals(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug = project["slug"]
+        agents = [a["name"] for a in self.mail.list_agents(slug, active_only=False)]
+        chosen = request.query_params.get("agent") or (agents[0] if agents else None)
+        entries = []
+        if chosen:
+            entries = [{**e, "html": render.markdown(e["entry"], attachment_base=f"/ui/p/{slug}/file")}
+                       for e in self.mail.read_journal(slug, chosen, limit=50, observe=True)["entries"]]
+        return {"project": project, "agents": agents, "chosen": chosen, "entries": entries}
+
+    def history(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        slug = project["slug"]
+        kind, key = request.query_params.get("kind", ""), request.query_params.get("key", "")
+        if kind not in KINDS or not key:
+            raise GitmailError("INVALID_ARGUMENT", f"name what to show: kind is one of {', '.join(KINDS)}, "
+                               "key its ID or name", {"kind": kind})
+        paths = self.mail.record_paths(slug, kind, key)
+        commits = self.mail.history(slug, paths)
+        git_dir = self.store.archive(slug).git_dir
+        command = shlex.join(["git", "--git-dir", git_dir, "log", "-p", "main", "--", *paths])
+        return {"project": project, "kind": kind, "key": key, "commits": commits, "command": command,
+                "paths": paths}
+
+    def compose(self, request: Request) -> dict[str, Any]:
+        project = self._project(request)
+        agents = [a["name"] for a in self.mail.list_agents(project["slug"]) if a["name"] != OVERSEER]
+        return {"project": project, "agents": agents, "form": {}, "error": None, "overseer": OVERSEER}
+
+    # -- writes -----------------------------------------------------------------
+    def send(self, request: Request, form: dict[str, str]) -> str:
+        slug = self.mail.get_project(request.path_params["slug"])["slug"]
+        names = [n.strip() for n in form.get("to", "").replace(",", " ").split() if n.strip()]
+        result = self.mail.send_as_overseer(
+            slug, names, form.get("subject", ""), form.get("body", ""), importance=form.get("importance", "normal"),
+            ack_required=form.get("ack_required") == "on", broadcast=form.get("broadcast") == "on")
+        payload = result["deliveries"][0]["payload"]
+        return f"/ui/p/{slug}/thread/{payload['thread_id']}#m-{payload['id']}"
+
+    def reply(self, request: Request, form: dict[str, str]) -> str:
+        slug = self.mail.get_project(request.path_params["slug"])["slug"]
+        result = self.mail.reply_as_overseer(slug, request.path_params["message_id"], form.get("body", ""),
+                                             ack_required=form.get("ack_required") == "on")
+        return f"/ui/p/{slug}/thread/{result['thread_id']}#m-{result['id']}"
+
+    def _compose_again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
+        values = self.compose(request)
+        values.pop("form")
+        values.pop("error")
+        return values
+
+    def _thread_again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
+        slug = request.path_params["slug"]
+        found = self.mail.get_message(slug, request.path_params["message_id"])
+        request.path_params["thread_id"] = found["thread_id"]
+        return self.thread(request)
+
+    # -- the rest -------------------------------------------------------------
+    async def login(self, request: Request) -> Response:
+        target = request.query_params.get("next", "/ui/")
+        if not target.startswith("/ui"):
+            target = "/ui/"
+        if request.method == "GET":
+            page = self.templates.get_template("login.html").render(error=None, next=target, login=True, csrf="",
+                                                                   request_path=request.url.path)
+            return HTMLResponse(page)
+        form = await request.form()
+        offered = form.get("token")
+        if not isinstance(offered, str) or not self.sessions.check_token(offered):
+            page = self.templates.get_template("login.html").render(
+                error="That is not the server's token (GITMAIL_TOKEN).", next=target, login=True, csrf="",
+                request_path=request.url.path)
+            return HTMLResponse(page, status_code=401)
+        response = RedirectResponse(target, status_code=303)
+        self._cookie(response, self.sessions.open(signed_in=True))
+        return response
+
+    async def attachment(self, request: Request) -> Response:
+        session, _ = self._session(request)
+        if session is None:
+            return Response("sign in first", status_code=401)
+        slug, path = request.path_params["slug"], request.path_params["path"]
+        try:
+            found = await run_in_threadpool(self.mail.get_attachment, slug, path)
+        except GitmailError as exc:
+            return Response(exc.message, status_code=404 if exc.code == NOT_FOUND else 400)
+        data = base64.b64decode(found["content_base64"])
+        media = found["media_type"]
+        if not media.startswith("image/"):
+            media = "application/octet-stream"  # only images are shown in place; the rest is a download
+        return Response(data, media_type=media, headers={"X-Content-Type-Options": "nosniff",
+                                                         "Content-Security-Policy": "default-src 'none'"})
+
+    async def stream(self, request: Request) -> Response:
+        session, _ = self._session(request)
+        if session is None:
+            return Response("sign in first", status_code=401)
+        slug = request.query_params.get("project") or None
+        return StreamingResponse(self.events.stream(slug), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def redirect_message(self, request: Request) -> Response:
+        session, _ = self._session(request)
+        if session is None:
+            return RedirectResponse(f"/ui/login?next={request.url.path}", status_code=303)
+        try:
+            values = await run_in_threadpool(self.message, request)
+        except GitmailError as exc:
+            return self._render(request, session, "error.html", 404, error=exc)
+        return RedirectResponse(values["redirect"], status_code=303)
+
+    def routes(self) -> list[Any]:
+        p = "/p/{slug}"
+        return [
+            Route("/", self.page("projects.html", self.projects)),
+            Route("/login", self.login, methods=["GET", "POST"]),
+            Route("/events", self.stream),
+            Route(p, self.page("project.html", self.project)),
+            Route(p + "/agents/{name}", self.page("agent.html", self.agent)),
+            Route(p + "/thread/{thread_id}", self.page("thread.html", self.thread)),
+            Route(p + "/m/{message_id}", self.redirect_message),
+            Route(p + "/search", self.page("search.html", self.search)),
+            Route(p + "/board", self.page("board.html", self.board)),
+            Route(p + "/journals", self.page("journals.html", self.journals)),
+            Route(p + "/history", self.page("history.html", self.history)),
+            Route(p + "/compose", self.page("compose.html", self.compose)),
+            Route(p + "/compose", self.action(self.send, "compose.html", self._compose_again), methods=["POST"]),
+            Route(p + "/reply/{message_id}", self.action(self.reply, "thread.html", self._thread_again),
+                  methods=["POST"]),
+            Route(p + "/file/{path:path}", self.attachment),
+            Mount("/static", app=StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
+        ]
+
+
+def build_web(mail: Mail, *, token: str | None = None, events: Events | None = None) -> Starlette:
+    """The web view as an application to mount at ``/ui`` (see :class:`WebView`)."""
+    view = WebView(mail, token=token, events=events)
+    app = Starlette(routes=view.routes())
+    app.state.view = view
+    return app
