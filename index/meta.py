@@ -1,7 +1,8 @@
 """The metadata store: a SQLite file that mirrors the records hot reads need.
 
-It holds, for one project, what inbox pages, the agent directory, active
-reservations, receipts and cursor reads are answered from, plus the local
+It holds, for one project, what inbox pages, threads, topics, single
+messages, time windows, the agent directory, active reservations, receipts
+and cursor reads are answered from, plus the local
 sequence numbers and the queue of messages the search index has yet to take
 in. Everything here is derived from the repository: the file may be deleted
 at any time and is rebuilt from the archive.
@@ -36,7 +37,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "4"  # of all derived state: part of its folder name, and checked in each file
+FORMAT = "5"  # of all derived state: part of its folder name, and checked in each file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,7 +63,8 @@ CREATE TABLE IF NOT EXISTS messages (
     attachments TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, created_ts);
-CREATE INDEX IF NOT EXISTS messages_topic ON messages (topic, created_ts);
+CREATE INDEX IF NOT EXISTS messages_topic ON messages (lower(topic), id);
+CREATE INDEX IF NOT EXISTS messages_time ON messages (created_ts);
 CREATE TABLE IF NOT EXISTS copies (
     agent TEXT NOT NULL,
     box TEXT NOT NULL,

@@ -378,6 +378,31 @@ class ProjectIndex:
                             lambda: reads.outbox(self.meta, agent, since_ts=since, limit=limit,
                                                  body_of=self._body if include_bodies else None))
 
+    def topic(self, topic: str, *, viewer: str | None = None, since_ts: str | None = None, unread_only: bool = False,
+              limit: int = 50, include_bodies: bool = True) -> list[dict[str, Any]]:
+        """Messages with a topic, newest first (see :func:`reads.topic`)."""
+        since = reads.normalize_ts(since_ts, "since_ts")
+        reads.check_limit(limit)
+        key = ("topic", topic.lower(), viewer if unread_only else None, since, bool(unread_only), limit,
+               bool(include_bodies))
+        return self._cached(key, lambda: reads.topic(self.meta, topic, viewer=viewer, since_ts=since,
+                                                     unread_only=unread_only, limit=limit,
+                                                     body_of=self._body if include_bodies else None))
+
+    def message(self, message_id: str, *, viewer: str | None = None) -> dict[str, Any] | None:
+        """One message with its body (``bcc`` too for its sender as ``viewer``), or None if the tip has none."""
+        return self._cached(("message", message_id, viewer),
+                            lambda: reads.message(self.meta, message_id, self._body, viewer))
+
+    def window(self, start_ts: str, end_ts: str, *, limit: int, include_bodies: bool = True) -> list[dict[str, Any]]:
+        """Up to ``limit`` messages created in (start_ts, end_ts], newest first (see :func:`reads.window`)."""
+        start, end = reads.normalize_ts(start_ts, "start_ts"), reads.normalize_ts(end_ts, "end_ts")
+        if start is None or end is None:
+            raise invalid("a window needs both ends", field="start_ts" if start is None else "end_ts")
+        return self._cached(("window", start, end, limit, bool(include_bodies)),
+                            lambda: reads.window(self.meta, start, end, limit,
+                                                 self._body if include_bodies else None))
+
     def agents(self) -> list[Agent]:
         """Every agent's profile, by name (the agent directory); token hashes are not kept here."""
         return self._cached(("agents",), lambda: [agent for fields in reads.agents(self.meta)

@@ -1,8 +1,9 @@
-"""Hot reads answered from the metadata store.
+"""Reads answered from the metadata store, each one indexed SQLite query.
 
-Inbox and outbox pages, the agent directory, the reservation history and
-cursor reads, each one indexed SQLite query. :class:`.project.ProjectIndex`
-keeps their answers per commit.
+Inbox and outbox pages, threads, topics, single messages, the messages of a
+time window, the agent directory, the reservation history and cursor reads.
+Each costs what its answer holds, however large the archive:
+:class:`.project.ProjectIndex` keeps their answers per commit.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid
+from gitmail.model.ids import first_id_at
 
 from .meta import MESSAGE_COLUMNS, N_MESSAGE_COLUMNS, Meta, message_row
 
@@ -151,6 +153,64 @@ def agent_counts(meta: Meta, agent: str) -> dict[str, int]:
         "WHERE c.agent = ? AND c.box = 'inbox'", (agent,))[0]
     sent = meta.read("SELECT count(*) FROM copies WHERE agent = ? AND box = 'outbox'", (agent,))[0][0]
     return {"inbox": int(inbox_n or 0), "unread": int(unread or 0), "unacked": int(unacked or 0), "sent": int(sent)}
+
+
+def _day_floor(ts: str) -> str:
+    """The first ID of ``ts``'s UTC day: a read ``since`` a time looks at that day's folder onwards."""
+    return first_id_at(parse_ts(ts).replace(hour=0, minute=0, second=0, microsecond=0))
+
+
+def topic(meta: Meta, topic: str, *, viewer: str | None = None, since_ts: str | None = None,
+          unread_only: bool = False, limit: int = 50, body_of: BodyReader | None = None) -> list[dict[str, Any]]:
+    """Messages tagged ``topic`` (compared without case), newest first by ID.
+
+    With ``since_ts``, those created after it (looking no further back than
+    its day, as the day folders do); with ``unread_only`` and a ``viewer``,
+    those in the viewer's inbox without a read time.
+    """
+    sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages m"]
+    args: list[Any] = []
+    if unread_only and viewer is not None:
+        sql.append("JOIN copies c ON c.message_id = m.id AND c.agent = ? AND c.box = 'inbox' "
+                   "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = m.id")
+        args.append(viewer)
+    sql.append("WHERE lower(m.topic) = lower(?)")
+    args.append(topic)
+    if since_ts:
+        sql.append("AND m.id >= ? AND m.created_ts > ?")
+        args += [_day_floor(since_ts), since_ts]
+    if unread_only and viewer is not None:
+        sql.append("AND r.read_at IS NULL")
+    sql.append("ORDER BY m.id DESC LIMIT ?")
+    args.append(limit)
+    return [_view(message_row(row), body_of) for row in meta.read(" ".join(sql), args)]
+
+
+def message(meta: Meta, message_id: str, body_of: BodyReader, viewer: str | None = None) -> dict[str, Any] | None:
+    """One message with its body, or None; its sender (as ``viewer``) also sees ``bcc`` from its outbox copy."""
+    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
+    if not rows:
+        return None
+    entry = message_row(rows[0])
+    if viewer is not None and viewer == entry["from"]:
+        own = meta.read("SELECT blob, bcc FROM copies WHERE agent = ? AND box = 'outbox' AND message_id = ?",
+                        (viewer, message_id))
+        if own:
+            entry["blob"] = own[0][0]
+            entry["bcc"] = json.loads(own[0][1]) if own[0][1] else []
+    body = body_of(entry["blob"])
+    entry = _view(entry, None)
+    entry["body_md"] = body
+    return entry
+
+
+def window(meta: Meta, start_ts: str, end_ts: str, limit: int,
+           body_of: BodyReader | None = None) -> list[dict[str, Any]]:
+    """Up to ``limit`` messages created in (start_ts, end_ts], newest first by ID."""
+    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m INDEXED BY messages_time "
+                     "WHERE m.created_ts > ? AND m.created_ts <= ? ORDER BY m.id DESC LIMIT ?",
+                     (start_ts, end_ts, limit))
+    return [_view(message_row(row), body_of) for row in rows]
 
 
 def agents(meta: Meta) -> list[dict[str, Any]]:

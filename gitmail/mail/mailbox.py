@@ -1,24 +1,26 @@
-"""Mail reads: inbox and outbox pages from the index, everything else from one snapshot of the tip.
+"""Mail reads: pages, messages, threads and topics, each costing what its answer holds.
 
-The snapshot readers (:func:`inbox`, :func:`outbox`, :func:`message`,
-:func:`thread`, :func:`topic_messages`) take a :class:`Snapshot` and plain
-filters and return plain dicts; they never write. Inbox and outbox folders are
-sharded by day and IDs sort by time, so listing newest first walks the newest
-shards and stops as soon as it has enough (or reaches ``since_ts``).
+The snapshot readers (:func:`inbox`, :func:`outbox`, :func:`message`) take a
+:class:`Snapshot` and plain filters and return plain dicts; they never write.
+Inbox and outbox folders are sharded by day and IDs sort by time, so listing
+newest first walks the newest shards and stops as soon as it has enough (or
+reaches ``since_ts``).
 
-The operations below them (``fetch_*``, ``get_*``, ``view_*``) open one
-snapshot each, so a read is consistent. The exceptions are the hot reads,
-:func:`fetch_inbox` and :func:`fetch_outbox`: they are answered by the
-project's index (:meth:`gitmail.index.ProjectIndex.inbox` and ``.outbox``),
-which first catches up to the tip, so it sees every commit made before the
-call and gives exactly what :func:`inbox` and :func:`outbox` give over a
-snapshot of that tip (a test holds them equal).
+The operations below them (``fetch_*``, ``get_*``, ``view_*``) each open one
+snapshot of the tip for the project and the agent. Reads that would otherwise
+walk every message, or that every agent makes all the time, are answered by
+the project's index (:class:`gitmail.index.ProjectIndex`), which first
+catches up to the tip, so it sees every commit made before the call:
+:func:`fetch_inbox` and :func:`fetch_outbox` (exactly what :func:`inbox` and
+:func:`outbox` give over a snapshot of that tip), :func:`get_message`,
+:func:`get_thread`, :func:`thread_messages` and :func:`fetch_topic` (tests
+hold each equal to a walk of the snapshot).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, overload
 
 from gitmail.coord.context import Context
@@ -30,7 +32,6 @@ from gitmail.model.ids import is_id
 from gitmail.model.names import check_topic
 from gitmail.model.records import (
     INBOX,
-    MESSAGES,
     OUTBOX,
     Message,
     Project,
@@ -170,43 +171,18 @@ def message(snap: Snapshot, message_id: str, viewer: str | None = None) -> dict[
     return message_view(found)
 
 
-def all_messages(snap: Snapshot, since: str | None = None) -> Iterator[Message]:
-    """Every canonical message, newest first (down to ``since``'s day)."""
-    for _, path in snap.day_files(MESSAGES, since):
-        found = snap.load(path, Message)
-        if found is not None:
-            yield found
+def message_of(view: dict[str, Any]) -> Message:
+    """The message an index read describes (its view with ``body_md``), for code that works on records."""
+    return Message(id=view["id"], thread_id=view["thread_id"], sender=view["from"], subject=view["subject"],
+                   created_ts=view["created_ts"], to=list(view["to"]), cc=list(view["cc"]),
+                   bcc=list(view.get("bcc", [])), importance=view["importance"],
+                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
+                   attachments=list(view["attachments"]), body=view.get("body_md", ""))
 
 
-def thread_messages(snap: Snapshot, thread_id: str) -> list[Message]:
-    """The messages of one thread, oldest first (the thread's first message included)."""
-    found = [m for m in all_messages(snap) if m.thread_id == thread_id or m.id == thread_id]
-    return sorted(found, key=lambda m: (m.created_ts, m.id))
-
-
-def topic_messages(snap: Snapshot, topic: str, *, viewer: str | None = None, since_ts: str | None = None,
-                   unread_only: bool = False, limit: int = 50, include_bodies: bool = True) -> list[dict[str, Any]]:
-    """Messages of the project with a topic tag (compared without case), newest first.
-
-    Every agent of the project sees every message with the topic, as in search
-    and threads; ``unread_only`` keeps only those the ``viewer`` received and
-    has not read.
-    """
-    wanted = topic.lower()
-    out = []
-    for found in all_messages(snap, since_ts):
-        if (found.topic or "").lower() != wanted or (since_ts and found.created_ts <= since_ts):
-            continue
-        if unread_only and viewer is not None:
-            received = snap.exists(inbox_path(viewer, found.id))
-            got = receipt(snap, viewer, found.id)
-            if not received or (got is not None and got.read_at):
-                continue
-        view = message_view(found, include_body=include_bodies)
-        out.append(view)
-        if len(out) >= limit:
-            break
-    return out
+def thread_messages(ctx: Context, project_key: str, thread_id: str) -> list[Message]:
+    """The messages of one thread, oldest first (the thread's first message included), from the index."""
+    return [message_of(view) for view in indexer_for(ctx.store).project(project_key).thread(thread_id)]
 
 
 def overdue_cutoff(ttl_minutes: object, at: dt.datetime) -> str:
@@ -298,13 +274,18 @@ def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]]
 
 
 def get_message(ctx: Context, project_key: str, message_id: str, *, agent_name: str | None = None) -> dict[str, Any]:
-    """One message with its body (the sender also sees its blind copies)."""
+    """One message with its body (the sender also sees its blind copies).
+
+    Answered by the index (one row and one blob); a message it does not hold
+    is looked up in the snapshot, which says whether it was purged.
+    """
     snap, project, name = _open(ctx, project_key, agent_name)
-    return {"project": project.human_key, **message(snap, message_id, name)}
+    found = indexer_for(ctx.store).project(project_key).message(check_message_id(message_id), viewer=name)
+    return {"project": project.human_key, **(found if found is not None else message(snap, message_id, name))}
 
 
 def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
-    """Every message of a thread, oldest first (answered by the index's table of messages)."""
+    """Every message of a thread, oldest first, from the index."""
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise invalid("thread_id must be a non-empty thread ID", field="thread_id")
     _, project, _ = _open(ctx, project_key)
@@ -321,9 +302,10 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int =
     since = parse_since(since_ts)
     if unread_only and agent_name is None:
         raise invalid("unread_only needs agent_name: whose unread messages?", field="unread_only")
-    snap, _, name = _open(ctx, project_key, agent_name)
-    found = topic_messages(snap, topic_name, viewer=name, since_ts=since, unread_only=unread_only, limit=limit,
-                           include_bodies=include_bodies)
+    _, _, name = _open(ctx, project_key, agent_name)
+    found = indexer_for(ctx.store).project(project_key).topic(topic_name, viewer=name, since_ts=since,
+                                                              unread_only=unread_only, limit=limit,
+                                                              include_bodies=include_bodies)
     for item in found:
         item.pop("attachments", None)
     return found

@@ -29,12 +29,13 @@ MAX_LISTED = 100
 
 
 def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
-    stale = []
+    """Idempotency key files in day folders before ``floor_day`` (``YYYY/MM/DD``); later days are not visited."""
+    stale: list[str] = []
     for name in agent_names(snap):
         folder = agent_folder(name, IDEMPOTENCY)
-        for path in snap.walk(folder):
-            if path[len(folder) + 1 : len(folder) + 11] < floor_day:
-                stale.append(path)
+        for shard in snap.day_shards_until(folder, floor_day):
+            if shard < floor_day:
+                stale.extend(snap.walk(f"{folder}/{shard}"))
     return stale
 
 
@@ -52,9 +53,10 @@ def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DE
     def fn(snap: Snapshot) -> Change:
         change = Change("")
         purged = []
-        for message_id, path in snap.day_files(MESSAGES):
+        # Oldest first, up to the cutoff's day: the walk costs what is purged, not the archive.
+        for message_id, path in snap.day_files_until(MESSAGES, cutoff_ts):
             if id_time(message_id) >= cutoff:
-                continue
+                break
             message = snap.load(path, Message)
             if message is None:
                 continue

@@ -6,6 +6,10 @@ boxes, TODO/ACTION lines, requests addressed to someone). Project-wide
 summaries over a time window are stored as records under ``summaries/`` so
 ``fetch_summary`` can return them later, and a repeated request for nearly
 the same window returns the stored one.
+
+Every read here costs what its answer holds: a thread's messages and a time
+window's come from the project's index, and stored summaries are looked for
+only in the day folders their window can fall in.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names, project_record
+from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.records import SUMMARIES, Message, Summary
@@ -25,7 +30,7 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .delivery import message_view
-from .mailbox import all_messages, thread_messages
+from .mailbox import message_of, thread_messages
 
 MAX_ITEMS = 10
 MAX_LINE = 200
@@ -130,7 +135,7 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
     snap = ctx.archive(project_key).snapshot()
     project_record(snap)
     if len(ids) == 1:
-        messages = thread_messages(snap, ids[0])
+        messages = thread_messages(ctx, project_key, ids[0])
         if not messages:
             raise not_found(f"no messages in thread {ids[0]!r}; thread IDs come from the thread_id of a message",
                             thread_id=ids[0])
@@ -140,7 +145,7 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
         return result
     threads, everything = [], []
     for one in dict.fromkeys(ids):
-        messages = thread_messages(snap, one)[-per_thread_limit:]
+        messages = thread_messages(ctx, project_key, one)[-per_thread_limit:]
         everything.extend(messages)
         threads.append({"thread_id": one, "summary": thread_summary(messages)})
     combined = extract(everything)
@@ -163,8 +168,9 @@ def summary_view(summary: Summary, cached: bool) -> dict[str, Any]:
     }
 
 
-def _stored(snap: Snapshot) -> Iterable[Summary]:
-    for _, path in snap.day_files(SUMMARIES):
+def _stored(snap: Snapshot, since: dt.datetime) -> Iterable[Summary]:
+    """Stored summaries, newest first, made on ``since``'s day or later (each is named by its making time)."""
+    for _, path in snap.day_files(SUMMARIES, format_ts(since)):
         found = snap.load(path, Summary)
         if found is not None:
             yield found
@@ -183,17 +189,13 @@ def summarize_recent(ctx: Context, project_key: str, *, since_hours: float = 1.0
     start_ts, end_ts = format_ts(start), format_ts(end)
     snap = archive.snapshot()
     project_record(snap)
-    for stored in _stored(snap):
+    # A summary is made (and named) at its window's end, so one within tolerance is at most a day old.
+    for stored in _stored(snap, end - CACHE_TOLERANCE - dt.timedelta(days=1)):
         if (abs(parse_ts(stored.start_ts) - start) <= CACHE_TOLERANCE
                 and abs(parse_ts(stored.end_ts) - end) <= CACHE_TOLERANCE):
             return summary_view(stored, True)
-    messages = []
-    for message in all_messages(snap, start_ts):
-        if start_ts < message.created_ts <= end_ts:
-            messages.append(message)
-            if len(messages) >= max_messages:
-                break
-    messages.reverse()
+    newest = indexer_for(ctx.store).project(project_key).window(start_ts, end_ts, limit=max_messages)
+    messages = [message_of(view) for view in reversed(newest)]
     by_thread: dict[str, list[Message]] = {}
     for message in messages:
         by_thread.setdefault(message.thread_id, []).append(message)
@@ -216,11 +218,12 @@ def fetch_summary(ctx: Context, project_key: str, *, since_hours: float = 24.0,
     hours = _check_hours(since_hours, "since_hours")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         raise invalid("limit must be a whole number from 1 to 100", field="limit")
-    floor = format_ts(ctx.clock.now() - dt.timedelta(hours=hours))
+    floor_time = ctx.clock.now() - dt.timedelta(hours=hours)
+    floor = format_ts(floor_time)
     snap = ctx.archive(project_key).snapshot()
     project_record(snap)
     out = []
-    for stored in _stored(snap):
+    for stored in _stored(snap, floor_time - dt.timedelta(days=1)):
         if stored.end_ts >= floor:
             out.append(summary_view(stored, True))
             if len(out) >= limit:

@@ -85,3 +85,8 @@ def id_time(record_id: str) -> _dt.datetime:
     """The creation time encoded in an ID (UTC)."""
     ms = _decode(record_id[:_TIME_CHARS])
     return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
+
+
+def first_id_at(moment: _dt.datetime) -> str:
+    """The smallest ID minted at ``moment`` or later: IDs compare with it as their times do."""
+    return _encode(int(moment.timestamp() * 1000), _TIME_CHARS) + ALPHABET[0] * _RANDOM_CHARS

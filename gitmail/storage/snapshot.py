@@ -145,6 +145,37 @@ class Snapshot:
                         if is_id(stem):
                             yield stem, f"{folder}/{shard}/{name}"
 
+    def day_shards_until(self, folder: str, until: str) -> Iterator[str]:
+        """The day folders (``YYYY/MM/DD``) of a day-sharded ``folder`` up to ``until``'s day, oldest first.
+
+        The other end of :meth:`day_files`: later days are not visited, so
+        finding the oldest records costs what they are, not what the folder
+        holds.
+        """
+        ceiling = until[:10].replace("-", "/")
+        for year in self.listdir(folder):
+            if year > ceiling[:4]:
+                return
+            for month in self.listdir(f"{folder}/{year}"):
+                if f"{year}/{month}" > ceiling[:7]:
+                    return
+                for day in self.listdir(f"{folder}/{year}/{month}"):
+                    shard = f"{year}/{month}/{day}"
+                    if shard > ceiling:
+                        return
+                    yield shard
+
+    def day_files_until(self, folder: str, until: str) -> Iterator[tuple[str, str]]:
+        """``(id, path)`` of the records in ``folder`` up to ``until``'s day, oldest first.
+
+        Callers compare the IDs of ``until``'s own day themselves.
+        """
+        for shard in self.day_shards_until(folder, until):
+            for name in self.listdir(f"{folder}/{shard}"):
+                stem = name.rsplit(".", 1)[0]
+                if is_id(stem):
+                    yield stem, f"{folder}/{shard}/{name}"
+
     def walk(self, path: str = "") -> Iterator[str]:
         """Every file path under the folder ``path``, depth first, sorted."""
         path = path.strip("/")
