@@ -14,6 +14,13 @@ messages, 20 agents, messages spread over 100 days), then measures:
   search made right after send returns (which must find the message)
 - query latency after N single-message commits (each its own catch-up and
   Whoosh commit) compared with the freshly built index
+- reads through the mail domain, each computed afresh (not from the cache of
+  answers at one commit): a 20-message thread (the thread resource and
+  ``summarize_thread``), a topic page of 50 (``fetch_topic``), one message by
+  ID (the message resource), ``summarize_recent`` over a window holding 20
+  messages, and the candidates of a dry-run purge (20 messages); the same
+  answer sizes at every archive size, so each should cost the same at 100k
+  as at 1k (the table gives the ratio to the smallest size of the run)
 
 Prints a table, then one JSON line with every figure.
 """
@@ -36,12 +43,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gitmail import Change, Message, Store
 from gitmail.index import indexer_for, parse_query, reads
+from gitmail.mail.facade import Mail
 from gitmail.model.clock import format_ts
 from gitmail.model.ids import new_id
 from gitmail.model.records import day_shard, inbox_path, outbox_path
 
 AGENTS = [f"Agent{i:02d}" for i in range(20)]
 PROJECT = "/bench/index"
+THREADS, THREAD_LENGTH = 20, 20  # the newest THREADS * THREAD_LENGTH messages form threads of this length
+TOPIC_EVERY = 10  # every tenth message has the topic "ops"
+SPAN_MS = 100 * 86400 * 1000
+START = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
 QUERIES = {
     "common term": "plan",
     "rare term": "quasar",
@@ -62,13 +74,14 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
     rng = random.Random(seed)
     vocab = words(rng)
     weights = [1 / (k + 1) for k in range(len(vocab))]
-    start = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
-    span_ms = 100 * 86400 * 1000
     rare = set(rng.sample(range(n), min(5, n)))
+    threaded = n - THREADS * THREAD_LENGTH
     out = []
+    thread = ""
     for i in range(n):
-        ms = int(start.timestamp() * 1000) + i * span_ms // n
-        mid = new_id(ms)
+        mid = new_id(message_ms(i, n))
+        if i >= threaded and (i - threaded) % THREAD_LENGTH == 0:
+            thread = mid
         sender = rng.choice(AGENTS)
         to = rng.sample([a for a in AGENTS if a != sender], rng.randint(1, 3))
         body_words = rng.choices(vocab, weights, k=rng.randint(30, 90))
@@ -81,14 +94,21 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
         if i in rare:
             body_words.append("quasar")
         subject = " ".join(rng.choices(vocab, weights, k=rng.randint(3, 7)))
-        created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
+        created = format_ts(dt.datetime.fromtimestamp(message_ms(i, n) / 1000, dt.UTC))
         importance = rng.choices(["normal", "high", "urgent", "low"], [80, 10, 5, 5])[0]
-        text = (f"---\nid: {mid}\nthread_id: {mid}\nfrom: {sender}\nsubject: {subject}\ncreated: '{created}'\n"
+        text = (f"---\nid: {mid}\nthread_id: {thread if i >= threaded else mid}\nfrom: {sender}\n"
+                f"subject: {subject}\ncreated: '{created}'\n"
                 f"to:\n" + "".join(f"- {name}\n" for name in to) + f"importance: {importance}\n"
-                "ack_required: false\n---\n\n" + " ".join(body_words) + "\n")
+                + ("topic: ops\n" if i % TOPIC_EVERY == 0 else "")
+                + "ack_required: false\n---\n\n" + " ".join(body_words) + "\n")
         out.append((mid, text.encode(), sender, to, False))
     Message.from_bytes(out[0][1], f"messages/{day_shard(out[0][0])}/{out[0][0]}.md")  # the engine accepts them
     return out
+
+
+def message_ms(i: int, n: int) -> int:
+    """When the i-th of n synthetic messages was written (n spread evenly over 100 days)."""
+    return int(START.timestamp() * 1000) + i * SPAN_MS // n
 
 
 def fast_import(git_dir: str, parent: str, msgs: list, per_commit: int = 5000) -> None:
@@ -178,6 +198,73 @@ def send_one(archive, i: int, word: str) -> Message:
     return msg
 
 
+class Wall:
+    """A wall clock the benchmark sets, so reads over the synthetic past see it as recent."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+READS = ("thread resource", "summarize_thread", "fetch_topic", "message by ID", "summarize_recent",
+         "purge candidates")
+
+
+def time_reads(home: str, msgs: list, repeats: int) -> dict[str, tuple[float, float]]:
+    """Per read through the mail domain: wall p50 and CPU p50, each answer computed afresh.
+
+    The answers have the same size at every archive size (see the module's
+    docstring); the project index's cache of answers is emptied before each
+    call, as a new commit would, so the figure is the read itself.
+    """
+    wall = Wall()
+    store = Store(home, background=False, durable=False, wall=wall)
+    mail = Mail(store)
+    index = indexer_for(store).project(PROJECT)
+    n = len(msgs)
+    threaded = n - THREADS * THREAD_LENGTH
+    threads = [msgs[threaded + k * THREAD_LENGTH][0] for k in range(THREADS)]
+    rng = random.Random(3)
+    picked = [msgs[rng.randrange(n)][0] for _ in range(repeats)]
+    window_ms = 20 * SPAN_MS // n  # holds 20 messages at every size
+    day_ms = 86_400_000
+
+    def recent(k: int) -> None:
+        wall.now = message_ms(n - 1 - (k % 50) * 25, n) / 1000 + 0.0005  # a different window each time: no reuse
+        mail.summarize_recent(PROJECT, since_hours=window_ms / 3_600_000)
+
+    def purge(k: int) -> None:
+        wall.now = (message_ms(20, n) + day_ms) / 1000  # the oldest 20 messages are a day too old
+        found = mail.purge_old_messages(PROJECT, max_age_days=1, dry_run=True)
+        assert found["purged"] == 20, found["purged"]
+
+    calls = {
+        "thread resource": lambda k: mail.get_thread(PROJECT, threads[k % THREADS]),
+        "summarize_thread": lambda k: mail.summarize_thread(PROJECT, threads[k % THREADS]),
+        "fetch_topic": lambda k: mail.fetch_topic(PROJECT, "ops", limit=50),
+        "message by ID": lambda k: mail.get_message(PROJECT, picked[k % len(picked)]),
+        "summarize_recent": recent,
+        "purge candidates": purge,
+    }
+    assert mail.get_thread(PROJECT, threads[0])["count"] == THREAD_LENGTH
+    out = {}
+    for name in READS:
+        call = calls[name]
+        call(0)  # warm
+        samples, cpu = [], []
+        for k in range(repeats):
+            index._memo_tip = None  # noqa: SLF001 - forget cached answers, as the next commit would
+            t, c = time.perf_counter(), time.thread_time()
+            call(k)
+            samples.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.thread_time() - c) * 1000)
+        out[name] = (statistics.median(samples), statistics.median(cpu))
+    index.close()
+    return out
+
+
 def bench(size: int, singles: int, repeats: int, keep: bool) -> dict:
     home = tempfile.mkdtemp(prefix=f"bench-index-{size}-")
     result: dict = {"messages": size}
@@ -200,6 +287,11 @@ def bench(size: int, singles: int, repeats: int, keep: bool) -> dict:
         result["index_mb"] = round(du(index.root) / 2**20, 1)
         result["search_mb"] = round(du(index.search_index.root) / 2**20, 1)
         result["segments_fresh"] = index.search_index.segment_count()
+
+        mail = Mail(store)
+        mail.ensure_project(PROJECT)  # the project record the mail domain's reads check
+        result["reads_ms"] = {name: [round(p50, 3), round(cpu, 3)]
+                              for name, (p50, cpu) in time_reads(home, msgs, repeats).items()}
 
         fresh = time_queries(index, repeats)
         result["search_ms"] = {name: [round(p50, 2), round(p95, 2), round(cpu, 2)]
@@ -299,6 +391,17 @@ def table(results: list[dict]) -> str:
         lines.append(f"{r['singles']} single additions in {r['singles_s']} s; segments {r['segments_fresh']} fresh, "
                      f"{r['segments_before_merge']} after the burst, {r['segments_after_singles']} after the "
                      f"background merge ({r['merge_wait_s']} s)")
+    first = results[0]
+    lines.append(f"== reads through the mail domain, each computed afresh: p50 ms (CPU p50 ms) [ratio to "
+                 f"{first['messages']:,}] ==")
+    lines.append(f"{'read':<18}" + "".join(f"{r['messages']:>28,}" for r in results))
+    for name in READS:
+        cells = []
+        for r in results:
+            p50, cpu = r["reads_ms"][name]
+            ratio = p50 / max(first["reads_ms"][name][0], 1e-6)
+            cells.append(f"{p50:.2f} ({cpu:.2f}) [{ratio:.2f}x]")
+        lines.append(f"{name:<18}" + "".join(f"{cell:>28}" for cell in cells))
     return "\n".join(lines)
 
 
@@ -310,6 +413,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
     args = parser.parse_args()
     results = [bench(int(size), args.singles, args.repeats, args.keep) for size in args.sizes.split(",")]
+    for r in results:
+        r["reads_ratio"] = {name: round(r["reads_ms"][name][0] / max(results[0]["reads_ms"][name][0], 1e-6), 2)
+                            for name in READS}
     print(table(results))
     print(json.dumps({"bench": "index", "results": results}))
 
