@@ -45,7 +45,7 @@ from gitmail import Change, Message, Store
 from gitmail.index import indexer_for, parse_query, reads
 from gitmail.mail.facade import Mail
 from gitmail.model.clock import format_ts
-from gitmail.model.ids import new_id
+from gitmail.model.ids import IdMinter, new_id
 from gitmail.model.records import day_shard, inbox_path, outbox_path
 
 AGENTS = [f"Agent{i:02d}" for i in range(20)]
@@ -78,8 +78,9 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
     threaded = n - THREADS * THREAD_LENGTH
     out = []
     thread = ""
+    minter = IdMinter()  # its own: the process's minter never goes back to an earlier size's times
     for i in range(n):
-        mid = new_id(message_ms(i, n))
+        mid = minter.mint(message_ms(i, n))
         if i >= threaded and (i - threaded) % THREAD_LENGTH == 0:
             thread = mid
         sender = rng.choice(AGENTS)

@@ -59,9 +59,9 @@ class Indexer:
         return slugs
 
     def search_messages(self, project_key: str, query: str, limit: int = 20,
-                        agent_name: str | None = None) -> list[dict[str, Any]]:
+                        agent_name: str | None = None, *, exhaustive: bool = False) -> list[dict[str, Any]]:
         """Search a project's messages; see :meth:`ProjectIndex.search`."""
-        return self.project(project_key).search(query, limit, agent_name)
+        return self.project(project_key).search(query, limit, agent_name, exhaustive=exhaustive)
 
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until every project's background catch-up is idle."""
@@ -94,7 +94,11 @@ def indexer_for(store: Store) -> Indexer:
 
 
 def search_messages(store: Store, project_key: str, query: str, limit: int = 20,
-                    agent_name: str | None = None) -> list[dict[str, Any]]:
+                    agent_name: str | None = None, *, exhaustive: bool = False) -> list[dict[str, Any]]:
     """Search a project's messages: best first, each ``{id, subject, importance,
-    ack_required, created_ts, thread_id, from, topic, score, snippet}``."""
-    return indexer_for(store).search_messages(project_key, query, limit, agent_name)
+    ack_required, created_ts, thread_id, from, topic, score, snippet, bounded}``.
+
+    The newest matches are ranked (``bounded`` says whether older ones were
+    left out) unless ``exhaustive``.
+    """
+    return indexer_for(store).search_messages(project_key, query, limit, agent_name, exhaustive=exhaustive)

@@ -449,8 +449,14 @@ class ProjectIndex:
         return self.meta.high_watermark()
 
     # -- search ---------------------------------------------------------------
-    def search(self, query: str, limit: int = 20, agent: str | None = None) -> list[dict[str, Any]]:
-        """Messages matching ``query``, best first; scoped to ``agent`` if given."""
+    def search(self, query: str, limit: int = 20, agent: str | None = None, *,
+               exhaustive: bool = False) -> list[dict[str, Any]]:
+        """Messages matching ``query``, best first; scoped to ``agent`` if given.
+
+        Ranks the newest matches only (each hit's ``bounded`` says whether
+        older ones were left out) unless ``exhaustive``: see
+        :meth:`.search.SearchIndex.search`.
+        """
         from .query import parse_query
         from .search import OVERLAY_MAX
 
@@ -465,7 +471,7 @@ class ProjectIndex:
         if agent is not None and not reads.known_agent(self.meta, agent):
             raise not_found(f"no agent named {agent!r} in this project; register it first or check the spelling",
                             agent=agent)
-        return self.search_index.search(parsed, limit, agent)
+        return self.search_index.search(parsed, limit, agent, exhaustive=exhaustive)
 
     def close(self) -> None:
         self.worker.stop()

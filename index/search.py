@@ -50,6 +50,9 @@ MERGE_AT = 8  # segments before an incremental commit also merges small segments
 OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
 OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
+NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
+FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
+WIDEN = 4
 
 BlobReader = Callable[[str], bytes]
 Progress = Callable[[int, int], None]
@@ -114,6 +117,50 @@ def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
             writer.add_reader(reader)
             reader.close()
     return [largest]
+
+
+def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:
+    """Score the newest ``newest`` documents matching ``query``: ``[(score, docnum)]`` and whether that was bounded.
+
+    Documents are numbered in the order this index took them in, so the
+    highest numbers are the newest messages. The scan looks at windows of
+    document numbers from the top down, each WIDEN times wider than the one
+    before, and stops once it holds ``newest`` matches: the cost follows
+    the matches ranked, not how many documents match in the whole index.
+    The first window is sized from the query's estimated match count.
+    Bounded is True when older documents were not looked at or matches
+    beyond ``newest`` were left out (older matches may then exist).
+    """
+    context = searcher.context()
+    total = searcher.doc_count_all()
+    leaves = searcher.leaf_searchers()
+    estimate = max(1, query.estimate_size(searcher.reader()))
+    width = max(FIRST_WINDOW, newest * total // estimate * 5 // 4)
+    found: list[tuple[int, float]] = []
+    high = total
+    low = total
+    while high > 0 and len(found) < newest:
+        low = max(0, high - width)
+        window: list[tuple[int, float]] = []
+        for leaf, offset in leaves:
+            size = leaf.doc_count_all()
+            if offset + size <= low or offset >= high:
+                continue
+            matcher = query.matcher(leaf, context)
+            start, stop = low - offset, high - offset
+            if start > 0 and matcher.is_active():
+                matcher.skip_to(start)
+            while matcher.is_active():
+                docnum = matcher.id()
+                if docnum >= stop:
+                    break
+                window.append((docnum + offset, matcher.score()))
+                matcher.next()
+        window.sort(reverse=True)
+        found.extend(window)  # newest first across windows
+        high, width = low, width * WIDEN
+    bounded = low > 0 or len(found) > newest
+    return [(score, docnum) for docnum, score in found[:newest]], bounded
 
 
 class _Reader:
@@ -531,8 +578,14 @@ class SearchIndex:
             if reader.refs == 0 and reader is not self._reader:
                 reader.close()
 
-    def search(self, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
-        """Best matches first, each with a short highlighted snippet.
+    def search(self, query: wq.Query, limit: int, agent: str | None, *,
+               exhaustive: bool = False) -> list[dict[str, Any]]:
+        """Best matches first, each with a short highlighted snippet and ``bounded``.
+
+        Unless ``exhaustive``, only the newest NEWEST_RANKED matches are
+        ranked (see :func:`newest_matches`), so a search costs the same at
+        any index size; each hit's ``bounded`` says whether older matches
+        were left unranked. With ``exhaustive``, every match is ranked.
 
         Messages still queued for the writer (it takes them in batches, and a
         search never waits for it) are searched in a small in-memory index and
@@ -547,7 +600,7 @@ class SearchIndex:
                 reader = self._acquire()
                 try:
                     with reader.use:
-                        hits = self._run(reader.searcher, query, limit + extra, agent)
+                        hits, bounded = self._run(reader.searcher, query, limit + extra, agent, exhaustive)
                 finally:
                     self._release(reader)
                 break
@@ -562,32 +615,43 @@ class SearchIndex:
         if queued:
             ids = {mid for _, mid in queued}
             hits = [hit for hit in hits if hit["id"] not in ids]  # stale, or about to be
-            hits += self._overlay.search(queued, self._queued_document, lambda s: self._run(s, query, limit, agent))
+            hits += self._overlay.search(queued, self._queued_document,
+                                         lambda s: self._run(s, query, limit, agent, True)[0])
             hits.sort(key=lambda hit: hit["score"], reverse=True)
+        for hit in hits:
+            hit["bounded"] = bounded
         return hits[:limit]
 
     def _queued_document(self, mid: str) -> dict[str, Any] | None:
         source = self.meta.search_source(mid)
         return None if source is None else self._document(*source)
 
-    def _run(self, searcher: Any, query: wq.Query, limit: int, agent: str | None) -> list[dict[str, Any]]:
-        scope = wq.Term("visible", agent.lower()) if agent else None
-        results = searcher.search(query, limit=limit, filter=scope)
+    def _run(self, searcher: Any, query: wq.Query, limit: int, agent: str | None,
+             exhaustive: bool) -> tuple[list[dict[str, Any]], bool]:
+        """The best ``limit`` hits and whether ranking was bounded to the newest matches."""
+        scoped = wq.Require(query, wq.Term("visible", agent.lower())) if agent else query
+        if exhaustive:
+            ranked = [(hit.score, hit.docnum) for hit in searcher.search(scoped, limit=limit)]
+            bounded = False
+        else:
+            scored, bounded = newest_matches(searcher, scoped, NEWEST_RANKED)
+            ranked = sorted(scored, key=lambda item: (-item[0], item[1]))[:limit]
         pattern = highlight_pattern(query)
         out = []
-        for hit in results:
-            data = hit["data"]
+        for score, docnum in ranked:
+            fields = searcher.stored_fields(docnum)
+            data = fields["data"]
             try:
                 body = parse.body_of(self.read_blob(data["blob"]))
             except KeyError:  # the blob is gone (history rewritten under us): no snippet
                 body = ""
             out.append({
-                "id": hit["id"], "subject": data["subject"], "importance": data["importance"],
+                "id": fields["id"], "subject": data["subject"], "importance": data["importance"],
                 "ack_required": data["ack_required"], "created_ts": data["created_ts"],
                 "thread_id": data["thread_id"], "from": data["from"], "topic": data["topic"],
-                "score": round(float(hit.score), 4), "snippet": snippet(body, pattern),
+                "score": round(float(score), 4), "snippet": snippet(body, pattern),
             })
-        return out
+        return out, bounded
 
     def segment_count(self) -> int:
         reader = self._acquire()

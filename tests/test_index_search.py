@@ -222,3 +222,30 @@ def test_queued_messages_of_several_projects_are_searched_at_once_without_clashi
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_a_search_ranks_the_newest_matches_and_says_so(store, corpus, monkeypatch):
+    """Only the newest NEWEST_RANKED matches are ranked by default; exhaustive ranks them all."""
+    import gitmail.index.search as search_module
+
+    archive = store.archive(PROJECT)
+    # Twelve matches, the older ones denser in the word (so they would win an exhaustive ranking).
+    batch = [message("Blue", ["Green"], f"Note {i}", "kiwi " * (12 - i) + "filler " * 30) for i in range(12)]
+    for msg in batch:
+        send(archive, msg)
+    indexer_for(store).project(PROJECT).catch_up()
+    monkeypatch.setattr(search_module, "NEWEST_RANKED", 5)
+    monkeypatch.setattr(search_module, "FIRST_WINDOW", 1)  # several windows even on a tiny index
+    every = search(store, "kiwi", exhaustive=True)
+    assert [hit["id"] for hit in every[:3]] == [batch[0].id, batch[1].id, batch[2].id]
+    assert not any(hit["bounded"] for hit in every)
+    newest = search(store, "kiwi")
+    assert [hit["id"] for hit in newest] == [msg.id for msg in batch[7:]]  # the newest five, best first
+    assert all(hit["bounded"] for hit in newest)
+    assert [hit["score"] for hit in newest] == [hit["score"] for hit in every if hit["id"] in ids(newest)]
+    # Fewer matches than the bound: the same answer as an exhaustive search, not bounded.
+    few = search(store, "plan OR outage", agent_name="Blue")
+    assert few == search(store, "plan OR outage", agent_name="Blue", exhaustive=True)
+    assert ids(few) == {corpus["plan"], corpus["users"], corpus["outage"]} and not any(h["bounded"] for h in few)
+    # Scoping applies before the bound: Red sees none of the twelve, so its search is complete.
+    assert search(store, "kiwi", agent_name="Red") == []

@@ -305,9 +305,10 @@ def ack(ctx: Context, project: str, agent: str, message_id: str) -> tuple[object
 @click.argument("project")
 @click.argument("query")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="At most this many.")
-def search(ctx: Context, project: str, query: str, limit: int) -> tuple[object, str]:
+@click.option("--exhaustive", is_flag=True, help="Rank every match, not only the newest 1,000.")
+def search(ctx: Context, project: str, query: str, limit: int, exhaustive: bool) -> tuple[object, str]:
     """Full-text search of PROJECT's messages ("phrases", prefix*, AND/OR/NOT, field:value)."""
-    hits = ctx.mail.search_messages(project, query, limit=limit)
+    hits = ctx.mail.search_messages(project, query, limit=limit, exhaustive=exhaustive)
     return hits, table(hits, [("id", "ID"), ("created_ts", "DATE"), ("from", "FROM"), ("subject", "SUBJECT")],
                        "no matches")
 

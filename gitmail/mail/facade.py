@@ -194,10 +194,14 @@ class Mail:
     def get_thread(self, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
         return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies=include_bodies)
 
-    def search_messages(self, project_key: str, query: str, *, limit: int = 20,
-                        agent_name: str | None = None) -> list[dict[str, Any]]:
-        """Full-text search, best first; with ``agent_name``, only what that agent sent or received."""
-        return search_messages(self.store, project_key, query, limit, agent_name)
+    def search_messages(self, project_key: str, query: str, *, limit: int = 20, agent_name: str | None = None,
+                        exhaustive: bool = False) -> list[dict[str, Any]]:
+        """Full-text search, best first; with ``agent_name``, only what that agent sent or received.
+
+        The newest matches are ranked (each hit's ``bounded`` says whether
+        older ones were left out); ``exhaustive`` ranks every match.
+        """
+        return search_messages(self.store, project_key, query, limit, agent_name, exhaustive=exhaustive)
 
     def fetch_topic(self, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,

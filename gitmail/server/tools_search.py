@@ -29,15 +29,21 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "Words to find in subjects and bodies. Supports \"exact phrases\", prefix* and AND / OR / NOT, "
             "and field:value for subject, from, to, thread, topic, importance."))],
         limit: Annotated[int, Field(ge=1, le=200, description="At most this many results.")] = 20,
+        exhaustive: Annotated[bool, Field(description=(
+            "Rank every match. By default only the newest 1,000 matches are ranked, which keeps a search "
+            "fast on a large archive; each result's bounded field says whether older matches were left out."))]
+        = False,
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """Full-text search over the project's messages, best matches first.
 
         Each result: {id, subject, importance, ack_required, created_ts, thread_id,
-        from, snippet}. Read a hit with resource://message/{id}.
+        from, topic, score, snippet, bounded}. bounded is true when only the newest
+        1,000 matches were ranked and older ones may exist (exhaustive=true ranks them
+        all). Read a hit with resource://message/{id}.
         """
-        return mail.search_messages(project_key=project_key, query=query, limit=limit)
+        return mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
     @tool(mcp, READ, access=member)
     def summarize_thread(
