@@ -1,31 +1,37 @@
-"""Benchmark of the MCP server: what an agent sees over Streamable HTTP.
+"""Benchmark of the MCP server: what an agent sees over Streamable HTTP, next to a bare call's cost.
 
-Run: ``python benchmarks/bench_mcp.py`` (1k and 10k messages) or
-``python benchmarks/bench_mcp.py --sizes 300 --samples 30`` for a quick look.
+Run: ``python benchmarks/bench_mcp.py --sizes 1000,100000`` (the default is
+1k and 10k), or ``python benchmarks/bench_mcp.py --sizes 300 --samples 20
+--fill 200`` for a quick look.
 
-A real ``gitmail serve`` runs in a child process on a free loopback port with
+A real server (``gitmail serve`` plus one tool that does nothing, see
+``serve_with_floor.py``) runs in a child process on a free loopback port with
 a throw-away store; the benchmark talks to it with fastmcp's client, one MCP
-session per simulated agent. For each size a fresh project is given a history
-of that many messages the way a real archive grows (about ``--per-day``
-messages a day among 20 agents over the preceding days, written with
-``git fast-import``), so today's folders start alike at every size and only
-the archive's size differs. The server's index takes the history in before
-timing starts. Then, through MCP:
+session per simulated agent. For each size a fresh project gets a history of
+that many messages the way a real archive grows (``--per-day`` a day among 20
+agents over the preceding days, one thread of 20 messages, every tenth
+message tagged ``ops``), written with ``git fast-import``; the server's index
+takes it in before timing starts. Then:
 
-- ``send_message`` p50 / p95 (one client, one recipient, durable commit)
-- ``fetch_inbox`` p50 / p95 (limit 20, the recipient holding every message)
-- ``search_messages`` p50 / p95 (limit 20, a word present in many messages)
-- ``acknowledge_message`` p50 / p95 (distinct messages)
-- long-poll wake-up p50 / p95: a ``read_messages`` waiting (``wait_seconds``
-  25) on an empty page, from a send's return until the read returns with it
-- send throughput with 1 client and with 8 concurrent clients (8 senders),
-  counting error results (the goal is zero), and the server's CPU time per
-  message meanwhile (its threads, its search-index helper and its git runs)
-- the server's resident memory (RSS) after the run
+1. **Light**: send latency from one session with one-line bodies, and
+   send throughput with 1, 8 and 16 concurrent sessions (one-line bodies).
+2. **Realistic**: ``--fill`` messages (default 1,000) sent through MCP by 10
+   agents, each in its own session passing its own token, 512-byte bodies,
+   10 at once; then throughput again with 8 and 16 senders, 512-byte bodies.
+3. **Every tool against the floor**, in the realistic state: each tool's
+   calls alternate with calls of the no-op tool, so both p50s come from the
+   same moments of a shared machine, and the ratio is tool p50 / floor p50.
+   Server CPU per call is measured over a burst of calls of one tool, from
+   its start until the server is idle again (its threads, its search-index
+   helper and its git runs: background work each call triggers is counted,
+   amortized over the burst), next to the floor's over a burst of its own.
 
-Goals: send p50 at most 12 ms and flat from 1k to 10k; 8 clients at least
-200 messages/s. Figures on a shared machine move between runs: compare medians
-and ratios. Prints a table, then one JSON line with every figure.
+Targets: read tools (fetch_inbox, search_messages, summarize_thread,
+fetch_topic, whois, list_contacts) p50 ≤ 1.3× the floor's at 1k and 10k,
+≤ floor + 20 ms at 100k; send and acknowledge server CPU ≤ 2× the floor's;
+send p50 ≤ 1.6× the floor's; 8 senders ≥ 120 msg/s realistic and ≥ 200 light
+with no errors; 16 senders not slower than 8. Prints one table per size, the
+load average before and after, then one JSON line with every figure.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from fastmcp import Client
 
@@ -57,7 +65,13 @@ from gitmail.storage.store import Store
 PROJECT = "/bench/mcp"
 RECIPIENT = "Receiver"
 FILLERS = [f"Agent{i:02d}" for i in range(20)]
+SENDERS = [f"Sender{i}" for i in range(16)]
+REALISTIC_AGENTS = 10
+BODY_BYTES = 512
+THREAD_LENGTH = 20
+FLOOR = "bench_noop"
 WORDS = ["migration", "schema", "deploy", "router", "cache", "review", "latency", "token", "index", "build"]
+READ_TOOLS = ("fetch_inbox", "search_messages", "summarize_thread", "fetch_topic", "whois", "list_contacts")
 
 
 def free_port() -> int:
@@ -70,8 +84,8 @@ def start_server(home: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = dict(os.environ, GITMAIL_HOME=home, PYTHONPATH=ROOT)
     env.pop("GITMAIL_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "gitmail", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "benchmarks", "serve_with_floor.py"), str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -80,7 +94,7 @@ def start_server(home: str) -> tuple[subprocess.Popen, str]:
         except OSError:
             time.sleep(0.05)
     proc.kill()
-    raise SystemExit("gitmail serve did not start")
+    raise SystemExit("the server did not start")
 
 
 def rss_mib(pid: int) -> float:
@@ -109,16 +123,42 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def body(i: int) -> str:
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def settle(pid: int, quiet: float = 1.5, cap: float = 15.0) -> None:
+    """Wait until the server has used no CPU for ``quiet`` seconds (its background work is done)."""
+    deadline = time.monotonic() + cap
+    last, still_since = cpu_seconds(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        now = cpu_seconds(pid)
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet:
+            return
+
+
+def short_body(i: int) -> str:
     return f"Note {i}: the {WORDS[i % len(WORDS)]} step of {WORDS[(i * 7) % len(WORDS)]} is ready for review."
 
 
-def setup(home: str, senders: int) -> dict[str, str]:
+def long_body(i: int) -> str:
+    """A 512-byte Markdown body, as agents write them."""
+    text = (f"## Status {i}\n\n- [ ] check the {WORDS[i % len(WORDS)]} step before the "
+            f"{WORDS[(i * 7) % len(WORDS)]} rollout\n- the {WORDS[(i * 3) % len(WORDS)]} numbers look right; "
+            "please review the diff and say if anything blocks the merge.\n\n")
+    filler = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(80))
+    return (text + filler)[:BODY_BYTES]
+
+
+def setup(home: str) -> dict[str, str]:
     """The project, its agents (all open to mail) and the tokens of the ones the benchmark acts as."""
     mail = Mail(Store(home, background=False))
     mail.ensure_project(PROJECT)
     tokens = {}
-    for name in [RECIPIENT] + FILLERS + [f"Sender{i}" for i in range(senders)]:
+    for name in [RECIPIENT] + FILLERS + SENDERS:
         profile = mail.register_agent(PROJECT, "bench", "none", name=name)
         mail.set_contact_policy(PROJECT, name, "open")
         tokens[name] = profile["registration_token"]
@@ -134,8 +174,12 @@ def past_id(ms: int, rng: random.Random) -> str:
     return "".join(reversed(chars))
 
 
-def history(home: str, count: int, per_day: int) -> float:
-    """Add ``count`` past messages (``per_day`` a day, ending yesterday) with git fast-import; seconds taken."""
+def history(home: str, count: int, per_day: int) -> tuple[float, str]:
+    """Add ``count`` past messages (``per_day`` a day, ending yesterday) with git fast-import.
+
+    The last THREAD_LENGTH form one thread; every tenth has the topic ``ops``.
+    Returns the seconds taken and the thread's ID.
+    """
     began = time.perf_counter()
     store = Store(home, background=False)
     archive = store.archive(PROJECT)
@@ -147,6 +191,7 @@ def history(home: str, count: int, per_day: int) -> float:
     assert out is not None
     chunk = 1000
     rng = random.Random(count)
+    thread = ""
     for first in range(0, count, chunk):
         files = []
         for i in range(first, min(count, first + chunk)):
@@ -156,9 +201,11 @@ def history(home: str, count: int, per_day: int) -> float:
             if to == [sender]:
                 to = [FILLERS[(i + 2) % len(FILLERS)]]
             mid = past_id(ms, rng)
+            if i == count - THREAD_LENGTH:
+                thread = mid
             created = format_ts(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
-            data = Message(id=mid, thread_id=mid, sender=sender, subject=f"history {i}", created_ts=created,
-                           to=to, body=body(i)).to_bytes()
+            data = Message(id=mid, thread_id=thread or mid, sender=sender, subject=f"history {i}", created_ts=created,
+                           to=to, body=long_body(i), topic="ops" if i % 10 == 0 else None).to_bytes()
             out.write(b"blob\nmark :%d\ndata %d\n" % (i + 1, len(data)) + data + b"\n")
             files.append((i + 1, [message_path(mid), outbox_path(sender, mid)] + [inbox_path(r, mid) for r in to]))
         text = f"history: {len(files)} messages".encode()
@@ -174,24 +221,19 @@ def history(home: str, count: int, per_day: int) -> float:
     out.close()
     if proc.wait() != 0:
         raise SystemExit("git fast-import failed")
-    return time.perf_counter() - began
+    return time.perf_counter() - began, thread
 
 
-async def call(client: Client, name: str, args: dict) -> object:
+async def call(client: Client, name: str, args: dict) -> Any:
     result = await client.call_tool(name, args, raise_on_error=False)
     if result.is_error:
         raise RuntimeError(f"{name}: {result.content[0].text}")
     return result
 
 
-async def timed(client: Client, name: str, make_args, count: int) -> list[float]:
-    times = []
-    for i in range(count):
-        args = make_args(i)
-        began = time.perf_counter()
-        await call(client, name, args)
-        times.append((time.perf_counter() - began) * 1000)
-    return times
+def payload(result: Any) -> Any:
+    data = json.loads(result.content[0].text)
+    return data["result"] if isinstance(data, dict) and set(data) == {"result"} else data
 
 
 def pct(values: list[float], q: float) -> float:
@@ -199,62 +241,25 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(url: str, tokens: dict[str, str], samples: int, burst: int, clients: int, size: int,
-                  pid: int) -> dict:
-    out: dict = {"size": size}
-    sender = Client(url, mode="legacy", timeout=120)
-    receiver = Client(url, mode="legacy", timeout=120)
-    async with sender, receiver:
-        await call(receiver, "fetch_inbox", {"project_key": PROJECT, "agent_name": RECIPIENT, "agent_token":
-                                             tokens[RECIPIENT]})  # warm the index after the fill
-        await call(receiver, "search_messages", {"project_key": PROJECT, "query": "review"})
-        send = lambda i: {"project_key": PROJECT, "sender_name": "Sender0", "to": [RECIPIENT],  # noqa: E731
-                          "subject": f"bench {size} {i}", "body_md": body(i), "sender_token": tokens["Sender0"]}
-        out["send_ms"] = await timed(sender, "send_message", send, samples)
-        inbox = lambda i: {"project_key": PROJECT, "agent_name": RECIPIENT, "limit": 20,  # noqa: E731
-                           "agent_token": tokens[RECIPIENT]}
-        out["fetch_inbox_ms"] = await timed(receiver, "fetch_inbox", inbox, samples)
-        search = lambda i: {"project_key": PROJECT, "query": WORDS[i % len(WORDS)], "limit": 20}  # noqa: E731
-        out["search_ms"] = await timed(receiver, "search_messages", search, samples)
-        listed = json.loads((await call(receiver, "fetch_inbox", {
-            "project_key": PROJECT, "agent_name": RECIPIENT, "limit": samples, "unread_only": True,
-            "agent_token": tokens[RECIPIENT]})).content[0].text)
-        listed = listed if isinstance(listed, list) else listed["result"]
-        ids = [m["id"] for m in listed]
-        ack = lambda i: {"project_key": PROJECT, "agent_name": RECIPIENT, "message_id": ids[i],  # noqa: E731
-                         "agent_token": tokens[RECIPIENT]}
-        out["ack_ms"] = await timed(receiver, "acknowledge_message", ack, min(samples, len(ids)))
-        out["wake_ms"] = await long_poll_wakes(sender, receiver, tokens, min(samples, 20))
-    out["throughput_1"] = await throughput(url, tokens, burst, 1, pid)
-    out["throughput_n"] = await throughput(url, tokens, burst, clients, pid)
-    return out
+async def sessions(url: str, count: int) -> list[Client]:
+    clients = [Client(url, mode="legacy", timeout=120) for _ in range(count)]
+    for client in clients:
+        await client.__aenter__()
+    await asyncio.gather(*(call(client, FLOOR, {}) for client in clients))
+    return clients
 
 
-async def long_poll_wakes(sender: Client, receiver: Client, tokens: dict[str, str], rounds: int) -> list[float]:
-    """Milliseconds from a send's return until a reader long-polling for it has its page."""
-    wakes = []
-    for i in range(rounds):
-        cursor = json.loads((await call(receiver, "catch_up", {
-            "project_key": PROJECT, "agent_name": RECIPIENT, "agent_token": tokens[RECIPIENT]})).content[0].text)
-        read = asyncio.ensure_future(call(receiver, "read_messages", {
-            "project_key": PROJECT, "agent_name": RECIPIENT, "after": cursor["next_after"], "wait_seconds": 25,
-            "agent_token": tokens[RECIPIENT]}))
-        await asyncio.sleep(0.3)  # a head start: the read is waiting before the send (not timed)
-        await call(sender, "send_message", {"project_key": PROJECT, "sender_name": "Sender0", "to": [RECIPIENT],
-                                            "subject": f"wake {i}", "body_md": body(i),
-                                            "sender_token": tokens["Sender0"]})
-        sent = time.perf_counter()
-        page = json.loads((await read).content[0].text)
-        wakes.append((time.perf_counter() - sent) * 1000)
-        assert [m["subject"] for m in page["messages"]] == [f"wake {i}"], page
-    return wakes
+async def close(clients: list[Client]) -> None:
+    for client in clients:
+        await client.__aexit__(None, None, None)
 
 
-async def throughput(url: str, tokens: dict[str, str], total: int, clients: int, pid: int) -> dict:
-    """Messages per second with ``clients`` connected sessions sending at once (connecting is not timed).
+async def throughput(url: str, tokens: dict[str, str], total: int, clients: int, pid: int, body: Callable[[int], str],
+                     tag: str) -> dict:
+    """Messages per second with ``clients`` sessions sending at once, each as its own agent with its own token.
 
-    Also the server's CPU time per message (with its helper and git runs), which
-    tells more work per message apart from fewer free cores on a shared machine.
+    Connecting is not timed. Server CPU per message counts the burst and the
+    background work it left behind (until the server is idle again).
     """
     errors = 0
     per = max(1, total // clients)
@@ -264,71 +269,190 @@ async def throughput(url: str, tokens: dict[str, str], total: int, clients: int,
         for i in range(per):
             try:
                 await call(client, "send_message", {
-                    "project_key": PROJECT, "sender_name": f"Sender{k}", "to": [RECIPIENT],
-                    "subject": f"burst {k} {i}", "body_md": body(i), "sender_token": tokens[f"Sender{k}"]})
+                    "project_key": PROJECT, "sender_name": SENDERS[k], "to": [RECIPIENT],
+                    "subject": f"{tag} {k} {i}", "body_md": body(i), "sender_token": tokens[SENDERS[k]]})
             except Exception:  # noqa: BLE001 - counted and reported
                 errors += 1
 
-    sessions = [Client(url, mode="legacy", timeout=120) for _ in range(clients)]
-    for session in sessions:
-        await session.__aenter__()
+    opened = await sessions(url, clients)
     try:
-        await asyncio.gather(*(call(session, "health_check", {}) for session in sessions))
+        await settle(pid)
         cpu, began = cpu_seconds(pid), time.perf_counter()
-        await asyncio.gather(*(run(k, session) for k, session in enumerate(sessions)))
-        seconds, cpu = time.perf_counter() - began, cpu_seconds(pid) - cpu
+        await asyncio.gather(*(run(k, session) for k, session in enumerate(opened)))
+        seconds = time.perf_counter() - began
+        await settle(pid)
+        cpu = cpu_seconds(pid) - cpu
     finally:
-        for session in sessions:
-            await session.__aexit__(None, None, None)
+        await close(opened)
     return {"clients": clients, "messages": per * clients, "seconds": round(seconds, 3),
             "msg_per_s": round(per * clients / seconds, 1), "errors": errors,
             "server_cpu_ms_per_msg": round(cpu * 1000 / (per * clients), 2)}
 
 
+class Calls:
+    """Argument makers for every tool the table covers (index ``i`` makes each call distinct where it must be)."""
+
+    def __init__(self, tokens: dict[str, str], thread: str, acks: list[str], reads: list[str], body: Callable):
+        self.tokens, self.thread, self.acks, self.reads, self.body = tokens, thread, acks, reads, body
+
+    def me(self, name: str = RECIPIENT) -> dict[str, Any]:
+        return {"project_key": PROJECT, "agent_name": name, "agent_token": self.tokens[name]}
+
+    def table(self) -> dict[str, Callable[[int], dict[str, Any]]]:
+        sender = SENDERS[0]
+        return {
+            "health_check": lambda i: {},
+            "send_message": lambda i: {"project_key": PROJECT, "sender_name": sender, "to": [RECIPIENT],
+                                       "subject": f"table {i}", "body_md": self.body(i),
+                                       "sender_token": self.tokens[sender]},
+            "reply_message": lambda i: {"project_key": PROJECT, "message_id": self.thread, "sender_name": sender,
+                                        "body_md": self.body(i), "sender_token": self.tokens[sender]},
+            "acknowledge_message": lambda i: {**self.me(), "message_id": self.acks.pop()},  # a new one each call
+            "mark_message_read": lambda i: {**self.me(), "message_id": self.reads.pop()},
+            "fetch_inbox": lambda i: {**self.me(), "limit": 20},
+            "search_messages": lambda i: {**self.me(), "query": WORDS[i % len(WORDS)], "limit": 20},
+            "summarize_thread": lambda i: {**self.me(), "thread_id": self.thread},
+            "fetch_topic": lambda i: {**self.me(), "topic_name": "ops", "limit": 20},
+            "whois": lambda i: {"project_key": PROJECT, "agent_name": FILLERS[i % len(FILLERS)]},
+            "list_contacts": lambda i: self.me(),
+            "catch_up": lambda i: self.me(),
+            "list_agents": lambda i: {"project_key": PROJECT},
+            "file_reservation_paths": lambda i: {**self.me(sender), "paths": [f"src/bench/{i}.py"],
+                                                 "ttl_seconds": 600},
+            "list_file_reservations": lambda i: {"project_key": PROJECT},
+        }
+
+
+WRITES = ("send_message", "reply_message", "acknowledge_message", "mark_message_read", "file_reservation_paths")
+
+
+async def tool_table(url: str, calls: Calls, samples: int, burst: int, pid: int) -> dict[str, dict]:
+    """Each tool's p50 (its calls alternating with the floor's) and server CPU per call, with the floor's."""
+    client, floor_client = Client(url, mode="legacy", timeout=120), Client(url, mode="legacy", timeout=120)
+    out: dict[str, dict] = {}
+    async with client, floor_client:
+        await call(floor_client, FLOOR, {})
+        # Prove every agent once in this session, as an agent's own session would have.
+        await call(client, "fetch_inbox", {**calls.me(), "limit": 1})
+        await call(client, "fetch_inbox", {**calls.me(SENDERS[0]), "limit": 1})
+        counter = 0
+        for name, make in calls.table().items():
+            await call(client, name, make(counter))  # warm
+            counter += 1
+            tool_ms, floor_ms = [], []
+            for _ in range(samples):
+                began = time.perf_counter()
+                await call(floor_client, FLOOR, {})
+                floor_ms.append((time.perf_counter() - began) * 1000)
+                args = make(counter)
+                counter += 1
+                began = time.perf_counter()
+                await call(client, name, args)
+                tool_ms.append((time.perf_counter() - began) * 1000)
+            cpu_floor = await cpu_per_call(floor_client, FLOOR, lambda i: {}, burst, pid)
+            cpu_tool = await cpu_per_call(client, name, lambda i, make=make, start=counter: make(start + i), burst, pid)
+            counter += burst
+            out[name] = {"p50_ms": round(statistics.median(tool_ms), 2), "p95_ms": round(pct(tool_ms, 0.95), 2),
+                         "floor_p50_ms": round(statistics.median(floor_ms), 2),
+                         "cpu_ms": round(cpu_tool, 2), "floor_cpu_ms": round(cpu_floor, 2)}
+    return out
+
+
+async def cpu_per_call(client: Client, name: str, make: Callable[[int], dict], count: int, pid: int) -> float:
+    """Server CPU per call over a burst, background work included (until the server is idle again)."""
+    await settle(pid)
+    before = cpu_seconds(pid)
+    for i in range(count):
+        await call(client, name, make(i))
+    await settle(pid)
+    return (cpu_seconds(pid) - before) * 1000 / count
+
+
+async def measure(url: str, tokens: dict[str, str], thread: str, args: argparse.Namespace, size: int,
+                  pid: int) -> dict:
+    out: dict = {"size": size}
+    probe = Client(url, mode="legacy", timeout=300)
+    async with probe:
+        await call(probe, "fetch_inbox", {"project_key": PROJECT, "agent_name": RECIPIENT, "limit": 1,
+                                          "agent_token": tokens[RECIPIENT]})  # the index takes the history in
+        await call(probe, "search_messages", {"project_key": PROJECT, "query": "review",
+                                              "agent_name": RECIPIENT, "agent_token": tokens[RECIPIENT]})
+    await settle(pid)
+    # 1. Light: one-line bodies.
+    light = {}
+    for clients in (1, args.clients, 2 * args.clients):
+        light[clients] = await throughput(url, tokens, args.burst, clients, pid, short_body, "light")
+    out["light"] = light
+    # 2. Realistic: the fill through MCP by 10 agents with their own sessions and tokens, then bursts.
+    out["fill"] = await throughput(url, tokens, args.fill, REALISTIC_AGENTS, pid, long_body, "fill")
+    realistic = {}
+    for clients in (args.clients, 2 * args.clients):
+        realistic[clients] = await throughput(url, tokens, args.burst, clients, pid, long_body, "burst")
+    out["realistic"] = realistic
+    # 3. Every tool against the floor, in the realistic state.
+    async with Client(url, mode="legacy", timeout=120) as reader:
+        unread = payload(await call(reader, "fetch_inbox", {
+            "project_key": PROJECT, "agent_name": RECIPIENT, "limit": 1000, "unread_only": True,
+            "agent_token": tokens[RECIPIENT]}))
+    ids = [m["id"] for m in unread]
+    need = 2 * (args.samples + args.cpu_burst + 2)
+    if len(ids) < need:
+        raise SystemExit(f"only {len(ids)} unread messages for acknowledgements; raise --fill or --burst")
+    calls = Calls(tokens, thread, ids[: need // 2], ids[need // 2:], long_body)
+    out["tools"] = await tool_table(url, calls, args.samples, args.cpu_burst, pid)
+    return out
+
+
+def report(fig: dict) -> list[str]:
+    size = fig["size"]
+    lines = [f"== {size:,} messages (load average {fig['load_before']} -> {fig['load_after']}; "
+             f"fill {fig['fill_s']} s; server RSS {fig['rss_mib']} MiB) =="]
+    for case in ("light", "realistic"):
+        for clients, t in fig[case].items():
+            lines.append(f"  {case:<9} send x{clients:<3} {t['msg_per_s']:>7} msg/s  ({t['messages']} in "
+                         f"{t['seconds']} s, {t['errors']} errors, server CPU {t['server_cpu_ms_per_msg']} ms/msg)")
+    f = fig["fill"]
+    lines.append(f"  fill: {f['messages']} messages by {f['clients']} agents, 512-byte bodies: {f['msg_per_s']} msg/s, "
+                 f"{f['errors']} errors, server CPU {f['server_cpu_ms_per_msg']} ms/msg")
+    lines.append(f"  {'tool':<24}{'p50 ms':>8}{'p95 ms':>8}{'floor p50':>10}{'ratio':>7}{'CPU ms':>8}"
+                 f"{'floor CPU':>10}{'ratio':>7}")
+    for name, t in fig["tools"].items():
+        lines.append(f"  {name:<24}{t['p50_ms']:>8}{t['p95_ms']:>8}{t['floor_p50_ms']:>10}{t['p50_ratio']:>7}"
+                     f"{t['cpu_ms']:>8}{t['floor_cpu_ms']:>10}{t['cpu_ratio']:>7}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000", help="archive sizes in messages (ascending)")
-    parser.add_argument("--samples", type=int, default=200, help="calls per latency figure")
+    parser.add_argument("--samples", type=int, default=60, help="calls per tool for its p50 (each beside a floor call)")
+    parser.add_argument("--cpu-burst", type=int, default=40, help="calls per burst for server CPU per call")
     parser.add_argument("--burst", type=int, default=400, help="messages per throughput run")
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients in the second throughput run")
+    parser.add_argument("--fill", type=int, default=1000, help="messages sent through MCP in the realistic case")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent senders (and twice as many)")
     parser.add_argument("--per-day", type=int, default=100, help="messages a day in the generated history")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
     results = []
-    for size in sizes:
+    for size in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="gitmail-bench-mcp-") as home:
-            tokens = setup(home, args.clients)
-            fill_s = history(home, size, args.per_day)
+            tokens = setup(home)
+            fill_s, thread = history(home, size, args.per_day)
             server, url = start_server(home)
             try:
-                figures = asyncio.run(measure(url, tokens, args.samples, args.burst, args.clients, size, server.pid))
-                figures["rss_mib"] = round(rss_mib(server.pid), 1)
-                figures["fill_s"] = round(fill_s, 1)
+                load_before = load_average()
+                figures = asyncio.run(measure(url, tokens, thread, args, size, server.pid))
+                figures.update(load_before=load_before, load_after=load_average(), fill_s=round(fill_s, 1),
+                               rss_mib=round(rss_mib(server.pid), 1))
             finally:
                 server.terminate()
                 server.wait(30)
-            results.append(figures)
-    summary = []
-    print(f"{'size':>7} {'op':<20} {'p50 ms':>8} {'p95 ms':>8}")
-    for fig in results:
-        row = {"size": fig["size"], "rss_mib": fig["rss_mib"], "fill_s": fig["fill_s"],
-               "throughput_1": fig["throughput_1"], "throughput_n": fig["throughput_n"]}
-        for op in ("send", "fetch_inbox", "search", "ack", "wake"):
-            values = fig[f"{op}_ms"]
-            row[f"{op}_p50_ms"] = round(statistics.median(values), 2)
-            row[f"{op}_p95_ms"] = round(pct(values, 0.95), 2)
-            print(f"{fig['size']:>7} {op:<20} {row[f'{op}_p50_ms']:>8} {row[f'{op}_p95_ms']:>8}")
-        for key in ("throughput_1", "throughput_n"):
-            t = fig[key]
-            print(f"{fig['size']:>7} {'send x' + str(t['clients']) + ' clients':<20} {t['msg_per_s']:>8} msg/s"
-                  f"  ({t['messages']} in {t['seconds']} s, {t['errors']} errors,"
-                  f" server CPU {t['server_cpu_ms_per_msg']} ms/msg)")
-        print(f"{fig['size']:>7} {'server RSS':<20} {fig['rss_mib']:>8} MiB")
-        summary.append(row)
-    if len(summary) > 1:
-        first, last = summary[0], summary[-1]
-        print(f"send p50 ratio {last['size']}/{first['size']}: {last['send_p50_ms'] / first['send_p50_ms']:.2f}")
-    print(json.dumps({"benchmark": "mcp", "results": summary}))
+        for t in figures["tools"].values():
+            t["p50_ratio"] = round(t["p50_ms"] / t["floor_p50_ms"], 2)
+            t["cpu_ratio"] = round(t["cpu_ms"] / max(t["floor_cpu_ms"], 1e-6), 2)
+            t["p50_over_floor_ms"] = round(t["p50_ms"] - t["floor_p50_ms"], 2)
+        results.append(figures)
+        print("\n".join(report(figures)), flush=True)
+    print(json.dumps({"benchmark": "mcp", "results": results}))
 
 
 if __name__ == "__main__":

@@ -394,6 +394,18 @@ class ProjectIndex:
         return self._cached(("message", message_id, viewer),
                             lambda: reads.message(self.meta, message_id, self._body, viewer))
 
+    def message_ids_below(self, below: str, *, commit: str | None) -> list[str]:
+        """IDs of the messages at ``commit`` that sort before ``below`` (older ones: IDs sort by time), oldest first.
+
+        Moves the metadata store to ``commit`` first (a transaction asks at
+        exactly the snapshot it commits onto); if the store already reflects
+        a later commit, it answers for that one.
+        """
+        if commit is None:
+            return []
+        self._sync(commit)
+        return [row[0] for row in self.meta.read("SELECT id FROM messages WHERE id < ? ORDER BY id", (below,))]
+
     def window(self, start_ts: str, end_ts: str, *, limit: int, include_bodies: bool = True) -> list[dict[str, Any]]:
         """Up to ``limit`` messages created in (start_ts, end_ts], newest first (see :func:`reads.window`)."""
         start, end = reads.normalize_ts(start_ts, "start_ts"), reads.normalize_ts(end_ts, "end_ts")

@@ -14,10 +14,11 @@ from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names
+from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid
-from gitmail.model.ids import id_time
-from gitmail.model.records import IDEMPOTENCY, MESSAGES, Message, agent_folder
+from gitmail.model.ids import first_id_at, id_time, is_id
+from gitmail.model.records import IDEMPOTENCY, MESSAGES, Message, agent_folder, message_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -39,6 +40,23 @@ def _expired_key_files(snap: Snapshot, floor_day: str) -> list[str]:
     return stale
 
 
+def _candidates(ctx: Context, project_key: str, snap: Snapshot, cutoff: dt.datetime) -> list[str]:
+    """IDs of the messages older than ``cutoff`` that ``snap`` may hold, oldest first.
+
+    Asked of the index at exactly the snapshot's commit (IDs sort by time, so
+    this costs what is purged, not the archive), plus messages the edits
+    queued ahead in the same group commit add; the caller loads each from
+    the snapshot, which drops any it does not hold.
+    """
+    below = first_id_at(cutoff + dt.timedelta(milliseconds=1))
+    found = set(indexer_for(ctx.store).project(project_key).message_ids_below(below, commit=snap.commit))
+    for path, data in snap.pending_edits(MESSAGES).items():
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        if data is not None and is_id(stem) and stem < below:
+            found.add(stem)
+    return sorted(mid for mid in found if id_time(mid) < cutoff)
+
+
 def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
                        dry_run: bool = False) -> dict[str, Any]:
     """Remove messages older than ``max_age_days`` from the tip (history keeps them)."""
@@ -53,11 +71,8 @@ def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DE
     def fn(snap: Snapshot) -> Change:
         change = Change("")
         purged = []
-        # Oldest first, up to the cutoff's day: the walk costs what is purged, not the archive.
-        for message_id, path in snap.day_files_until(MESSAGES, cutoff_ts):
-            if id_time(message_id) >= cutoff:
-                break
-            message = snap.load(path, Message)
+        for message_id in _candidates(ctx, project_key, snap, cutoff):
+            message = snap.load(message_path(message_id), Message)
             if message is None:
                 continue
             purged.append(message_id)

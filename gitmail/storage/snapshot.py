@@ -165,17 +165,6 @@ class Snapshot:
                         return
                     yield shard
 
-    def day_files_until(self, folder: str, until: str) -> Iterator[tuple[str, str]]:
-        """``(id, path)`` of the records in ``folder`` up to ``until``'s day, oldest first.
-
-        Callers compare the IDs of ``until``'s own day themselves.
-        """
-        for shard in self.day_shards_until(folder, until):
-            for name in self.listdir(f"{folder}/{shard}"):
-                stem = name.rsplit(".", 1)[0]
-                if is_id(stem):
-                    yield stem, f"{folder}/{shard}/{name}"
-
     def walk(self, path: str = "") -> Iterator[str]:
         """Every file path under the folder ``path``, depth first, sorted."""
         path = path.strip("/")

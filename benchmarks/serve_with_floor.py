@@ -1,0 +1,42 @@
+"""``gitmail serve`` over HTTP plus one tool that does nothing, for benchmarks.
+
+Run: ``python benchmarks/serve_with_floor.py PORT`` with ``GITMAIL_HOME`` set.
+The server is the one ``gitmail serve`` runs (same parts, middleware, access
+checks and background services); the extra ``bench_noop`` tool goes through
+the same decorator as every tool, with the open rule, and returns an empty
+object, so its cost is the floor every call pays: HTTP, the MCP session,
+FastMCP's validation and serialization, the access check.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fastmcp import FastMCP
+
+from gitmail.server import app
+from gitmail.server.results import READ, tool
+from gitmail.server.runtime import Runtime
+from gitmail.server.serve import serve_http
+from gitmail.storage.store import Store
+
+
+def _register(mcp: FastMCP, rt: Runtime) -> None:
+    @tool(mcp, READ, access=rt.access.open())
+    def bench_noop() -> dict[str, Any]:
+        """Do nothing (the benchmark's floor)."""
+        return {}
+
+
+def main() -> None:
+    app.PARTS = (*app.PARTS, SimpleNamespace(register=_register))
+    serve_http(Store(), port=int(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()
