@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gitmail.coord import reservations
@@ -68,8 +69,13 @@ def _text(value: object, field: str) -> str:
     return value.strip()
 
 
+Claim = Callable[[Agent], None]
+"""Checks, inside the registering transaction, that the caller may take over an existing agent (raises if not)."""
+
+
 def _register(ctx: Context, project_key: str, program: str | None, model: str | None, name: str | None,
-              task_description: str | None, *, fresh_only: bool, name_field: str) -> dict[str, Any]:
+              task_description: str | None, *, fresh_only: bool, name_field: str,
+              claim: Claim | None = None) -> dict[str, Any]:
     """Create the agent, or update the fields given (None leaves a field of an existing agent as it is)."""
     program = _text(program, "program") if program is not None else None
     model = _text(model, "model") if model is not None else None
@@ -93,6 +99,8 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
                                "(names are compared without regard to case); "
                                "pick another or omit it to get a generated name",
                                {"name": existing.name})
+        if existing is not None and claim is not None:
+            claim(existing)  # decided on the very state the commit lands on: two new claimants never both win
         if existing is None:
             chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
             agent = Agent(id=agent_id, name=chosen, program=program or "unknown", model=model or "unknown",
@@ -127,13 +135,20 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
 
 
 def register_agent(ctx: Context, project_key: str, program: str | None, model: str | None, *,
-                   name: str | None = None, task_description: str | None = None) -> dict[str, Any]:
+                   name: str | None = None, task_description: str | None = None,
+                   claim: Claim | None = None) -> dict[str, Any]:
     """Create an agent, or update the profile of the one registered under ``name``.
 
     An update changes only the fields given: None keeps what the profile holds
-    (a new agent gets ``unknown`` for a missing program or model).
+    (a new agent gets ``unknown`` for a missing program or model). Whether the
+    name is free and the write that takes it are one step (one
+    compare-and-swap commit). With ``claim``, an existing agent is updated
+    only if ``claim(agent)`` accepts the caller as that agent; otherwise the
+    error it raises is the call's outcome and nothing is written. Without
+    it (the operator's CLI), the profile is updated.
     """
-    return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name")
+    return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name",
+                     claim=claim)
 
 
 def create_agent_identity(ctx: Context, project_key: str, program: str, model: str,

@@ -76,9 +76,9 @@ class Mail:
 
     # -- agents ---------------------------------------------------------------
     def register_agent(self, project_key: str, program: str | None, model: str | None, *, name: str | None = None,
-                       task_description: str | None = None) -> dict[str, Any]:
+                       task_description: str | None = None, claim: agents.Claim | None = None) -> dict[str, Any]:
         return agents.register_agent(self.ctx, project_key, program, model, name=name,
-                                     task_description=task_description)
+                                     task_description=task_description, claim=claim)
 
     def create_agent_identity(self, project_key: str, program: str, model: str, *, name_hint: str | None = None,
                               task_description: str = "", return_registration_token: bool = True) -> dict[str, Any]:

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
 from gitmail.mail.facade import Mail
+from gitmail.mail.tokens import token_matches
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
+from gitmail.model.records import Agent
 from gitmail.storage.store import Store
 
 MAX_SESSIONS = 10_000
@@ -55,15 +58,52 @@ class Identities:
         # session -> {(slug, lower-cased agent name): the agent's name as registered}
         self._bound: OrderedDict[str, dict[tuple[str, str], str]] = OrderedDict()
 
+    def register(self, ctx: Context | None, project_key: str, *, program: str | None, model: str | None,
+                 name: str | None, task_description: str | None, token: str | None) -> dict[str, Any]:
+        """Register an agent (or update one the caller proves to be) and bind it to this session.
+
+        The check that ``name`` is free (or the caller's), the commit that
+        takes it, and so the choice of the one caller that gets the token and
+        the binding, are one step: of any number of sessions registering the
+        same new name at once, exactly one wins; every other gets
+        UNAUTHORIZED saying the name is taken, and no binding.
+        """
+        key = session_key(ctx)  # now: the transaction may run on another request's thread
+        slug = self.store.resolve(project_key)
+
+        def claim(existing: Agent) -> None:
+            if token and token_matches(token, existing.token_hash):
+                return
+            if key is not None and self._has(key, slug, existing.name):
+                return
+            raise self._taken(project_key, existing.name, wrong_token=bool(token))
+
+        profile = self.mail.register_agent(project_key, program, model, name=name, task_description=task_description,
+                                           claim=claim)
+        self._bind(key, slug, profile["name"])
+        return profile
+
+    @staticmethod
+    def _taken(project_key: str, name: str, *, wrong_token: bool) -> GitmailError:
+        what = "agent_token is not its registration_token" if wrong_token else "this call did not prove to be it"
+        return GitmailError(
+            UNAUTHORIZED,
+            f"the name {name} is already taken in this project (names are compared without regard to case) and "
+            f"{what}. To register a new agent, pick another name or omit name to get a generated one. If you are "
+            f"{name}: " + ways_out(project_key, name, "agent_token"),
+            {"agent": name, "reason": "name_taken", "argument": "agent_token"},
+        )
+
     def bind(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
         """Remember that this session registered (or proved) the agent; False if it has no session.
 
         Agent names are unique without regard to case, and so are bindings.
         """
-        key = session_key(ctx)
+        return self._bind(session_key(ctx), self.store.resolve(project_key), agent_name)
+
+    def _bind(self, key: str | None, slug: str, agent_name: str) -> bool:
         if key is None:
             return False
-        slug = self.store.resolve(project_key)
         with self._lock:
             agents = self._bound.pop(key, {})
             agents.setdefault((slug, agent_name.lower()), agent_name)
@@ -97,9 +137,9 @@ class Identities:
 
     def is_bound(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
         key = session_key(ctx)
-        if key is None:
-            return False
-        slug = self.store.resolve(project_key)
+        return key is not None and self._has(key, self.store.resolve(project_key), agent_name)
+
+    def _has(self, key: str, slug: str, agent_name: str) -> bool:
         with self._lock:
             return (slug, agent_name.lower()) in self._bound.get(key, {})
 

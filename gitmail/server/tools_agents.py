@@ -7,8 +7,6 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from gitmail.model.errors import NOT_FOUND, GitmailError
-
 from .params import (
     AgentName,
     AgentToken,
@@ -32,19 +30,7 @@ ReturnToken = Annotated[bool, Field(
 def register(mcp: FastMCP, rt: Runtime) -> None:
     mail = rt.mail
 
-    def agent_exists(project_key: str, name: str) -> bool:
-        if not rt.store.exists(project_key):
-            return False
-        try:
-            mail.whois(project_key=project_key, agent_name=name, include_recent_commits=False)
-        except GitmailError as exc:
-            if exc.code == NOT_FOUND:
-                return False
-            raise
-        return True
-
-    def registered(ctx: Context, project_key: str, profile: dict[str, Any], show_token: bool) -> dict[str, Any]:
-        rt.identities.bind(ctx, project_key, profile["name"])
+    def shown(profile: dict[str, Any], show_token: bool) -> dict[str, Any]:
         if not show_token:
             profile = {k: v for k, v in profile.items() if k != "registration_token"}
         return profile
@@ -77,13 +63,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         if window_uuid and not name and rt.store.exists(project_key):
             name = mail.window_agent(project_key, window_uuid)
-        if name and agent_exists(project_key, name):
-            rt.act_as(ctx, project_key, name, agent_token)
-        profile = mail.register_agent(project_key=project_key, program=program, model=model, name=name,
-                                      task_description=task_description)
+        profile = rt.identities.register(ctx, project_key, program=program, model=model, name=name,
+                                         task_description=task_description, token=agent_token)
         if window_uuid:
             mail.use_window(project_key, window_uuid, profile["name"])
-        return registered(ctx, project_key, profile, return_registration_token)
+        return shown(profile, return_registration_token)
 
     @tool(mcp, WRITE, access=anyone)
     def create_agent_identity(
@@ -103,7 +87,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         profile = mail.create_agent_identity(project_key=project_key, program=program, model=model,
                                              name_hint=name_hint, task_description=task_description)
-        return registered(ctx, project_key, profile, return_registration_token)
+        rt.identities.bind(ctx, project_key, profile["name"])  # a taken name failed above: only a new agent binds
+        return shown(profile, return_registration_token)
 
     @tool(mcp, READ, access=anyone)
     def whois(

@@ -8,7 +8,6 @@ from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
-from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.limits import MAX_TTL, MIN_TTL
 
 from .params import AgentName, AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
@@ -24,19 +23,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
     def join(ctx: Context, project_key: str, program: str, model: str, name: str | None, task: str | None,
              token: str | None) -> dict[str, Any]:
-        """Register (or, with proof, update) the agent and bind it to this session."""
-        if name and rt.store.exists(project_key):
-            try:
-                mail.whois(project_key=project_key, agent_name=name, include_recent_commits=False)
-            except GitmailError as exc:
-                if exc.code != NOT_FOUND:
-                    raise
-            else:
-                rt.act_as(ctx, project_key, name, token)
-        profile = mail.register_agent(project_key=project_key, program=program, model=model, name=name,
-                                      task_description=task)
-        rt.identities.bind(ctx, project_key, profile["name"])
-        return profile
+        """Register (or, with proof, update) the agent and bind it to this session, as register_agent does."""
+        return rt.identities.register(ctx, project_key, program=program, model=model, name=name,
+                                      task_description=task, token=token)
 
     anyone = rt.access.open()
 
