@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gitmail.model.errors import GitmailError
+from gitmail.model.controls import printable
+from gitmail.model.errors import GitmailError, resource_exhausted
 
 if TYPE_CHECKING:
     from gitmail.mail.facade import Mail
@@ -62,7 +63,9 @@ def command(group: click.Group = cli, **settings: Any) -> Callable[[Callable[...
     """Register a command that takes ``--json`` and returns what to print.
 
     The wrapped function returns ``(data, text)``: ``data`` is printed as JSON
-    with ``--json``, ``text`` otherwise. A returned exit code may follow.
+    with ``--json``, ``text`` otherwise, with control characters shown as
+    ``\\xNN`` (a subject cannot drive the reader's terminal). A returned exit
+    code may follow.
     """
 
     def decorate(fn: Callable[..., Any]) -> click.Command:
@@ -71,16 +74,23 @@ def command(group: click.Group = cli, **settings: Any) -> Callable[[Callable[...
         @functools.wraps(fn)
         def wrapper(obj: Context, as_json: bool, **kwargs: Any) -> None:
             try:
-                outcome = fn(obj, **kwargs)
+                try:
+                    outcome = fn(obj, **kwargs)
+                except Exception as failure:  # the OS running out of something is reported like any error
+                    exhausted = resource_exhausted(failure)
+                    if exhausted is None:
+                        raise
+                    raise exhausted from failure
             except GitmailError as exc:
                 shown = dict(exc.to_dict(), message=for_the_shell(exc.message))
                 if as_json:
                     click.echo(json.dumps({"error": shown}, indent=2))
                 else:
-                    click.echo(f"error [{exc.code}]: {shown['message']}", err=True)
+                    click.echo(f"error [{exc.code}]: {printable(shown['message'], multiline=False)}", err=True)
                 sys.exit(2)
             data, text, *rest = outcome
-            click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+            # Text for a terminal never carries control characters from the archive (JSON escapes its own).
+            click.echo(json.dumps(data, indent=2, default=str) if as_json else printable(text))
             if rest and rest[0]:
                 sys.exit(rest[0])
 

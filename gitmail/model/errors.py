@@ -8,6 +8,7 @@ unchanged, so the codes are part of the public contract.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 INVALID_ARGUMENT = "INVALID_ARGUMENT"
@@ -33,6 +34,8 @@ PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"  # a file outside the archive and the allo
 ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
 ATTACHMENT_UNDECODABLE = "ATTACHMENT_UNDECODABLE"  # an image Pillow cannot read
 CURSOR_AHEAD = "CURSOR_AHEAD"  # a read cursor beyond this machine's high watermark
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the machine ran out of file handles, disk space or memory
+INTERNAL = "INTERNAL"  # a failure gitmail did not foresee; the server's log has the details
 
 
 class GitmailError(Exception):
@@ -57,3 +60,65 @@ def invalid(message: str, **data: Any) -> GitmailError:
 
 def not_found(message: str, **data: Any) -> GitmailError:
     return GitmailError(NOT_FOUND, message, data)
+
+
+# What the operating system ran out of, by errno; libgit2 and SQLite report the
+# same conditions only as text, so their messages are matched too.
+_EXHAUSTED = {
+    errno.EMFILE: "file handles (the process's open-file limit, ulimit -n)",
+    errno.ENFILE: "file handles (the system-wide limit)",
+    errno.ENOSPC: "disk space",
+    errno.EDQUOT: "disk quota",
+    errno.ENOMEM: "memory",
+}
+_EXHAUSTED_TEXT = {
+    "too many open files": errno.EMFILE,
+    "no space left on device": errno.ENOSPC,
+    "disk quota exceeded": errno.EDQUOT,
+    "cannot allocate memory": errno.ENOMEM,
+    "out of memory": errno.ENOMEM,
+    "database or disk is full": errno.ENOSPC,
+}
+
+
+def resource_exhausted(exc: BaseException) -> GitmailError | None:
+    """RESOURCE_EXHAUSTED if ``exc`` (or what caused it) is the OS running out of something, else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        number = _exhausted_errno(current)
+        if number is not None:
+            what = _EXHAUSTED[number]
+            return GitmailError(
+                RESOURCE_EXHAUSTED,
+                f"the server ran out of {what} and could not finish this call ({current}); retry it in a moment "
+                "(writes with an idempotency_key are safe to repeat). If it keeps happening, the operator must "
+                "raise the limit or free space; the server recovers by itself once the resource is back",
+                {"errno": errno.errorcode.get(number, str(number))},
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _exhausted_errno(exc: BaseException) -> int | None:
+    if isinstance(exc, GitmailError):
+        return None  # already coded (its message may well mention what ran out)
+    if isinstance(exc, MemoryError):
+        return errno.ENOMEM
+    if isinstance(exc, OSError) and exc.errno in _EXHAUSTED:
+        return exc.errno
+    text = str(exc).lower()
+    return next((number for phrase, number in _EXHAUSTED_TEXT.items() if phrase in text), None)
+
+
+def coded(exc: BaseException) -> GitmailError:
+    """Any failure as a GitmailError: itself, RESOURCE_EXHAUSTED, or INTERNAL (for the faces' last resort)."""
+    if isinstance(exc, GitmailError):
+        return exc
+    exhausted = resource_exhausted(exc)
+    if exhausted is not None:
+        return exhausted
+    return GitmailError(INTERNAL, f"an unexpected failure stopped this call ({type(exc).__name__}: {exc}); it may be "
+                        "retried, and if it keeps failing, report it with the server's log",
+                        {"exception": type(exc).__name__})

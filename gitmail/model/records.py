@@ -22,6 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from . import codec
 from .clock import HLC, format_ts, parse_ts
+from .controls import NUL, first_nul
 from .errors import CORRUPT_RECORD, GitmailError, invalid
 from .ids import id_time, is_id
 from .names import AGENT_NAME_RE, TOPIC_RE
@@ -168,7 +169,12 @@ class Record:
                         raise FieldError(key, "is required")
                     continue
                 setattr(self, f.name, _check(f.metadata["kind"], key, value, f.metadata))
+                where = first_nul(value, key)
+                if where:  # refused when written; a file that already holds one still reads
+                    raise FieldError(where, "contains a NUL character (\\0); remove it")
             self._check_body()
+            if NUL in (getattr(self, "body", None) or ""):
+                raise FieldError("body", "contains a NUL character (\\0); remove it")
         except FieldError as exc:
             raise invalid(f"{self.KIND}: {exc}", field=exc.key) from None
         return self

@@ -21,10 +21,14 @@ from typing import Any
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ResourceError
 from fastmcp.resources import ResourceSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.controls import first_nul, nul_message
+from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
 
 from .access import OPEN, Rule
+from .results import log_failure
 from .runtime import Runtime
 from .tools_health import environment
 
@@ -35,8 +39,26 @@ JSON = "application/json"
 PROJECT_KEYS_ALLOWED = ResourceSecurity(exempt_params={"project", "project_key", "slug"})
 
 
+class ResourceFailure(ResourceError, MCPError):
+    """A failed read as the client sees it: JSON-RPC error whose ``data`` is the body a failed tool returns.
+
+    Resources have no error result as tools do, so the failure is a JSON-RPC
+    error: ``-32602`` (invalid params) when the caller can fix it,
+    ``-32603`` when the server failed (INTERNAL, RESOURCE_EXHAUSTED); either
+    way ``data`` is ``{code, message, data}`` and the error's message is its
+    JSON text, as a tool error's content is.
+    """
+
+    def __init__(self, failure: GitmailError):
+        body = failure.to_dict()
+        server_side = failure.code in (INTERNAL, RESOURCE_EXHAUSTED)
+        MCPError.__init__(self, INTERNAL_ERROR if server_side else INVALID_PARAMS,
+                          json.dumps(body, ensure_ascii=False), body)
+        self.log_level = logging.DEBUG  # the framework logs the read at this level; ours logged what matters
+
+
 def resource(mcp: FastMCP, uri: str, *, access: Rule) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a resource that checks ``access`` first; GitmailErrors reach the client as JSON {code, message, data}.
+    """Register a resource that checks ``access`` first; failures reach the client with a code (:class:`ResourceFailure`).
 
     A resource whose rule names a project parameter that the URI leaves out
     reads the one project this MCP session has proved agents in; nothing is
@@ -47,13 +69,20 @@ def resource(mcp: FastMCP, uri: str, *, access: Rule) -> Callable[[Callable[...,
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> str:
             try:
+                where = first_nul(kwargs, "parameters")
+                if where:
+                    parameter = where.removeprefix("parameters.")
+                    raise GitmailError(INVALID_ARGUMENT, nul_message(f"parameter {parameter}"),
+                                       {"parameter": parameter})
                 ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
                 if access.kind != OPEN and not kwargs.get(access.project):
                     kwargs[access.project] = session_project(access, ctx)
                 access.check(kwargs, ctx)
                 return json.dumps(fn(*args, **kwargs), ensure_ascii=False)
             except GitmailError as exc:
-                raise ResourceError(json.dumps(exc.to_dict(), ensure_ascii=False), log_level=logging.DEBUG) from None
+                raise ResourceFailure(exc) from None
+            except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
+                raise ResourceFailure(log_failure(uri, exc)) from None
 
         mcp.resource(uri, mime_type=JSON, annotations={"readOnlyHint": True, "idempotentHint": True},
                      security=PROJECT_KEYS_ALLOWED, meta={"gitmail/access": access.describe()})(guarded)

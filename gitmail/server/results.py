@@ -4,8 +4,9 @@ An expected failure is not a protocol error: the tool returns a normal result
 with ``isError`` set and a JSON body ``{code, message, data}`` both as text and
 as structured content, so an agent can read the stable ``code`` and follow the
 ``message``. Domain code raises :class:`GitmailError`; :func:`tool` turns it
-into such a result. Arguments that do not match a tool's schema are caught by
-:class:`ArgumentErrors` and reported the same way with ``INVALID_ARGUMENT``.
+into such a result. Arguments that do not match a tool's schema, or hold a
+NUL character, are caught by :class:`ArgumentErrors` and reported the same
+way with ``INVALID_ARGUMENT``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from mcp_types import CallToolRequestParams
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.controls import first_nul, nul_message
+from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
 
 from .access import TOKEN_ALIAS, Rule
 
@@ -71,7 +73,10 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
     """Register ``fn`` as a tool that checks ``access`` first and turns GitmailErrors into error results.
 
     The function's docstring is the tool's description and its annotated
-    parameters are the input schema. A tool whose proof argument is
+    parameters are the input schema. Failures become error results with a
+    code: a GitmailError keeps its own, the OS running out of file handles,
+    disk or memory is RESOURCE_EXHAUSTED, anything else INTERNAL (and
+    logged). A tool whose proof argument is
     ``agent_token`` or ``sender_token`` also accepts it as
     ``registration_token``. The rule is published in the tool's ``_meta``
     (``gitmail/access``) and is checked before the body runs, so a refused
@@ -92,6 +97,8 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
                 result = fn(*args, **kwargs)
             except GitmailError as exc:
                 return error_result(exc)
+            except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
+                return error_result(log_failure(fn.__name__, exc))
             if isinstance(result, list) and not result:
                 # FastMCP would send an empty list as no content block at all, and clients that read the
                 # first block's text (as agent-mail clients do) would fail on an empty inbox
@@ -124,8 +131,21 @@ def _merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:
     kwargs[token_argument] = alias
 
 
+def log_failure(what: str, exc: Exception) -> GitmailError:
+    """The coded form of an unforeseen failure, logged as the server's operator needs it."""
+    failure = coded(exc)
+    if failure.code == INTERNAL:
+        _log.error("%s failed", what, exc_info=exc)
+    else:
+        _log.warning("%s: %s", what, failure.message)
+    return failure
+
+
 class ArgumentErrors(Middleware):
-    """Report schema violations as INVALID_ARGUMENT error results naming the argument.
+    """Report schema violations and NUL characters as INVALID_ARGUMENT error results naming the argument.
+
+    NUL is refused in every text argument of every tool before the tool runs
+    (see :mod:`gitmail.model.controls`), whatever the tool does with it.
 
     The server's log gets one line per such call, naming the tool and the
     arguments (FastMCP's own multi-line warning, which names neither, is
@@ -134,6 +154,10 @@ class ArgumentErrors(Middleware):
 
     async def on_call_tool(self, context: MiddlewareContext[CallToolRequestParams],
                            call_next: CallNext[CallToolRequestParams, ToolResult]) -> ToolResult:
+        where = first_nul(dict(context.message.arguments or {}), "arguments")
+        if where:
+            argument = where.removeprefix("arguments.")
+            return error_result(GitmailError(INVALID_ARGUMENT, nul_message(argument), {"argument": argument}))
         try:
             return await call_next(context)
         except ValidationError as exc:

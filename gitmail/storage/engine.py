@@ -33,7 +33,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.clock import WallTime
-from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError
+from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError, resource_exhausted
 from gitmail.model.records import Record
 
 from .handles import open_repository
@@ -362,7 +362,9 @@ class Archive:
                     repo.references.create(MAIN, pygit2.Oid(hex=new), force=False)
                 else:
                     ref.set_target(pygit2.Oid(hex=new), "gitmail: fast-forward")
-            except (pygit2.AlreadyExistsError, pygit2.GitError, OSError):  # moved or locked meanwhile
+            except (pygit2.AlreadyExistsError, pygit2.GitError, OSError) as exc:  # moved or locked meanwhile...
+                if resource_exhausted(exc) is not None:
+                    raise  # ...unless the process ran out of file handles or disk
                 return False
             if self.durable:
                 self._sync_ref()
@@ -391,6 +393,8 @@ class Archive:
         except pygit2.AlreadyExistsError:
             return _LOST
         except (pygit2.GitError, OSError) as exc:
+            if resource_exhausted(exc) is not None:
+                raise  # no file handle for the ref's lock is not someone else holding it
             text = str(exc)
             if "lock" in text:
                 self._clear_stale_lock()

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from gitmail.model.controls import printable
+
 COMMIT, TREE, BLOB = 1, 2, 3
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
 MODE_TREE = 0o040000
@@ -127,12 +129,14 @@ class Signature:
     when: int  # seconds since the epoch, UTC
 
     def encode(self) -> bytes:
-        name = self.name.replace("<", "").replace(">", "").replace("\n", " ")
-        email = self.email.replace("<", "").replace(">", "").replace("\n", "")
+        name = printable(self.name.replace("<", "").replace(">", "").replace("\n", " "), multiline=False)
+        email = printable(self.email.replace("<", "").replace(">", "").replace("\n", ""), multiline=False)
         return f"{name} <{email}> {self.when} +0000".encode()
 
 
 def encode_commit(tree: bytes, parents: list[bytes], author: Signature, committer: Signature, message: str) -> bytes:
+    """A commit object; control characters in ``message`` are written escaped (git history stays printable)."""
+    message = printable(message)
     lines = [b"tree " + tree.hex().encode()]
     lines += [b"parent " + parent.hex().encode() for parent in parents]
     lines.append(b"author " + author.encode())
