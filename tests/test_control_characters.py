@@ -17,7 +17,7 @@ from gitmail import Mail
 from gitmail.model.controls import printable
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 
-from .conftest import git
+from .conftest import git, tip
 from .mcp_harness import call, fail, run
 from .test_cli_mail import gitmail
 
@@ -36,10 +36,6 @@ def mail(store):
     return mail
 
 
-def tip(mail: Mail) -> str | None:
-    return mail.store.archive(PROJECT).tip()
-
-
 WRITES = {
     "subject": lambda m: m.send_message(PROJECT, "Blue", ["Green"], f"Hi{NUL}there", "body"),
     "body": lambda m: m.send_message(PROJECT, "Blue", ["Green"], "Hi", f"line{NUL}cut"),
@@ -55,12 +51,12 @@ WRITES = {
 
 @pytest.mark.parametrize("field", sorted(WRITES))
 def test_nul_is_refused_in_every_text_field_and_nothing_is_written(mail, field):
-    before = tip(mail)
+    before = tip(mail.store, PROJECT)
     with pytest.raises(GitmailError) as refused:
         WRITES[field](mail)
     assert refused.value.code == INVALID_ARGUMENT
     assert "NUL" in refused.value.message
-    assert tip(mail) == before
+    assert tip(mail.store, PROJECT) == before
 
 
 def test_commit_messages_stay_printable_and_fsck_clean(mail):

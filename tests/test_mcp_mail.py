@@ -10,6 +10,8 @@ import uuid
 import pytest
 from mcp_types import CallToolResult
 
+from gitmail.storage.store import slug_for
+
 from .mcp_harness import call, fail, read_json, run
 
 pytestmark = pytest.mark.slow  # a real gitmail serve process
@@ -236,6 +238,28 @@ def test_auto_contact_approves_in_band_when_the_session_acts_as_both(server):
     sent, links = run(scenario())
     assert sent["count"] == 1 and sent["contacts_approved"][0]["status"] == "approved"
     assert any(c["status"] == "approved" and c["from"] == "BlueLake" for c in links)
+
+
+def test_a_handshake_that_cannot_accept_for_the_target_changes_nothing(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as admin:
+            await call(admin, "ensure_project", human_key=project)
+            await call(admin, "register_agent", project_key=project, program="p", model="m", name="GreenCastle")
+        async with server.client() as client:
+            await call(client, "register_agent", project_key=project, program="p", model="m", name="RedStone")
+            before = server_tip(server, slug_for(project))
+            refused = await fail(client, "macro_contact_handshake", project_key=project, requester="RedStone",
+                                 target="GreenCastle", auto_accept=True, welcome_subject="hi")
+            after = server_tip(server, slug_for(project))
+            contacts = await call(client, "list_contacts", project_key=project, agent_name="RedStone")
+        return before, refused, after, contacts
+
+    before, refused, after, contacts = run(scenario())
+    assert refused["code"] == "UNAUTHORIZED" and refused["data"]["argument"] == "target_token"
+    assert after == before, "no contact request was committed"
+    assert contacts == [] or contacts == {"result": []}
 
 
 def test_macro_start_session_registers_and_shows_the_inbox(server):

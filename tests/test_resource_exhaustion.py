@@ -15,7 +15,7 @@ from gitmail import Mail, Store
 from gitmail.model.errors import INTERNAL, RESOURCE_EXHAUSTED, GitmailError, coded, resource_exhausted
 
 from .mcp_harness import ServerProcess, call, fail, run
-from .test_mcp_mail import tip
+from .test_mcp_mail import server_tip
 
 PROJECT = "/work/projects/exhausted"
 
@@ -38,13 +38,13 @@ def test_a_server_out_of_file_handles_says_so_and_recovers_once_they_are_back(tm
         async with server.client() as client:
             await call(client, "send_message", **send(client, "before"))  # every file the path needs is known
             soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-            before = tip(server, slug)
+            before = server_tip(server, slug)
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, hard))  # 0-2 are taken: no descriptor is free
             try:
                 refused = await fail(client, "send_message", **send(client, "while exhausted"))
             finally:
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-            assert tip(server, slug) == before, "a failed call leaves the repository unchanged"
+            assert server_tip(server, slug) == before, "a failed call leaves the repository unchanged"
             await call(client, "send_message", **send(client, "after"))
             inbox = await call(client, "fetch_inbox", project_key=PROJECT, agent_name="Reader",
                                agent_token=tokens["Reader"])

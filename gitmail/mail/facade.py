@@ -39,6 +39,7 @@ from . import (
     retention,
     sending,
     summaries,
+    tokens,
     windows,
 )
 from .sending import ReplyRequest, SendRequest
@@ -85,6 +86,11 @@ class Mail:
         return agents.create_agent_identity(self.ctx, project_key, program, model, name_hint=name_hint,
                                             task_description=task_description,
                                             return_registration_token=return_registration_token)
+
+    @staticmethod
+    def token_matches(token: object, token_hash: str | None) -> bool:
+        """Whether ``token`` is the one whose hash a profile stores (see :mod:`gitmail.mail.tokens`)."""
+        return tokens.token_matches(token, token_hash)
 
     def verify_agent_token(self, project_key: str, agent_name: str, token: str) -> bool:
         return agents.verify_agent_token(self.ctx, project_key, agent_name, token)

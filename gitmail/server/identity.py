@@ -27,7 +27,6 @@ from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
 from gitmail.mail.facade import Mail
-from gitmail.mail.tokens import token_matches
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.model.records import Agent
 from gitmail.storage.store import Store
@@ -72,7 +71,7 @@ class Identities:
         slug = self.store.resolve(project_key)
 
         def claim(existing: Agent) -> None:
-            if token and token_matches(token, existing.token_hash):
+            if token and self.mail.token_matches(token, existing.token_hash):
                 return
             if key is not None and self._has(key, slug, existing.name):
                 return

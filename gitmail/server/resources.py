@@ -58,7 +58,7 @@ class ResourceFailure(ResourceError, MCPError):
 
 
 def resource(mcp: FastMCP, uri: str, *, access: Rule) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a resource that checks ``access`` first; failures reach the client with a code (:class:`ResourceFailure`).
+    """Register a resource that checks ``access`` first; failures reach the client coded (:class:`ResourceFailure`).
 
     A resource whose rule names a project parameter that the URI leaves out
     reads the one project this MCP session has proved agents in; nothing is

@@ -8,7 +8,9 @@ from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
+from gitmail.model.errors import invalid
 from gitmail.model.limits import MAX_TTL, MIN_TTL
+from gitmail.model.records import MAX_BODY_BYTES
 
 from .params import AgentName, AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
 from .results import IDEMPOTENT, WRITE, tool
@@ -154,11 +156,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Returns {request, response, welcome_message}; response and
         welcome_message are null when not done.
         """
+        if auto_accept:  # every proof before the first write: a call that fails changes nothing
+            rt.act_as(ctx, project_key, target, target_token, argument="target_token")
+        if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:
+            raise invalid(f"welcome_body is larger than {MAX_BODY_BYTES} bytes; shorten it", field="welcome_body")
         request = mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
                                        reason=reason, ttl_seconds=ttl_seconds)
         response = welcome = None
         if auto_accept:
-            rt.act_as(ctx, project_key, target, target_token, argument="target_token")
             response = mail.respond_contact(project_key=project_key, to_agent=target, from_agent=requester,
                                             accept=True)
         if welcome_subject and response is not None:
