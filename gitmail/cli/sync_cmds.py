@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -90,8 +91,12 @@ def merge_driver(base_file: str, ours_file: str, theirs_file: str, path: str) ->
 @cli.command(name="hub-check", hidden=True)
 def hub_check() -> None:
     """pre-receive hook of a hub: reads `<old> <new> <ref>` lines, refuses damaging pushes."""
+    from gitmail.storage import leftovers
     from gitmail.sync import pushcheck
 
+    # The push being received sits in its own quarantine; older ones were killed pushes.
+    for leftover in leftovers.clear(".", keep=os.environ.get("GIT_QUARANTINE_PATH")):
+        click.echo(f"gitmail: removed {leftover}", err=True)
     problems = pushcheck.check_push(".", sys.stdin.read().splitlines())
     for problem in problems[:50]:
         click.echo(f"gitmail: rejected {problem}", err=True)

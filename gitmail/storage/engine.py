@@ -36,6 +36,7 @@ from gitmail.model.clock import WallTime
 from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError, resource_exhausted
 from gitmail.model.records import Record
 
+from . import leftovers
 from .handles import open_repository
 from .maintenance import Maintainer
 from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
@@ -140,6 +141,9 @@ class Archive:
             # a push from a human) must be as durable as our own packs.
             repo.config["core.fsync"] = "objects,derived-metadata,reference"
             repo.config["core.fsyncMethod"] = "fsync"
+        if maintain:  # a writer killed earlier may have left temporary packs or ref locks
+            for leftover in leftovers.clear(self.git_dir):
+                _log.warning("removed from %s: %s", self.git_dir, leftover)
         self.maintainer = Maintainer(self.git_dir, on_consolidated=self.renew_handles) if maintain else None
         if self.maintainer is not None:
             self.add_listener(self.maintainer.on_commit)

@@ -25,11 +25,11 @@ import fcntl
 import os
 import struct
 import subprocess
-import time
 from collections.abc import Callable
 
 import pygit2
 
+from . import leftovers
 from .background import Debounced
 from .handles import open_repository
 from .objects import fsync_dir
@@ -37,7 +37,6 @@ from .objects import fsync_dir
 PACK_LIMIT = 32  # consolidate once this many packs have accumulated
 _FALLBACK_COMMITS = 2000  # recent commits whose objects are named when no earlier consolidation is on record
 _MARK = "gitmail-rollup-tip"
-_TMP_MAX_AGE = 3600.0
 
 
 def pack_count(git_dir: str) -> int:
@@ -177,7 +176,7 @@ def consolidate(git_dir: str, *, force: bool = False) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        _remove_orphans(git_dir)
+        leftovers.clear(git_dir)
         pack_dir = os.path.join(git_dir, "objects", "pack")
         packs = _packs(pack_dir)
         if force or len(packs) >= PACK_LIMIT:
@@ -189,20 +188,6 @@ def consolidate(git_dir: str, *, force: bool = False) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def _remove_orphans(git_dir: str) -> None:
-    """Delete temporary pack files that a killed writer left behind."""
-    pack_dir = os.path.join(git_dir, "objects", "pack")
-    cutoff = time.time() - _TMP_MAX_AGE
-    for entry in os.scandir(pack_dir):
-        if not entry.name.startswith("tmp_gm_"):
-            continue
-        try:  # a live writer may rename its file away at any moment
-            if entry.stat().st_mtime < cutoff:
-                os.unlink(entry.path)
-        except FileNotFoundError:
-            pass
 
 
 class Maintainer:
