@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .indexer import Indexer, indexer_for, search_messages
+from .meta import IndexUnavailable
 from .project import ProjectIndex
 
 if TYPE_CHECKING:
     from .query import parse_query
 
-__all__ = ["Indexer", "ProjectIndex", "indexer_for", "parse_query", "search_messages"]
+__all__ = ["IndexUnavailable", "Indexer", "ProjectIndex", "indexer_for", "parse_query", "search_messages"]
 
 
 def __getattr__(name: str) -> Any:

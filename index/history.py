@@ -27,7 +27,7 @@ from gitmail.storage.objects import MODE_TREE
 from gitmail.storage.treeedit import read_tree
 
 from .changes import is_ancestor
-from .meta import Meta, MetaCorrupt
+from .meta import Meta, failure_of
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
@@ -147,9 +147,7 @@ class History:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
-            raise MetaCorrupt(str(exc)) from exc
+            raise failure_of(exc) from exc
 
     def of_paths(self, paths: list[str], limit: int = MAX_ROWS) -> list[dict[str, Any]]:
         """The commits that changed any of ``paths``, newest first, each with the files it changed among them."""

@@ -15,11 +15,21 @@ was written yesterday, so cursor readers never miss it.
 Writes happen in one SQLite transaction per catch-up, which also moves the
 watermark (the commit the store reflects); several processes may catch up at
 once and the loser of the race finds nothing left to do.
+
+The file uses SQLite's rollback journal, not its write-ahead log: a WAL keeps
+its index in a memory-mapped ``-shm`` file, and truncating that file (any
+process can) kills every process that has it mapped with SIGBUS. Without it,
+damage to the file is an error SQLite reports, which :class:`Meta` answers by
+starting afresh; so is the file being deleted or replaced while in use, which
+makes every thread reconnect. No transaction is held for long (a rebuild reads
+in short chunks), so readers and the catch-up never wait on each other for
+more than a commit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -30,6 +40,7 @@ from typing import Any
 
 import pygit2
 
+from gitmail.model.errors import INDEX_UNAVAILABLE, GitmailError
 from gitmail.storage.snapshot import blob_data
 
 from . import parse
@@ -103,8 +114,51 @@ MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts,
 N_MESSAGE_COLUMNS = 13
 
 
+BUSY_SECONDS = 10.0  # a statement waits this long for another connection's transaction, then gives up
+READ_CHUNK = 1000  # messages a rebuild reads per statement
+
+
 class MetaCorrupt(Exception):
     """The SQLite file is unreadable or from another format; it must be rebuilt."""
+
+
+class MetaBusy(Exception):
+    """Another connection kept the file locked for longer than BUSY_SECONDS."""
+
+
+class IndexUnavailable(GitmailError):
+    """Derived state cannot answer right now: busy beyond its timeout, or damaged again as it was rebuilt.
+
+    Reads the repository can answer itself (an inbox page) fall back to it;
+    the others report this code and the index rebuilds itself meanwhile.
+    """
+
+    def __init__(self, cause: str):
+        super().__init__(INDEX_UNAVAILABLE, f"the index of this project cannot answer right now ({cause}); it "
+                         "rebuilds itself from the repository: retry in a moment", {"cause": cause})
+
+
+def failure_of(exc: sqlite3.DatabaseError) -> Exception:
+    """What a SQLite error means here: the OS out of a resource, a busy file, or damage to rebuild."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL:
+        return OSError(errno.ENOSPC, f"the metadata store cannot grow: {exc}")
+    if code == sqlite3.SQLITE_CANTOPEN:
+        try:  # SQLite does not say why it could not open the file: out of descriptors is not damage
+            os.close(os.open(os.devnull, os.O_RDONLY))
+        except OSError as probe:
+            return probe
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return MetaBusy(str(exc))
+    return MetaCorrupt(str(exc))
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -132,38 +186,69 @@ class Meta:
         checking and repairing the file is the owner's job.
         """
         self.path = path
+        self.check = check
         self._local = threading.local()
-        self._generation = 0  # bumped when the file is recreated, so threads reconnect
+        self._generation = 0  # bumped when the file is recreated or replaced, so threads reconnect
         self._reset_lock = threading.Lock()
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file the connections are on
         if check:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
             self._open_checked()
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the store starts afresh (recreated here, or deleted or replaced from outside)."""
+        return self._generation
+
+    def generation_now(self) -> int:
+        """:attr:`generation` after looking whether the file is still the one in use."""
+        if self.check:
+            self._follow_file()
+        return self._generation
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=False)
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
     @property
     def db(self) -> sqlite3.Connection:
+        if self.check:
+            self._follow_file()
         conn = getattr(self._local, "conn", None)
         if conn is None or self._local.generation != self._generation:
             conn = self._local.conn = self._connect()
             self._local.generation = self._generation
         return conn
 
+    def _follow_file(self) -> None:
+        """Start afresh if the file was deleted (``derived/`` removed) or replaced behind this process's back."""
+        if _identity(self.path) == self._file:
+            return
+        with self._reset_lock:
+            current = _identity(self.path)
+            if current == self._file:
+                return  # another thread saw to it
+            if current is None:
+                _log.warning("index metadata %s was deleted; starting afresh", self.path)
+                self._recreate()
+            else:  # another process recreated it: use the new file
+                self._generation += 1
+                self._file = current
+
     def _open_checked(self) -> None:
-        """Open the file, creating the schema; start afresh if it is corrupt or foreign."""
+        """Open the file, creating the schema; start afresh if it is corrupt, foreign or in WAL mode."""
         try:
             conn = self._connect()
             ok = conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]  # older stores used a WAL
             conn.executescript(_SCHEMA)
             conn.execute("INSERT OR IGNORE INTO state VALUES ('format', ?)", (FORMAT,))
             fmt = conn.execute("SELECT value FROM state WHERE key = 'format'").fetchone()[0]
             conn.close()
-            if ok and fmt == FORMAT:
+            if ok and fmt == FORMAT and mode == "delete":
+                self._file = _identity(self.path)
                 return
             _log.warning("index metadata %s is from another format; rebuilding", self.path)
         except sqlite3.DatabaseError as exc:
@@ -173,24 +258,26 @@ class Meta:
     def reset(self) -> None:
         """Delete the file and start empty (sequence numbers restart)."""
         with self._reset_lock:
-            self._generation += 1
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    os.unlink(self.path + suffix)
-                except FileNotFoundError:
-                    pass
-            conn = self._connect()
-            conn.executescript(_SCHEMA)
-            conn.execute("INSERT OR REPLACE INTO state VALUES ('format', ?)", (FORMAT,))
-            conn.close()
+            self._recreate()
+
+    def _recreate(self) -> None:
+        self._generation += 1
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.unlink(self.path + suffix)
+            except FileNotFoundError:
+                pass
+        conn = self._connect()
+        conn.executescript(_SCHEMA)
+        conn.execute("INSERT OR REPLACE INTO state VALUES ('format', ?)", (FORMAT,))
+        conn.close()
+        self._file = _identity(self.path)
 
     def read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return self.db.execute(sql, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
-            raise MetaCorrupt(str(exc)) from exc
+            raise failure_of(exc) from exc
 
     # -- state ----------------------------------------------------------------
     def get_state(self, key: str) -> str | None:
@@ -242,9 +329,7 @@ class Meta:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
-            raise MetaCorrupt(str(exc)) from exc
+            raise failure_of(exc) from exc
 
     def set_state(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, value))
@@ -379,10 +464,13 @@ class Meta:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[tuple[str | None, int, int, Iterator[tuple[dict[str, Any], str, list[str]]]]]:
-        """One consistent snapshot for a rebuild: (watermark, last queued stamp, message count, sources).
+        """What a rebuild starts from: (watermark, last queued stamp, message count, sources).
 
         Sources are every message as :meth:`search_source` gives it, in
-        sequence order; queue entries up to the stamp are reflected in them.
+        sequence order, read in chunks of :data:`READ_CHUNK` with no lock held
+        in between (a rebuild takes its time; catch-ups go on meanwhile).
+        Queue entries up to the stamp are reflected in them; whatever changes
+        later is queued after the stamp, and the next drain takes it in.
         """
         db = self.db
         db.execute("BEGIN")
@@ -393,22 +481,23 @@ class Meta:
             visible: dict[str, list[str]] = {}
             for agent, mid in db.execute("SELECT agent, message_id FROM copies"):
                 visible.setdefault(mid, []).append(agent)
-
-            def sources() -> Iterator[tuple[dict[str, Any], str, list[str]]]:
-                for row in db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages m ORDER BY m.seq"):
-                    yield message_row(row), row[12], sorted(set(visible.get(row[0], [])))
-
-            yield (watermark[0] or None) if watermark else None, stamp, total, sources()
         finally:
             db.execute("COMMIT")
+
+        def sources() -> Iterator[tuple[dict[str, Any], str, list[str]]]:
+            after = -1
+            while rows := self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq > ? ORDER BY m.seq "
+                                    "LIMIT ?", (after, READ_CHUNK)):
+                for row in rows:
+                    yield message_row(row), row[12], sorted(set(visible.get(row[0], [])))
+                after = rows[-1][1]
+
+        yield (watermark[0] or None) if watermark else None, stamp, total, sources()
 
     def done_up_to(self, stamp: int) -> None:
         """Drop queue entries up to ``stamp`` (a rebuild took them in)."""
         self.db.execute("DELETE FROM pending WHERE stamp <= ?", (stamp,))
 
-    def checkpoint(self) -> None:
-        """Fold the write-ahead log back into the file (after a large rewrite)."""
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def open_reservations(self, horizon: str) -> tuple[str | None, list[dict[str, Any]]]:
         """The watermark and, as of it, every unreleased reservation expiring after ``horizon``, in one read."""

@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitmail.model.clock import UTC, format_ts
 from gitmail.model.errors import invalid, not_found
@@ -35,7 +35,7 @@ from gitmail.storage.snapshot import Snapshot, blob_data
 from . import parse, reads
 from .changes import diff, is_ancestor, listing
 from .history import MAX_ROWS, History
-from .meta import FORMAT, Meta, MetaCorrupt
+from .meta import FORMAT, IndexUnavailable, Meta, MetaBusy, MetaCorrupt
 from .reservations import ActiveReservations, record_entry
 from .search_process import SearchWriter, SearchWriterFailed, write
 
@@ -53,6 +53,9 @@ DRAIN_MAX_WAIT = 1.0  # ...or at the latest this long after the first of them wa
 DRAIN_AT = 128  # ...or at once when this many are queued (searches merge the queue in from memory)
 BULK_REBUILD_MIN = 2000  # queued messages from which a large arrival may be taken in by a rebuild...
 BULK_REBUILD_SHARE = 0.3  # ...when they are at least this share of all messages
+
+
+T = TypeVar("T")
 
 
 def _fresh(value: Any) -> Any:
@@ -84,6 +87,7 @@ class ProjectIndex:
         self._changed = threading.Condition()
         self._version = 0  # bumped (under _changed) each time the metadata store moves
         self._known_tip: str | None = None  # the tip the metadata store is known to reflect
+        self._known_generation = self.meta.generation  # ...as that store file was (see Meta.generation)
         self._memo: dict[Any, Any] = {}
         self._memo_tip: str | None = None
         self._search_ready = False
@@ -131,14 +135,20 @@ class ProjectIndex:
         for DRAIN_AT of them); searches meanwhile merge the queue in from
         memory, so they miss nothing.
         """
-        self._sync()
-        self._catch_up_history()
-        self._ensure_search()
-        if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
+        try:
+            self._sync()
+            self._catch_up_history()
+            self._ensure_search()
+            rebuild = self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival()
+            pending = self.meta.pending_count()
+        except (MetaCorrupt, MetaBusy) as exc:  # the next commit or read tries again, or rebuilds
+            _log.warning("index catch-up of %s deferred: %s", self.archive.path, exc)
+            return
+        if rebuild:
             self._rebuild_search()
-        elif self.meta.pending_count() >= DRAIN_AT:
+        elif pending >= DRAIN_AT:
             self._drain()
-        elif self.meta.has_pending():
+        elif pending:
             self.drainer.poke()
 
     def _drain(self) -> None:
@@ -196,9 +206,13 @@ class ProjectIndex:
 
     def _sync(self, tip: str | None = None) -> str | None:
         target = tip or self.archive.tip()
-        if target == self._known_tip:
+        generation = self.meta.generation_now()
+        if target == self._known_tip and generation == self._known_generation:
             return target
         with self._sync_lock:
+            if generation != self._known_generation:  # the store started afresh: it reflects nothing yet
+                self._known_tip, self._known_generation = None, generation
+                self._memo, self._memo_tip = {}, None
             try:
                 reached = self._sync_locked(target)
             except MetaCorrupt as exc:
@@ -269,7 +283,6 @@ class ProjectIndex:
                     break
             else:
                 raise MetaCorrupt("other processes kept moving the watermark during a reindex; run it again")
-            self.meta.checkpoint()
             self._known_tip = tip
         self._search_ready = True
         return self._rebuild_search(progress)
@@ -286,8 +299,7 @@ class ProjectIndex:
         while True:
             with self._changed:
                 seen = self._version
-            self._sync()
-            current = self.meta.high_watermark()
+            current = self.high_watermark()
             remaining = deadline - time.monotonic()
             if current > start or remaining <= 0:
                 return current
@@ -309,26 +321,45 @@ class ProjectIndex:
         Each has ``commit``, ``author``, ``email``, ``time`` (epoch seconds),
         ``summary`` and ``files`` (``path``, ``old_blob``, ``new_blob``).
         """
-        self._catch_up_history()
-        return self.history.of_paths(paths, limit)
+        def read() -> list[dict[str, Any]]:
+            self._catch_up_history()
+            return self.history.of_paths(paths, limit)
+
+        return self._guarded(read)
 
     # -- the cache of hot reads -----------------------------------------------
-    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
-        tip = self._sync()
-        if self._memo_tip != tip or len(self._memo) > MEMO_ENTRIES:
-            self._memo, self._memo_tip = {}, tip
-        memo = self._memo
+    def _guarded(self, read: Callable[[], T]) -> T:
+        """Run a read; damage found on the way is repaired and the read tried once more.
+
+        A store that stays unusable (busy beyond its timeout, or damaged again
+        right away) raises IndexUnavailable, which callers that can answer
+        from the repository do.
+        """
         try:
-            value = memo[key]
-        except KeyError:
+            return read()
+        except MetaCorrupt as exc:
             try:
-                value = compute()
-            except MetaCorrupt as exc:
                 with self._sync_lock:
                     self._known_tip = self._recover(exc, self.archive.tip())
-                value = compute()
-            memo[key] = value
-        return _fresh(value)
+                return read()
+            except (MetaCorrupt, MetaBusy) as again:
+                raise IndexUnavailable(str(again)) from None
+        except MetaBusy as exc:
+            raise IndexUnavailable(str(exc)) from None
+
+    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        def read() -> Any:
+            tip = self._sync()
+            if self._memo_tip != tip or len(self._memo) > MEMO_ENTRIES:
+                self._memo, self._memo_tip = {}, tip
+            memo = self._memo
+            try:
+                return memo[key]
+            except KeyError:
+                value = memo[key] = compute()
+                return value
+
+        return _fresh(self._guarded(read))
 
     def _body(self, blob: str) -> str:
         return parse.body_of(self._blob(blob))
@@ -457,8 +488,11 @@ class ProjectIndex:
 
     def high_watermark(self) -> int:
         """The highest sequence number handed out in this project so far."""
-        self._sync()
-        return self.meta.high_watermark()
+        def read() -> int:
+            self._sync()
+            return self.meta.high_watermark()
+
+        return self._guarded(read)
 
     # -- search ---------------------------------------------------------------
     def search(self, query: str, limit: int = 20, agent: str | None = None, *,
@@ -474,16 +508,20 @@ class ProjectIndex:
 
         parsed = parse_query(query)
         reads.check_limit(limit)
-        self._sync()
-        self._ensure_search()
-        if self.meta.get_state("search_rebuild") == "1":
-            self.worker.poke()  # rebuilt in the background; answer from the old generation meanwhile
-        elif self.meta.pending_count() > OVERLAY_MAX and self.search_index.drain(wait=False):
-            self.merger.poke()  # more is queued than a search merges in from memory (a busy writer is not waited for)
-        if agent is not None and not reads.known_agent(self.meta, agent):
-            raise not_found(f"no agent named {agent!r} in this project; register it first or check the spelling",
-                            agent=agent)
-        return self.search_index.search(parsed, limit, agent, exhaustive=exhaustive)
+
+        def read() -> list[dict[str, Any]]:
+            self._sync()
+            self._ensure_search()
+            if self.meta.get_state("search_rebuild") == "1":
+                self.worker.poke()  # rebuilt in the background; answer from the old generation meanwhile
+            elif self.meta.pending_count() > OVERLAY_MAX and self.search_index.drain(wait=False):
+                self.merger.poke()  # more is queued than a search merges in from memory (never waits for a writer)
+            if agent is not None and not reads.known_agent(self.meta, agent):
+                raise not_found(f"no agent named {agent!r} in this project; register it first or check the "
+                                "spelling", agent=agent)
+            return self.search_index.search(parsed, limit, agent, exhaustive=exhaustive)
+
+        return self._guarded(read)
 
     def close(self) -> None:
         self.worker.stop()

@@ -25,6 +25,7 @@ import fcntl
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import threading
@@ -33,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import whoosh.util
 from whoosh import index as windex
 from whoosh import query as wq
 from whoosh.filedb.filestore import RamStorage
@@ -40,10 +42,17 @@ from whoosh.reading import SegmentReader
 from whoosh.writing import LockError
 
 from . import parse
-from .meta import FORMAT, Meta
+from .meta import FORMAT, IndexUnavailable, Meta
 from .schema import SCHEMA, document
 
 _log = logging.getLogger("gitmail.index")
+
+# Whoosh names every new segment file with the process's shared random
+# generator. Whoever seeds that generator (an application, a test framework
+# that reseeds it for each case) makes a later segment reuse an earlier name,
+# and the writer then truncates a live segment's files under its readers.
+# Whoosh's own draws come from a generator of its own instead.
+whoosh.util.random = random.Random()
 
 BATCH = 2000  # documents per incremental commit
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
@@ -210,6 +219,7 @@ class _WriterLock:
         if not self._thread.acquire(blocking=blocking):
             return False
         try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)  # derived state may have been deleted
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
             return True
@@ -606,7 +616,7 @@ class SearchIndex:
                 break
             except Exception as exc:  # noqa: BLE001 - a damaged index is rebuilt, then asked again
                 if attempt == 2:
-                    raise
+                    raise IndexUnavailable(f"search failed after a rebuild: {type(exc).__name__}: {exc}") from None
                 # Logged as text: a log record holding the exception would keep Whoosh's frames, and the
                 # files they left open, alive for as long as a handler keeps the record.
                 _log.warning("search index %s failed to answer (%s: %s); rebuilding", self.root,

@@ -25,7 +25,7 @@ from typing import Any, overload
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record, require_agent
-from gitmail.index import indexer_for
+from gitmail.index import IndexUnavailable, indexer_for
 from gitmail.model.clock import UTC, format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
@@ -225,11 +225,16 @@ def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int =
     since = parse_since(since_ts)
     if topic is not None and topic != "":
         check_topic(topic)
-    _, _, name = _open(ctx, project_key, agent_name)
-    # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it).
-    return indexer_for(ctx.store).project(project_key).inbox(
-        name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
-        topic=topic or None, limit=limit, include_bodies=include_bodies)
+    snap, _, name = _open(ctx, project_key, agent_name)
+    # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it),
+    # or from the repository itself while the cache cannot answer.
+    try:
+        return indexer_for(ctx.store).project(project_key).inbox(
+            name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
+            topic=topic or None, limit=limit, include_bodies=include_bodies)
+    except IndexUnavailable:
+        return inbox(snap, name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
+                     topic=topic or None, limit=limit, include_bodies=include_bodies)
 
 
 def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
@@ -237,10 +242,13 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int 
     """What the agent sent, newest first, each with the commit that recorded it."""
     check_limit(limit)
     since = parse_since(since_ts)
-    _, project, name = _open(ctx, project_key, agent_name)
+    snap, project, name = _open(ctx, project_key, agent_name)
     # Answered by the index like fetch_inbox (the same answer as outbox() over a snapshot of the tip).
-    messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit,
-                                                                  include_bodies=include_bodies)
+    try:
+        messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit,
+                                                                      include_bodies=include_bodies)
+    except IndexUnavailable:
+        messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)
     _with_commits(ctx, project_key, messages, lambda m: outbox_path(name, m["id"]))
     return _listing(project, name, messages)
 

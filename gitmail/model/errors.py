@@ -35,6 +35,7 @@ ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
 ATTACHMENT_UNDECODABLE = "ATTACHMENT_UNDECODABLE"  # an image Pillow cannot read
 CURSOR_AHEAD = "CURSOR_AHEAD"  # a read cursor beyond this machine's high watermark
 RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the machine ran out of file handles, disk space or memory
+INDEX_UNAVAILABLE = "INDEX_UNAVAILABLE"  # derived state cannot answer right now; it rebuilds itself
 INTERNAL = "INTERNAL"  # a failure gitmail did not foresee; the server's log has the details
 
 
