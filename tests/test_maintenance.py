@@ -80,7 +80,7 @@ def test_orphaned_temporary_packs_are_removed(tmp_path):
     archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
     _fill(archive, 2)
     orphan = os.path.join(archive.git_dir, "objects", "pack", "tmp_gm_999_pack-dead.pack")
-    recent = os.path.join(archive.git_dir, "objects", "pack", "tmp_gm_998_pack-live.pack")
+    recent = os.path.join(archive.git_dir, "objects", "pack", f"tmp_gm_{os.getpid()}_pack-live.pack")  # a live writer
     for path in (orphan, recent):
         with open(path, "wb") as handle:
             handle.write(b"partial")
