@@ -160,6 +160,20 @@ def test_send_as_overseer_reaches_a_closed_agent_and_reads_the_reply(tmp_path):
     assert [m["from"] for m in ok(home, "inbox", PROJECT, "Overseer")] == ["BlueLake"]
     neither = gitmail(home, "send", PROJECT, "--to", "BlueLake", "--subject", "s", "--body", "b")
     assert neither.returncode == 2 and "--as-overseer" in neither.stderr
+    # The overseer attaches files like any sender.
+    roots = tmp_path / "files"
+    roots.mkdir()
+    (roots / "plan.txt").write_text("the overseer's plan\n")
+    proc = subprocess.run([sys.executable, "-m", "gitmail", "send", PROJECT, "--as-overseer", "--to", "BlueLake",
+                           "--subject", "plan", "--body", "see attached", "--attach", str(roots / "plan.txt"),
+                           "--json"],
+                          env=dict(child_env(home), GITMAIL_ATTACHMENT_ROOTS=str(roots)), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)["deliveries"][0]["payload"]
+    assert [a["size"] for a in payload["attachments"]] == [len("the overseer's plan\n")]
+    (received,) = [m for m in ok(home, "inbox", PROJECT, "BlueLake", "--bodies") if m["subject"] == "plan"]
+    assert received["attachments"] == payload["attachments"]
 
 
 @pytest.mark.slow  # a process per command

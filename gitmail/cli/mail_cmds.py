@@ -185,14 +185,13 @@ def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broa
     if not (to or cc or bcc or broadcast):
         raise click.UsageError("name a recipient with --to, --cc or --bcc, or send to every agent with --broadcast")
     options = dict(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
-                   thread_id=thread_id, topic=topic, broadcast=broadcast)
+                   thread_id=thread_id, topic=topic, broadcast=broadcast, attachment_paths=list(attach) or None)
     text = body_text(body, body_file)
     if as_overseer:
         result = ctx.mail.send_as_overseer(project, list(to), subject, text, **options)
     else:
         assert sender is not None
-        result = ctx.mail.send_message(project, sender, list(to), subject, text,
-                                         attachment_paths=list(attach) or None, **options)
+        result = ctx.mail.send_message(project, sender, list(to), subject, text, **options)
     payload = result["deliveries"][0]["payload"]
     skipped = result.get("broadcast_skipped") or []
     note = f"; skipped {', '.join(s['agent'] for s in skipped)}" if skipped else ""
