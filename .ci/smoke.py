@@ -14,7 +14,9 @@ It checks, failing loudly on the first problem:
 3. ``gitmail --help`` works;
 4. ``gitmail serve`` starts on a free loopback port against a temporary store
    and answers ``initialize``, ``tools/list`` and a ``health_check`` call
-   through the official MCP SDK client installed beside it.
+   through the official MCP SDK client installed beside it, and its web view
+   answers ``/ui`` with a rendered page (templates and static files ship as
+   package data, the web view's libraries as dependencies).
 
 The server is stopped however the check ends.
 """
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 # The environment under test provides these (the MCP SDK comes with gitmail).
 import anyio
@@ -39,6 +42,7 @@ MAPPED = {"gitmail": "gitmail", "index": "gitmail/index", "hooks": "gitmail/hook
 CORE_TOOLS = {"health_check", "ensure_project", "register_agent", "send_message", "fetch_inbox", "catch_up",
               "read_messages", "search_messages", "file_reservation_paths", "take_seat", "sync_project"}
 START_TIMEOUT = 60.0
+WEB_DATA = {"templates", "static"}  # folders of gitmail/web shipped as package data
 
 
 class SmokeFailure(Exception):
@@ -68,7 +72,9 @@ def expected_files(checkout: str) -> list[str]:
             dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
             for name in files:
                 is_hook = top == "hooks" and not name.endswith((".pyc", ".md"))
-                if name.endswith(".py") or is_hook:
+                parent, leaf = os.path.split(folder)
+                is_web_data = leaf in WEB_DATA and os.path.basename(parent) == "web"
+                if name.endswith(".py") or is_hook or is_web_data:
                     rel = os.path.relpath(os.path.join(folder, name), base)
                     wanted.append(os.path.normpath(os.path.join(installed, rel)))
     return sorted(wanted)
@@ -81,7 +87,7 @@ def check_contents(checkout: str) -> None:
     missing = [path for path in wanted if not os.path.isfile(os.path.join(parent, path))]
     if missing:
         raise SmokeFailure("the installed package lacks " + ", ".join(missing))
-    step(f"installed package at {root} has all {len(wanted)} modules and hook scripts")
+    step(f"installed package at {root} has all {len(wanted)} modules, hook scripts and web files")
 
 
 def gitmail_script() -> str:
@@ -156,9 +162,24 @@ def check_serve() -> None:
         wait_until_listening(server, port, log_path)
         step(f"gitmail serve listens on 127.0.0.1:{port} (store {env['GITMAIL_HOME']})")
         anyio.run(talk, f"http://127.0.0.1:{port}/mcp")
+        check_web(f"http://127.0.0.1:{port}/ui")
     finally:
         stop(server)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def check_web(url: str) -> None:
+    """The web view renders its first page and serves its stylesheet."""
+    for path, marker in (("", "<html"), ("/static/style.css", "{")):
+        try:
+            with urllib.request.urlopen(url + path, timeout=60) as response:
+                body = response.read().decode("utf-8", "replace")
+                status = response.status
+        except OSError as exc:
+            raise SmokeFailure(f"GET {url + path} failed: {exc}") from exc
+        if status != 200 or marker not in body:
+            raise SmokeFailure(f"GET {url + path} answered {status} without {marker!r}:\n{body[:500]}")
+    step("web view answers /ui")
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:

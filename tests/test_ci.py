@@ -41,3 +41,54 @@ def test_ci_smoke_tests_the_wheel_before_the_suite_and_checks_lint_and_types():
              for needle in ("pip wheel", "smoke.py", "ruff check .", "python .ci/mypy.py", "pytest")]
     assert order == sorted(order)
     assert any("pip check" in line for line in lines)
+
+
+def third_party_imports() -> dict[str, str]:
+    """Top-level names the package imports from outside itself and the standard library, with one importer each."""
+    import ast
+    import sys
+
+    found: dict[str, str] = {}
+    for top in ("gitmail", "index", "hooks"):
+        for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(folder, name)
+                tree = ast.parse(read(os.path.relpath(path, ROOT)))
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Import):
+                        names = [alias.name for alias in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                        names = [node.module]
+                    else:
+                        continue
+                    for module in names:
+                        first = module.split(".")[0]
+                        if first != "gitmail" and first not in sys.stdlib_module_names:
+                            found.setdefault(first, os.path.relpath(path, ROOT))
+    return found
+
+
+def test_every_library_the_package_imports_is_a_declared_dependency():
+    """A wheel installs only what pyproject.toml declares: an import that works in the development
+    environment because something else brought the library in fails for users (it did, for the web view)."""
+    import importlib.metadata
+    import tomllib
+
+    def name(spec: str) -> str:
+        return re.split(r"[<>=~!\[; (]", spec, maxsplit=1)[0].lower().replace("_", "-")
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        declared = {name(spec) for spec in tomllib.load(handle)["project"]["dependencies"]}
+    # A declared distribution may ship its modules through one it requires (fastmcp's are in fastmcp-slim).
+    declared |= {name(req) for dist in declared for req in importlib.metadata.requires(dist) or []
+                 if "extra ==" not in req}
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {}
+    for module, importer in third_party_imports().items():
+        dists = {dist.lower().replace("_", "-") for dist in providers.get(module, [module])}
+        if not dists & declared:
+            undeclared[module] = (sorted(dists), importer)
+    assert not undeclared, f"imported but not in [project] dependencies: {undeclared}"
