@@ -1,46 +1,43 @@
-"""Benchmark of sync between machines: bulk transfer, and many machines sharing one hub.
+"""Benchmark of sync between machines through a checked hub: bulk transfer, racing syncs, convergence.
 
 One command runs everything and prints a table, then one JSON line::
 
-    python benchmarks/bench_sync.py                          # 10k messages, 10 machines for 60 s
-    python benchmarks/bench_sync.py --messages 2000 --machines 4 --seconds 15   # a quick run
+    python benchmarks/bench_sync.py                     # the targets' settings (takes a few minutes)
+    python benchmarks/bench_sync.py --messages 2000 --machines 3 --fleet 3 --seconds 10   # a quick run
 
-What it measures:
+Every hub has gitmail's ``pre-receive`` check installed (``install_hub``),
+so every push below is judged by the record checker, as on a real shared hub.
 
 1. **Bulk**: a remote machine writes ``--messages`` new messages (canonical
-   file, an inbox copy, an outbox copy each) and pushes them to a bare hub.
-   Then, for two receivers:
+   file, an inbox and an outbox copy each) and pushes them. Two receivers
+   run one ``sync_project`` each, which returns only once the index (inbox
+   and search) has taken the messages in: a fresh machine (a fetch and a
+   fast-forward) and one that shares the history before the bulk and wrote
+   messages of its own (a fetch, a merge by the record rules, a push). Each
+   step is timed through the sync's progress callback; messages per second
+   count the whole sync, index included (target: at least 5,000).
+2. **Racing syncs**: ``--machines`` processes each write a message, wait at
+   a barrier, and sync at the same moment, ``--rounds`` times. Reported:
+   errors (target 0) and how many pushes lost the race for ``main`` and
+   went to the machine's own ref.
+3. **Convergence**: for each machine count in ``--fleet`` (default 3 and
+   10), that many processes each write one message every
+   ``--write-interval`` seconds and sync every ``--sync-interval`` seconds
+   (as ``gitmail serve --sync-interval`` does: the pause counts from the end
+   of the last sync) for ``--seconds``. Reported: the time from the end of
+   the writes until every machine holds the same tree with every message
+   written anywhere (targets: 3 s for 3 machines, 5 s for 10 at a sync
+   interval of 1 s), sync errors, and exactly-once presence.
 
-   - a fresh machine (the sync is a fetch plus a fast-forward), and
-   - a machine that shares the history before those messages and has
-     written messages of its own (the sync is a fetch plus a real merge by
-     the record rules, committed by compare-and-swap, then a push),
-
-   it times ``git fetch`` and the merge step separately and reports
-   messages per second, then the index catch-up that follows (a tree diff
-   from the index's watermark) against a full index rebuild of the same
-   archive, per message.
-2. **Simulation**: ``--machines`` stores, each in its own OS process, write
-   a message every ``--write-interval`` seconds and sync with the hub every
-   ``--sync-interval`` seconds (jittered) for ``--seconds``; then they keep
-   syncing until every archive has the same tree. Reported: the time from
-   the end of the writes to convergence, push rejections (a machine pushed
-   while another had just moved the hub), sync latency, and a check that
-   every message written anywhere is present exactly once everywhere.
-
-3. **Watcher**: a human pushes one message at a time into an archive from a
-   clone, as a teammate's push or a plain ``git pull`` would land; the
-   watcher on the archive's refs wakes the index catch-up. Reported: the
-   time from starting ``git push`` until that catch-up has taken the message
-   in, p50 and max over ``--watch-rounds`` pushes.
-
-Figures on a shared 2-core machine move from run to run: compare medians.
+Figures on a shared 2-core machine move from run to run: compare medians,
+and read the load average printed with them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -49,32 +46,37 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import pygit2  # noqa: E402
+import pygit2
 
 from gitmail.model.ids import new_id
 from gitmail.model.records import Agent, Message, Project, inbox_path, outbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.store import Store, slug_for
+from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
-from gitmail.sync.syncer import SyncResult, fetch_remote, integrate, sync_project
+from gitmail.sync.syncer import sync_project
 
 PROJECT = "/bench/shared"
 AGENTS = ("BlueLake", "GreenCastle")
+TARGETS = {"bulk_msgs_per_s": 5000, "convergence_s": {3: 3.0, 10: 5.0}, "race_errors": 0}
 
 
-def _git(*args: str) -> None:
-    subprocess.run(["git", *args], check=True, capture_output=True)
+def make_hub(path: str) -> str:
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", path], check=True, capture_output=True)
+    install_hub(path)
+    return path
 
 
-def make_store(root: str, name: str) -> Store:
+def make_store(root: str, name: str, *, background: bool = False) -> Store:
     home = os.path.join(root, name)
     os.makedirs(home, exist_ok=True)
     with open(os.path.join(home, "node"), "w", encoding="utf-8") as handle:
         handle.write(name + "\n")
-    return Store(home, background=False, durable=False)
+    return Store(home, background=background, durable=False)
 
 
 def create_project(store: Store) -> None:
@@ -95,9 +97,9 @@ def write_messages(store: Store, count: int, batch: int = 100, tag: str = "") ->
     archive = store.archive(PROJECT)
     ids: list[str] = []
     for start in range(0, count, batch):
-        messages = [Message(id=new_id(), thread_id="bench", sender="BlueLake", subject=f"bench {tag} {start + i}",
-                            created_ts=store.clock.now_ts(), to=["GreenCastle"], body=f"message {start + i} {tag}\n")
-                    for i in range(min(batch, count - start))]
+        messages = [Message(id=store.clock.new_id(), thread_id="bench", sender="BlueLake",
+                            subject=f"bench {tag} {start + i}", created_ts=store.clock.now_ts(), to=["GreenCastle"],
+                            body=f"message {start + i} {tag}\n") for i in range(min(batch, count - start))]
 
         def fn(snapshot, messages=messages):
             change = Change(f"BlueLake sent {len(messages)} messages", author="BlueLake")
@@ -113,115 +115,142 @@ def write_messages(store: Store, count: int, batch: int = 100, tag: str = "") ->
     return ids
 
 
-def timed_sync(store: Store, remote: str = "hub") -> dict[str, float]:
-    """Fetch, integrate and push step by step, timing each."""
-    archive = store.archive(PROJECT)
-    result = SyncResult(project=store.resolve(PROJECT), remote=remote)
-    t0 = time.perf_counter()
-    theirs, _nodes = fetch_remote(archive, remote)
-    t1 = time.perf_counter()
-    integrate(store, archive, theirs, f"{remote}/main", result)
-    t2 = time.perf_counter()
-    pushed = sync_project(store, PROJECT, remote)[0]  # pushes the merge, if any
-    t3 = time.perf_counter()
-    return {"fetch_s": t1 - t0, "merge_s": t2 - t1, "push_s": t3 - t2, "messages_in": result.messages_in,
-            "fast_forwards": result.fast_forwards, "merges": result.merges, "records_out": pushed.records_out}
+def tree_of(git_dir: str) -> str | None:
+    try:
+        return str(pygit2.Repository(git_dir).references["refs/heads/main"].peel(pygit2.Tree).id)
+    except KeyError:
+        return None
 
 
-def index_times(store: Store) -> tuple[float, float]:
-    """(catch-up after the sync, full rebuild) in seconds."""
-    from gitmail.index import indexer_for
+# -- 1. bulk ------------------------------------------------------------------------------
 
-    # Measure on two copies of the store, the rebuild first, so the catch-up
-    # does not pay alone for cold caches (blobs, imports) the rebuild reuses.
-    twin = Store(shutil.copytree(store.home, store.home + "-twin", symlinks=True), background=False)
-    rebuilder = indexer_for(twin)
-    t0 = time.perf_counter()
-    rebuilder.project(PROJECT).reindex()
-    t1 = time.perf_counter()
-    rebuilder.close()
-    indexer = indexer_for(store)
-    t2 = time.perf_counter()
-    indexer.project(PROJECT).catch_up()
-    t3 = time.perf_counter()
-    indexer.close()
-    return t3 - t2, t1 - t0
+def timed_sync(store: Store, count: int) -> dict[str, Any]:
+    """One sync, each step timed by the progress callback; messages per second over the whole sync."""
+    marks: list[tuple[str, float]] = []
+    started = time.perf_counter()
+    report = sync_project(store, PROJECT, progress=lambda remote, step: marks.append((step, time.perf_counter())))
+    ended = time.perf_counter()
+    steps: dict[str, float] = {}
+    for (step, at), (_, until) in zip(marks, [*marks[1:], ("end", ended)], strict=True):
+        steps[step] = steps.get(step, 0.0) + until - at
+    (result,) = report.results
+    return {"total_s": ended - started, "msgs_per_s": count / (ended - started), **{f"{k}_s": v for k, v in
+            steps.items()}, "messages_in": result.messages_in, "merges": result.merges,
+            "fast_forwards": result.fast_forwards, "quarantined": len(result.quarantined),
+            "search_caught_up": report.index.get("caught_up"), "search_behind": report.index.get("search_behind", 0)}
 
 
-def bench_bulk(root: str, count: int) -> dict[str, object]:
-    hub = os.path.join(root, "hub.git")
-    _git("init", "-q", "--bare", "--initial-branch=main", hub)
+def bench_bulk(root: str, count: int) -> dict[str, Any]:
+    hub = make_hub(os.path.join(root, "hub.git"))
     remote, fresh, merger = (make_store(root, name) for name in ("remote", "fresh", "merger"))
     create_project(remote)
-    add_remote(remote, PROJECT, "hub", "file://" + hub)
-    sync_project(remote, PROJECT)
-    add_remote(merger, PROJECT, "hub", "file://" + hub)
-    sync_project(merger, PROJECT)  # shares the history before the bulk
-    from gitmail.index import indexer_for
-
-    indexer_for(merger).project(PROJECT).catch_up()  # its index reflects the shared base
-    indexer_for(merger).close()
+    for store in (remote, merger):
+        add_remote(store, PROJECT, "hub", "file://" + hub)
+        sync_project(store, PROJECT)  # the merger shares the history before the bulk, its index too
     t0 = time.perf_counter()
     write_messages(remote, count, tag="remote")
     t1 = time.perf_counter()
-    sync_project(remote, PROJECT)
+    sync_project(remote, PROJECT, catch_up_index=False)
     t2 = time.perf_counter()
     write_messages(merger, 50, batch=10, tag="local")
     add_remote(fresh, PROJECT, "hub", "file://" + hub)
-    ff = timed_sync(fresh)
-    ff_index, ff_rebuild = index_times(fresh)
-    merge = timed_sync(merger)
-    merge_index, merge_rebuild = index_times(merger)
-    tree = lambda store: str(store.archive(PROJECT).repo[store.archive(PROJECT).tip()].peel(pygit2.Tree).id)  # noqa: E731
+    out = {"messages": count, "remote_write_s": t1 - t0, "remote_push_s": t2 - t1,
+           "fresh": timed_sync(fresh, count), "merge": timed_sync(merger, count)}
     sync_project(fresh, PROJECT)
-    return {
-        "messages": count,
-        "remote_write_s": t1 - t0,
-        "remote_push_s": t2 - t1,
-        "ff": ff | {"msgs_per_s": count / (ff["fetch_s"] + ff["merge_s"]), "index_catch_up_s": ff_index,
-                    "index_rebuild_s": ff_rebuild},
-        "merge": merge | {"msgs_per_s": count / (merge["fetch_s"] + merge["merge_s"]),
-                          "index_catch_up_s": merge_index, "index_rebuild_s": merge_rebuild},
-        "converged": tree(fresh) == tree(merger),
-    }
+    out["converged"] = (tree_of(fresh.paths(fresh.resolve(PROJECT)).archive)
+                        == tree_of(merger.paths(merger.resolve(PROJECT)).archive))
+    return out
 
 
-# -- the simulation ------------------------------------------------------------------
+# -- 2. racing syncs ---------------------------------------------------------------------------
 
-def worker(root: str, name: str, seconds: float, write_interval: float, sync_interval: float, stop_file: str) -> None:
-    """One machine: write and sync until the writes end, then keep syncing until told to stop."""
-    store = Store(os.path.join(root, name), background=True, durable=False)
+def race_worker(root: str, name: str, rounds: int, barrier: Any, out: str) -> None:
+    store = make_store(root, name)
+    errors, node_pushes, seconds = [], 0, []
+    for round_no in range(rounds):
+        write_messages(store, 1, tag=f"{name}-{round_no}")
+        barrier.wait()  # every machine is at the start line
+        t0 = time.perf_counter()
+        report = sync_project(store, PROJECT)
+        seconds.append(time.perf_counter() - t0)
+        for result in report.results:
+            if result.error is not None:
+                errors.append(f"{result.error['code']}: {result.error['message']}")
+            node_pushes += result.pushed_to == "node"
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump({"errors": errors, "node_pushes": node_pushes, "seconds": seconds}, handle)
+
+
+def bench_race(root: str, machines: int, rounds: int) -> dict[str, Any]:
+    hub = make_hub(os.path.join(root, "hub.git"))
+    names = [f"racer{i:02d}" for i in range(machines)]
+    stores = [make_store(root, name) for name in names]
+    create_project(stores[0])
+    for store in stores:
+        add_remote(store, PROJECT, "hub", "file://" + hub)
+        sync_project(store, PROJECT)
+    del stores
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(machines)
+    outs = [os.path.join(root, f"{name}.json") for name in names]
+    procs = [context.Process(target=race_worker, args=(root, name, rounds, barrier, out))
+             for name, out in zip(names, outs, strict=True)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(600)
+    reports = []
+    for out in outs:
+        with open(out, encoding="utf-8") as handle:
+            reports.append(json.load(handle))
+    seconds = [s for report in reports for s in report["seconds"]]
+    return {"machines": machines, "rounds": rounds, "syncs": len(seconds),
+            "errors": sum(len(report["errors"]) for report in reports),
+            "error_samples": sorted({e for report in reports for e in report["errors"]})[:3],
+            "node_pushes": sum(report["node_pushes"] for report in reports),
+            "sync_p50_s": statistics.median(seconds), "sync_max_s": max(seconds)}
+
+
+# -- 3. convergence ------------------------------------------------------------------------------
+
+def fleet_worker(root: str, name: str, seconds: float, write_interval: float, sync_interval: float,
+                 stop_file: str) -> None:
+    """One machine: write and sync (a pause of sync_interval after each sync) until told to stop."""
+    store = make_store(root, name, background=True)
     rng = random.Random(name)
     sent: list[str] = []
     syncs: list[float] = []
-    rejections = 0
     errors: list[str] = []
     start = time.monotonic()
     next_write = start + rng.uniform(0, write_interval)
     next_sync = start + rng.uniform(0, sync_interval)
+    sent_file = os.path.join(root, name + ".sent")
     while not os.path.exists(stop_file):
         now = time.monotonic()
         if now < start + seconds and now >= next_write:
             sent += write_messages(store, 1, tag=name)
             next_write += write_interval
+        if now >= start + seconds and not os.path.exists(sent_file):
+            with open(sent_file + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(sent, handle)
+            os.replace(sent_file + ".tmp", sent_file)
         if now >= next_sync:
             t0 = time.perf_counter()
             try:
-                result = sync_project(store, PROJECT)[0]
-                rejections += result.rejected_pushes
+                report = sync_project(store, PROJECT)
+                errors += [f"{r.error['code']}: {r.error['message']}" for r in report.results if r.error]
             except Exception as exc:  # noqa: BLE001 - counted; the next round tries again
                 errors.append(f"{type(exc).__name__}: {exc}")
             syncs.append(time.perf_counter() - t0)
-            next_sync = time.monotonic() + sync_interval * rng.uniform(0.5, 1.5)
-        time.sleep(0.01)
-    store.flush()
+            next_sync = time.monotonic() + sync_interval
+        time.sleep(0.005)
     with open(os.path.join(root, name + ".json"), "w", encoding="utf-8") as handle:
-        json.dump({"sent": sent, "syncs": syncs, "rejections": rejections, "errors": errors}, handle)
+        json.dump({"syncs": syncs, "errors": errors}, handle)
+    store.flush()
 
 
-def bench_simulation(root: str, machines: int, seconds: float, write_interval: float, sync_interval: float) -> dict:
-    hub = os.path.join(root, "hub.git")
-    _git("init", "-q", "--bare", "--initial-branch=main", hub)
+def bench_fleet(root: str, machines: int, seconds: float, write_interval: float, sync_interval: float) -> dict:
+    hub = make_hub(os.path.join(root, "hub.git"))
     names = [f"node{i:02d}" for i in range(machines)]
     stores = [make_store(root, name) for name in names]
     create_project(stores[0])
@@ -231,158 +260,118 @@ def bench_simulation(root: str, machines: int, seconds: float, write_interval: f
     git_dirs = [store.paths(store.resolve(PROJECT)).archive for store in stores]
     del stores
     stop_file = os.path.join(root, "stop")
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", root, name, str(seconds), str(write_interval),
-                               str(sync_interval), stop_file]) for name in names]
-    started = time.monotonic()
-    time.sleep(seconds)
-    writes_end = started + seconds
-    converged_at = None
-    deadline = writes_end + max(120.0, 20 * sync_interval)
-    while time.monotonic() < deadline:
-        trees = set()
-        for git_dir in git_dirs:
-            repo = pygit2.Repository(git_dir)
-            trees.add(str(repo.references["refs/heads/main"].peel(pygit2.Tree).id))
-        if len(trees) == 1 and time.monotonic() > writes_end + 1.0:
-            # Equal trees may be reached before a straggler's last write landed; it is checked below.
-            converged_at = time.monotonic()
-            break
-        time.sleep(0.1)
-    with open(stop_file, "w"):
-        pass
-    for proc in procs:
-        proc.wait(120)
+    procs = [subprocess.Popen([sys.executable, __file__, "--fleet-worker", root, name, str(seconds),
+                               str(write_interval), str(sync_interval), stop_file]) for name in names]
+    sent: list[str] = []
+    converged_after = None
+    try:
+        while not all(os.path.exists(os.path.join(root, name + ".sent")) for name in names):
+            time.sleep(0.01)
+        writes_end = max(os.path.getmtime(os.path.join(root, name + ".sent")) for name in names)
+        for name in names:
+            with open(os.path.join(root, name + ".sent"), encoding="utf-8") as handle:
+                sent += json.load(handle)
+        deadline = time.time() + max(120.0, 30 * sync_interval)
+        while time.time() < deadline:
+            trees = {tree_of(git_dir) for git_dir in git_dirs}
+            if len(trees) == 1 and set(sent) <= set(_messages(git_dirs[0])):
+                converged_after = time.time() - writes_end
+                break
+            time.sleep(0.02)
+    finally:
+        with open(stop_file, "w"):
+            pass
+        for proc in procs:
+            proc.wait(120)
     reports = []
     for name in names:
         with open(os.path.join(root, name + ".json"), encoding="utf-8") as handle:
             reports.append(json.load(handle))
-    sent = [mid for report in reports for mid in report["sent"]]
-    repo = pygit2.Repository(git_dirs[0])
-    tree = repo.references["refs/heads/main"].peel(pygit2.Tree)
-    present = []
-    for shard_path in _walk(tree["messages"]):
-        present.append(shard_path.rsplit("/", 1)[1][:-3])
-    syncs = [seconds for report in reports for seconds in report["syncs"]]
-    return {
-        "machines": machines,
-        "seconds": seconds,
-        "messages_written": len(sent),
-        "messages_present": len(present),
-        "lost": len(set(sent) - set(present)),
-        "duplicated": len(present) - len(set(present)),
-        "convergence_s": None if converged_at is None else converged_at - writes_end,
-        "push_rejections": sum(report["rejections"] for report in reports),
-        "sync_errors": sum(len(report["errors"]) for report in reports),
-        "error_samples": sorted({error for report in reports for error in report["errors"]})[:5],
-        "syncs": len(syncs),
-        "sync_p50_s": statistics.median(syncs) if syncs else None,
-        "sync_p95_s": sorted(syncs)[int(0.95 * (len(syncs) - 1))] if syncs else None,
-    }
+    present = _messages(git_dirs[0])
+    syncs = [s for report in reports for s in report["syncs"]]
+    return {"machines": machines, "seconds": seconds, "sync_interval": sync_interval,
+            "messages_written": len(sent), "messages_present": len(present), "lost": len(set(sent) - set(present)),
+            "duplicated": len(present) - len(set(present)), "convergence_s": converged_after,
+            "sync_errors": sum(len(report["errors"]) for report in reports),
+            "error_samples": sorted({e for report in reports for e in report["errors"]})[:3],
+            "syncs": len(syncs), "sync_p50_s": statistics.median(syncs) if syncs else None}
 
 
-def bench_watch(root: str, rounds: int) -> dict[str, object]:
-    """Seconds from a human's push into the archive until the watcher's catch-up has taken its message in.
-
-    Searches catch up by themselves before they answer; this times the
-    watcher, which brings the index (and long-polling readers) along without
-    anyone asking.
-    """
-    import threading
-
-    from gitmail.index import indexer_for
-    from gitmail.sync.watch import Watcher
-
-    store = make_store(root, "watched")
-    create_project(store)
-    index = indexer_for(store).project(PROJECT)
-    index.catch_up()
-    clone = os.path.join(root, "clone")
-    _git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, clone)
-    caught_up = threading.Event()
-    woke_at: list[float] = []
-
-    def on_change(slug: str) -> None:
-        index.catch_up()
-        woke_at.append(time.perf_counter())
-        caught_up.set()
-
-    latencies = []
-    with Watcher(store, on_change):
-        for i in range(rounds):
-            message = Message(id=new_id(), thread_id="watch", sender="BlueLake", subject=f"watched {i}",
-                              created_ts=store.clock.now_ts(), to=["GreenCastle"], body=f"okapi{i}\n")
-            for path in (message.path(), inbox_path("GreenCastle", message.id), outbox_path("BlueLake", message.id)):
-                os.makedirs(os.path.dirname(os.path.join(clone, path)), exist_ok=True)
-                with open(os.path.join(clone, path), "wb") as handle:
-                    handle.write(message.to_bytes())
-            _git("-C", clone, "add", "-A")
-            _git("-C", clone, "-c", "user.name=Human", "-c", "user.email=h@example.org", "commit", "-q", "-m", "hi")
-            caught_up.clear()
-            pushed = time.perf_counter()  # the push's own time counts: the watcher may fire before git exits
-            _git("-C", clone, "push", "-q", "origin", "HEAD:main")
-            assert caught_up.wait(60), "the watcher never woke"
-            latencies.append(woke_at[-1] - pushed)
-            assert index.search(f"okapi{i}"), "caught up, yet not searchable"
-    indexer_for(store).close()
-    return {"rounds": rounds, "push_to_caught_up_p50_s": round(statistics.median(latencies), 3),
-            "push_to_caught_up_max_s": round(max(latencies), 3)}
-
-
-def _walk(tree: pygit2.Tree, prefix: str = "") -> list[str]:
+def _messages(git_dir: str) -> list[str]:
+    """Message ids at the tip of an archive (one per canonical file)."""
+    repo = pygit2.Repository(git_dir)
+    try:
+        tree = repo.references["refs/heads/main"].peel(pygit2.Tree)["messages"]
+    except KeyError:
+        return []
     out = []
-    for entry in tree:
-        path = f"{prefix}{entry.name}"
-        if entry.type == pygit2.GIT_OBJECT_TREE:
-            out += _walk(entry, path + "/")
-        else:
-            out.append(path)
+    stack = [tree]
+    while stack:
+        for entry in stack.pop():
+            if entry.type == pygit2.GIT_OBJECT_TREE:
+                stack.append(repo[entry.id])
+            else:
+                out.append(entry.name[:-3])
     return out
 
 
+# -- the table ---------------------------------------------------------------------------------
+
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+    if len(sys.argv) > 1 and sys.argv[1] == "--fleet-worker":
         root, name, seconds, write_interval, sync_interval, stop_file = sys.argv[2:8]
-        worker(root, name, float(seconds), float(write_interval), float(sync_interval), stop_file)
+        fleet_worker(root, name, float(seconds), float(write_interval), float(sync_interval), stop_file)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=10_000, help="messages in the bulk sync (default 10000)")
-    parser.add_argument("--machines", type=int, default=10, help="machines in the simulation (default 10)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="how long the machines write (default 60)")
+    parser.add_argument("--machines", type=int, default=3, help="machines racing their syncs (default 3)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of racing syncs (default 20)")
+    parser.add_argument("--fleet", type=int, nargs="*", default=[3, 10], help="machine counts for convergence")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the fleet writes (default 20)")
     parser.add_argument("--write-interval", type=float, default=1.0, help="seconds between one machine's writes")
-    parser.add_argument("--sync-interval", type=float, default=5.0, help="seconds between one machine's syncs")
-    parser.add_argument("--skip-bulk", action="store_true")
-    parser.add_argument("--skip-simulation", action="store_true")
-    parser.add_argument("--watch-rounds", type=int, default=10, help="pushes timed through the watcher (default 10)")
-    parser.add_argument("--skip-watch", action="store_true")
+    parser.add_argument("--sync-interval", type=float, default=1.0, help="pause after one machine's sync (default 1)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["bulk", "race", "fleet"])
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="gitmail-bench-sync-")
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {"load_average": os.getloadavg(), "targets": TARGETS}
     try:
-        if not args.skip_bulk:
+        if "bulk" not in args.skip:
             bulk = out["bulk"] = bench_bulk(os.path.join(root, "bulk"), args.messages)
-            print(f"Bulk sync of {bulk['messages']} new messages (remote wrote them in {bulk['remote_write_s']:.1f}s, "
-                  f"pushed in {bulk['remote_push_s']:.1f}s)")
-            print(f"{'receiver':<10} {'fetch s':>8} {'merge s':>8} {'msgs/s':>8} {'push s':>7} "
-                  f"{'index catch-up s':>17} {'rebuild s':>10} {'catch-up/rebuild':>17}")
-            for label in ("ff", "merge"):
-                row = bulk[label]  # type: ignore[index]
-                print(f"{label:<10} {row['fetch_s']:>8.2f} {row['merge_s']:>8.2f} {row['msgs_per_s']:>8.0f} "
-                      f"{row['push_s']:>7.2f} {row['index_catch_up_s']:>17.2f} {row['index_rebuild_s']:>10.2f} "
-                      f"{row['index_catch_up_s'] / row['index_rebuild_s']:>17.2f}")
+            print(f"Bulk sync of {bulk['messages']} new messages through a checked hub, index included "
+                  f"(target >= {TARGETS['bulk_msgs_per_s']} msg/s)")
+            print(f"{'receiver':<9} {'fetch s':>8} {'check s':>8} {'merge s':>8} {'push s':>7} {'index s':>8} "
+                  f"{'total s':>8} {'msgs/s':>8} {'search behind':>14}")
+            for label in ("fresh", "merge"):
+                row = bulk[label]
+                print(f"{label:<9} {row.get('fetch_s', 0):>8.2f} {row.get('check_s', 0):>8.2f} "
+                      f"{row.get('merge_s', 0):>8.2f} {row.get('push_s', 0):>7.2f} {row.get('index_s', 0):>8.2f} "
+                      f"{row['total_s']:>8.2f} {row['msgs_per_s']:>8.0f} {row['search_behind']:>14}")
             print(f"fresh and merging receivers converged: {bulk['converged']}")
-        if not args.skip_simulation:
-            sim = out["simulation"] = bench_simulation(os.path.join(root, "sim"), args.machines, args.seconds,
-                                                       args.write_interval, args.sync_interval)
-            print(f"\nSimulation: {sim['machines']} machines, writes for {sim['seconds']:.0f}s, "
-                  f"one write per {args.write_interval}s and one sync per ~{args.sync_interval}s each")
-            for key in ("messages_written", "messages_present", "lost", "duplicated", "convergence_s",
-                        "push_rejections", "sync_errors", "syncs", "sync_p50_s", "sync_p95_s"):
-                value = sim[key]
-                print(f"  {key:<18} {value:.3f}" if isinstance(value, float) else f"  {key:<18} {value}")
-        if not args.skip_watch:
-            watch = out["watch"] = bench_watch(os.path.join(root, "watch"), args.watch_rounds)
-            print(f"\nWatcher: from a human's git push until the index holds its message, over {watch['rounds']} "
-                  f"pushes: p50 {watch['push_to_caught_up_p50_s']:.3f}s, max {watch['push_to_caught_up_max_s']:.3f}s")
+        if "race" not in args.skip:
+            race = out["race"] = bench_race(os.path.join(root, "race"), args.machines, args.rounds)
+            print(f"\nRacing syncs: {race['machines']} machines x {race['rounds']} rounds, all released at once "
+                  f"(target: {TARGETS['race_errors']} errors)")
+            print(f"  errors {race['errors']}   pushes to a machine's own ref {race['node_pushes']}   "
+                  f"sync p50 {race['sync_p50_s']:.2f} s   max {race['sync_max_s']:.2f} s")
+            for sample in race["error_samples"]:
+                print(f"  error: {sample}")
+        if "fleet" not in args.skip:
+            out["fleet"] = []
+            print(f"\nConvergence: each machine writes every {args.write_interval} s for {args.seconds:.0f} s and "
+                  f"syncs {args.sync_interval} s after its last sync")
+            print(f"{'machines':>8} {'converged s':>12} {'target s':>9} {'errors':>7} {'written':>8} {'lost':>5} "
+                  f"{'dup':>4} {'syncs':>6} {'sync p50 s':>11}")
+            for count in args.fleet:
+                fleet = bench_fleet(os.path.join(root, f"fleet{count}"), count, args.seconds, args.write_interval,
+                                    args.sync_interval)
+                out["fleet"].append(fleet)
+                shown = "never" if fleet["convergence_s"] is None else f"{fleet['convergence_s']:.2f}"
+                target = TARGETS["convergence_s"].get(count)
+                print(f"{count:>8} {shown:>12} {target if target else '-':>9} {fleet['sync_errors']:>7} "
+                      f"{fleet['messages_written']:>8} {fleet['lost']:>5} {fleet['duplicated']:>4} "
+                      f"{fleet['syncs']:>6} {fleet['sync_p50_s'] or 0:>11.2f}")
+                for sample in fleet["error_samples"]:
+                    print(f"  error: {sample}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"bench": "sync", **out}, default=str))

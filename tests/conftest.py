@@ -193,10 +193,10 @@ def refused(store: Store, project: str, code: str, call: Callable[..., Any], *ar
     return info.value
 
 
-def git_run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real git binary as a human would; the caller inspects the outcome."""
+def git_run(*args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real git binary as a human would (``env`` adds to the environment); the caller inspects the outcome."""
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_AUTHOR_NAME="Human", GIT_AUTHOR_EMAIL="human@example.org",
-               GIT_COMMITTER_NAME="Human", GIT_COMMITTER_EMAIL="human@example.org")
+               GIT_COMMITTER_NAME="Human", GIT_COMMITTER_EMAIL="human@example.org", **(env or {}))
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
 
 

@@ -82,7 +82,17 @@ def hand_written(work: str, msg, recipients: list[str]) -> list[str]:
     return paths + [out]
 
 
-def push(work: str, text: str) -> None:
+def land_outside(work: str, text: str) -> None:
+    """Commit in the clone ``work`` and move its archive's main there with plain git, bypassing every check.
+
+    As an operator with a shell on the archive could (``git fetch`` and
+    ``git update-ref`` run no receive hooks): the index must cope with
+    whatever ``main`` holds, valid or not, so these tests bring in changes
+    the archive's own push check would refuse.
+    """
     git("add", "-A", cwd=work)
     git("commit", "-q", "-m", text, cwd=work)
-    git("push", "-q", "origin", "HEAD:main", cwd=work)
+    archive = git("config", "--get", "remote.origin.url", cwd=work).strip()
+    head = git("rev-parse", "HEAD", cwd=work).strip()
+    git("--git-dir", archive, "fetch", "-q", os.path.abspath(work), head)
+    git("--git-dir", archive, "update-ref", "refs/heads/main", head)

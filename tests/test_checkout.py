@@ -7,6 +7,8 @@ import os
 import pytest
 
 from gitmail import Change, Store
+from gitmail.model.ids import new_id
+from gitmail.model.records import JournalEntry
 from gitmail.storage.checkout import refresh
 
 from .conftest import git, git_run
@@ -38,8 +40,11 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     # main moves on after the checkout was last refreshed...
     _add(archive, "notes/newer.md", "newer\n")
     # ...and a human commits in the stale checkout, deleting a file on the way.
-    with open(os.path.join(paths.checkout, "notes", "human.md"), "w") as handle:
-        handle.write("by hand\n")
+    entry = JournalEntry(id=new_id(), agent="BlueLake", created_ts="2026-12-01T10:00:00.000Z", body="by hand\n")
+    human = os.path.join(paths.checkout, entry.path())
+    os.makedirs(os.path.dirname(human))
+    with open(human, "wb") as handle:
+        handle.write(entry.to_bytes())
     git("add", "-A", cwd=paths.checkout)
     git("commit", "-qm", "human note", cwd=paths.checkout)
     assert not os.path.exists(os.path.join(paths.checkout, "notes", "newer.md"))
@@ -58,7 +63,7 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main", cwd=paths.checkout)
     git("push", "-q", "origin", "HEAD:main", cwd=paths.checkout)
     snap = archive.snapshot()
-    assert snap.exists("notes/newer.md") and snap.exists("notes/human.md") and snap.exists("notes/old.md")
+    assert snap.exists("notes/newer.md") and snap.exists(entry.path()) and snap.exists("notes/old.md")
 
 
 def test_refresher_moves_on_around_uncommitted_edits_and_never_overwrites_one(store):

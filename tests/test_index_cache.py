@@ -15,7 +15,7 @@ from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import INVALID_ARGUMENT
 
 from .conftest import git, wait_until
-from .index_helpers import hand_written, message, push, register, send, send_many
+from .index_helpers import hand_written, land_outside, message, register, send, send_many
 
 PROJECT = "/work/projects/cache"
 UTC = dt.UTC
@@ -183,8 +183,7 @@ def test_high_watermark_never_goes_back_after_a_delete(setup, store, tmp_path):
     work = str(tmp_path / "clone")
     git("clone", "-q", store.paths(store.resolve(PROJECT)).archive, work)
     git("rm", "-q", "-r", "--", *[p for p in git("ls-files", cwd=work).split() if msgs[3].id in p], cwd=work)
-    git("commit", "-q", "-m", "drop", cwd=work)
-    git("push", "-q", "origin", "HEAD:main", cwd=work)
+    land_outside(work, "drop")
     assert index.high_watermark() == high
     assert msgs[3].id not in {r["id"] for r in index.messages_after("Green", 0, 100)}
 
@@ -214,7 +213,7 @@ def test_wait_notices_outside_pushes_and_times_out(setup, store, tmp_path):
         handle.write("not a record, but the tip moves\n")
     msg = message("Red", ["Green"], "pushed", "from elsewhere")
     hand_written(work, msg, ["Green"])
-    timer = threading.Timer(0.2, lambda: push(work, "outside"))
+    timer = threading.Timer(0.2, lambda: land_outside(work, "outside"))
     timer.start()
     assert index.wait(60, after_seq=high, poll=0.1) > high
     timer.join()

@@ -18,7 +18,7 @@ from gitmail.model.records import day_shard
 from gitmail.storage.background import Debounced
 
 from .conftest import SteppedTime, git, wait_until
-from .index_helpers import hand_written, message, push, register, send, send_many
+from .index_helpers import hand_written, land_outside, message, register, send, send_many
 
 PROJECT = "/work/projects/catchup"
 QUERIES = ["plan", "release OR outage", '"build plan"', "migrat*", "from:blue", "to:green", "importance:urgent",
@@ -73,7 +73,7 @@ def test_outside_commit_is_searchable_after_catch_up(store, project, tmp_path):
     work = clone(store, tmp_path)
     msg = message("Green", ["Blue"], "Handmade", "Typed by a human: wombat.")
     hand_written(work, msg, ["Blue"])
-    push(work, "a message written by hand")
+    land_outside(work, "a message written by hand")
     index.catch_up()
     assert ids(index.search("wombat")) == {msg.id}
     assert msg.id in ids(index.inbox("Blue"))
@@ -89,13 +89,13 @@ def test_outside_change_and_delete_are_applied(store, project, tmp_path):
         text = handle.read()
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text.replace("Rolling back.", "Rolling forward with a platypus."))
-    push(work, "edit a message")
+    land_outside(work, "edit a message")
     index.catch_up()
     assert ids(index.search("platypus")) == {target}
     assert target not in ids(index.search('"rolling back"'))
 
     git("rm", "-q", "-r", "--", *[p for p in tracked(work) if target in p], cwd=work)
-    push(work, "delete a message")
+    land_outside(work, "delete a message")
     index.catch_up()
     assert index.search("platypus") == []
     assert target not in ids(index.inbox("Blue"))
@@ -126,7 +126,7 @@ def test_rebuilt_and_incremental_indexes_answer_alike(store, project, tmp_path, 
         index.catch_up()
     work = clone(store, tmp_path)
     git("rm", "-q", "-r", "--", *[p for p in tracked(work) if "Update 3" in Path(work, p).read_text()], cwd=work)
-    push(work, "drop a message")
+    land_outside(work, "drop a message")
     index.catch_up()
     incremental = answers(index)
     assert index.search_index.commits >= 12
@@ -242,7 +242,7 @@ def test_unreadable_record_is_skipped_not_fatal(store, project, tmp_path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("---\nid: [unclosed\n---\nbody quoll\n")
-    push(work, "one good, one broken")
+    land_outside(work, "one good, one broken")
     index.catch_up()
     assert ids(index.search("quoll")) == {good.id}
 
@@ -258,7 +258,7 @@ def test_yesterday_message_pulled_today_is_new(store, project, tmp_path):
     yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     old = message("Red", ["Green"], "Yesterday", "written offline yesterday", when=yesterday)
     hand_written(work, old, ["Green"])
-    push(work, "pulled from a teammate")
+    land_outside(work, "pulled from a teammate")
     index.catch_up()
     newer = index.messages_after("Green", cursor, 100)
     assert [m["id"] for m in newer] == [old.id]
@@ -289,7 +289,7 @@ def test_a_search_never_waits_for_a_busy_writer_yet_sees_what_is_queued(store, p
         send(archive, msg)
         work = clone(store, tmp_path)
         git("rm", "-q", "-r", "--", *[p for p in tracked(work) if gone in p], cwd=work)
-        push(work, "delete the outage message")
+        land_outside(work, "delete the outage message")
         # Each search returns while the writer is held (one that waited would never return).
         assert ids(index.search("bilby")) == {msg.id}  # merged in from the queue, not from the index
         assert gone not in ids(index.search("outage OR bilby"))

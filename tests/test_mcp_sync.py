@@ -42,6 +42,7 @@ def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
 
     remotes, synced, unknown = run(first_sync())
     assert remotes["remotes"] == {"hub": hub}
+    assert synced["exit_code"] == 0 and synced["status"] == "ok"
     (result,) = synced["results"]
     assert result["remote"] == "hub" and result["messages_out"] >= 1 and result["conflicts"] == []
     assert unknown["code"] == "NOT_FOUND" and "remote" in unknown["message"]

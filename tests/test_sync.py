@@ -34,7 +34,7 @@ from gitmail.sync.syncer import sync_project
 
 from .conftest import git_run, wait_until
 from .mcp_harness import free_port
-from .sync_helpers import PROJECT, Machine, message_counts, tree_files, tree_id
+from .sync_helpers import AGENTS, PROJECT, Machine, message_counts, tree_files, tree_id
 
 
 def _accepts(port: int) -> bool:
@@ -87,7 +87,7 @@ def _sync_until_quiet(machines: list[Machine], order: list[int], limit: int = 6)
     for round_no in range(1, limit + 1):
         moved = 0
         for index in order:
-            for result in sync_project(machines[index].store, PROJECT):
+            for result in sync_project(machines[index].store, PROJECT).results:
                 moved += result.records_in + result.records_out + result.fast_forwards + result.merges
         if moved == 0:
             return round_no
@@ -169,16 +169,17 @@ def test_purge_sticks_and_true_conflicts_keep_both(tmp_path, hub_dir):
     a.archive.transact(fn)
     b.ack("GreenCastle", doomed)  # offline, b still has the message and acknowledges it
 
-    # Both machines write different files at one immutable path (a hand edit, say).
-    clash = a.send("BlueLake", ["GreenCastle"], "original")
+    # Both machines write different files at one new immutable path (a message written by hand on each, say).
     for machine in (a, b):
         sync_project(machine.store, PROJECT)
-    original = a.archive.snapshot().read(message_path(clash))
-    edited = original.replace(b"original from node0", b"edited by hand")
-    a.write("hand edit", None, lambda snap: [(message_path(clash), edited)])
-    b.write("other hand edit", None, lambda snap: [(message_path(clash), edited.replace(b"hand", b"pen"))])
+    clash = a.store.clock.new_id()
+    original = Message(id=clash, thread_id=clash, sender="BlueLake", subject="original", to=["GreenCastle"],
+                       created_ts="2026-12-01T10:00:00.000Z", body="written by hand\n").to_bytes()
+    edited = original.replace(b"written by hand", b"written by pen")
+    a.write("hand edit", None, lambda snap: [(message_path(clash), original)])
+    b.write("other hand edit", None, lambda snap: [(message_path(clash), edited)])
 
-    results = [sync_project(m.store, PROJECT)[0] for m in (a, b, a)]
+    results = [sync_project(m.store, PROJECT).results[0] for m in (a, b, a)]
     conflicts = [item for result in results for item in result.conflicts]
     assert conflicts and conflicts[0]["path"] == message_path(clash)
     files_a, files_b = tree_files(a.store), tree_files(b.store)
@@ -189,7 +190,7 @@ def test_purge_sticks_and_true_conflicts_keep_both(tmp_path, hub_dir):
     parked = [Conflict.from_bytes(data, path) for path, data in files_a.items() if path.startswith("conflicts/")]
     assert len(parked) == 1
     versions = {files_a[message_path(clash)], parked[0].content.encode()}
-    assert versions == {edited, edited.replace(b"hand", b"pen")}  # both kept, neither dropped
+    assert versions == {original, edited}  # both kept, neither dropped
 
 
 def test_remotes_and_errors(tmp_path, hub_dir):
@@ -204,9 +205,9 @@ def test_remotes_and_errors(tmp_path, hub_dir):
         sync_project(a.store, PROJECT, "nope")
     assert info.value.code == "NOT_FOUND" and "gitmail remote add" in info.value.message
     add_remote(a.store, PROJECT, "gone", "file://" + str(tmp_path / "missing.git"))
-    with pytest.raises(GitmailError) as info:
-        sync_project(a.store, PROJECT, "gone")
-    assert info.value.code == "SYNC_FAILED" and "missing.git" in info.value.message
+    report = sync_project(a.store, PROJECT, "gone")
+    error = report.results[0].error
+    assert report.exit_code == 2 and error["code"] == "SYNC_FAILED" and "missing.git" in error["message"]
     remove_remote(a.store, PROJECT, "gone")
     assert list(list_remotes(a.store, PROJECT)) == ["hub"]
     assert a.archive.tip() == before
@@ -255,8 +256,9 @@ def test_interval_syncer_brings_in_remote_writes_and_reports_failures(tmp_path, 
         syncer.stop()
     assert syncer.rounds >= 1
     add_remote(a.store, PROJECT, "gone", "file://" + str(tmp_path / "missing.git"))
-    reports = syncer.sync_now(PROJECT)
-    assert [r["error"]["code"] for r in reports if "error" in r] == ["SYNC_FAILED"]
+    (report,) = syncer.sync_now(PROJECT)
+    assert report["exit_code"] == 2
+    assert [r["error"]["code"] for r in report["results"] if r["error"]] == ["SYNC_FAILED"]
 
 
 def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
@@ -286,7 +288,12 @@ def test_merge_driver_keeps_both_versions_of_an_immutable_file(tmp_path):
 
 
 def test_machines_that_created_the_project_independently_converge(tmp_path, hub_dir):
-    """Unrelated histories (no common commit) merge like any other: the rules need no ancestor."""
+    """Unrelated histories (no common commit) merge like any other: the rules need no ancestor.
+
+    Both machines registered the same three names: each is an identity
+    clash, where the earlier registration keeps the name and the other is
+    parked, the same way on both machines.
+    """
     a, b = Machine(str(tmp_path / "m"), "first"), Machine(str(tmp_path / "m"), "second")
     a.create_project()
     b.create_project()
@@ -299,7 +306,11 @@ def test_machines_that_created_the_project_independently_converge(tmp_path, hub_
     files = tree_files(a.store)
     assert files == tree_files(b.store)
     assert set(message_counts(files)) == {mine, theirs}
-    assert not any(path.startswith("conflicts/") for path in files)
+    parked = sorted(path.split("/")[2] for path in files if path.startswith("conflicts/"))
+    assert parked == sorted(AGENTS)
+    for name in AGENTS:  # the earlier registration kept the name everywhere
+        kept = Agent.from_bytes(files[f"agents/{name}/profile.yaml"], f"agents/{name}/profile.yaml")
+        assert kept.hlc.node == "first"
 
 
 def test_simultaneous_syncs_finish_in_one_round_through_machine_refs(tmp_path, hub_dir):
@@ -315,7 +326,7 @@ def test_simultaneous_syncs_finish_in_one_round_through_machine_refs(tmp_path, h
     results = {}
 
     def run(machine):
-        results[machine.name] = sync_project(machine.store, PROJECT)[0]
+        results[machine.name] = sync_project(machine.store, PROJECT).results[0]
 
     threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
     for thread in threads:

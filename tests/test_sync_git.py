@@ -118,9 +118,9 @@ def test_hub_refuses_damaging_pushes_and_names_the_file(tmp_path):
 
     bad_id = new_id()
     attempt(lambda: _write(clone, message_path(bad_id), b"---\nid: nope\n---\nbody\n"),
-            f"rejected {message_path(bad_id)}: ")
-    attempt(lambda: _write(clone, message_path(kept), b"---\nrewritten\n---\n"), "is immutable and was changed")
-    attempt(lambda: os.unlink(os.path.join(clone, message_path(kept))), "deleted without a purge tombstone")
+            f"refused {message_path(bad_id)}: ")
+    attempt(lambda: _write(clone, message_path(kept), b"---\nrewritten\n---\n"), "is immutable and this changes it")
+    attempt(lambda: os.unlink(os.path.join(clone, message_path(kept))), "deleted without a tombstone")
     attempt(lambda: _write(clone, "notes.txt", b"hello\n"), "not a path where gitmail keeps records")
 
     # A well-formed message written by hand is accepted.
@@ -198,13 +198,14 @@ def test_sync_and_remote_commands(tmp_path):
 
     assert run("remote", "add", PROJECT, "hub", "file://" + hub).returncode == 0
     listed = run("remote", "list", PROJECT)
-    assert listed.stdout.strip() == f"hub\tfile://{hub}"
+    assert listed.stdout.strip() == f"hub\tfile://{hub}\tnever"
     synced = run("sync", PROJECT, "--json")
     assert synced.returncode == 0, synced.stderr
     import json
 
     report = json.loads(synced.stdout)
-    assert report[0]["pushed"] and report[0]["messages_out"] == 1
+    assert report[0]["exit_code"] == 0
+    assert report[0]["results"][0]["pushed"] and report[0]["results"][0]["messages_out"] == 1
     missing = run("sync", PROJECT, "--remote", "nope")
     assert missing.returncode == 2 and "NOT_FOUND" in missing.stderr
     assert git_run("rev-parse", "main", cwd=hub).stdout.strip() == a.archive.tip()

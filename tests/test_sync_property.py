@@ -12,7 +12,7 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmail.model.records import Agent, Receipt, Reservation, message_path, receipt_path, reservation_path
+from gitmail.model.records import Agent, Message, Receipt, Reservation, message_path, receipt_path, reservation_path
 from gitmail.sync.merge import merge_file
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
@@ -76,7 +76,11 @@ def _run(root: str, program: list[tuple]) -> None:
     trees = [tree_files(machine.store) for machine in machines]
     assert trees[0] == trees[1] == trees[2]
     files = trees[0]
-    assert message_counts(files) == {mid: 1 for mid in sent}
+    counts = message_counts(files)
+    assert {mid: counts[mid] for mid in sent} == {mid: 1 for mid in sent}
+    for mid in set(counts) - set(sent):  # the others are notices about reservations granted apart that overlap
+        notice = Message.from_bytes(files[message_path(mid)], message_path(mid))
+        assert counts[mid] == 1 and notice.subject.startswith("Overlapping reservations")
     for (agent, mid), earliest_ack in acked_at.items():
         receipt = Receipt.from_bytes(files[receipt_path(agent, mid)], receipt_path(agent, mid))
         assert (receipt.read_at, receipt.acked_at) == (read_at[(agent, mid)], earliest_ack)

@@ -31,13 +31,35 @@ def remote_add(ctx: Context, project: str, name: str, url: str) -> tuple[object,
 
 
 @command(group=remote, name="list")
-@click.argument("project")
-def remote_list(ctx: Context, project: str) -> tuple[object, str]:
-    """List PROJECT's remotes."""
-    from gitmail.sync.remotes import list_remotes
+@click.argument("project", required=False)
+def remote_list(ctx: Context, project: str | None) -> tuple[object, str]:
+    """List PROJECT's remotes (or those of every project) and how each is syncing.
 
-    remotes = list_remotes(ctx.store, project)
-    return remotes, "\n".join(f"{name}\t{url}" for name, url in remotes.items()) or "(no remotes)"
+    For each remote: its URL, the state of its syncs (ok, attention, failing,
+    syncing, never), the last attempt and success, the last error, how many
+    commits the local main is ahead of and behind the remote's main as last
+    fetched, and how many refused changes are kept aside.
+    """
+    from gitmail.sync.status import remote_states, store_states
+
+    states = remote_states(ctx.store, project) if project else store_states(ctx.store)
+    lines = [_state_line(state.to_dict(), with_project=project is None) for state in states]
+    return [state.to_dict() for state in states], "\n".join(lines) or "(no remotes)"
+
+
+def _state_line(state: dict, *, with_project: bool) -> str:
+    """One remote as a line of tab-separated columns."""
+    cells = [state["project"]] if with_project else []
+    cells += [state["remote"], state["url"], state["state"]]
+    if state["last_success"]:
+        cells.append(f"last success {state['last_success']}")
+    if state["ahead"] is not None:
+        cells.append(f"ahead {state['ahead']} behind {state['behind']}")
+    if state["quarantined"]:
+        cells.append(f"{state['quarantined']} refused change(s) kept aside")
+    if state["last_error"]:
+        cells.append(f"last error [{state['last_error']['code']}] {state['last_error']['message']}")
+    return "\t".join(cells)
 
 
 @command(group=remote, name="remove")
@@ -54,23 +76,67 @@ def remote_remove(ctx: Context, project: str, name: str) -> tuple[object, str]:
 @command(name="sync")
 @click.argument("project", required=False)
 @click.option("--remote", "remote_name", help="Sync with this remote only (default: every remote of the project).")
-def sync(ctx: Context, project: str | None, remote_name: str | None) -> tuple[object, str, int]:
-    """Fetch, merge by the record rules, and push: PROJECT, or every project that has remotes.
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def sync(ctx: Context, project: str | None, remote_name: str | None, quiet: bool) -> tuple[object, str, int]:
+    """Fetch, check, merge by the record rules, and push: PROJECT, or every project that has remotes.
 
-    Reports records in and out and any conflicts (kept under conflicts/ in
-    the archive). Exits 1 when a conflict was found.
+    Each remote is synced on its own, and reported on its own: records in and
+    out, conflicts (kept under conflicts/ in the archive), incoming changes
+    refused by the record checks (kept aside, never applied), overlapping
+    reservations. Returns once the index has taken in what came.
+
+    Exit status: 0 every remote synced cleanly; 1 synced, with something to
+    look at; 2 at least one remote failed (the others still synced).
     """
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from gitmail.sync.remotes import projects_with_remotes
     from gitmail.sync.syncer import sync_project
 
     store = ctx.store
     slugs = [store.resolve(project)] if project else projects_with_remotes(store)
-    results = [result for slug in slugs for result in sync_project(store, slug, remote_name)]
-    lines = [result.summary() for result in results] or ["no project has a remote; add one with `gitmail remote add`"]
-    for result in results:
-        lines += [f"  conflict: {c['path']} (other version in {c['record']})" for c in result.conflicts]
-    conflicts = sum(len(result.conflicts) for result in results)
-    return [result.to_dict() for result in results], "\n".join(lines), 1 if conflicts else 0
+    console = Console(stderr=True)
+    reports = []
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True, disable=quiet or not console.is_terminal) as display:
+        for slug in slugs:
+            task = display.add_task(f"{slug}: starting", total=None)
+
+            def show(remote: str, step: str, slug: str = slug, task=task) -> None:
+                where = f"{slug} <-> {remote}" if remote else slug
+                display.update(task, description=f"{where}: {_STEPS.get(step, step)}")
+
+            reports.append(sync_project(store, slug, remote_name, progress=show))
+            display.remove_task(task)
+    lines = [line for report in reports for line in report.lines()]
+    if not reports:
+        lines = ["no project has a remote; add one with `gitmail remote add`"]
+    code = max((report.exit_code for report in reports), default=0)
+    return [report.to_dict() for report in reports], "\n".join(lines), code
+
+
+_STEPS = {"fetch": "fetching", "check": "checking what came", "merge": "merging", "push": "pushing",
+          "index": "indexing what came"}
+
+
+@command(name="repair")
+@click.argument("project")
+@click.option("--remote", "remote_name", help="The remote whose main to repair (default: the one with refused "
+              "changes kept aside, or the only one).")
+def repair(ctx: Context, project: str, remote_name: str | None) -> tuple[object, str, int]:
+    """Take out what breaks the record rules on a remote's main (and at the local tip), then push the fix.
+
+    For a hub that took a bad push without checks: each change the syncs
+    refused and kept aside (see `gitmail remote list`) is undone on top of
+    the remote's main with a repair record that a checked hub accepts, and
+    nothing valid is dropped. Exit status as for sync.
+    """
+    from gitmail.sync.repair import repair as run_repair
+
+    report = run_repair(ctx.store, project, remote_name)
+    data = report.to_dict()
+    return data, "\n".join(report.lines()), data["exit_code"]
 
 
 @cli.command(name="merge-driver", hidden=True)
@@ -88,23 +154,29 @@ def merge_driver(base_file: str, ours_file: str, theirs_file: str, path: str) ->
     sys.exit(code)
 
 
-@cli.command(name="hub-check", hidden=True)
-def hub_check() -> None:
-    """pre-receive hook of a hub: reads `<old> <new> <ref>` lines, refuses damaging pushes."""
+@cli.command(name="check-push", hidden=True)
+@click.option("--door", type=click.Choice(["hub", "archive"]), default="hub",
+              help="What receives the push: a shared hub, or an archive (pushes from its human checkout).")
+def check_push(door: str) -> None:
+    """pre-receive hook: reads `<old> <new> <ref>` lines and refuses a push that would damage the archive."""
     from gitmail.storage import leftovers
     from gitmail.sync import pushcheck
 
     # The push being received sits in its own quarantine; older ones were killed pushes.
     for leftover in leftovers.clear(".", keep=os.environ.get("GIT_QUARANTINE_PATH")):
         click.echo(f"gitmail: removed {leftover}", err=True)
-    problems = pushcheck.check_push(".", sys.stdin.read().splitlines())
-    for problem in problems[:50]:
-        click.echo(f"gitmail: rejected {problem}", err=True)
-    if len(problems) > 50:
-        click.echo(f"gitmail: ... and {len(problems) - 50} more", err=True)
+    problems = pushcheck.check_push(".", sys.stdin.read().splitlines(), door)
     if problems:
-        click.echo(f"gitmail: push refused ({len(problems)} problem(s)); the hub is unchanged", err=True)
+        for line in pushcheck.refusal_lines(problems):
+            click.echo(line, err=True)
         sys.exit(1)
+
+
+@cli.command(name="hub-check", hidden=True)
+@click.pass_context
+def hub_check(ctx: click.Context) -> None:
+    """The hub check under the name hooks installed by earlier versions call."""
+    ctx.invoke(check_push, door="hub")
 
 
 @cli.group(name="hooks")

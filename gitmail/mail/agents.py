@@ -25,10 +25,22 @@ from gitmail.coord.lookup import (
     ts_of_hlc,
 )
 from gitmail.index import indexer_for
-from gitmail.model.errors import ALREADY_EXISTS, GitmailError, invalid
+from gitmail.model.errors import ALREADY_EXISTS, IDENTITY_CLASH, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
-from gitmail.model.records import CONTACTS, OUTBOX, RESERVATIONS, Agent, Message, Reservation, agent_dir, agent_folder
+from gitmail.model.records import (
+    CONFLICTS,
+    CONTACTS,
+    OUTBOX,
+    RESERVATIONS,
+    Agent,
+    Conflict,
+    Message,
+    Reservation,
+    agent_dir,
+    agent_folder,
+    profile_path,
+)
 from gitmail.storage.engine import Change
 from gitmail.storage.history import authors_since, commits_by
 from gitmail.storage.snapshot import Snapshot
@@ -169,6 +181,55 @@ def verify_agent_token(ctx: Context, project_key: str, agent_name: str, token: s
     snap = ctx.archive(project_key).snapshot()
     agent = find_agent(snap, agent_name) if isinstance(agent_name, str) and agent_name else None
     return agent is not None and token_matches(token, agent.token_hash)
+
+
+def agent_id(ctx: Context, project_key: str, agent_name: str) -> str | None:
+    """The id of the registration that holds ``agent_name`` now (None if nobody does)."""
+    if not ctx.store.exists(project_key):
+        return None
+    agent = find_agent(ctx.archive(project_key).snapshot(), agent_name)
+    return agent.id if agent is not None else None
+
+
+def identity_clash(ctx: Context, project_key: str, agent_name: str, *, token: str | None = None,
+                   registration: str | None = None) -> GitmailError | None:
+    """The error for a caller whose registration of ``agent_name`` lost a clash, or None.
+
+    Two machines that could not see each other may both register one name.
+    When their archives meet, the earlier registration keeps the name and
+    the other is parked under ``conflicts/`` (see the sync's merge rules).
+    A caller proving itself with the parked registration's token (or a
+    session bound to its id) is not that agent any more: it gets this error,
+    which says what happened and how to go on, instead of a bare refusal,
+    and never acts as the agent that kept the name.
+    """
+    if not ctx.store.exists(project_key) or not isinstance(agent_name, str) or not agent_name:
+        return None
+    snap = ctx.archive(project_key).snapshot()
+    kept = find_agent(snap, agent_name)
+    name = kept.name if kept is not None else agent_name
+    folder = f"{CONFLICTS}/{profile_path(name)}"
+    for entry in snap.listdir(folder):
+        record = snap.load(f"{folder}/{entry}", Conflict)
+        if record is None or record.encoding != "utf-8":
+            continue
+        try:
+            parked = Agent.from_bytes(record.content.encode("utf-8"), profile_path(name))
+        except GitmailError:
+            continue
+        if not ((token and token_matches(token, parked.token_hash)) or parked.id == registration):
+            continue
+        winner = (f"the registration made {kept.inception_ts} on machine {kept.hlc.node}" if kept is not None
+                  else "another registration")
+        return GitmailError(
+            IDENTITY_CLASH,
+            f"the name {name} was registered on two machines while they could not see each other, and {winner} "
+            f"keeps it; yours (made {parked.inception_ts} on machine {parked.hlc.node}) is kept for the record in "
+            f"{folder}/{entry}. Register again under another name (register_agent with a new name gives you a "
+            f"new token) and tell your correspondents: mail to {name} now reaches the other agent",
+            {"agent": name, "parked": f"{folder}/{entry}", "parked_id": parked.id,
+             "kept_id": kept.id if kept is not None else None})
+    return None
 
 
 def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from gitmail.coord import acting, capabilities, guard, journal, reservations, seats
 from gitmail.coord.context import Activity, Context
 from gitmail.index import search_messages
-from gitmail.model.errors import invalid
+from gitmail.model.errors import GitmailError, invalid
 from gitmail.model.limits import (
     CATCH_UP_DEFAULT,
     DEFAULT_INACTIVITY,
@@ -94,6 +94,13 @@ class Mail:
 
     def verify_agent_token(self, project_key: str, agent_name: str, token: str) -> bool:
         return agents.verify_agent_token(self.ctx, project_key, agent_name, token)
+
+    def agent_id(self, project_key: str, agent_name: str) -> str | None:
+        return agents.agent_id(self.ctx, project_key, agent_name)
+
+    def identity_clash(self, project_key: str, agent_name: str, *, token: str | None = None,
+                       registration: str | None = None) -> GitmailError | None:
+        return agents.identity_clash(self.ctx, project_key, agent_name, token=token, registration=registration)
 
     def reset_agent_token(self, project_key: str, agent_name: str) -> dict[str, Any]:
         return agents.reset_agent_token(self.ctx, project_key, agent_name)

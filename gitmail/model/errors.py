@@ -37,6 +37,7 @@ CURSOR_AHEAD = "CURSOR_AHEAD"  # a read cursor beyond this machine's high waterm
 RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the machine ran out of file handles, disk space or memory
 INDEX_UNAVAILABLE = "INDEX_UNAVAILABLE"  # derived state cannot answer right now; it rebuilds itself
 INTERNAL = "INTERNAL"  # a failure gitmail did not foresee; the server's log has the details
+IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and the other registration kept it
 
 
 class GitmailError(Exception):

@@ -10,6 +10,7 @@ within one millisecond.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import re
 import threading
@@ -74,6 +75,16 @@ _minter = IdMinter()
 def new_id(now_ms: int | None = None) -> str:
     """Mint a new ID for the system's current time (or ``now_ms``); a store's clock mints its own."""
     return _minter.mint(int(time.time() * 1000) if now_ms is None else now_ms)
+
+
+def derived_id(ms: int, seed: bytes) -> str:
+    """An ID that every machine computes alike from the same facts: the time ``ms`` and bits of ``seed``'s hash.
+
+    For a record that several machines may each decide to write on their
+    own (a notice about something they all saw): they write one file.
+    """
+    rand = int.from_bytes(hashlib.sha256(seed).digest()[:9], "big") >> (72 - _RANDOM_BITS)
+    return _encode(ms, _TIME_CHARS) + _encode(rand, _RANDOM_CHARS)
 
 
 def is_id(text: object) -> TypeGuard[str]:

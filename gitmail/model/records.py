@@ -246,6 +246,14 @@ class Record:
             raise GitmailError(CORRUPT_RECORD, f"{path}: {exc}", {"path": path}) from None
         return record
 
+    def misplaced(self, path: str) -> str | None:
+        """Why this record cannot be the file at ``path`` (None when it can)."""
+        try:
+            self._check_consistency(path)
+        except FieldError as exc:
+            return str(exc)
+        return None
+
     def _check_consistency(self, path: str) -> None:
         """The file must sit where its own fields say it lives."""
         if path != "<record>" and path != self.path():
@@ -546,6 +554,32 @@ class Window(Record):
 
 
 @dataclass
+class Repair(Record):
+    """An operator took a file that broke the archive's rules out of the tip, or put it back.
+
+    Written by ``gitmail repair`` when a bad change reached a shared hub
+    without checks: the record checker accepts the removal or restoration it
+    names (and nothing else), so the repaired ``main`` can be pushed to a
+    checked hub. ``removed_blob`` is the version taken out (None when the
+    file had been deleted and is put back), ``restored_blob`` the version put
+    back (None when the file is simply gone), ``restored_from`` a commit
+    earlier in ``main``'s history that held ``restored_blob`` at ``file``.
+    """
+
+    KIND: ClassVar[str] = "repair"
+    id: str = _spec("id")
+    file: str = _spec("str", max_len=1024)
+    reason: str = _spec("text", max_len=4096)
+    repaired_at: str = _spec("ts")
+    removed_blob: str | None = _spec("str", default=None, max_len=40)
+    restored_blob: str | None = _spec("str", default=None, max_len=40)
+    restored_from: str | None = _spec("str", default=None, max_len=40)
+
+    def path(self) -> str:
+        return repair_path(self.id)
+
+
+@dataclass
 class Conflict(Record):
     """Two different files met at one immutable path during a merge.
 
@@ -583,6 +617,7 @@ SUMMARIES = "summaries"
 ATTACHMENTS = "attachments"
 CONFLICTS = "conflicts"
 WINDOWS = "windows"
+REPAIRS = "repairs"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -655,6 +690,10 @@ def tombstone_path(message_id: str) -> str:
     return f"{TOMBSTONES}/{day_shard(message_id)}/{message_id}.yaml"
 
 
+def repair_path(repair_id: str) -> str:
+    return f"{REPAIRS}/{day_shard(repair_id)}/{repair_id}.yaml"
+
+
 def idempotency_path(agent: str, created_at: str, key_hash: str) -> str:
     return f"{agent_folder(agent, IDEMPOTENCY)}/{parse_ts(created_at).strftime('%Y/%m/%d')}/{key_hash}.yaml"
 
@@ -696,7 +735,13 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^agents/{_NAME}/held/{_DAY}/{_ID}\.md$"), HeldMessage, "held"),
     (re.compile(rf"^summaries/{_DAY}/{_ID}\.yaml$"), Summary, "summary"),
     (re.compile(r"^windows/[A-Za-z0-9][A-Za-z0-9-]{7,63}\.yaml$"), Window, "window"),
+    (re.compile(rf"^repairs/{_DAY}/{_ID}\.yaml$"), Repair, "repair"),
 ]
+# Roles whose files never change once written: a merge or a push may only add them.
+IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
+                             "attachment", "repair"})
+# Files that may sit in an archive without being records.
+PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 
 
 def classify(path: str) -> tuple[str, type[Record] | None] | None:
@@ -705,6 +750,14 @@ def classify(path: str) -> tuple[str, type[Record] | None] | None:
         if pattern.match(path):
             return role, record_type
     return None
+
+
+def role_of(path: str) -> str | None:
+    """The record role of ``path`` (``attachment`` for attachment files), or None for other files."""
+    if path.startswith(ATTACHMENTS + "/"):
+        return "attachment"
+    kind = classify(path)
+    return kind[0] if kind else None
 
 
 def parse_path(path: str, data: bytes) -> Record:

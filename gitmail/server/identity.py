@@ -12,9 +12,15 @@ it) needs proof that the caller *is* that agent. There are two proofs:
   that keep a session, as most do today). Session-less HTTP requests carry
   no session, so they always pass the token.
 
+A session is bound to the registration it made or proved (the profile's
+id), not to the name alone: if a sync later hands the name to an earlier
+registration made on another machine, the session no longer acts as that
+agent.
+
 A token, when given, is always checked, even inside a bound session, so a
-wrong token never passes silently. The full access model is in
-docs/security.md and :mod:`gitmail.server.access`.
+wrong token never passes silently. A token or binding of a registration that
+lost a clash over its name gets IDENTITY_CLASH, which says how to go on. The
+full access model is in docs/security.md and :mod:`gitmail.server.access`.
 """
 
 from __future__ import annotations
@@ -54,8 +60,8 @@ class Identities:
         self.store = store
         self.mail = mail
         self._lock = threading.Lock()
-        # session -> {(slug, lower-cased agent name): the agent's name as registered}
-        self._bound: OrderedDict[str, dict[tuple[str, str], str]] = OrderedDict()
+        # session -> {(slug, lower-cased agent name): (the agent's name as registered, its registration's id)}
+        self._bound: OrderedDict[str, dict[tuple[str, str], tuple[str, str]]] = OrderedDict()
 
     def register(self, ctx: Context | None, project_key: str, *, program: str | None, model: str | None,
                  name: str | None, task_description: str | None, token: str | None) -> dict[str, Any]:
@@ -73,13 +79,18 @@ class Identities:
         def claim(existing: Agent) -> None:
             if token and self.mail.token_matches(token, existing.token_hash):
                 return
-            if key is not None and self._has(key, slug, existing.name):
+            bound = self._bound_id(key, slug, existing.name)
+            if bound is not None and bound == existing.id:
                 return
+            if bound is not None:  # this session's registration lost the name to another made elsewhere
+                clash = self.mail.identity_clash(project_key, existing.name, registration=bound)
+                if clash is not None:
+                    raise clash
             raise self._taken(project_key, existing.name, wrong_token=bool(token))
 
         profile = self.mail.register_agent(project_key, program, model, name=name, task_description=task_description,
                                            claim=claim)
-        self._bind(key, slug, profile["name"])
+        self._bind(key, slug, profile["name"], profile["id"])
         return profile
 
     @staticmethod
@@ -93,19 +104,20 @@ class Identities:
             {"agent": name, "reason": "name_taken", "argument": "agent_token"},
         )
 
-    def bind(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
-        """Remember that this session registered (or proved) the agent; False if it has no session.
+    def bind(self, ctx: Context | None, project_key: str, agent_name: str, agent_id: str) -> bool:
+        """Remember that this session registered (or proved) registration ``agent_id`` of the agent.
 
+        False if the call has no session.
         Agent names are unique without regard to case, and so are bindings.
         """
-        return self._bind(session_key(ctx), self.store.resolve(project_key), agent_name)
+        return self._bind(session_key(ctx), self.store.resolve(project_key), agent_name, agent_id)
 
-    def _bind(self, key: str | None, slug: str, agent_name: str) -> bool:
+    def _bind(self, key: str | None, slug: str, agent_name: str, agent_id: str) -> bool:
         if key is None:
             return False
         with self._lock:
             agents = self._bound.pop(key, {})
-            agents.setdefault((slug, agent_name.lower()), agent_name)
+            agents[(slug, agent_name.lower())] = (agent_name, agent_id)
             self._bound[key] = agents
             while len(self._bound) > MAX_SESSIONS:
                 self._bound.popitem(last=False)
@@ -117,7 +129,7 @@ class Identities:
         if key is None:
             return []
         with self._lock:
-            return sorted(name for (s, _), name in self._bound.get(key, {}).items() if s == slug)
+            return sorted(name for (s, _), (name, _id) in self._bound.get(key, {}).items() if s == slug)
 
     def projects(self, ctx: Context | None) -> list[str]:
         """The slugs of the projects this session proved agents in, sorted."""
@@ -134,13 +146,19 @@ class Identities:
                 for pair in [p for p in agents if p[0] == slug and (agent_name is None or p[1] == agent_name.lower())]:
                     del agents[pair]
 
-    def is_bound(self, ctx: Context | None, project_key: str, agent_name: str) -> bool:
+    def bound_id(self, ctx: Context | None, project_key: str, agent_name: str) -> str | None:
+        """The registration of ``agent_name`` this session made or proved, if any."""
         key = session_key(ctx)
-        return key is not None and self._has(key, self.store.resolve(project_key), agent_name)
+        if key is None:
+            return None
+        return self._bound_id(key, self.store.resolve(project_key), agent_name)
 
-    def _has(self, key: str, slug: str, agent_name: str) -> bool:
+    def _bound_id(self, key: str | None, slug: str, agent_name: str) -> str | None:
+        if key is None:
+            return None
         with self._lock:
-            return (slug, agent_name.lower()) in self._bound.get(key, {})
+            bound = self._bound.get(key, {}).get((slug, agent_name.lower()))
+        return bound[1] if bound is not None else None
 
     def require(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
                 *, argument: str = "agent_token") -> None:
@@ -151,13 +169,23 @@ class Identities:
         """
         if token:
             if not self.mail.verify_agent_token(project_key, agent_name, token):
+                clash = self.mail.identity_clash(project_key, agent_name, token=token)
+                if clash is not None:
+                    raise clash
                 self._require_exists(project_key, agent_name)
                 raise GitmailError(UNAUTHORIZED, f"{argument} is not {agent_name}'s token. " + ways_out(
                     project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
-            self.bind(ctx, project_key, agent_name)
+            agent_id = self.mail.agent_id(project_key, agent_name)
+            if agent_id is not None:
+                self.bind(ctx, project_key, agent_name, agent_id)
             return
-        if self.is_bound(ctx, project_key, agent_name):
-            return
+        bound = self.bound_id(ctx, project_key, agent_name)
+        if bound is not None:
+            if self.mail.agent_id(project_key, agent_name) == bound:
+                return
+            clash = self.mail.identity_clash(project_key, agent_name, registration=bound)
+            if clash is not None:
+                raise clash
         self._require_exists(project_key, agent_name)
         raise GitmailError(UNAUTHORIZED, f"this call acts as {agent_name}, so it needs {agent_name}'s proof. "
                            + ways_out(project_key, agent_name, argument), {"agent": agent_name, "argument": argument})

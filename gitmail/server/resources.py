@@ -26,6 +26,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
+from gitmail.sync.status import remote_states
 
 from .access import OPEN, Rule
 from .results import log_failure
@@ -160,6 +161,13 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         slug = rt.access.require_project(project_key)
         listed = mail.list_agents(slug, active_only=True if active_only is None else flag(active_only))
         return {"project": mail.human_key(slug), "count": len(listed), "agents": listed}
+
+    @resource(mcp, "resource://sync{?project,agent_name,agent_token}", access=member)
+    def sync(project: str = "", agent_name: str | None = None, agent_token: str | None = None) -> dict[str, Any]:
+        """How each git remote of the project is syncing: state, URL, last attempt, last success, last error,
+        ahead/behind, refused changes kept aside."""
+        states = [state.to_dict() for state in remote_states(rt.store, project)]
+        return {"project": rt.store.resolve(project), "remotes": states}
 
     @resource(mcp, "resource://message/{message_id}{?project,agent_name,agent_token}", access=member)
     def message(message_id: str, project: str = "", agent_name: str | None = None,

@@ -87,7 +87,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """
         profile = mail.create_agent_identity(project_key=project_key, program=program, model=model,
                                              name_hint=name_hint, task_description=task_description)
-        rt.identities.bind(ctx, project_key, profile["name"])  # a taken name failed above: only a new agent binds
+        # A taken name failed above: only a new agent binds.
+        rt.identities.bind(ctx, project_key, profile["name"], profile["id"])
         return shown(profile, return_registration_token)
 
     @tool(mcp, READ, access=anyone)

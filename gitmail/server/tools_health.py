@@ -8,6 +8,7 @@ from typing import Any
 from fastmcp import FastMCP
 
 from gitmail.model.version import __version__
+from gitmail.sync.status import store_states
 
 from .binding import is_loopback
 from .results import READ, tool
@@ -31,6 +32,28 @@ def environment(rt: Runtime) -> dict[str, Any]:
     }
 
 
+def sync_summary(rt: Runtime) -> dict[str, Any]:
+    """Every remote's sync state, and the worst of them as ``status`` (``none`` without remotes).
+
+    Anyone may call ``health_check``, so this leaves out what only members
+    of a project see through ``sync_status``: remote URLs (which may carry
+    credentials) and the text of errors (which quotes them); the error's
+    code and time stay.
+    """
+    states = []
+    for state in store_states(rt.store):
+        shown = state.to_dict()
+        del shown["url"]
+        if shown["last_error"]:
+            shown["last_error"] = {"code": shown["last_error"].get("code"), "at": shown["last_error"].get("at")}
+        states.append(shown)
+    worst = "none"
+    for level in ("ok", "never", "syncing", "attention", "failing"):
+        if any(state["state"] == level for state in states):
+            worst = level
+    return {"status": worst, "remotes": states}
+
+
 def register(mcp: FastMCP, rt: Runtime) -> None:
     @tool(mcp, READ, access=rt.access.open())
     def health_check() -> dict[str, Any]:
@@ -38,6 +61,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
         Cheap and side-effect free: call it first to check that the connection
         works. `database_url` names the folder of per-project git archives.
+        `sync` tells how each project's git remotes are syncing: its status is
+        the worst of them (ok, never, syncing, attention, failing; none
+        without remotes) and `remotes` lists each one's last attempt, last
+        success, last error code, ahead/behind and refused changes kept aside
+        (sync_status shows a project's remotes in full to its agents).
         """
         return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
-                "uptime_seconds": round(time.time() - rt.started, 3)}
+                "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt)}

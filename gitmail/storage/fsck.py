@@ -1,10 +1,12 @@
 """Consistency checks over an archive's tip, plus git's own ``fsck``.
 
-What is checked: every file sits at a path gitmail knows and parses as the
-record that lives there (which also checks that IDs and names agree with the
-path); every inbox and outbox copy is the canonical message (the outbox copy
-may add the sender's bcc list); every copy's owner is a party of the message;
-and references (reply, thread, attachments) resolve; a reference to a message
+What is checked: every file passes the record checker's file rules
+(:func:`gitmail.storage.recordcheck.inspect_file`, the same that pushes and
+fetches pass: a path gitmail knows, parsing as the record that lives there,
+IDs and names agreeing with the path, attachments matching their hash);
+every inbox and outbox copy is the canonical message (the outbox copy may add
+the sender's bcc list); every copy's owner is a party of the message; and
+references (reply, thread, attachments) resolve; a reference to a message
 removed on purpose (one with a tombstone) counts as resolved.
 """
 
@@ -14,14 +16,11 @@ import hashlib
 import subprocess
 from dataclasses import dataclass
 
-from gitmail.model.errors import GitmailError
 from gitmail.model.ids import is_id
-from gitmail.model.records import ATTACHMENTS, Message, Tombstone, classify, message_path
+from gitmail.model.records import ATTACHMENTS, Message, Tombstone, message_path, role_of
 
 from .engine import Archive
-
-# Files that may sit in an archive without being records.
-_PLAIN_FILES = {".gitattributes", ".gitignore", "README.md"}
+from .recordcheck import inspect_file, path_problem
 
 
 @dataclass(frozen=True)
@@ -44,20 +43,17 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     copies: list[tuple[str, str, Message]] = []
     attachments: set[str] = set()
     for path in snap.walk():
-        if path in _PLAIN_FILES:
+        problem = path_problem(path)  # checked before reading, which a damaged object would fail
+        if problem is not None:
+            problems.append(Problem(path, problem))
             continue
+        record, problem = inspect_file(path, snap.read(path) or b"")
         if path.startswith(ATTACHMENTS + "/"):
-            attachments.add(path)
+            attachments.add(path)  # a message may still name it; a hash mismatch is reported either way
+        if problem is not None:
+            problems.append(Problem(path, problem))
             continue
-        role, record_type = classify(path) or ("", None)
-        if record_type is None:
-            problems.append(Problem(path, "not a path where gitmail keeps records"))
-            continue
-        try:
-            record = record_type.from_bytes(snap.read(path) or b"", path)
-        except GitmailError as exc:
-            problems.append(Problem(path, exc.message.removeprefix(path + ": ")))
-            continue
+        role = role_of(path)
         # Each role's path holds one record type: a message and its copies parse as Message.
         if isinstance(record, Tombstone):
             removed.add(record.message_id)

@@ -35,6 +35,25 @@ def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
     return obj.data
 
 
+def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
+    """Files that differ from tree ``old`` to tree ``new``: path -> new blob id, or None if deleted."""
+    if old is None:
+        if new is None:
+            return {}
+        diff = new.diff_to_tree(swap=True)
+    elif new is None:
+        diff = old.diff_to_tree()
+    else:
+        diff = old.diff_to_tree(new)
+    out: dict[str, pygit2.Oid | None] = {}
+    for delta in diff.deltas:
+        if delta.status == pygit2.GIT_DELTA_DELETED:
+            out[delta.old_file.path] = None
+        else:
+            out[delta.new_file.path] = delta.new_file.id
+    return out
+
+
 class Snapshot:
     def __init__(self, repo: pygit2.Repository, commit: str | None, pending: dict[str, bytes | None] | None = None):
         self.repo = repo

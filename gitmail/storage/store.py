@@ -31,6 +31,7 @@ from gitmail.model.names import normalize_human_key
 
 from .checkout import CheckoutRefresher, protect_archive
 from .engine import Archive
+from .hookfiles import ensure_archive_hooks, install_archive_hooks
 
 _SLUG_SAFE = re.compile(r"[^a-z0-9]+")
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}$")
@@ -134,9 +135,11 @@ class Store:
                 archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
                                        wall=self.clock.wall)
                 protect_archive(archive.git_dir)
+                install_archive_hooks(archive.git_dir)
             else:
                 archive = Archive(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
                                   wall=self.clock.wall)
+                ensure_archive_hooks(archive.git_dir)
             if self.background:
                 refresher = CheckoutRefresher(paths.archive, paths.checkout)
                 archive.add_listener(refresher.on_commit)

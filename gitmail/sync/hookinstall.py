@@ -1,13 +1,16 @@
 """Putting gitmail's git integration in place: hooks, the merge driver, ``.gitattributes``.
 
-- Archives get the hooks of ``hooks/archive`` (they only poke the watcher)
-  and the merge driver, so a pull inside the archive's checkout merges by
-  the record rules.
+- Archives get the hooks of ``hooks/archive`` (the record check on pushes
+  into the archive, and pokes for the watcher; the store installs them when
+  it creates an archive) and the merge driver, so a pull inside the
+  archive's checkout merges by the record rules.
 - A human's clone of an archive (``--repo``) gets the merge driver, so a
   plain ``git pull`` there builds the same tree as ``gitmail sync``.
 - A hub (``--hub``, a bare repository machines push to) gets the
   ``pre-receive`` check of :mod:`gitmail.sync.pushcheck` and refuses history
   rewrites and branch deletion.
+
+The scripts themselves are written by :mod:`gitmail.storage.hookfiles`.
 
 Each archive's tree carries a ``.gitattributes`` naming the driver for
 record files; git falls back to its plain text merge where the driver is
@@ -17,14 +20,13 @@ not configured, so the file is harmless in a clone without gitmail.
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
-from importlib import resources
 from typing import TypedDict
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.storage.engine import Archive, Change
+from gitmail.storage.hookfiles import HUB_MARK, HookFiles, install_archive_hooks, install_hooks
 
 DRIVER = "gitmail"
 GITATTRIBUTES_PATH = ".gitattributes"
@@ -34,8 +36,6 @@ GITATTRIBUTES = (
     f"*.yaml merge={DRIVER}\n"
     f"*.md merge={DRIVER}\n"
 ).encode()
-ARCHIVE_MARK = "gitmail-archive-hook"
-HUB_MARK = "gitmail-hub-hook"
 
 
 def _git(*args: str) -> None:
@@ -59,13 +59,6 @@ def register_merge_driver(git_dir: str) -> None:
     _git("--git-dir", git_dir, "config", "merge.renames", "false")
 
 
-class HookFiles(TypedDict):
-    """Hooks written by gitmail, and hooks of someone else's left in place."""
-
-    installed: list[str]
-    kept: list[str]
-
-
 class ArchiveHooks(TypedDict):
     hooks: HookFiles
     merge_driver: str
@@ -75,36 +68,6 @@ class ArchiveHooks(TypedDict):
 class HubHooks(TypedDict):
     hub: str
     hooks: HookFiles
-
-
-def _template(folder: str, name: str) -> str:
-    return (resources.files("gitmail.hooks") / folder / name).read_text(encoding="utf-8")
-
-
-def _install(git_dir: str, folder: str, names: list[str], mark: str) -> HookFiles:
-    hooks_dir = os.path.join(git_dir, "hooks")
-    os.makedirs(hooks_dir, exist_ok=True)
-    done: HookFiles = {"installed": [], "kept": []}
-    for name in names:
-        target = os.path.join(hooks_dir, name)
-        if os.path.exists(target):
-            with open(target, encoding="utf-8", errors="replace") as handle:
-                if mark not in handle.read():
-                    done["kept"].append(name)  # somebody else's hook: leave it alone
-                    continue
-        text = _template(folder, name).replace("@PYTHON@", sys.executable)
-        tmp = target + ".gitmail-tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, os.stat(tmp).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        os.replace(tmp, target)
-        done["installed"].append(name)
-    return done
-
-
-def _names(folder: str) -> list[str]:
-    return sorted(entry.name for entry in (resources.files("gitmail.hooks") / folder).iterdir()
-                  if entry.is_file() and not entry.name.startswith((".", "_")))
 
 
 def ensure_gitattributes(archive: Archive) -> str | None:
@@ -123,7 +86,7 @@ def ensure_gitattributes(archive: Archive) -> str | None:
 
 def install_archive(archive: Archive, checkout_dir: str | None = None) -> ArchiveHooks:
     """Hooks and merge driver for one archive (and its checkout, if there is one)."""
-    hooks = _install(archive.git_dir, "archive", _names("archive"), ARCHIVE_MARK)
+    hooks = install_archive_hooks(archive.git_dir)
     register_merge_driver(archive.git_dir)
     if checkout_dir and os.path.isdir(os.path.join(checkout_dir, ".git")):
         register_merge_driver(os.path.join(checkout_dir, ".git"))
@@ -145,7 +108,7 @@ def install_hub(path: str) -> HubHooks:
     if not os.path.exists(os.path.join(path, "HEAD")):
         raise GitmailError(NOT_FOUND, f"{path} is not a bare git repository; create it with "
                            "`git init --bare --initial-branch=main PATH`", {"path": path})
-    hooks = _install(path, "hub", _names("hub"), HUB_MARK)
+    hooks = install_hooks(path, "hub", HUB_MARK)
     _git("--git-dir", path, "config", "receive.denyNonFastForwards", "true")
     _git("--git-dir", path, "config", "receive.denyDeletes", "true")
     return {"hub": path, "hooks": hooks}

@@ -34,7 +34,6 @@ from gitmail.model.clock import HLC
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import (
     AGENTS,
-    ATTACHMENTS,
     TOMBSTONES,
     Agent,
     Conflict,
@@ -47,29 +46,18 @@ from gitmail.model.records import (
     Reservation,
     Seat,
     Window,
-    classify,
     message_files,
+    role_of,
     tombstone_path,
 )
 from gitmail.storage.objects import BLOB, object_id
-from gitmail.storage.snapshot import blob_data
+from gitmail.storage.snapshot import blob_data, tree_changes
 
-# Roles whose files never change once written: both sides can only add them.
-IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
-                             "attachment"})
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
-
-
-def role_of(path: str) -> str | None:
-    """The record role of ``path`` (``attachment`` for attachment files), or None for other files."""
-    if path.startswith(ATTACHMENTS + "/"):
-        return "attachment"
-    kind = classify(path)
-    return kind[0] if kind else None
 
 
 def blob_hex(data: bytes) -> str:
@@ -121,6 +109,10 @@ def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes 
         if role == "held":
             return FileMerge(None)
         return FileMerge(ours if ours is not None else theirs)
+    if role == "agent":
+        clash = _identity_clash(path, ours, theirs)
+        if clash is not None:
+            return clash
     resolver = _RESOLVERS.get(role or "")
     if resolver is not None:
         try:
@@ -132,11 +124,35 @@ def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes 
     return _keep_both(path, ours, theirs)
 
 
+def _identity_clash(path: str, ours: bytes, theirs: bytes) -> FileMerge | None:
+    """Two registrations of one name (made apart, say on two machines offline): the first keeps the name.
+
+    Profiles of one agent merge field by field; profiles of two different
+    agents (different ids) must not, or one would silently take over the
+    other's name and token. The earlier registration (by inception time,
+    then id) stays at the path on every machine; the other is parked under
+    ``conflicts/``, where the sync reports it and the agent it belonged to
+    is told how to go on.
+    """
+    try:
+        mine, other = _parse(Agent, path, ours, theirs)
+    except GitmailError:
+        return None
+    if mine.id == other.id:
+        return None
+    if (mine.inception_ts, mine.id) <= (other.inception_ts, other.id):
+        return _park(path, ours, theirs)
+    return _park(path, theirs, ours)
+
+
 def _keep_both(path: str, ours: bytes, theirs: bytes) -> FileMerge:
     """The smaller blob stays at the path; the other is parked in a conflict record."""
-    ours_id, theirs_id = blob_hex(ours), blob_hex(theirs)
-    kept, kept_id, other, other_id = ((ours, ours_id, theirs, theirs_id) if ours_id < theirs_id
-                                      else (theirs, theirs_id, ours, ours_id))
+    return _park(path, ours, theirs) if blob_hex(ours) < blob_hex(theirs) else _park(path, theirs, ours)
+
+
+def _park(path: str, kept: bytes, other: bytes) -> FileMerge:
+    """``kept`` stays at the path; ``other`` is parked in a conflict record."""
+    kept_id, other_id = blob_hex(kept), blob_hex(other)
     try:
         text, encoding = other.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -275,26 +291,6 @@ class TreeMerge:
             self.newest_clock = seen
 
 
-def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None,
-                 new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
-    """Files that differ from ``old`` to ``new``: path -> new blob id, or None if deleted."""
-    if old is None:
-        if new is None:
-            return {}
-        diff = new.diff_to_tree(swap=True)
-    elif new is None:
-        diff = old.diff_to_tree()
-    else:
-        diff = old.diff_to_tree(new)
-    out: dict[str, pygit2.Oid | None] = {}
-    for delta in diff.deltas:
-        if delta.status == pygit2.GIT_DELTA_DELETED:
-            out[delta.old_file.path] = None
-        else:
-            out[delta.new_file.path] = delta.new_file.id
-    return out
-
-
 def _tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
     return repo[commit].peel(pygit2.Tree) if commit else None
 
@@ -314,8 +310,8 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     base_oid = repo.merge_base(ours, theirs)
     base = str(base_oid) if base_oid is not None else None
     base_tree, ours_tree, theirs_tree = _tree(repo, base), _tree(repo, ours), _tree(repo, theirs)
-    ours_changed = tree_changes(repo, base_tree, ours_tree)
-    theirs_changed = tree_changes(repo, base_tree, theirs_tree)
+    ours_changed = tree_changes(base_tree, ours_tree)
+    theirs_changed = tree_changes(base_tree, theirs_tree)
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)

@@ -1,55 +1,94 @@
-"""Syncing a project's archive with git remotes: fetch, merge by the record rules, push.
+"""Syncing a project's archive with its git remotes: fetch, check, merge by the record rules, push.
 
 Transport is the system ``git`` (so ssh keys, credential helpers and any URL
-git understands just work); merging is :mod:`gitmail.sync.merge`; the local
-``main`` only ever moves by compare-and-swap, through the engine, so a sync
-never loses a write that raced with it. One sync:
+git understands just work); checking is the record checker
+(:mod:`gitmail.sync.quarantine`); merging is :mod:`gitmail.sync.merge`; the
+local ``main`` only ever moves by compare-and-swap, through the engine, so a
+sync never loses a write that raced with it. One sync with one remote:
 
 1. ``git fetch <remote>``: its ``main`` into ``refs/remotes/<remote>/main``,
    and every machine's own ref (``refs/gitmail/nodes/<node>``) into
    ``refs/remotes/<remote>/nodes/``;
-2. bring each fetched tip in: fast-forward when it contains ours, nothing
+2. check each fetched tip: what it adds over the local ``main`` passes the
+   same record checks as a push; refused changes are kept aside in the
+   quarantine ref and reported, and only the valid part goes on;
+3. bring each valid tip in: fast-forward when it contains ours, nothing
    when ours contains it, otherwise a merge commit (two parents) whose tree
    the record rules computed against the current tip;
-3. ``git push <remote> main`` (never forced). When another machine moved the
+4. tell the holders of overlapping reservations that arrived (see
+   :mod:`gitmail.sync.findings`);
+5. ``git push <remote> main`` (never forced). When another machine moved the
    remote's ``main`` in the meantime, push to this machine's own ref
-   ``refs/gitmail/nodes/<node>`` instead: nobody else writes it, so that push
-   always goes through, and every other machine merges it on its next sync
-   (and carries it into ``main`` with its own push). A sync therefore takes
-   one round however many machines sync at once; nobody retries in a loop.
+   ``refs/gitmail/nodes/<node>`` instead: nobody else writes it, and a checked
+   hub judges it by what it adds over the last ``main`` it merged, so that
+   push goes through; every other machine merges it on its next sync (and
+   carries it into ``main`` with its own push). A sync therefore takes one
+   round however many machines sync at once; nobody retries in a loop.
+
+Every remote is synced on its own: one that fails (unreachable, refusing)
+is reported in its own result, with its state kept by
+:mod:`gitmail.sync.status`, and the others still sync. When records came in,
+the project's index takes them in before :func:`sync_project` returns, so a
+search right after a sync finds them; if another process is writing the
+search index just then, the report says how many messages search still lacks.
+
+A project's report carries an exit code, the same for the CLI and the MCP
+tool: 0 when every remote synced cleanly, 1 when it synced with something to
+look at (conflicts, refused changes kept aside, overlapping reservations), 2
+when at least one remote failed (the others still synced).
 """
 
 from __future__ import annotations
 
+import logging
 import random
+import subprocess
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
+from gitmail.index import indexer_for
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError
+from gitmail.model.records import role_of
 from gitmail.storage.engine import MAIN, Archive, Change
-from gitmail.storage.snapshot import Snapshot, blob_data
+from gitmail.storage.recordcheck import Checker
+from gitmail.storage.snapshot import Snapshot, blob_data, tree_changes
 from gitmail.storage.store import Store
 
+from .findings import (
+    arrived_reservations,
+    conflicts_entered,
+    overlap_view,
+    overlapping_reservations,
+    send_notices,
+)
 from .hookinstall import ensure_gitattributes
-from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits, role_of, tree_changes
+from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits
+from .quarantine import Checked, check_tip, keep_aside
 from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
+from .status import record_attempt, record_outcome
+
+_log = logging.getLogger("gitmail.sync")
 
 MAX_ROUNDS = 4
 MAX_INTEGRATE_TRIES = 100
 MAX_PAUSE = 2.0  # seconds: the longest pause before another round
 _jitter = random.Random()  # pauses drawn from a generator of our own: the shared one is the application's to seed
 
+OK, ATTENTION, FAILED = 0, 1, 2  # exit codes of a sync
 
-# -- one sync -------------------------------------------------------------------------
+Progress = Callable[[str, str], None]  # (remote, step): step is fetch, check, merge, push or index
+
+
+# -- results -----------------------------------------------------------------------------
 
 @dataclass
 class SyncResult:
-    """What one sync of one project with one remote did."""
+    """What one sync of one project with one remote did (``error`` is set when it failed)."""
 
     project: str
     remote: str
@@ -57,7 +96,10 @@ class SyncResult:
     records_out: int = 0
     messages_in: int = 0
     messages_out: int = 0
-    conflicts: list[dict[str, str]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # conflict records that entered main
+    quarantined: list[dict[str, Any]] = field(default_factory=list)  # incoming changes refused and kept aside
+    quarantine_ref: str | None = None
+    overlaps: list[dict[str, Any]] = field(default_factory=list)  # overlapping exclusive reservations that arrived
     fast_forwards: int = 0
     merges: int = 0
     rejected_pushes: int = 0
@@ -66,19 +108,82 @@ class SyncResult:
     pushed_to: str | None = None  # "main", or "node" when main had moved and this machine's own ref took the push
     tip: str | None = None
     seconds: float = 0.0
+    error: dict[str, Any] | None = None  # {code, message, data} when this remote failed
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return FAILED
+        return ATTENTION if self.conflicts or self.quarantined or self.overlaps else OK
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+        return {**{key: getattr(self, key) for key in self.__dataclass_fields__}, "exit_code": self.exit_code}
 
-    def summary(self) -> str:
-        parts = [f"{self.project} <-> {self.remote}: {self.records_in} records in ({self.messages_in} messages), "
-                 f"{self.records_out} out ({self.messages_out} messages)"]
-        if self.conflicts:
-            parts.append(f", {len(self.conflicts)} conflict(s) kept under conflicts/")
+    def outcome(self) -> dict[str, Any]:
+        """The counts the sync state keeps of this sync."""
+        return {"records_in": self.records_in, "records_out": self.records_out, "conflicts": len(self.conflicts),
+                "quarantined": len(self.quarantined), "overlaps": len(self.overlaps), "pushed_to": self.pushed_to,
+                "seconds": self.seconds}
+
+    def lines(self) -> list[str]:
+        """The summary for a human: one line, then one per thing to look at."""
+        head = f"{self.project} <-> {self.remote}: "
+        if self.error is not None:
+            return [head + f"FAILED [{self.error['code']}] {self.error['message']}"]
+        text = (head + f"{self.records_in} records in ({self.messages_in} messages), "
+                f"{self.records_out} out ({self.messages_out} messages)")
         if self.pushed_to == "node":
-            parts.append(", pushed to this machine's own ref (main had just moved; others merge it on their next sync)")
-        return "".join(parts)
+            text += "; pushed to this machine's own ref (main had just moved; others merge it on their next sync)"
+        out = [text]
+        for item in self.conflicts:
+            if item["kind"] == "identity":
+                kept, parked = item.get("kept", {}), item.get("parked", {})
+                out.append(f"  identity clash: agent {item['agent']} was registered on two machines apart; the "
+                           f"registration from {kept.get('node', '?')} ({kept.get('inception_ts', '?')}) keeps the "
+                           f"name, the one from {parked.get('node', '?')} is parked in {item['record']}; that agent "
+                           "must register under another name")
+            else:
+                out.append(f"  conflict: {item['path']} (the other version is kept in {item['record']})")
+        for item in self.overlaps:
+            first, second = item["reservations"]
+            out.append(f"  overlapping reservations: {first['agent']} holds {first['path_pattern']!r} and "
+                       f"{second['agent']} holds {second['path_pattern']!r}, granted apart; both were notified")
+        for item in self.quarantined:
+            out.append(f"  refused from {item['source']}: {item['path']}: {item['reason']}")
+        if self.quarantined:
+            out.append(f"  the refused changes are kept aside in {self.quarantine_ref}; once the remote is fixed "
+                       f"they go away, or run `gitmail repair {self.project} --remote {self.remote}`")
+        return out
 
+
+@dataclass
+class SyncReport:
+    """One sync of one project: a result per remote, and how far the index is."""
+
+    project: str
+    results: list[SyncResult]
+    index: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return max((result.exit_code for result in self.results), default=OK)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"project": self.project, "exit_code": self.exit_code, "status": _STATUS[self.exit_code],
+                "results": [result.to_dict() for result in self.results], "index": self.index}
+
+    def lines(self) -> list[str]:
+        out = [line for result in self.results for line in result.lines()]
+        if self.index.get("search_behind"):
+            out.append(f"  search is still taking in {self.index['search_behind']} message(s); inbox reads "
+                       "already see them")
+        return out
+
+
+_STATUS = {OK: "ok", ATTENTION: "attention", FAILED: "failed"}
+
+
+# -- merging one fetched commit --------------------------------------------------------------
 
 def _count(changes: Mapping[str, object]) -> tuple[int, int]:
     """(records, messages) among changed files; inbox and outbox copies are not records of their own."""
@@ -104,7 +209,7 @@ def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oi
 
 
 def integrate(store: Store, archive: Archive, theirs: str | None, label: str, result: SyncResult) -> None:
-    """Bring the fetched commit ``theirs`` (named ``label`` in the merge commit) into the local main."""
+    """Bring the commit ``theirs`` (named ``label`` in the merge commit) into the local main."""
     repo = archive.repo
     for _ in range(MAX_INTEGRATE_TRIES):
         if theirs is None:
@@ -113,7 +218,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
             return
         if ours is None or repo.descendant_of(theirs, ours):
-            changes = tree_changes(repo, _commit_tree(repo, ours), _commit_tree(repo, theirs))
+            changes = tree_changes(_commit_tree(repo, ours), _commit_tree(repo, theirs))
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -144,14 +249,14 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         result.records_in += records
         result.messages_in += messages
         result.merges += 1
-        result.conflicts += [{"path": c.file, "kept_blob": c.kept_blob, "other_blob": c.other_blob,
-                              "record": c.path()} for c in merged.conflicts]
         return
     raise GitmailError(RETRY_EXHAUSTED, "local writers kept moving main while the sync tried to merge; "
                        "nothing was lost, sync again in a moment", {"from": label})
 
 
-def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
+# -- talking to the remote ----------------------------------------------------------------------
+
+def _push(archive: Archive, project: str, remote: str, target: str = MAIN) -> str:
     """Push main to ``target``; returns ``"ok"`` or ``"behind"`` (the remote ref moved: fetch and merge again)."""
     proc = git(archive.git_dir, "push", "--porcelain", remote, f"{MAIN}:{target}", check=False)
     text = proc.stdout + proc.stderr
@@ -162,69 +267,20 @@ def _push(archive: Archive, remote: str, target: str = MAIN) -> str:
     if "[remote rejected]" in text:
         remote_lines = [line[len("remote:"):].strip() for line in proc.stderr.splitlines()
                         if line.startswith("remote:")]
-        reason = "; ".join(line for line in remote_lines if line) or text.strip()
-        raise GitmailError(SYNC_REJECTED, f"the remote refused the push: {reason}; fix or purge the named records "
-                           "locally, then sync again", {"remote": remote, "details": remote_lines})
+        reason = "; ".join(line for line in remote_lines if line.startswith("gitmail: refused")) or text.strip()
+        raise GitmailError(SYNC_REJECTED, f"the remote refused the push: {reason}; these records in this machine's "
+                           f"archive break the record rules: `gitmail fsck {project}` lists them and "
+                           f"`gitmail repair {project} --remote {remote}` takes them out",
+                           {"remote": remote, "details": remote_lines})
     if "[rejected]" in text or "fetch first" in text or "non-fast-forward" in text:
         return "behind"
-    raise GitmailError(SYNC_FAILED, f"git push failed: {text.strip()}; check the remote's URL and your access",
-                       {"remote": remote, "exit_code": proc.returncode})
+    raise GitmailError(SYNC_FAILED, f"git push to {remote!r} failed: {_one_line(text)}; check the remote's URL and "
+                       "your access to it", {"remote": remote, "exit_code": proc.returncode})
 
 
-def sync_project(store: Store, project: str, remote: str | None = None, *,
-                 max_rounds: int = MAX_ROUNDS) -> list[SyncResult]:
-    """Sync one project with one remote (or every remote it has); one result per remote."""
-    archive = store.archive(project)
-    remotes = list_remotes(store, project)
-    if remote is not None:
-        if remote not in remotes:
-            known = ", ".join(sorted(remotes)) or "none"
-            raise GitmailError(NOT_FOUND, f"project has no remote named {remote!r} (its remotes: {known}); the "
-                               "operator names remotes on the machine with `gitmail remote add PROJECT NAME URL`",
-                               {"remote": remote, "remotes": sorted(remotes)})
-        names = [remote]
-    else:
-        if not remotes:
-            raise GitmailError(NOT_FOUND, "project has no remotes; the operator names one on the machine with "
-                               "`gitmail remote add PROJECT NAME URL`", {"project": project})
-        names = list(remotes)
-    ensure_gitattributes(archive)
-    return [_sync_one(store, archive, store.resolve(project), name, max_rounds) for name in names]
-
-
-def _sync_one(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int) -> SyncResult:
-    started = time.monotonic()
-    result = SyncResult(project=slug, remote=remote)
-    repo = archive.repo
-    for round_no in range(1, max_rounds + 1):
-        result.rounds = round_no
-        theirs, nodes = fetch_remote(archive, remote)
-        integrate(store, archive, theirs, f"{remote}/main", result)
-        for node, tip in sorted(nodes.items()):
-            if node != store.node:
-                integrate(store, archive, tip, f"{remote}/nodes/{node}", result)
-        ours = archive.tip()
-        result.tip = ours
-        if ours is None or ours == theirs:
-            break
-        target = MAIN
-        if _push(archive, remote) != "ok":
-            result.rejected_pushes += 1
-            target = node_ref(store.node)
-            if nodes.get(store.node) != ours and _push(archive, remote, target) != "ok":
-                # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
-                time.sleep(_jitter.uniform(0, MAX_PAUSE))
-                continue
-        changes = tree_changes(repo, _commit_tree(repo, theirs), _commit_tree(repo, ours))
-        result.records_out, result.messages_out = _count(changes)
-        result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
-        break
-    else:
-        raise GitmailError(RETRY_EXHAUSTED, f"this machine's own ref on {remote!r} kept moving during {max_rounds} "
-                           "rounds (does another store share this node name?); nothing was lost locally",
-                           result.to_dict())
-    result.seconds = round(time.monotonic() - started, 4)
-    return result
+def _one_line(text: str) -> str:
+    """git's message on one line (it wraps addresses and hints over several)."""
+    return " ".join(text.split())
 
 
 def _ref(repo: pygit2.Repository, name: str) -> str | None:
@@ -243,10 +299,151 @@ def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, s
         has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
         proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
     if proc.returncode != 0:
-        raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {proc.stderr.strip()}; check the "
+        raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {_one_line(proc.stderr)}; check the "
                            "remote's URL and your access to it, then sync again", {"remote": remote})
     repo = archive.repo
     prefix = tracking_nodes(remote) + "/"
     nodes = {name[len(prefix):]: str(repo.references[name].resolve().target)
              for name in repo.references if name.startswith(prefix)}
     return (_ref(repo, tracking_ref(remote)) if has_main else None), nodes
+
+
+# -- one project ------------------------------------------------------------------------------
+
+def sync_project(store: Store, project: str, remote: str | None = None, *, max_rounds: int = MAX_ROUNDS,
+                 progress: Progress | None = None, catch_up_index: bool = True) -> SyncReport:
+    """Sync one project with one remote (or each of its remotes, one after the other); one result per remote.
+
+    A remote that fails does not stop the others: its result carries the
+    error. With ``catch_up_index`` (the default), the project's index takes
+    in what came before this returns (see the module documentation).
+    """
+    archive = store.archive(project)
+    remotes = list_remotes(store, project)
+    if remote is not None:
+        if remote not in remotes:
+            known = ", ".join(sorted(remotes)) or "none"
+            raise GitmailError(NOT_FOUND, f"project has no remote named {remote!r} (its remotes: {known}); the "
+                               "operator names remotes on the machine with `gitmail remote add PROJECT NAME URL`",
+                               {"remote": remote, "remotes": sorted(remotes)})
+        names = [remote]
+    else:
+        if not remotes:
+            raise GitmailError(NOT_FOUND, "project has no remotes; the operator names one on the machine with "
+                               "`gitmail remote add PROJECT NAME URL`", {"project": project})
+        names = list(remotes)
+    ensure_gitattributes(archive)
+    slug = store.resolve(project)
+    results = [_sync_recorded(store, archive, slug, name, max_rounds, progress) for name in names]
+    report = SyncReport(slug, results)
+    if catch_up_index and any(result.records_in for result in results):
+        if progress is not None:
+            progress("", "index")
+        report.index = catch_up(store, slug)
+    return report
+
+
+def catch_up(store: Store, project: str) -> dict[str, Any]:
+    """Have the project's index take in the tip now; how long it took, and what search still lacks."""
+    started = time.monotonic()
+    index = indexer_for(store).project(project)
+    tip = index.catch_up()
+    behind = index.meta.pending_count()
+    out: dict[str, Any] = {"tip": tip, "caught_up": behind == 0, "seconds": round(time.monotonic() - started, 4)}
+    if behind:
+        out["search_behind"] = behind
+    return out
+
+
+def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int,
+                   progress: Progress | None) -> SyncResult:
+    """Sync with one remote, keeping its sync state; a failure becomes the result's error."""
+    result = SyncResult(project=slug, remote=remote)
+    started = time.monotonic()
+    record_attempt(archive, remote, store.clock.now_ts())
+    try:
+        _sync_one(store, archive, remote, max_rounds, result, progress)
+    except GitmailError as exc:
+        result.error = exc.to_dict()
+    except (OSError, subprocess.SubprocessError) as exc:
+        result.error = GitmailError(SYNC_FAILED, f"syncing with {remote!r} failed: {exc}; check the remote and "
+                                    "this machine's disk, then sync again", {"remote": remote}).to_dict()
+    result.seconds = round(time.monotonic() - started, 4)
+    if result.error is not None:
+        _log.warning("sync of %s with %s failed: [%s] %s", slug, remote, result.error["code"],
+                     result.error["message"])
+    record_outcome(archive, remote, store.clock.now_ts(), error=result.error, result=result.outcome())
+    return result
+
+
+def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, result: SyncResult,
+              progress: Progress | None) -> None:
+    repo = archive.repo
+    checker = Checker(repo, "fetch")
+    before = archive.tip()
+
+    def step(name: str) -> None:
+        if progress is not None:
+            progress(remote, name)
+
+    for round_no in range(1, max_rounds + 1):
+        result.rounds = round_no
+        step("fetch")
+        theirs, nodes = fetch_remote(archive, remote)
+        step("check")
+        tips = [(f"{remote}/main", theirs)] if theirs else []
+        tips += [(f"{remote}/nodes/{node}", tip) for node, tip in sorted(nodes.items()) if node != store.node]
+        checked = [_check(archive, checker, tip, label) for label, tip in tips]
+        step("merge")
+        for item in checked:
+            integrate(store, archive, item.merge, item.label, result)
+        result.quarantine_ref = keep_aside(archive, remote, checked)
+        result.quarantined = [{**rejection.to_dict(), "source": item.label}
+                              for item in checked for rejection in item.rejected]
+        _findings(store, archive, before, result)
+        ours = archive.tip()
+        result.tip = ours
+        if ours is None or ours == theirs:
+            return
+        step("push")
+        target = MAIN
+        if _push(archive, result.project, remote) != "ok":
+            result.rejected_pushes += 1
+            target = node_ref(store.node)
+            if nodes.get(store.node) != ours and _push(archive, result.project, remote, target) != "ok":
+                # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
+                time.sleep(_jitter.uniform(0, MAX_PAUSE))
+                continue
+        changes = tree_changes(_commit_tree(repo, theirs), _commit_tree(repo, ours))
+        result.records_out, result.messages_out = _count(changes)
+        result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
+        return
+    raise GitmailError(RETRY_EXHAUSTED, f"this machine's own ref on {remote!r} kept moving during {max_rounds} "
+                       "rounds (does another store share this node name?); nothing was lost locally",
+                       {"remote": remote})
+
+
+def _check(archive: Archive, checker: Checker, tip: str, label: str) -> Checked:
+    """A fetched tip, checked unless the local main has it already."""
+    ours = archive.tip()
+    if ours is not None and (ours == tip or archive.repo.descendant_of(ours, tip)):
+        return Checked(label, tip, tip, None)
+    return check_tip(archive, checker, tip, label)
+
+
+def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult) -> None:
+    """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
+    repo = archive.repo
+    after = archive.tip()
+    if after == before:
+        return
+    entered = tree_changes(_commit_tree(repo, before), _commit_tree(repo, after))
+    result.conflicts = conflicts_entered(repo, entered)
+    arrived = arrived_reservations(entered)
+    if not arrived:
+        return
+    in_force = indexer_for(store).project(result.project).active_reservations(archive.snapshot(after),
+                                                                              store.clock.now())
+    pairs = overlapping_reservations(in_force, arrived)
+    result.overlaps = [overlap_view(pair) for pair in pairs]
+    send_notices(archive, pairs)
