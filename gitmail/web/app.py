@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from gitmail.mail.facade import Mail
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER
-from gitmail.sync.remotes import list_remotes, tracking_ref
+from gitmail.sync.status import remote_states
 
 from . import render
 from .access import COOKIE, Session, Sessions, csrf_ok
@@ -145,17 +145,8 @@ class WebView:
         return {"projects": rows}
 
     def _sync_state(self, slug: str) -> list[dict[str, Any]]:
-        archive = self.store.archive(slug)
-        repo, tip = archive.repo, archive.tip()
-        out = []
-        for name, url in list_remotes(self.store, slug).items():
-            fetched = repo.references.get(tracking_ref(name))
-            ahead = behind = None
-            if tip is not None and fetched is not None:
-                ahead, behind = repo.ahead_behind(tip, fetched.target)
-            out.append({"remote": name, "url": url, "ahead": ahead, "behind": behind,
-                        "fetched": fetched is not None})
-        return out
+        """Each remote's sync state, as gitmail.sync.status keeps it (the same the CLI and MCP show)."""
+        return [state.to_dict() for state in remote_states(self.store, slug)]
 
     def _project(self, request: Request) -> dict[str, Any]:
         slug = request.path_params["slug"]
