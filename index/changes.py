@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify
-from gitmail.storage.objects import MODE_TREE
+from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
 
 ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation")
@@ -47,10 +47,11 @@ def _worth_entering(path: str) -> bool:
     return not (parts[0] == AGENTS and len(parts) >= 3 and parts[2] not in (INBOX, OUTBOX, RECEIPTS))
 
 
-def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, prefix: str) -> Iterator[RecordChange]:
+def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, prefix: str,
+             trees: Trees | None) -> Iterator[RecordChange]:
     empty: dict[str, tuple[int, bytes]] = {}
-    before = read_tree(repo, old, remember=False).entries() if old is not None else empty  # read once
-    after = read_tree(repo, new).entries() if new is not None else empty
+    before = _tree(repo, old, trees, remember=False).entries() if old is not None else empty
+    after = _tree(repo, new, trees, remember=True).entries() if new is not None else empty
     # Entries present on one side only, or with another id or mode: a day
     # folder of thousands differs by a few entries, found without visiting
     # the rest in Python.
@@ -60,7 +61,7 @@ def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, pref
         a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
         b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
         if (a_tree or b_tree) and _worth_entering(path):
-            yield from _compare(repo, a_tree, b_tree, path + "/")
+            yield from _compare(repo, a_tree, b_tree, path + "/", trees)
         a_blob = a[1] if a is not None and a_tree is None else None
         b_blob = b[1] if b is not None and b_tree is None else None
         if a_blob or b_blob:
@@ -69,16 +70,48 @@ def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, pref
                 yield RecordChange(path, role, b_blob.hex() if b_blob else None)
 
 
-def diff(repo: pygit2.Repository, old: str | None, new: str | None) -> Iterator[RecordChange]:
+class Trees:
+    """The decoded trees one diff visited on its new side: the old side of the next diff from there.
+
+    A catch-up's new side is the next one's old side. The engine's cache
+    keeps only the newest versions of a folder, and a busy day folder of
+    tens of thousands of entries takes some 50 ms to decode again; handing
+    the visited trees from one diff to the next spares that.
+    """
+
+    def __init__(self) -> None:
+        self.previous: dict[bytes, Tree] = {}
+        self.current: dict[bytes, Tree] = {}
+
+    def turn(self) -> None:
+        """Start a new diff: what the last one visited is now the old side."""
+        if self.current:
+            self.previous, self.current = self.current, {}
+
+
+def _tree(repo: pygit2.Repository, oid: bytes, trees: Trees | None, *, remember: bool) -> Tree:
+    found = trees.previous.get(oid) if trees is not None else None
+    if found is None:
+        found = read_tree(repo, oid, remember=remember)  # an old side read once is not cached
+    if trees is not None and remember:
+        trees.current[oid] = found
+    return found
+
+
+def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
+         trees: Trees | None = None) -> Iterator[RecordChange]:
     """Record changes turning the tree of ``old`` into the tree of ``new``.
 
     Walks both trees together and skips every subtree whose id is unchanged,
     so the cost follows the folders a commit touched (a day shard or two),
     not the size of the archive. Trees are read through the engine's cache
-    of decoded trees, where the ones this process just committed already are.
-    (libgit2's tree diff visits every entry of both trees.)
+    of decoded trees, where the ones this process just committed already are,
+    or from ``trees``, where the last diff left them. (libgit2's tree diff
+    visits every entry of both trees.)
     """
-    return _compare(repo, _root(repo, old), _root(repo, new), "")
+    if trees is not None:
+        trees.turn()
+    return _compare(repo, _root(repo, old), _root(repo, new), "", trees)
 
 
 def listing(repo: pygit2.Repository, commit: str | None) -> Iterator[RecordChange]:

@@ -33,7 +33,7 @@ from gitmail.storage.engine import Archive
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import parse, reads
-from .changes import diff, is_ancestor, listing
+from .changes import Trees, diff, is_ancestor, listing
 from .history import MAX_ROWS, History
 from .meta import FORMAT, IndexUnavailable, Meta, MetaBusy, MetaCorrupt
 from .reservations import ActiveReservations, record_entry
@@ -88,6 +88,7 @@ class ProjectIndex:
         self._version = 0  # bumped (under _changed) each time the metadata store moves
         self._known_tip: str | None = None  # the tip the metadata store is known to reflect
         self._known_generation = self.meta.generation  # ...as that store file was (see Meta.generation)
+        self._trees = Trees()  # the trees the last catch-up visited, where the next one starts
         self._memo: dict[Any, Any] = {}
         self._memo_tip: str | None = None
         self._search_ready = False
@@ -242,7 +243,7 @@ class ProjectIndex:
             known = (watermark, target) if watermark and target and watermark in repo else None
             extra = None
             if known and is_ancestor(repo, *known):
-                changes, full = diff(repo, watermark, target), False
+                changes, full = diff(repo, watermark, target, trees=self._trees), False
             elif known and is_ancestor(repo, known[1], known[0]):
                 return watermark  # asked for an older commit than we already reflect
             else:

@@ -93,3 +93,38 @@ def test_pack_is_read_back_by_git_with_every_object_intact(tmp_path):
     assert checked.stdout.count(" blob ") == len(blobs) and " tree " in checked.stdout
     for oid, blob in zip(ids, blobs, strict=True):
         assert pygit2.Repository(git_dir)[pygit2.Oid(raw=oid)].data == blob
+
+
+def test_later_versions_of_a_folder_in_one_pack_are_deltas_git_reads_back(tmp_path):
+    git_dir = str(tmp_path / "repo.git")
+    pygit2.init_repository(git_dir, bare=True)
+    pack = PackBuffer()
+    blob = pack.add(BLOB, b"x\n")
+    tree = Tree({f"{i:023d}.md": (MODE_BLOB, blob) for i in range(5000)})  # names of one length, as day folders
+    tree.mark()
+    first = pack.add(TREE, tree.encode())
+    versions, parents = [first], []
+    for i in (2500, 7000, 7001):  # one replaced in the middle, then two added at the end (new IDs sort last)
+        tree.set(f"{i:023d}.md", MODE_BLOB, pack.add(BLOB, b"%d\n" % i))
+        data = tree.encode()
+        delta = tree.delta_since_mark(data)
+        assert delta is not None and len(delta) < 200
+        versions.append(pack.add(TREE, data, base=versions[-1], delta=delta))
+        tree.mark()
+    author = Signature("A", "a@example.org", 1_700_000_000)
+    for version in versions:
+        parents = [pack.add(COMMIT, encode_commit(version, parents, author, author, "v\n"))]
+    pack.write(f"{git_dir}/objects/pack")
+    fsck = subprocess.run(["git", "--git-dir", git_dir, "fsck", "--strict", "--no-dangling"], capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    listed = subprocess.run(["git", "--git-dir", git_dir, "ls-tree", "--name-only", versions[-1].hex()],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert len(listed) == 5002 and listed[-1] == f"{7001:023d}.md"
+    verify = subprocess.run(["git", "verify-pack", "-v", *(str(p) for p in (tmp_path / "repo.git/objects/pack").glob(
+        "*.idx"))], capture_output=True, text=True, check=True).stdout
+    deltas = [line for line in verify.splitlines() if " tree " in line and len(line.split()) == 7]
+    assert len(deltas) == 3, "every version after the first is a delta"
+    repo = pygit2.Repository(git_dir)
+    middle = repo[pygit2.Oid(raw=versions[2])].read_raw()  # libgit2 resolves the chain of deltas too
+    assert Tree.decode(middle).get(f"{7000:023d}.md") is not None and Tree.decode(middle).get(f"{7001:023d}.md") is None

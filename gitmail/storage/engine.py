@@ -338,6 +338,7 @@ class Archive:
         swapped = self._swap(repo, ref, new_tip)
         if swapped != _DONE:
             return swapped
+        editor.remember()
         if self.durable:
             self._sync_ref()
         for listener in self._listeners:

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from gitmail.model.controls import printable
 
 COMMIT, TREE, BLOB = 1, 2, 3
+OFS_DELTA = 6
 _TYPE_NAMES = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob"}
 MODE_TREE = 0o040000
 MODE_BLOB = 0o100644
@@ -41,19 +42,58 @@ class Tree:
     rewritten by every commit. Re-sorting and re-encoding it each time would
     cost in proportion to the whole folder; here an edit splices one line in
     and encoding joins the lines that are already in order.
+
+    A tree also remembers which lines changed since :meth:`mark`, so that a
+    new version of a large folder can be written as a few bytes of delta
+    against the version marked (:meth:`delta_since_mark`) instead of in full.
     """
 
-    __slots__ = ("_entries", "_keys", "_lines")
+    __slots__ = ("_entries", "_keys", "_lines", "_width", "_since")
 
     def __init__(self, entries: dict[str, tuple[int, bytes]] | None = None):
         self._entries: dict[str, tuple[int, bytes]] = {}
         self._keys: list[bytes] = []
         self._lines: list[bytes] = []
+        self._width: int | None = 0  # the length of every line (0: no lines yet; None: lines differ)
+        self._since: tuple[int, int | None, int, int] | None = None  # see mark()
         if entries:
             items = sorted((_sort_key(name, mode), _line(name, mode, oid)) for name, (mode, oid) in entries.items())
             self._keys = [key for key, _ in items]
             self._lines = [line for _, line in items]
             self._entries = dict(entries)
+            self._measure()
+
+    def _measure(self) -> None:
+        widths = {len(line) for line in self._lines}
+        self._width = widths.pop() if len(widths) == 1 else (0 if not widths else None)
+
+    def mark(self) -> None:
+        """Remember this version: later edits are tracked against it (see :meth:`delta_since_mark`)."""
+        count = len(self._lines)
+        # (lines then, their width then, first line touched since, lines at the end untouched since)
+        self._since = (count, self._width, count, count)
+
+    def _touched(self, at: int, untouched_after: int) -> None:
+        if self._since is not None:
+            count, width, first, tail = self._since
+            self._since = (count, width, min(first, at), min(tail, untouched_after))
+
+    def delta_since_mark(self, encoded: bytes) -> bytes | None:
+        """A git delta from the marked version to ``encoded`` (this version), or None if there is none to make.
+
+        Day folders hold names of one length, so every line has the same
+        width and the lines untouched at the start and the end are found by
+        arithmetic; a folder with lines of different widths is written in full.
+        """
+        if self._since is None:
+            return None
+        count, width, first, tail = self._since
+        if not width or width != self._width:
+            return None
+        old_size, new_size = count * width, len(encoded)
+        prefix = first * width
+        suffix = min(tail * width, old_size - prefix, new_size - prefix)
+        return delta_bytes(old_size, new_size, prefix, encoded[prefix:new_size - suffix], suffix)
 
     @classmethod
     def decode(cls, data: bytes) -> Tree:
@@ -70,11 +110,15 @@ class Tree:
             keys.append(raw + b"/" if mode == MODE_TREE else raw)
             lines.append(data[pos : nul + 21])
             pos = nul + 21
+        tree._measure()
         return tree
 
     def copy(self) -> Tree:
+        """An independent copy, marked (its edits are tracked against this version)."""
         tree = Tree()
         tree._entries, tree._keys, tree._lines = dict(self._entries), list(self._keys), list(self._lines)
+        tree._width = self._width
+        tree.mark()
         return tree
 
     def get(self, name: str) -> tuple[int, bytes] | None:
@@ -100,12 +144,18 @@ class Tree:
             self._keys.insert(at, key)
             self._lines.insert(at, line)
         self._entries[name] = (mode, oid)
+        if self._width == 0:
+            self._width = len(line)
+        elif self._width != len(line):
+            self._width = None
+        self._touched(at, len(self._lines) - at - 1)
 
     def pop(self, name: str) -> None:
         old = self._entries.pop(name, None)
         if old is not None:
             at = bisect.bisect_left(self._keys, _sort_key(name, old[0]))
             del self._keys[at], self._lines[at]
+            self._touched(at, len(self._lines) - at)
 
     def encode(self) -> bytes:
         return b"".join(self._lines)
@@ -120,6 +170,47 @@ def _sort_key(name: str, mode: int) -> bytes:
 
 def _line(name: str, mode: int, oid: bytes) -> bytes:
     return b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), oid)
+
+
+def delta_bytes(old_size: int, new_size: int, prefix: int, middle: bytes, suffix: int) -> bytes:
+    """A git delta: the base's first ``prefix`` bytes, then ``middle``, then the base's last ``suffix`` bytes."""
+    out = bytearray(_varint(old_size) + _varint(new_size))
+    _copy(out, 0, prefix)
+    for at in range(0, len(middle), 127):  # an insert instruction carries at most 127 bytes
+        chunk = middle[at : at + 127]
+        out.append(len(chunk))
+        out += chunk
+    _copy(out, old_size - suffix, suffix)
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _copy(out: bytearray, offset: int, size: int) -> None:
+    """Copy instructions for ``size`` bytes of the base from ``offset`` (at most 0xffffff each)."""
+    while size > 0:
+        step = min(size, 0xFFFFFF)
+        op, args = 0x80, bytearray()
+        for i in range(4):
+            byte = (offset >> (8 * i)) & 0xFF
+            if byte:
+                op |= 1 << i
+                args.append(byte)
+        for i in range(3):
+            byte = (step >> (8 * i)) & 0xFF
+            if byte:
+                op |= 1 << (4 + i)
+                args.append(byte)
+        out.append(op)
+        out += args
+        offset, size = offset + step, size - step
 
 
 @dataclass(frozen=True)
@@ -146,14 +237,26 @@ def encode_commit(tree: bytes, parents: list[bytes], author: Signature, committe
 
 
 class PackBuffer:
-    """New objects of one change, deduplicated, in the order they were added."""
+    """New objects of one change, deduplicated, in the order they were added.
+
+    An object may come with a delta against an earlier object of the same
+    pack (a tree's previous version in a chain of commits): it is then
+    written as git's offset delta, a few bytes where the object itself may
+    be a megabyte.
+    """
 
     def __init__(self) -> None:
-        self._objects: dict[bytes, tuple[int, bytes]] = {}
+        # oid -> (kind, data, base, delta); data is None when the object is kept as its delta only
+        self._objects: dict[bytes, tuple[int, bytes | None, bytes | None, bytes | None]] = {}
 
-    def add(self, kind: int, data: bytes) -> bytes:
+    def add(self, kind: int, data: bytes, *, base: bytes | None = None, delta: bytes | None = None) -> bytes:
+        """Add an object; with ``base`` (an object added before) and ``delta``, store it as that delta."""
         oid = object_id(kind, data)
-        self._objects.setdefault(oid, (kind, data))
+        if oid not in self._objects:
+            if base is not None and delta is not None and base in self._objects and base != oid:
+                self._objects[oid] = (kind, None, base, delta)
+            else:
+                self._objects[oid] = (kind, data, None, None)
         return oid
 
     def __len__(self) -> int:
@@ -161,9 +264,6 @@ class PackBuffer:
 
     def __contains__(self, oid: bytes) -> bool:
         return oid in self._objects
-
-    def get(self, oid: bytes) -> tuple[int, bytes] | None:
-        return self._objects.get(oid)
 
     def write(self, pack_dir: str, *, durable: bool = True) -> str:
         """Write the objects as ``pack-<sha>.pack`` + ``.idx``; return the pack name.
@@ -173,11 +273,18 @@ class PackBuffer:
         by their index file.
         """
         entries = []  # (oid, offset, crc32)
+        offsets: dict[bytes, int] = {}
         chunks = [b"PACK", struct.pack(">II", 2, len(self._objects))]
         offset = 12
-        for oid, (kind, data) in self._objects.items():
-            header = _pack_header(kind, len(data))
-            body = _deflate(kind, data)
+        for oid, (kind, data, base, delta) in self._objects.items():
+            if data is None:
+                assert base is not None and delta is not None
+                header = _pack_header(OFS_DELTA, len(delta)) + _base_distance(offset - offsets[base])
+                body = zlib.compress(delta, 1)
+            else:
+                header = _pack_header(kind, len(data))
+                body = _deflate(kind, data)
+            offsets[oid] = offset
             entries.append((oid, offset, zlib.crc32(body, zlib.crc32(header))))
             chunks.append(header)
             chunks.append(body)
@@ -203,23 +310,44 @@ class PackBuffer:
         return name
 
 
+def _base_distance(distance: int) -> bytes:
+    """How far back an offset delta's base starts, in git's encoding (big-endian, each byte but the last +1)."""
+    out = [distance & 0x7F]
+    distance >>= 7
+    while distance:
+        distance -= 1
+        out.append(0x80 | (distance & 0x7F))
+        distance >>= 7
+    return bytes(reversed(out))
+
+
 def _deflate(kind: int, data: bytes) -> bytes:
     """The zlib stream of one packed object.
 
     Small trees and commits (some dozen per commit, each a few hundred bytes
     at most) are stored uncompressed: every ``zlib.compress`` call hands the
     interpreter lock to another thread and waits to get it back, which under
-    load cost more than compressing them saves. Blobs and large trees (a
-    busy day folder) are compressed, so the archive stays as small.
+    load cost more than compressing them saves. Large trees (busy day
+    folders, up to tens of thousands of entries and a megabyte and more) are
+    stored too: compressing one took up to 20 ms per commit, and names and
+    ids compress by a third at most; pack consolidation writes them compactly
+    (as deltas) soon after. Blobs and trees in between are compressed.
     """
-    if kind == BLOB or len(data) > _STORE_AT_MOST:
+    if kind == BLOB or _STORE_AT_MOST < len(data) < _STORE_FROM:
         return zlib.compress(data, 1)
-    # A zlib header (no compression), one final stored deflate block, the Adler-32 checksum.
-    header = b"\x78\x01" + struct.pack("<BHH", 1, len(data), 0xFFFF ^ len(data))
-    return header + data + struct.pack(">I", zlib.adler32(data))
+    # A zlib header (no compression), stored deflate blocks of at most 65535 bytes, the Adler-32 checksum.
+    blocks = [b"\x78\x01"]
+    for at in range(0, max(len(data), 1), 0xFFFF):
+        chunk = data[at : at + 0xFFFF]
+        final = 1 if at + 0xFFFF >= len(data) else 0
+        blocks.append(struct.pack("<BHH", final, len(chunk), 0xFFFF ^ len(chunk)))
+        blocks.append(chunk)
+    blocks.append(struct.pack(">I", zlib.adler32(data)))
+    return b"".join(blocks)
 
 
-_STORE_AT_MOST = 1024  # bytes: larger trees and commits are compressed (one stored block holds 65535)
+_STORE_AT_MOST = 1024  # bytes: smaller trees and commits are stored uncompressed...
+_STORE_FROM = 32 * 1024  # ...and so are trees from this size on (a busy agent's day folder holds a few hundred)
 
 
 def _pack_header(kind: int, size: int) -> bytes:

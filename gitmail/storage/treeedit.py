@@ -3,7 +3,8 @@
 Editing ``messages/2026/12/01/<id>.md`` reads and rewrites the root, the
 ``messages`` tree and the three date trees; every other tree is reused by id.
 Decoded trees are cached by id (trees are immutable), and so are the trees a
-commit writes, so the next commit finds the hot day folder already decoded.
+committed change wrote, so the next commit finds the hot day folder already
+decoded.
 The cache is bounded by the entries it holds, not only by the number of
 trees: a busy day folder of tens of thousands of entries would otherwise keep
 hundreds of its past versions in memory. Of each folder, the version a commit
@@ -87,11 +88,12 @@ def check_path(path: str) -> str:
 
 
 class _Node:
-    __slots__ = ("oid", "base", "entries", "children")
+    __slots__ = ("oid", "base", "start", "entries", "children")
 
     def __init__(self, oid: bytes | None):
         self.oid = oid  # None while dirty (or for a new, empty tree)
-        self.base = oid  # the version the edits started from
+        self.base = oid  # the version the edits since the last flush started from
+        self.start = oid  # the version this editor started from
         self.entries: Tree | None = None if oid else Tree()
         self.children: dict[str, _Node] = {}
 
@@ -160,9 +162,25 @@ class TreeEditor:
                 entries.set(name, MODE_TREE, child_oid)
         if not entries:
             return None  # git keeps no empty folders
-        node.oid = self.pack.add(TREE, entries.encode())
-        # The next commit starts from the trees written here: keep them
-        # decoded (a copy, since a later group of this batch edits on).
-        _remember(node.oid, entries.copy(), replaces=node.base)
+        data = entries.encode()
+        # The version this one replaces may have been written by an earlier commit of this
+        # batch: then this one goes into the pack as a delta against it (a few bytes).
+        delta = entries.delta_since_mark(data) if node.base is not None and node.base in self.pack else None
+        node.oid = self.pack.add(TREE, data, base=node.base, delta=delta)
+        entries.mark()
         node.base = node.oid
         return node.oid
+
+    def remember(self) -> None:
+        """Keep the last version written of every tree decoded, once it is committed: the next commit starts there.
+
+        The editor is done with its trees then, so they go to the cache as
+        they are (no copy); versions an earlier commit of the same chain wrote
+        were superseded at once and are not kept.
+        """
+        pending = [self.root]
+        while pending:
+            node = pending.pop()
+            pending.extend(node.children.values())
+            if node.oid is not None and node.oid != node.start and node.entries is not None:
+                _remember(node.oid, node.entries, replaces=node.start)
