@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify
+from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
 
@@ -112,6 +113,35 @@ def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
     if trees is not None:
         trees.turn()
     return _compare(repo, _root(repo, old), _root(repo, new), "", trees)
+
+
+def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: str) -> list[RecordChange] | None:
+    """What :func:`diff` would say, from what the engine recorded of each commit from ``old`` to ``new``.
+
+    Only for a line of commits this process made (no merges, at most
+    :data:`_SHORT_WALK` of them); None otherwise, and the trees are compared.
+    """
+    line: list[list[tuple[str, bytes | None, bytes | None]]] = []
+    commit = new
+    while commit != old:
+        recorded = archive.changes_of(commit)
+        if recorded is None or len(line) >= _SHORT_WALK:
+            return None
+        line.append(recorded)
+        parents = repo[commit].peel(pygit2.Commit).parent_ids
+        if len(parents) != 1:
+            return None
+        commit = str(parents[0])
+    net: dict[str, tuple[bytes | None, bytes | None]] = {}
+    for recorded in reversed(line):  # oldest first: the first blob before, the last blob after
+        for path, before, after in recorded:
+            net[path] = (net.get(path, (before, None))[0], after)
+    changes = []
+    for path, (before, after) in sorted(net.items()):
+        role = relevant_role(path) if before != after else None
+        if role is not None:
+            changes.append(RecordChange(path, role, after.hex() if after else None))
+    return changes
 
 
 def listing(repo: pygit2.Repository, commit: str | None) -> Iterator[RecordChange]:

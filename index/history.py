@@ -18,7 +18,7 @@ under it, the table starts afresh.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pygit2
@@ -73,14 +73,24 @@ def _blob_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes
         return None
 
 
-def commit_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[Any, ...]]:
-    """The history rows of one commit: each file it changed against its first parent."""
+Known = Callable[[str], "list[tuple[str, bytes | None, bytes | None]] | None"]
+"""What a commit changed, if known without comparing trees (see Archive.changes_of)."""
+
+
+def commit_rows(repo: pygit2.Repository, commit: pygit2.Commit, known: Known | None = None) -> list[tuple[Any, ...]]:
+    """The history rows of one commit: each file it changed against its first parent.
+
+    ``known`` answers for commits whose changes were recorded when they
+    were made; the others are compared with their first parent.
+    """
     parents = commit.parents
     old = parents[0].tree_id.raw if parents else None
     author = commit.author
     summary = commit.message.split("\n", 1)[0][:200]
     rows = []
-    for path, a, b in _changed(repo, old, commit.tree_id.raw, ""):
+    recorded = known(str(commit.id)) if known is not None and len(parents) <= 1 else None
+    changes = recorded if recorded is not None else _changed(repo, old, commit.tree_id.raw, "")
+    for path, a, b in changes:
         if len(parents) > 1 and any(_blob_at(repo, other, path) == b for other in parents[1:]):
             continue  # brought in by the merged side, whose own commits are recorded
         rows.append((path, str(commit.id), author.name, author.email, author.time, summary,
@@ -101,8 +111,8 @@ class History:
     def tip(self) -> str | None:
         return self.meta.get_state(_STATE) or None
 
-    def catch_up(self, repo: pygit2.Repository, target: str | None) -> int:
-        """Record every commit up to ``target`` not recorded yet; returns how many were added."""
+    def catch_up(self, repo: pygit2.Repository, target: str | None, *, recorded: Known | None = None) -> int:
+        """Record every commit up to ``target`` not recorded yet; returns how many were added (see commit_rows)."""
         self._ensure()
         known = self.tip()
         if target is None or known == target:
@@ -116,7 +126,7 @@ class History:
         added, batch, start = 0, [], known
         first = True
         for commit in walker:
-            batch.extend(commit_rows(repo, commit))
+            batch.extend(commit_rows(repo, commit, recorded))
             added += 1
             if added % _BATCH == 0:
                 start = self._store(start, str(commit.id), batch, clear=fresh and first)

@@ -33,7 +33,7 @@ from gitmail.storage.engine import Archive
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import parse, reads
-from .changes import Trees, diff, is_ancestor, listing
+from .changes import Trees, diff, is_ancestor, listing, recorded_changes
 from .history import MAX_ROWS, History
 from .meta import FORMAT, IndexUnavailable, Meta, MetaBusy, MetaCorrupt
 from .reservations import ActiveReservations, record_entry
@@ -243,7 +243,9 @@ class ProjectIndex:
             known = (watermark, target) if watermark and target and watermark in repo else None
             extra = None
             if known and is_ancestor(repo, *known):
-                changes, full = diff(repo, watermark, target, trees=self._trees), False
+                recorded = recorded_changes(self.archive, repo, *known)
+                changes = recorded if recorded is not None else diff(repo, watermark, target, trees=self._trees)
+                full = False
             elif known and is_ancestor(repo, known[1], known[0]):
                 return watermark  # asked for an older commit than we already reflect
             else:
@@ -311,7 +313,7 @@ class ProjectIndex:
     def _catch_up_history(self) -> None:
         with self._history_lock:
             try:
-                self.history.catch_up(self.archive.repo, self.archive.tip())
+                self.history.catch_up(self.archive.repo, self.archive.tip(), recorded=self.archive.changes_of)
             except MetaCorrupt as exc:
                 with self._sync_lock:
                     self._known_tip = self._recover(exc, self.archive.tip())

@@ -107,3 +107,34 @@ def test_diff_lists_exactly_the_records_git_reports_changed(tmp_path):
     everything = {change.path for change in listing(repo, tip)}
     tracked = set(_git(repo_dir, "ls-files", "messages", "agents/A/inbox").splitlines())
     assert everything == tracked
+
+
+def test_what_the_engine_recorded_of_its_commits_is_what_comparing_trees_finds(tmp_path):
+    from gitmail import Archive, Change
+    from gitmail.index.changes import recorded_changes
+    from gitmail.index.history import commit_rows
+    from gitmail.model.records import inbox_path, message_path, outbox_path
+
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    ids = [new_id() for _ in range(6)]
+    steps = [
+        lambda c: c.put(message_path(ids[0]), b"one").put(inbox_path("Blue", ids[0]), b"one"),
+        lambda c: c.put(message_path(ids[1]), b"two").put(outbox_path("Red", ids[1]), b"two")
+                   .put("agents/Blue/journal/2026/01/01/x.md", b"not derived"),
+        lambda c: c.put(message_path(ids[0]), b"one, edited").delete(inbox_path("Blue", ids[0])),
+        lambda c: c.put(message_path(ids[2]), b"three").delete(message_path(ids[2])),  # there and gone again
+        lambda c: c.delete(message_path(ids[1])).put(inbox_path("Green", ids[3]), b"four"),
+    ]
+    tips = [archive.transact(lambda snap: Change("start").put("project.yaml", b"p")).commit]
+    for step in steps:
+        tips.append(archive.transact(lambda snap, step=step: step(Change("step"))).commit)
+    repo = archive.repo
+    for i in range(len(tips)):
+        for j in range(i + 1, len(tips)):
+            recorded = recorded_changes(archive, repo, tips[i], tips[j])
+            assert recorded == list(diff(repo, tips[i], tips[j])), (i, j)
+    for tip in tips[1:]:
+        commit = repo[tip]
+        assert commit_rows(repo, commit, archive.changes_of) == commit_rows(repo, commit)
+    assert archive.changes_of("0" * 40) is None
+    assert recorded_changes(Archive(archive.path, maintain=False), repo, tips[0], tips[-1]) is None  # not made here

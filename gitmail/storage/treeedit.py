@@ -105,6 +105,7 @@ class TreeEditor:
         self.repo = repo
         self.pack = pack
         self.root = _Node(root)
+        self._changes: dict[str, tuple[bytes | None, bytes | None]] = {}  # path -> (blob before, blob after)
 
     def _entries(self, node: _Node) -> Tree:
         if node.entries is None:
@@ -134,16 +135,30 @@ class TreeEditor:
             trail.append(node)
         entries = self._entries(node)
         leaf = parts[-1]
+        current = entries.get(leaf)
         if data is None:
             if leaf in node.children:
                 raise invalid(f"{path} is a folder, not a file", field="path")
             entries.pop(leaf)
+            new = None
         else:
-            current = entries.get(leaf)
             if leaf in node.children or (current is not None and current[0] == MODE_TREE):
                 raise invalid(f"{path} is a folder, so a file cannot be written there", field="path")
-            entries.set(leaf, MODE_BLOB, self.pack.add(BLOB, data))
+            new = self.pack.add(BLOB, data)
+            entries.set(leaf, MODE_BLOB, new)
         node.oid = None
+        old = current[1] if current is not None and current[0] != MODE_TREE else None
+        first = self._changes.get(path, (old, None))[0]
+        self._changes[path] = (first, new)
+
+    def take_changes(self) -> list[tuple[str, bytes | None, bytes | None]]:
+        """The files changed since the last call, as ``(path, blob before, blob after)`` in path order.
+
+        What the engine records per commit, so that derived state learns
+        what a commit changed without comparing its trees.
+        """
+        changes, self._changes = self._changes, {}
+        return sorted((path, old, new) for path, (old, new) in changes.items() if old != new)
 
     def flush(self) -> bytes:
         """Write every changed tree into the pack and return the root tree id."""
