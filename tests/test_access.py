@@ -88,7 +88,7 @@ class World:
             "file_reservation_id": "00000000000000000000000", "seat": "seat-1-aaaaaaaaaaaaaaaa", "entry": "note",
             "capabilities": ["review"], "accept": True, "path": "attachments/aa/none.webp", "code_repo_path": self.p,
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
-            "new_display_name": "Alice",
+            "new_display_name": "Alice", "product_key": "walk-product",
         }
 
 
@@ -123,6 +123,7 @@ async def build(world: World, owner, intruder) -> None:
     world.tokens["Alice"] = alice["registration_token"]
     await call(owner, "set_contact_policy", project_key=world.p, agent_name="Alice", policy="open")
     world.slug = (await call(owner, "ensure_project", human_key=world.p))["slug"]
+    await call(owner, "products_link", product_key="walk-product", project_key=world.p)
     async with world.server.client() as bob:
         b = await call(bob, "register_agent", project_key=world.p, program="p", model="m", name="Bob")
         world.tokens["Bob"] = b["registration_token"]

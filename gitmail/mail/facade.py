@@ -34,6 +34,7 @@ from . import (
     mailbox,
     overseer,
     overview,
+    products,
     projects,
     receipts,
     retention,
@@ -74,6 +75,37 @@ class Mail:
     def human_key(self, project: str) -> str:
         """The key a project (named by key or slug) records for itself."""
         return projects.human_key(self.ctx, project)
+
+    # -- products -------------------------------------------------------------
+    def ensure_product(self, product_key: str) -> dict[str, Any]:
+        return products.ensure_product(self.ctx, product_key)
+
+    def products_link(self, product_key: str, project_key: str, *, name: str | None = None) -> dict[str, Any]:
+        return products.products_link(self.ctx, product_key, project_key, name=name)
+
+    def products_unlink(self, product_key: str, project_key: str) -> dict[str, Any]:
+        return products.products_unlink(self.ctx, product_key, project_key)
+
+    def product_projects(self, product_key: str) -> list[str]:
+        """The slugs of the projects linked to a product."""
+        return products.linked_slugs(self.ctx, product_key)
+
+    def search_product(self, product_key: str, query: str, *, projects: list[str], limit: int = 20,
+                       exhaustive: bool = False) -> list[dict[str, Any]]:
+        """Search the product's ``projects`` (slugs), each hit naming its project."""
+        return products.search_product(self.ctx, product_key, query, slugs=projects, limit=limit,
+                                       exhaustive=exhaustive)
+
+    def fetch_inbox_product(self, product_key: str, agent_name: str, *, projects: list[str],
+                            **options: Any) -> list[dict[str, Any]]:
+        """The agent's inbox across the product's ``projects``; ``options`` as for :meth:`fetch_inbox`."""
+        return products.fetch_inbox_product(self.ctx, product_key, agent_name, slugs=projects, **options)
+
+    def summarize_thread_product(self, product_key: str, thread_id: str, *, projects: list[str],
+                                 include_examples: bool = False, per_thread_limit: int = 50) -> dict[str, Any]:
+        return products.summarize_thread_product(self.ctx, product_key, thread_id, slugs=projects,
+                                                 include_examples=include_examples,
+                                                 per_thread_limit=per_thread_limit)
 
     # -- agents ---------------------------------------------------------------
     def register_agent(self, project_key: str, program: str | None, model: str | None, *, name: str | None = None,

@@ -13,6 +13,10 @@ from .errors import invalid
 
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# An agent of another project, as records name it: ``Name@<project slug>``.
+ADDRESS_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,127})@([a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12})$")
+# A product's key: a short name such as ``shop`` or ``acme.web``; compared without case.
+PRODUCT_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _WINDOWS_ABS = re.compile(r"^[A-Za-z]:[\\/]")
 MAX_HUMAN_KEY = 1024
 # The project's human overseer writes under this name; no agent may register it.
@@ -34,6 +38,17 @@ def check_agent_name(name: object, field: str = "name") -> str:
             value=name if isinstance(name, str) else repr(name),
         )
     return name
+
+
+def check_product_key(key: object, field: str = "product_key") -> str:
+    """A product key, lower-cased (products compare without regard to case)."""
+    if not isinstance(key, str) or not PRODUCT_KEY_RE.match(key):
+        raise invalid(
+            f"{field} {key!r} is not a valid product key: use 1-64 characters from letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit (for example 'shop' or 'acme-web')",
+            field=field,
+        )
+    return key.lower()
 
 
 def check_topic(topic: object, field: str = "topic") -> str:

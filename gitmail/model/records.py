@@ -25,7 +25,7 @@ from .clock import HLC, format_ts, parse_ts
 from .controls import NUL, first_nul
 from .errors import CORRUPT_RECORD, GitmailError, invalid
 from .ids import id_time, is_id
-from .names import AGENT_NAME_RE, TOPIC_RE
+from .names import ADDRESS_RE, AGENT_NAME_RE, PRODUCT_KEY_RE, TOPIC_RE
 
 MAX_SUBJECT = 512
 MAX_BODY_BYTES = 1024 * 1024
@@ -93,6 +93,18 @@ def _check(kind: str, key: str, value: Any, meta: Mapping[str, Any]) -> Any:
         if not isinstance(value, str) or not AGENT_NAME_RE.match(value):
             raise FieldError(key, f"not a valid agent name: {value!r}")
         return value
+    if kind == "address":
+        if not isinstance(value, str) or not (AGENT_NAME_RE.match(value) or ADDRESS_RE.match(value)):
+            raise FieldError(key, f"not an agent name or Name@project-slug address: {value!r}")
+        return value
+    if kind == "product":
+        if not isinstance(value, str) or not PRODUCT_KEY_RE.match(value) or value != value.lower():
+            raise FieldError(key, f"not a lower-case product key: {value!r}")
+        return value
+    if kind == "slug":
+        if not isinstance(value, str) or not ADDRESS_RE.match("x@" + value):
+            raise FieldError(key, f"not a project slug: {value!r}")
+        return value
     if kind == "topic":
         if not isinstance(value, str) or not TOPIC_RE.match(value):
             raise FieldError(key, f"not a valid topic: {value!r}")
@@ -112,12 +124,12 @@ def _check(kind: str, key: str, value: Any, meta: Mapping[str, Any]) -> Any:
             return HLC.parse(value)
         except ValueError as exc:
             raise FieldError(key, str(exc)) from None
-    if kind in ("agents", "strs"):
+    if kind in ("agents", "addresses", "strs"):
         if not isinstance(value, list):
             raise FieldError(key, f"expected a list, got {type(value).__name__}")
         if len(value) > (max_len or MAX_LIST):
             raise FieldError(key, f"more than {max_len or MAX_LIST} entries")
-        inner = "agent" if kind == "agents" else "str"
+        inner = {"agents": "agent", "addresses": "address"}.get(kind, "str")
         return [_check(inner, f"{key}[{i}]", item, {}) for i, item in enumerate(value)]
     if kind == "maps":
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
@@ -304,17 +316,23 @@ class Agent(Record):
 
 @dataclass
 class Message(Record):
-    """A message: immutable once written. ``bcc`` appears only in the sender's outbox copy."""
+    """A message: immutable once written. ``bcc`` appears only in the sender's outbox copy.
+
+    ``from``, ``to`` and ``cc`` name agents of this archive's project by name
+    and agents of another project as ``Name@<slug>`` (a cross-project
+    message, whose copy in that project's archive names the parties the
+    other way round); ``bcc`` names only agents of this project.
+    """
 
     KIND: ClassVar[str] = "message"
     MARKDOWN: ClassVar[bool] = True
     id: str = _spec("id")
     thread_id: str = _spec("str", max_len=128)
-    sender: str = _spec("agent", key="from")
+    sender: str = _spec("address", key="from")
     subject: str = _spec("str", max_len=MAX_SUBJECT)
     created_ts: str = _spec("ts", key="created")
-    to: list[str] = _spec("agents", default=[])
-    cc: list[str] = _spec("agents", default=[])
+    to: list[str] = _spec("addresses", default=[])
+    cc: list[str] = _spec("addresses", default=[])
     bcc: list[str] = _spec("agents", default=[])
     importance: str = _spec("str", default="normal", max_len=MAX_IMPORTANCE)
     ack_required: bool = _spec("bool", default=False)
@@ -357,11 +375,15 @@ class Receipt(Record):
 
 @dataclass
 class Contact(Record):
-    """A directed contact link: ``requester`` asked to write to ``target``."""
+    """A directed contact link: ``requester`` asked to write to ``target``.
+
+    The link lives in the target's archive; a requester of another project
+    is named ``Name@<slug>``.
+    """
 
     KIND: ClassVar[str] = "contact"
     LOCATED_BY: ClassVar[str] = "from"
-    requester: str = _spec("agent", key="from")
+    requester: str = _spec("address", key="from")
     target: str = _spec("agent", key="to")
     status: str = _spec("choice", choices=CONTACT_STATUS)
     requested_at: str = _spec("ts")
@@ -601,6 +623,51 @@ class Conflict(Record):
         return conflict_path(self.file, self.other_blob)
 
 
+@dataclass
+class ProductLink(Record):
+    """This project belongs to a product (a group of projects read together, such as a frontend and a backend).
+
+    A product has no archive of its own: it is the set of its links, one in
+    the archive of each linked project, so it syncs with those projects and
+    a deleted project takes its link along. ``unlinked_at`` marks a link
+    undone (kept so the undoing merges like any other field); ``name`` is the
+    product's display name.
+    """
+
+    KIND: ClassVar[str] = "product"
+    LOCATED_BY: ClassVar[str] = "product"
+    product: str = _spec("product")
+    name: str = _spec("str", max_len=200)
+    linked_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    unlinked_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return product_path(self.product)
+
+
+@dataclass
+class Relay(Record):
+    """A message of this project still owed to (or already delivered in) another project's archive.
+
+    A cross-project send commits the message here first, with one relay
+    record per other project; the copy in that project's archive is written
+    next, under the same message id, and ``delivered_at`` then set. A relay
+    without ``delivered_at`` is completed at the next start or sync.
+    """
+
+    KIND: ClassVar[str] = "relay"
+    LOCATED_BY: ClassVar[str] = "message_id"
+    message_id: str = _spec("id")
+    project: str = _spec("slug")
+    created_ts: str = _spec("ts", key="created")
+    hlc: HLC = _spec("hlc")
+    delivered_at: str | None = _spec("ts", default=None)
+
+    def path(self) -> str:
+        return relay_path(self.project, self.message_id)
+
+
 # -- paths --------------------------------------------------------------------
 # Where each record lives is written down here once: every other module asks
 # these functions (and PATH_TYPES below answers the reverse question, what a
@@ -618,6 +685,8 @@ ATTACHMENTS = "attachments"
 CONFLICTS = "conflicts"
 WINDOWS = "windows"
 REPAIRS = "repairs"
+PRODUCTS = "products"
+RELAYS = "relays"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -702,6 +771,14 @@ def held_path(agent: str, message_id: str) -> str:
     return f"{agent_folder(agent, HELD)}/{day_shard(message_id)}/{message_id}.md"
 
 
+def product_path(product: str) -> str:
+    return f"{PRODUCTS}/{product}.yaml"
+
+
+def relay_path(project_slug: str, message_id: str) -> str:
+    return f"{RELAYS}/{project_slug}/{day_shard(message_id)}/{message_id}.yaml"
+
+
 def summary_path(summary_id: str) -> str:
     return f"{SUMMARIES}/{day_shard(summary_id)}/{summary_id}.yaml"
 
@@ -718,6 +795,7 @@ def attachment_path(digest: str, ext: str, *, original: bool = False) -> str:
 _DAY = r"\d{4}/\d{2}/\d{2}"
 _ID = r"[0-9a-z]{23}"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_SLUG = r"[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}"
 PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^project\.yaml$"), Project, "project"),
     (re.compile(rf"^messages/{_DAY}/{_ID}\.md$"), Message, "message"),
@@ -727,7 +805,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^agents/{_NAME}/receipts/{_DAY}/{_ID}\.yaml$"), Receipt, "receipt"),
     (re.compile(rf"^agents/{_NAME}/seat\.yaml$"), Seat, "seat"),
     (re.compile(rf"^agents/{_NAME}/journal/{_DAY}/{_ID}\.md$"), JournalEntry, "journal"),
-    (re.compile(rf"^contacts/{_NAME}/{_NAME}\.yaml$"), Contact, "contact"),
+    (re.compile(rf"^contacts/{_NAME}(@{_SLUG})?/{_NAME}\.yaml$"), Contact, "contact"),
     (re.compile(rf"^reservations/{_DAY}/{_ID}\.yaml$"), Reservation, "reservation"),
     (re.compile(r"^conflicts/.+/[0-9a-f]{40}\.yaml$"), Conflict, "conflict"),
     (re.compile(rf"^tombstones/{_DAY}/{_ID}\.yaml$"), Tombstone, "tombstone"),
@@ -736,6 +814,8 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^summaries/{_DAY}/{_ID}\.yaml$"), Summary, "summary"),
     (re.compile(r"^windows/[A-Za-z0-9][A-Za-z0-9-]{7,63}\.yaml$"), Window, "window"),
     (re.compile(rf"^repairs/{_DAY}/{_ID}\.yaml$"), Repair, "repair"),
+    (re.compile(r"^products/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), ProductLink, "product"),
+    (re.compile(rf"^relays/{_SLUG}/{_DAY}/{_ID}\.yaml$"), Relay, "relay"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

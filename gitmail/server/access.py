@@ -3,7 +3,7 @@
 Every tool and resource declares one :class:`Rule`, and the decorators that
 register them (:func:`gitmail.server.results.tool`,
 :func:`gitmail.server.resources.resource`) check it before the body runs, so
-no path can forget it. There are three kinds:
+no path can forget it. There are four kinds:
 
 * ``open`` - anyone who reached the server: server status, creating a
   project, registering a new agent, and the project directory (projects,
@@ -12,7 +12,11 @@ no path can forget it. There are three kinds:
   such as ``agent_name`` or ``sender_name``);
 * ``member`` - proof of *some* agent of the named project: reading message
   bodies outside one's own mailbox (search, topics, threads, summaries,
-  attachments), and project-wide or project-destroying operations.
+  attachments), and project-wide or project-destroying operations;
+* ``product`` - a read across the projects of a product: it reads only the
+  linked projects the caller proved an agent in (the one ``agent_name``
+  names, when given), says which it left out, and is refused when that
+  leaves none.
 
 A proof is either the agent's registration token in the call (``agent_token``,
 ``sender_token``, or their alias ``registration_token``), or an MCP session
@@ -42,7 +46,7 @@ TOKEN_ALIAS = "registration_token"
 GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
 """Folders (separated by ``:``) under which agents may install or remove the commit guard in any repository."""
 
-OPEN, AGENT, MEMBER = "open", "agent", "member"
+OPEN, AGENT, MEMBER, PRODUCT = "open", "agent", "member", "product"
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ class Access:
         """
         return Rule(self, MEMBER, agent, token, project, derive)
 
+    def product(self, agent: str = "agent_name", token: str = "agent_token") -> Rule:
+        """Proof of an agent in at least one project of the product ``product_key`` names (see :meth:`reach`)."""
+        return Rule(self, PRODUCT, agent, token, "product_key")
+
     def check(self, rule: Rule, arguments: dict[str, Any], ctx: Context | None = None) -> str | None:
         """Raise unless the caller meets ``rule`` for these arguments; the agent proved, if any.
 
@@ -120,6 +128,9 @@ class Access:
         project = arguments.get(rule.project)
         name = arguments.get(rule.agent) if rule.agent else None
         token = arguments.get(rule.token) if rule.token else None
+        if rule.kind == PRODUCT:
+            self.reach(ctx, project, name, token, argument=rule.token or "agent_token")
+            return name if isinstance(name, str) else None
         if rule.kind == AGENT:
             self.require_agent(ctx, project, name, token, argument=rule.token or "agent_token")
             return name if isinstance(name, str) else None
@@ -178,6 +189,53 @@ class Access:
             "registered an agent of this project or proved one with its token",
             {"project": project, "argument": argument},
         )
+
+    def reach(self, ctx: Context | None, product_key: object, name: object, token: object, *,
+              argument: str = "agent_token") -> tuple[list[str], list[dict[str, str]]]:
+        """The product's projects a read may cover, and those it leaves out with why.
+
+        A project is read when the caller proved an agent there: ``name``
+        (by ``token``, or by this session), or, without ``name``, any agent
+        this session proved. UNAUTHORIZED when no project is left;
+        NOT_FOUND when no project is linked to the product.
+        """
+        ctx = current_context(ctx)
+        if not isinstance(product_key, str):
+            raise invalid("product_key must name a product", field="product_key")
+        slugs = self.mail.product_projects(product_key)
+        if not slugs:
+            raise GitmailError(NOT_FOUND, f"no project is linked to product {product_key!r}; link one with "
+                               "products_link", {"product_key": product_key})
+        readable, left_out = [], []
+        for slug in slugs:
+            if self._proved_in(ctx, slug, name, token):
+                readable.append(slug)
+            else:
+                who = f"agent {name}" if isinstance(name, str) and name else "an agent"
+                left_out.append({"project": self.mail.human_key(slug), "project_slug": slug,
+                                 "reason": f"this call did not prove {who} of this project"})
+        if not readable:
+            raise GitmailError(
+                UNAUTHORIZED,
+                f"a read across product {product_key!r} covers only the linked projects in which you proved an agent, "
+                f"and you proved none: pass agent_name with {argument} (its registration_token), or make the call in "
+                "an MCP session that registered or proved an agent of a linked project",
+                {"product_key": product_key, "argument": argument, "not_read": left_out},
+            )
+        return readable, left_out
+
+    def _proved_in(self, ctx: Context | None, slug: str, name: object, token: object) -> bool:
+        if isinstance(name, str) and name:
+            if isinstance(token, str) and token:
+                if not self.mail.verify_agent_token(slug, name, token):
+                    return False
+                agent_id = self.mail.agent_id(slug, name)
+                if agent_id is not None:
+                    self.identities.bind(ctx, slug, name, agent_id)
+                return True
+            bound = self.identities.bound_id(ctx, slug, name)
+            return bound is not None and self.mail.agent_id(slug, name) == bound
+        return bool(self.identities.agents_in(ctx, slug))
 
     def viewer(self, ctx: Context | None, project: str, name: str | None, *, argument: str = "agent_name") -> str:
         """The agent a read is for: ``name`` if given, else the one agent this session proved in the project."""

@@ -47,6 +47,7 @@ from gitmail.model.records import (
     PLAIN_FILES,
     Agent,
     Record,
+    Relay,
     Repair,
     Reservation,
     classify,
@@ -137,6 +138,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Agent) and isinstance(new, Agent) and old.id != new.id:
         return (f"replaces the registration of agent {old.name} (id {old.id}) with another (id {new.id}) "
                 "without parking the old one under conflicts/")
+    if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
+        return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
+                "(a delivery is final)")
     return None
 
 

@@ -40,9 +40,11 @@ from gitmail.model.records import (
     Contact,
     HeldMessage,
     IdempotencyKey,
+    ProductLink,
     Project,
     Receipt,
     Record,
+    Relay,
     Reservation,
     Seat,
     Window,
@@ -54,7 +56,8 @@ from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, tree_changes
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
-CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window"})
+CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
+                           "relay"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -243,6 +246,13 @@ def _seat(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return ours if _later(mine, ours, other, theirs) else theirs
 
 
+def _relay(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """A delivered relay is final, and the earliest delivery wins (both machines may complete it)."""
+    mine, other = _parse(Relay, path, ours, theirs)
+    delivered = _earliest(mine.delivered_at, other.delivered_at)
+    return dataclasses.replace(mine, hlc=max(mine.hlc, other.hlc), delivered_at=delivered).to_bytes()
+
+
 def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A held message only ever loses awaited recipients and gains refusals."""
     old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
@@ -265,6 +275,8 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "agent": _per_field(Agent),
     "contact": _last_writer(Contact),
     "window": _last_writer(Window),
+    "product": _per_field(ProductLink),
+    "relay": _relay,
     "receipt": _receipt,
     "reservation": _reservation,
     "seat": _seat,

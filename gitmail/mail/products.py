@@ -1,0 +1,226 @@
+"""Products: several projects of one team, read together.
+
+A product (a frontend, a backend and an infrastructure repository, say) has
+no archive of its own. It is the set of its links: ``products/<key>.yaml`` in
+the archive of each linked project (:class:`~gitmail.model.records.ProductLink`),
+so a link syncs and merges with its project, a machine that syncs the
+projects learns the product, and deleting a project takes its link along.
+Unlinking marks the link (``unlinked_at``) rather than deleting the file, so
+a link and an unlink made on two machines merge by the clock.
+
+The product-wide reads (search, inbox, thread summary) take the projects the
+caller may read (the server passes those it proved an agent in) and tag
+every hit with the project it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import project_record
+from gitmail.index import search_messages
+from gitmail.model.errors import invalid, not_found
+from gitmail.model.names import check_product_key
+from gitmail.model.records import PRODUCTS, Message, ProductLink, product_path
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
+from . import mailbox
+from .delivery import message_view
+from .summaries import thread_summary
+
+MAX_NAME = 200
+
+
+def _check_name(name: object) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or any(c in name for c in "\r\n"):
+        raise invalid(f"name must be one line of at most {MAX_NAME} characters", field="name")
+    return name.strip()
+
+
+def links(ctx: Context, product: str) -> list[tuple[str, str, ProductLink]]:
+    """``(slug, human_key, link)`` for every project of the store linked to ``product`` now, by human key."""
+    out = []
+    for slug in ctx.store.slugs():
+        snap = ctx.store.archive(slug).snapshot()
+        link = snap.load(product_path(product), ProductLink)
+        if link is not None and link.unlinked_at is None:
+            out.append((slug, project_record(snap).human_key, link))
+    return sorted(out, key=lambda item: item[1])
+
+
+def linked_slugs(ctx: Context, product_key: str) -> list[str]:
+    """The slugs of the projects linked to a product (empty when none is)."""
+    return [slug for slug, _, _ in links(ctx, check_product_key(product_key))]
+
+
+def _view(product: str, found: list[tuple[str, str, ProductLink]]) -> dict[str, Any]:
+    newest = max(found, key=lambda item: item[2].hlc)[2].name if found else product  # the latest naming wins
+    return {
+        "product_key": product,
+        "name": newest,
+        "projects": [{"slug": slug, "human_key": key, "linked_at": link.linked_at} for slug, key, link in found],
+    }
+
+
+def product_view(ctx: Context, product_key: str) -> dict[str, Any]:
+    """A product and the projects linked to it."""
+    product = check_product_key(product_key)
+    return _view(product, links(ctx, product))
+
+
+def ensure_product(ctx: Context, product_key: str) -> dict[str, Any]:
+    """The product named by ``product_key`` and its linked projects; nothing is written.
+
+    A product lives in its projects' archives, so it comes into being with
+    its first link (:func:`products_link`); until then ``stored`` is false.
+    """
+    view = product_view(ctx, product_key)
+    view["stored"] = bool(view["projects"])
+    if not view["stored"]:
+        view["note"] = ("a product is kept in the archives of its projects: products_link creates it with its "
+                        "first project")
+    return view
+
+
+def _write(ctx: Context, project_key: str, product: str, *, name: str | None, relink: bool) -> bool:
+    """Link (``relink``) the project to the product, or rename the product there; whether anything changed."""
+    archive = ctx.archive(project_key)
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        link = snap.load(product_path(product), ProductLink)
+        if link is None:
+            link = ProductLink(product=product, name=name or _known_name(ctx, product) or product,
+                               linked_at=stamp, hlc=hlc)
+            verb = "Link"
+        elif relink and link.unlinked_at is not None:
+            link.unlinked_at, link.hlc = None, hlc
+            link.name = name or link.name
+            verb = "Link"
+        elif name is not None and link.name != name:
+            link.name, link.hlc = name, hlc
+            verb = "Rename"
+        else:
+            return Change("", result=False)
+        message = (f"{verb} project {project.human_key} to product {product}" if verb == "Link"
+                   else f"Rename product {product} to {name}")
+        return Change(message, result=True).put_record(link)
+
+    return bool(archive.transact(fn).result)
+
+
+def _known_name(ctx: Context, product: str) -> str | None:
+    found = links(ctx, product)
+    return _view(product, found)["name"] if found else None
+
+
+def products_link(ctx: Context, product_key: str, project_key: str, *, name: str | None = None) -> dict[str, Any]:
+    """Link a project to a product (creating the product on its first link); linking twice changes nothing.
+
+    ``name`` is the product's display name as this project records it (the
+    most recent naming across the linked projects is the one shown);
+    without it a new link takes the name the product already goes by.
+    """
+    product = check_product_key(product_key)
+    wanted = _check_name(name)
+    ctx.archive(project_key)  # NOT_FOUND for an unknown project, before anything is written
+    changed = _write(ctx, project_key, product, name=wanted, relink=True)
+    return {**product_view(ctx, product), "linked": ctx.slug(project_key), "changed": changed}
+
+
+def products_unlink(ctx: Context, product_key: str, project_key: str) -> dict[str, Any]:
+    """Take a project out of a product; the link is marked undone in the project's archive."""
+    product = check_product_key(product_key)
+    archive = ctx.archive(project_key)
+    stamp, hlc = ctx.clock.now_ts(), ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        project = project_record(snap)
+        link = snap.load(product_path(product), ProductLink)
+        if link is None:
+            raise not_found(f"project {project.human_key} was never linked to product {product}; "
+                            "ensure_product lists the projects that are", product_key=product)
+        if link.unlinked_at is not None:
+            return Change("", result=False)
+        link.unlinked_at, link.hlc = stamp, hlc
+        return Change(f"Unlink project {project.human_key} from product {product}", result=True).put_record(link)
+
+    changed = archive.transact(fn).result
+    return {**product_view(ctx, product), "unlinked": ctx.slug(project_key), "changed": changed}
+
+
+def products_of(snap: Snapshot) -> list[str]:
+    """The products a project's archive links it to now."""
+    out = []
+    for entry in snap.listdir(PRODUCTS):
+        link = snap.load(f"{PRODUCTS}/{entry}", ProductLink)
+        if link is not None and link.unlinked_at is None:
+            out.append(link.product)
+    return out
+
+
+# -- product-wide reads --------------------------------------------------------------
+
+def _tag(ctx: Context, slugs: list[str]) -> dict[str, str]:
+    return {slug: project_record(ctx.archive(slug).snapshot()).human_key for slug in slugs}
+
+
+def search_product(ctx: Context, product_key: str, query: str, *, slugs: list[str], limit: int = 20,
+                   exhaustive: bool = False) -> list[dict[str, Any]]:
+    """Search each of ``slugs`` (projects of the product) and merge the hits, best first, each naming its project."""
+    check_product_key(product_key)
+    hits = []
+    for slug, key in _tag(ctx, slugs).items():
+        for hit in search_messages(ctx.store, slug, query, limit, None, exhaustive=exhaustive):
+            hits.append({**hit, "project": key, "project_slug": slug})
+    hits.sort(key=lambda h: (-float(h.get("score") or 0), h.get("created_ts") or "", h["project_slug"]))
+    return hits[:limit]
+
+
+def fetch_inbox_product(ctx: Context, product_key: str, agent_name: str, *, slugs: list[str], limit: int = 20,
+                        urgent_only: bool = False, include_bodies: bool = False, since_ts: object = None,
+                        topic: str | None = None, unread_only: bool = False) -> list[dict[str, Any]]:
+    """The agent's inbox in each of ``slugs``, newest first, each message naming its project."""
+    check_product_key(product_key)
+    items = []
+    for slug, key in _tag(ctx, slugs).items():
+        for item in mailbox.fetch_inbox(ctx, slug, agent_name, limit=limit, urgent_only=urgent_only,
+                                        include_bodies=include_bodies, since_ts=since_ts, topic=topic,
+                                        unread_only=unread_only):
+            items.append({**item, "project": key, "project_slug": slug})
+    items.sort(key=lambda m: (m.get("created_ts") or "", m["id"], m["project_slug"]), reverse=True)
+    return items[:limit]
+
+
+def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, slugs: list[str],
+                             include_examples: bool = False, per_thread_limit: int = 50) -> dict[str, Any]:
+    """One thread across the projects in ``slugs``: a message in several archives counts once and names each."""
+    check_product_key(product_key)
+    if not isinstance(thread_id, str) or not thread_id.strip() or "," in thread_id:
+        raise invalid("thread_id must name one thread", field="thread_id")
+    if not isinstance(per_thread_limit, int) or isinstance(per_thread_limit, bool) or not 1 <= per_thread_limit <= 500:
+        raise invalid("per_thread_limit must be a whole number from 1 to 500", field="per_thread_limit")
+    found: dict[str, Message] = {}
+    where: dict[str, list[str]] = {}
+    for slug, key in _tag(ctx, slugs).items():
+        for message in mailbox.thread_messages(ctx, slug, thread_id.strip()):
+            found.setdefault(message.id, message)
+            where.setdefault(message.id, []).append(key)
+    if not found:
+        raise not_found(f"no messages in thread {thread_id!r} in the projects read; thread IDs come from the "
+                        "thread_id of a message", thread_id=thread_id)
+    messages = sorted(found.values(), key=lambda m: (m.created_ts, m.id))[-per_thread_limit:]
+    result: dict[str, Any] = {
+        "thread_id": thread_id.strip(), "summary": thread_summary(messages),
+        "projects": sorted({key for keys in where.values() for key in keys}),
+        "messages": [{"id": m.id, "from": m.sender, "created_ts": m.created_ts, "projects": where[m.id]}
+                     for m in messages],
+    }
+    if include_examples:
+        result["examples"] = [{**message_view(m), "projects": where[m.id]} for m in messages[:3]]
+    return result
