@@ -88,7 +88,8 @@ class World:
             "file_reservation_id": "00000000000000000000000", "seat": "seat-1-aaaaaaaaaaaaaaaa", "entry": "note",
             "capabilities": ["review"], "accept": True, "path": "attachments/aa/none.webp", "code_repo_path": self.p,
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
-            "new_display_name": "Alice", "product_key": "walk-product",
+            "new_display_name": "Alice", "product_key": "walk-product", "slot": "walk-slot", "epoch": 1,
+            "holder": "Bob",
         }
 
 

@@ -43,6 +43,7 @@ def seed(home: str) -> dict[str, str]:
     mail.reply_message(PROJECT, first["id"], "GreenHill", "I take the backfill.")
     mail.file_reservation_paths(PROJECT, "BlueLake", ["src/db/**"], reason="migration")
     mail.journal(PROJECT, "BlueLake", "Planned the migration.")
+    mail.acquire_build_slot(PROJECT, "GreenHill", "test-db", exclusive=False, max_holders=2, reason="backfill run")
     return {"thread": first["thread_id"], "slug": store.resolve(PROJECT)}
 
 
@@ -97,6 +98,14 @@ def test_click_through_project_agent_inbox_thread_history(site, page):
     assert "git --git-dir" in page.locator("#git-command").inner_text()
     assert page.locator("article.commit").count() == 2
     assert page.locator("article.commit header b").first.inner_text() == "GreenHill"
+
+
+def test_the_board_shows_build_slots_with_their_holders(site, page):
+    server, seeded = site
+    page.goto(base(server) + f"/p/{seeded['slug']}/board")
+    row = page.locator("table[data-live=build-slots] tbody tr").first
+    text = row.inner_text()
+    assert "test-db" in text and "shared, at most 2" in text and "GreenHill" in text and "backfill run" in text
 
 
 def test_search_highlights_and_pages(site, page):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmail.coord import acting, capabilities, guard, journal, reservations, seats
+from gitmail.coord import acting, buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.context import Activity, Context
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
@@ -21,6 +21,8 @@ from gitmail.model.limits import (
     CATCH_UP_DEFAULT,
     DEFAULT_INACTIVITY,
     DEFAULT_LEASE_S,
+    DEFAULT_SLOT_EXTEND,
+    DEFAULT_SLOT_TTL,
     DEFAULT_TTL,
     FEED_DEFAULT_LIMIT,
 )
@@ -374,6 +376,33 @@ class Mail:
     def run_guard_hook(self, hook: str, repo: str, stdin: str = "") -> tuple[int, str]:
         """What the installed guard decides for one commit or push: (exit code, report)."""
         return guard.run_hook(self.ctx, hook, repo, stdin)
+
+    # -- coordination: build slots ---------------------------------------------
+    def acquire_build_slot(self, project_key: str, agent_name: str, slot: str, *,
+                           ttl_seconds: int = DEFAULT_SLOT_TTL, exclusive: bool = True,
+                           max_holders: int | None = None, reason: str = "", seat: str | None = None) -> dict[str, Any]:
+        return buildslots.acquire(self.ctx, project_key, agent_name, slot, ttl_seconds=ttl_seconds,
+                                  exclusive=exclusive, max_holders=max_holders, reason=reason, seat=seat)
+
+    def renew_build_slot(self, project_key: str, agent_name: str, slot: str, epoch: int, *,
+                         extend_seconds: int = DEFAULT_SLOT_EXTEND, seat: str | None = None) -> dict[str, Any]:
+        return buildslots.renew(self.ctx, project_key, agent_name, slot, epoch, extend_seconds=extend_seconds,
+                                seat=seat)
+
+    def release_build_slot(self, project_key: str, agent_name: str, slot: str, epoch: int, *,
+                           seat: str | None = None) -> dict[str, Any]:
+        return buildslots.release(self.ctx, project_key, agent_name, slot, epoch, seat=seat)
+
+    def force_release_build_slot(self, project_key: str, agent_name: str, slot: str, holder: str, *,
+                                 note: str = "", notify_previous: bool = True,
+                                 inactivity_seconds: int = DEFAULT_INACTIVITY,
+                                 seat: str | None = None) -> dict[str, Any]:
+        return buildslots.force_release(self.ctx, project_key, agent_name, slot, holder, note=note,
+                                        notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
+                                        seat=seat)
+
+    def list_build_slots(self, project_key: str, *, active_only: bool = False) -> dict[str, Any]:
+        return buildslots.list_slots(self.ctx, project_key, active_only=active_only)
 
     # -- coordination: seats, journals, sleep/wake, capability cards ----------
     def take_seat(self, project_key: str, agent_name: str, *, holder: str = "session",

@@ -38,6 +38,7 @@ RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the machine ran out of file handles
 INDEX_UNAVAILABLE = "INDEX_UNAVAILABLE"  # derived state cannot answer right now; it rebuilds itself
 INTERNAL = "INTERNAL"  # a failure gitmail did not foresee; the server's log has the details
 IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and the other registration kept it
+SLOT_NOT_STALE = "SLOT_NOT_STALE"  # force release of a build slot refused: its holder is still active
 
 
 class GitmailError(Exception):

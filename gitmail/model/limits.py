@@ -26,3 +26,7 @@ CATCH_UP_MAX = 12
 FEED_DEFAULT_LIMIT = 100
 FEED_MAX_LIMIT = 200
 FEED_MAX_WAIT = 25
+
+# Build slots: how long a holding lasts unless renewed, and how many may share one slot.
+DEFAULT_SLOT_TTL = 3600
+DEFAULT_SLOT_EXTEND = 1800

@@ -437,6 +437,62 @@ class Seat(Record):
 
 
 
+BUILD_SLOT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+MAX_SLOT_HOLDERS = 64
+_HOLDING_KEYS = {"agent": "agent", "epoch": "int", "acquired_ts": "ts", "expires_ts": "ts", "reason": "text"}
+
+
+@dataclass
+class BuildSlot(Record):
+    """A named slot for a scarce shared resource (a build folder, a test database), leased to its holders.
+
+    ``epoch`` counts the holdings ever granted: each grant takes the next
+    number, and a holder names its holding by it. A holding that is no longer
+    in ``holders`` (released, or taken over once it went stale) is over, and
+    renewing or releasing it is refused, so a holder that was replaced finds
+    out before it touches the resource again. ``exclusive`` and
+    ``max_holders`` are the terms the first holder of an empty slot set.
+    """
+
+    KIND: ClassVar[str] = "build_slot"
+    LOCATED_BY: ClassVar[str] = "slot"
+    slot: str = _spec("str", max_len=64)
+    epoch: int = _spec("int")
+    hlc: HLC = _spec("hlc")
+    exclusive: bool = _spec("bool", default=True)
+    max_holders: int = _spec("int", default=1)
+    holders: list[dict[str, Any]] = _spec("maps", default=[], max_len=MAX_SLOT_HOLDERS)
+
+    def path(self) -> str:
+        return build_slot_path(self.slot)
+
+    def _check_body(self) -> None:
+        """The slot's name, terms and each holding, beyond what the field kinds check."""
+        if not isinstance(self.slot, str) or not BUILD_SLOT_RE.match(self.slot):
+            raise FieldError("slot", f"not a slot name (lowercase letters, digits, '.', '_', '-'): {self.slot!r}")
+        if not isinstance(self.max_holders, int) or not 1 <= self.max_holders <= MAX_SLOT_HOLDERS:
+            raise FieldError("max_holders", f"must be from 1 to {MAX_SLOT_HOLDERS}; got {self.max_holders!r}")
+        if self.exclusive and self.max_holders != 1:
+            raise FieldError("max_holders", "an exclusive slot has exactly one holder")
+        seen = set()
+        for i, holding in enumerate(self.holders or []):
+            key = f"holders[{i}]"
+            unknown = set(holding) - set(_HOLDING_KEYS)
+            if unknown:
+                raise FieldError(key, f"unknown entries {sorted(unknown)}")
+            for name, kind in _HOLDING_KEYS.items():
+                if name not in holding:
+                    if name == "reason":
+                        continue
+                    raise FieldError(f"{key}.{name}", "is required")
+                holding[name] = _check(kind, f"{key}.{name}", holding[name], {"max_len": 4096})
+            if isinstance(self.epoch, int) and holding["epoch"] > self.epoch:
+                raise FieldError(f"{key}.epoch", f"{holding['epoch']} is beyond the slot's epoch {self.epoch}")
+            if holding["agent"] in seen:
+                raise FieldError(f"{key}.agent", f"{holding['agent']} holds the slot twice")
+            seen.add(holding["agent"])
+
+
 @dataclass
 class JournalEntry(Record):
     """One dated note an agent leaves for its future self; add-only."""
@@ -687,6 +743,7 @@ WINDOWS = "windows"
 REPAIRS = "repairs"
 PRODUCTS = "products"
 RELAYS = "relays"
+BUILD_SLOTS = "build_slots"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -742,6 +799,10 @@ def contact_path(requester: str, target: str) -> str:
 
 def reservation_path(reservation_id: str) -> str:
     return f"{RESERVATIONS}/{day_shard(reservation_id)}/{reservation_id}.yaml"
+
+
+def build_slot_path(slot: str) -> str:
+    return f"{BUILD_SLOTS}/{slot}.yaml"
 
 
 WINDOW_UUID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{7,63}$")
@@ -816,6 +877,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^repairs/{_DAY}/{_ID}\.yaml$"), Repair, "repair"),
     (re.compile(r"^products/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), ProductLink, "product"),
     (re.compile(rf"^relays/{_SLUG}/{_DAY}/{_ID}\.yaml$"), Relay, "relay"),
+    (re.compile(r"^build_slots/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), BuildSlot, "build_slot"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

@@ -25,6 +25,7 @@ from . import (
     tools_projects,
     tools_reads,
     tools_search,
+    tools_slots,
     tools_sync,
 )
 from .auth import BearerToken
@@ -33,7 +34,7 @@ from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
 PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-         tools_products, tools_macros, tools_coordination, tools_sync, resources)
+         tools_products, tools_macros, tools_coordination, tools_slots, tools_sync, resources)
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.

@@ -13,6 +13,7 @@ the same :func:`file_problem`, so one set of rules holds at every door:
 - an immutable record (:data:`~gitmail.model.records.IMMUTABLE_ROLES`) never
   changes, unless the merge that replaced it parked the other version under
   ``conflicts/``, or a repair record puts back the version it had before;
+- a build slot's epoch never goes down (its fencing would fail);
 - an agent profile never changes hands: a profile whose ``id`` changes is
   another registration taking the name, accepted only with the old one
   parked under ``conflicts/`` (see :func:`edit_refusal`);
@@ -46,6 +47,7 @@ from gitmail.model.records import (
     IMMUTABLE_ROLES,
     PLAIN_FILES,
     Agent,
+    BuildSlot,
     Record,
     Relay,
     Repair,
@@ -141,6 +143,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
         return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
                 "(a delivery is final)")
+    if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
+        return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
+                "that is over count again")
     return None
 
 

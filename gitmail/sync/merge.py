@@ -36,6 +36,7 @@ from gitmail.model.records import (
     AGENTS,
     TOMBSTONES,
     Agent,
+    BuildSlot,
     Conflict,
     Contact,
     HeldMessage,
@@ -57,7 +58,7 @@ from gitmail.storage.snapshot import blob_data, tree_changes
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
-                           "relay"})
+                           "relay", "build_slot"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -253,6 +254,40 @@ def _relay(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return dataclasses.replace(mine, hlc=max(mine.hlc, other.hlc), delivered_at=delivered).to_bytes()
 
 
+def _grant_order(holding: dict[str, Any]) -> tuple[str, str, int]:
+    return holding["acquired_ts"], holding["agent"], holding["epoch"]
+
+
+def _build_slot(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Holdings merge one by one; an ended holding stays ended; over capacity, the earliest grants keep the slot.
+
+    A holding is named by its agent and epoch. One that the base had and a
+    side no longer has was released or taken over there, which is final; a
+    holding on both sides keeps the later expiry (renewals never shorten). The
+    terms (exclusive, maximum) are the later writer's. When two machines
+    granted the slot apart and the holders now exceed the terms, the holdings
+    granted first stay and the others are over: their holders' next renew or
+    release is refused with STALE_EPOCH, which is how they learn of it.
+    """
+    old, mine, other = _parse(BuildSlot, path, base, ours, theirs)
+    terms = mine if _later(mine, ours, other, theirs) else other
+    ended = {(h["agent"], h["epoch"]) for h in old.holders} if old is not None else set()
+    sides = [{(h["agent"], h["epoch"]): h for h in record.holders} for record in (mine, other)]
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    for key in set(sides[0]) | set(sides[1]):
+        versions = [side[key] for side in sides if key in side]
+        if key in ended and len(versions) < 2:
+            continue
+        merged[key] = max(versions, key=lambda h: (h["expires_ts"], sorted(h.items())))
+    holders: list[dict[str, Any]] = []
+    for holding in sorted(merged.values(), key=_grant_order):
+        if all(h["agent"] != holding["agent"] for h in holders):  # one holding per agent: its first grant
+            holders.append(holding)
+    holders = holders[:terms.max_holders]
+    return dataclasses.replace(terms, epoch=max(mine.epoch, other.epoch), hlc=max(mine.hlc, other.hlc),
+                               holders=holders).to_bytes()
+
+
 def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A held message only ever loses awaited recipients and gains refusals."""
     old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
@@ -280,6 +315,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "receipt": _receipt,
     "reservation": _reservation,
     "seat": _seat,
+    "build_slot": _build_slot,
     "held": _held,
     "idempotency": _idempotency,
 }

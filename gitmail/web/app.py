@@ -3,7 +3,7 @@
 Pages (below ``/ui``): the projects; a project (agents, threads, sync state
 per remote); an agent (profile, seat, counts, and its inbox, outbox,
 unread, urgent, ack-required and ack-overdue lists); a thread with its
-messages; search; the board of reservations and seats; journals; the git
+messages; search; the board of reservations, build slots and seats; journals; the git
 history of a message, thread, agent or reservation with the ``git`` command
 that shows the same; compose and reply as the human overseer; attachments;
 and ``/ui/events``, the server-sent events that keep pages live.
@@ -230,8 +230,9 @@ class WebView:
         show_all = request.query_params.get("all") == "1"
         reservations = self.mail.list_file_reservations(slug, active_only=not show_all)
         seats = [self.mail.seat_status(slug, a["name"]) for a in self.mail.list_agents(slug)]
+        build_slots = self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]
         return {"project": project, "reservations": reservations["file_reservations"], "seats": seats,
-                "show_all": show_all}
+                "build_slots": build_slots, "show_all": show_all}
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
