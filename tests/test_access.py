@@ -89,7 +89,7 @@ class World:
             "capabilities": ["review"], "accept": True, "path": "attachments/aa/none.webp", "code_repo_path": self.p,
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
             "new_display_name": "Alice", "product_key": "walk-product", "slot": "walk-slot", "epoch": 1,
-            "holder": "Bob",
+            "holder": "Bob", "scope": ["viewer@*"],
         }
 
 
@@ -203,10 +203,8 @@ def test_with_proof_no_guarded_tool_is_refused(world):
 
     outcomes = run(walk())
     refused = {n: o for n, o in outcomes.items()
-               if n != "wake_agent" and any(x["code"] == "UNAUTHORIZED" and "rule" in x["data"] for x in o)}
+               if any(x["code"] == "UNAUTHORIZED" and "rule" in x["data"] for x in o)}
     assert refused == {}
-    # no agent may wake an agent; the refusal names the operator's command
-    assert all("gitmail wake" in x["message"] for x in outcomes["wake_agent"])
 
 
 def test_an_agent_may_retire_sleep_and_delete_only_itself(world):
@@ -224,7 +222,7 @@ def test_an_agent_may_retire_sleep_and_delete_only_itself(world):
             return out
 
     assert run(scenario()) == {"retire_agent": "UNAUTHORIZED", "deregister_agent": "UNAUTHORIZED",
-                               "hard_delete_agent": "UNAUTHORIZED", "sleep other": "UNAUTHORIZED"}
+                               "hard_delete_agent": "UNAUTHORIZED", "sleep other": "NOT_ABOVE"}
 
 
 RESOURCES = {

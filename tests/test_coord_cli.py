@@ -51,9 +51,11 @@ def test_seats_journal_sleep_and_capabilities(gm):
     gm("seat", "renew", KEY, "Blue", seat["token"], "--lease", "900")
     gm("seat", "release", KEY, "Blue", seat["token"])
     assert gm("seat", "status", KEY, "Blue")["held"] is False
-    assert gm("sleep", KEY, "Green")["asleep"] is True
+    assert gm("sleep", KEY, "Green", "--until", "woken", "--reason", "holiday")["until"] == "woken"
     assert gm("reserve", KEY, "Green", "x", code=2)["error"]["code"] == "AGENT_ASLEEP"
-    assert gm("wake", KEY, "Green", "--by", "Blue")["asleep"] is False
+    assert gm("wake", KEY, "Green", "--by", "Green", code=2)["error"]["code"] == "WAKE_REFUSED"
+    assert gm("wake", KEY, "Green", "--by", "Blue", code=2)["error"]["code"] == "NOT_ABOVE"
+    assert gm("wake", KEY, "Green")["asleep"] is False  # the operator wakes any agent
     assert gm("capabilities", KEY, "Green", "review", "docs", "--set")["capabilities"] == ["docs", "review"]
     cards = gm("capabilities", KEY)["agents"]
     assert {a["name"]: a["capabilities"] for a in cards}["Green"] == ["docs", "review"]

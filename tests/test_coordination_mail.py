@@ -95,7 +95,7 @@ def test_role_recipients_reach_every_active_agent_with_the_capability(mail, stor
 
 
 def test_asleep_agents_receive_but_cannot_send(mail, store):
-    mail.sleep_agent(PROJECT, "Green", target="Red")
+    mail.sleep_agent(PROJECT, None, target="Red")  # the operator
     payload = send(mail, "Blue", ["Red"])
     assert store.archive(PROJECT).snapshot().exists(inbox_path("Red", payload["id"]))
     with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
@@ -104,7 +104,7 @@ def test_asleep_agents_receive_but_cannot_send(mail, store):
         mail.reply_message(PROJECT, payload["id"], "Red", "answer")
     with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.file_reservation_paths(PROJECT, "Red", ["src/"])
-    mail.wake_agent(PROJECT, "Blue", "red")  # names compare without case
+    mail.wake_agent(PROJECT, None, "red")  # names compare without case
     assert mail.reply_message(PROJECT, payload["id"], "Red", "answer")["count"] == 1
 
 
@@ -202,8 +202,13 @@ def test_contact_writes_are_fenced_too(store):
     with fails_cleanly(store, "SEAT_HELD", PROJECT):
         mail.set_contact_policy(PROJECT, "Ann", "open")
     mail.request_contact(PROJECT, "Ann", "Bob", seat=token)
-    mail.sleep_agent(PROJECT, "Bob")
+    mail.sleep_agent(PROJECT, "Bob", until="woken")
     with fails_cleanly(store, "AGENT_ASLEEP", PROJECT):
         mail.respond_contact(PROJECT, "Bob", "Ann", True)
-    mail.wake_agent(PROJECT, "Ann", "Bob", seat=token)
+    ann_child = mail.spawn_agent(PROJECT, "Ann", ["viewer@*"], name="AnnHelper", seat=token)["name"]
+    mail.sleep_agent(PROJECT, "Ann", target=ann_child, seat=token)  # the actor's seat fences it too
+    with fails_cleanly(store, "SEAT_HELD", PROJECT):
+        mail.wake_agent(PROJECT, "Ann", ann_child)
+    mail.wake_agent(PROJECT, "Ann", ann_child, seat=token)
+    mail.wake_agent(PROJECT, None, "Bob")
     assert mail.respond_contact(PROJECT, "Bob", "Ann", True)["status"] == "approved"

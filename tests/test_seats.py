@@ -11,9 +11,10 @@ import sys
 import pytest
 
 from gitmail import Change, Seat
-from gitmail.coord import acting, journal, seats
 from gitmail.coord import capabilities as caps
+from gitmail.coord import journal, seats
 from gitmail.coord import reservations as rs
+from gitmail.mail import identities
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
 
@@ -137,22 +138,26 @@ def test_two_processes_taking_one_seat_one_wins(store, project, home, tmp_path):
 
 
 def test_asleep_agents_receive_but_cannot_act(store, project, ctx):
-    out = acting.set_asleep(ctx, KEY, "Blue", True, actor="Green")
-    assert out == {"agent": "Blue", "asleep": True, "changed": True}
+    out = identities.set_asleep(ctx, KEY, "Blue", True)  # the operator may put any agent to sleep
+    assert out == {"agent": "Blue", "asleep": True, "until": "reply", "changed": True}
     refused(store, KEY, "AGENT_ASLEEP", rs.reserve, ctx, KEY, "Blue", ["x"])
     refused(store, KEY, "AGENT_ASLEEP", journal.append, ctx, KEY, "Blue", "x")
     refused(store, KEY, "AGENT_ASLEEP", seats.take_seat, ctx, KEY, "Blue")
-    refused(store, KEY, "AGENT_ASLEEP", acting.set_asleep, ctx, KEY, "Green", True, actor="Blue")
-    refused(store, KEY, "INVALID_ARGUMENT", acting.set_asleep, ctx, KEY, "Blue", False, actor="Blue")
+    refused(store, KEY, "AGENT_ASLEEP", identities.set_asleep, ctx, KEY, "Green", True, actor="Blue")
+    # Top-level agents are peers: neither is above the other.
+    refused(store, KEY, "NOT_ABOVE", identities.set_asleep, ctx, KEY, "Blue", False, actor="Green")
+    refused(store, KEY, "NOT_ABOVE", identities.set_asleep, ctx, KEY, "Green", True, actor="Red")
     # Still an addressee: role expansion includes asleep agents with the capability.
     caps.publish(ctx, KEY, "Green", ["review"])
-    assert acting.set_asleep(ctx, KEY, "Blue", False, actor="Green")["asleep"] is False
+    # Asleep until a reply, it may end its own wait.
+    assert identities.set_asleep(ctx, KEY, "Blue", False, actor="Blue")["asleep"] is False
     assert rs.reserve(ctx, KEY, "Blue", ["x"])["granted"]
-    # A human (no actor) can do it too, and an agent may put itself to sleep.
-    assert acting.set_asleep(ctx, KEY, "Blue", True)["changed"] is True
-    assert acting.set_asleep(ctx, KEY, "Blue", True)["changed"] is False
-    acting.set_asleep(ctx, KEY, "Blue", False)
-    assert acting.set_asleep(ctx, KEY, "Red", True, actor="Red")["asleep"] is True
+    # Asleep until woken, it may not.
+    assert identities.set_asleep(ctx, KEY, "Blue", True, actor="Blue", until="woken")["changed"] is True
+    refused(store, KEY, "WAKE_REFUSED", identities.set_asleep, ctx, KEY, "Blue", False, actor="Blue")
+    assert identities.set_asleep(ctx, KEY, "Blue", True, until="woken")["changed"] is False
+    identities.set_asleep(ctx, KEY, "Blue", False)
+    assert identities.set_asleep(ctx, KEY, "Red", True, actor="Red")["asleep"] is True
 
 
 def test_capability_cards_and_role_addressing(store, project, ctx):

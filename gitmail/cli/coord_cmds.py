@@ -243,11 +243,11 @@ def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat:
 
 
 def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: str | None,
-                seat: str | None) -> tuple[dict[str, Any], str]:
+                seat: str | None, reason: str | None, until: str = "reply") -> tuple[dict[str, Any], str]:
     if asleep:
-        out = ctx.mail.sleep_agent(project, actor, target=target, seat=seat)
+        out = ctx.mail.sleep_agent(project, actor, target=target, until=until, seat=seat, reason=reason)
     else:
-        out = ctx.mail.wake_agent(project, actor, target, seat=seat)
+        out = ctx.mail.wake_agent(project, actor, target, seat=seat, reason=reason)
     state = "asleep" if asleep else "awake"
     return out, f"{target} is {state}" + ("" if out["changed"] else " (no change)")
 
@@ -255,21 +255,29 @@ def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: st
 @command(name="sleep")
 @click.argument("project")
 @click.argument("target")
-@click.option("--by", "actor", default=None, help="The agent doing it (default: you, a human).")
+@click.option("--until", type=click.Choice(["reply", "woken"]), default="reply", show_default=True,
+              help="What wakes it: a reply to one of its messages (or an agent above it), or only being woken.")
+@click.option("--by", "actor", default=None, help="The agent doing it: TARGET itself or one above it "
+              "(default: you, the operator, who may put any agent to sleep).")
 @click.option("--seat", default=None, help="The acting agent's seat token, if its seat is held.")
-def sleep_cmd(ctx: Context, project: str, target: str, actor: str | None, seat: str | None) -> tuple[object, str]:
+@click.option("--reason", default=None, help="Why, in one line; recorded in the commit message.")
+def sleep_cmd(ctx: Context, project: str, target: str, until: str, actor: str | None, seat: str | None,
+              reason: str | None) -> tuple[object, str]:
     """Put TARGET to sleep: it keeps receiving mail but cannot act until woken."""
-    return _sleep_wake(ctx, project, target, True, actor, seat)
+    return _sleep_wake(ctx, project, target, True, actor, seat, reason, until)
 
 
 @command(name="wake")
 @click.argument("project")
 @click.argument("target")
-@click.option("--by", "actor", default=None, help="The agent doing it (default: you, a human).")
+@click.option("--by", "actor", default=None, help="The agent doing it: one above TARGET "
+              "(default: you, the operator, who may wake any agent).")
 @click.option("--seat", default=None, help="The acting agent's seat token, if its seat is held.")
-def wake_cmd(ctx: Context, project: str, target: str, actor: str | None, seat: str | None) -> tuple[object, str]:
+@click.option("--reason", default=None, help="Why, in one line; recorded in the commit message.")
+def wake_cmd(ctx: Context, project: str, target: str, actor: str | None, seat: str | None,
+             reason: str | None) -> tuple[object, str]:
     """Wake TARGET so it can act again."""
-    return _sleep_wake(ctx, project, target, False, actor, seat)
+    return _sleep_wake(ctx, project, target, False, actor, seat, reason)
 
 
 @command(name="capabilities")

@@ -5,10 +5,10 @@ asleep, and when a session holds its seat the write carries that session's
 current seat token (see :mod:`gitmail.coord.seats` for how seats are taken).
 Call it inside the transaction, so it judges the state the write commits onto.
 
-Two writes change whether an agent may act or what it says about itself, and
-are checked the same way: putting an agent to sleep or waking it
-(:func:`set_asleep`), and an agent setting fields of its own profile
+An agent also sets fields of its own profile through here
 (:func:`update_own_profile`, for capabilities and the attachments policy).
+Sleep and wake are decided here (:func:`sleep_decision`, :func:`wake_decision`,
+:func:`woken_by_reply`) and written by :mod:`gitmail.mail.identities`.
 """
 
 from __future__ import annotations
@@ -26,16 +26,18 @@ from gitmail.model.errors import (
     SEAT_HELD,
     STALE_EPOCH,
     UNAUTHORIZED,
+    WAKE_REFUSED,
     GitmailError,
     invalid,
 )
 from gitmail.model.names import check_agent_name
-from gitmail.model.records import Agent, Seat, seat_path
+from gitmail.model.records import SLEEP_UNTIL, Agent, Message, Seat, message_path, seat_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
+from . import hierarchy
 from .context import Context
-from .lookup import require_agent
+from .lookup import find_agent, require_agent
 
 _TOKEN_RE = re.compile(r"^seat-(\d{1,18})-[A-Za-z0-9_-]{16,64}$")
 
@@ -58,10 +60,13 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
 
 def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
                  at: dt.datetime) -> Agent:
-    """The part of :func:`require_actor` that applies to any write as an agent: awake, and holding the seat."""
+    """The part of :func:`require_actor` that applies to any write as an agent: awake, unexpired, holding the seat."""
     if profile.asleep:
+        how = ("an agent above it or the operator wakes it, or a reply to one of its messages arrives"
+               if profile.sleep_until == "reply" else "an agent above it or the operator wakes it (wake_agent)")
         raise GitmailError(AGENT_ASLEEP, f"agent {profile.name!r} is asleep: it keeps receiving mail but cannot act "
-                           "until another agent or a human wakes it (wake_agent)", {"agent": profile.name})
+                           f"until {how}", {"agent": profile.name, "until": profile.sleep_until or "woken"})
+    hierarchy.check_expiry(snapshot, profile, at)
     check_seat(snapshot, profile.name, seat, at=at)
     return profile
 
@@ -115,17 +120,20 @@ def seat_view(record: Seat, token: str | None = None) -> dict[str, Any]:
 
 
 def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | None,
-                       describe: Callable[[str], str], **fields: Any) -> dict[str, Any]:
+                       describe: Callable[[str], str], *, card: bool = False, **fields: Any) -> dict[str, Any]:
     """Set ``fields`` on the acting agent's own profile; nothing is committed if they already hold.
 
-    The agent is checked like any writer (awake, seat not stale). Returns
-    ``{"agent": name, **fields}``; ``describe(name)`` is the commit line.
+    The agent is checked like any writer (awake, seat not stale); a ``card``
+    write (what it publishes about itself) also needs the editor role.
+    Returns ``{"agent": name, **fields}``; ``describe(name)`` is the commit line.
     """
     archive = ctx.archive(project_key)
     hlc = ctx.clock.tick()
 
     def fn(snap: Snapshot) -> Change:
         profile = require_actor(snap, agent, seat, at=ctx.clock.now())
+        if card:
+            hierarchy.require_role(snap, profile, "editor", "publish its capability card")
         result = {"agent": profile.name, **fields}
         if all(getattr(profile, key) == value for key, value in fields.items()):
             return Change("no change", result=result)
@@ -137,36 +145,64 @@ def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | N
     return result
 
 
-def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, actor: str | None = None,
-               seat: str | None = None) -> dict[str, Any]:
-    """Put ``target`` to sleep or wake it.
+def check_until(until: object) -> str:
+    if until not in SLEEP_UNTIL:
+        raise invalid(f"until must be one of {', '.join(SLEEP_UNTIL)}: reply (a reply to one of its messages, or an "
+                      "agent above it, wakes it) or woken (only an agent above it or the operator)", field="until")
+    assert isinstance(until, str)
+    return until
 
-    An asleep agent keeps receiving mail, but every write as it is refused
-    (``AGENT_ASLEEP``) and its seat cannot be taken until it is woken. ``actor``
-    is the agent doing it (checked like any writer; it may be ``target`` itself
-    when going to sleep); None means a human at the command line.
+
+def sleep_decision(snap: Snapshot, actor: str | None, target: str, until: str, *, seat: str | None,
+                   at: dt.datetime) -> tuple[Agent, Agent | None]:
+    """Check that ``actor`` (None: the operator) may put ``target`` to sleep; return (target, actor) profiles.
+
+    An agent may put itself or an agent below it to sleep.
     """
-    check_agent_name(target, "target")
-    if actor is not None:
-        check_agent_name(actor, "agent_name")
-        if not asleep and actor == target:
-            raise invalid(f"{target} cannot wake itself; another agent or a human must wake it", field="target")
-    archive = ctx.archive(project_key)
-    hlc = ctx.clock.tick()
+    check_until(until)
+    profile = require_agent(snap, target, "target")
+    if actor is None:
+        return profile, None
+    me = require_actor(snap, actor, seat, at=at)
+    hierarchy.require_self_or_above(snap, me, profile, "put to sleep")
+    return profile, me
 
-    def fn(snap: Snapshot) -> Change:
-        if actor is not None:
-            require_actor(snap, actor, seat, at=ctx.clock.now())
-        profile = require_agent(snap, target, "target")
-        result = {"agent": profile.name, "asleep": asleep, "changed": profile.asleep != asleep}
-        if profile.asleep == asleep:
-            return Change("no change", result=result)
-        updated = dataclasses.replace(profile, asleep=asleep, hlc=hlc)
-        who = actor or "a human"
-        text = f"{who} put {profile.name} to sleep" if asleep else f"{who} woke {profile.name}"
-        return Change(text, author=actor, result=result).put_record(updated)
 
-    result = archive.transact(fn).result
-    if actor is not None:
-        ctx.touch(project_key, actor)
-    return result
+def wake_decision(snap: Snapshot, actor: str | None, target: str, *, seat: str | None,
+                  at: dt.datetime) -> tuple[Agent, Agent | None]:
+    """Check that ``actor`` (None: the operator) may wake ``target``; return (target, actor) profiles.
+
+    An agent above the target may wake it. The target may wake itself only
+    from a sleep ``until=reply`` (it ends its own wait); one asleep
+    ``until=woken`` waits for someone above it (WAKE_REFUSED).
+    """
+    profile = require_agent(snap, target, "target")
+    if actor is None:
+        return profile, None
+    if find_agent(snap, check_agent_name(actor, "agent_name")) is not None and actor.lower() == profile.name.lower():
+        if profile.asleep and profile.sleep_until != "reply":
+            raise GitmailError(WAKE_REFUSED, f"{profile.name} is asleep until woken: it cannot wake itself; an agent "
+                               "above it, or the operator (gitmail wake), must wake it",
+                               {"agent": profile.name, "until": profile.sleep_until or "woken"})
+        check_seat(snap, profile.name, seat, at=at)
+        return profile, profile
+    me = require_actor(snap, actor, seat, at=at)
+    hierarchy.require_above(snap, me, profile, "wake")
+    return profile, me
+
+
+def woken_by_reply(snap: Snapshot, message: Message, recipients: list[str]) -> list[Agent]:
+    """The recipients asleep ``until=reply`` whom ``message`` answers (it replies to a message they sent)."""
+    if message.reply_to is None:
+        return []
+    original = snap.load(message_path(message.reply_to), Message)
+    if original is None:
+        return []
+    out = []
+    for name in recipients:
+        if name.lower() != original.sender.lower():
+            continue
+        profile = find_agent(snap, name)
+        if profile is not None and profile.asleep and profile.sleep_until == "reply":
+            out.append(profile)
+    return out

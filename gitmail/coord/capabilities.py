@@ -41,7 +41,7 @@ def publish(ctx: Context, project_key: str, agent: str, capabilities: list[str],
     wanted = sorted({check_capability(item) for item in capabilities})
     listed = ", ".join(wanted) or "none"
     return update_own_profile(ctx, project_key, agent, seat, lambda name: f"{name} published capabilities: {listed}",
-                              capabilities=wanted)
+                              card=True, capabilities=wanted)
 
 
 def holders(snapshot: Snapshot, capability: str) -> list[str]:

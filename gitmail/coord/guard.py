@@ -23,7 +23,9 @@ from typing import Any
 
 from gitmail.model.errors import CONFLICT, NOT_FOUND, GitmailError, invalid
 
+from . import hierarchy
 from .context import Context
+from .lookup import find_agent
 from .reservations import conflicts_for_paths
 
 HOOKS = ("pre-commit", "pre-push")
@@ -189,9 +191,17 @@ def run_hook(ctx: Context, hook: str, repo: str, stdin: str = "", env: dict[str,
     agent = env.get("AGENT_NAME") or None
     paths = staged_paths(repo) if hook == "pre-commit" else pushed_paths(repo, stdin)
     conflicts = conflicts_for_paths(ctx, project, paths, agent=agent)
-    if not conflicts:
+    held, outside = _outside_scope(ctx, project, agent, paths)
+    if not conflicts and not outside:
         return 0, ""
-    lines = [f"gitmail guard: {len(conflicts)} file(s) in this {hook.split('-')[1]} are reserved by other agents:"]
+    lines = []
+    if outside:
+        lines.append(f"gitmail guard: {agent}'s scopes ({held}) do not let it edit {len(outside)} file(s) "
+                     f"in this {hook.split('-')[1]}:")
+        lines += [f"  {path}" for path in outside]
+    if conflicts:
+        lines.append(f"gitmail guard: {len(conflicts)} file(s) in this {hook.split('-')[1]} are reserved by other "
+                     "agents:")
     for item in conflicts:
         holders = "; ".join(f"{h['agent']} holds {h['path_pattern']} until {h['expires_ts']}"
                             + (f" ({h['reason']})" if h["reason"] else "") for h in item["holders"])
@@ -201,5 +211,21 @@ def run_hook(ctx: Context, hook: str, repo: str, stdin: str = "", env: dict[str,
     if mode == "warn":
         lines.append(f"gitmail guard: {MODE_ENV}=warn, letting it through.")
         return 0, "\n".join(lines)
-    lines.append(f"Ask the holders to release them or wait for expiry; to override once, set {BYPASS_ENV}=1.")
+    if conflicts:
+        lines.append("Ask the holders to release them or wait for expiry.")
+    if outside:
+        lines.append("Leave those files to an agent whose scopes cover them, or ask an agent above you to widen yours.")
+    lines.append(f"To override once, set {BYPASS_ENV}=1.")
     return 1, "\n".join(lines)
+
+
+def _outside_scope(ctx: Context, project: str, agent: str | None, paths: list[str]) -> tuple[str, list[str]]:
+    """``agent``'s scopes as text and the files among ``paths`` they do not let it edit (none without an agent)."""
+    if agent is None:
+        return "", []
+    snap = ctx.archive(project).snapshot()
+    profile = find_agent(snap, agent)
+    if profile is None:
+        return "", []
+    return (", ".join(str(s) for s in hierarchy.scopes_of(profile)),
+            hierarchy.files_outside(snap, profile, paths))

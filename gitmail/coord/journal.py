@@ -19,6 +19,7 @@ from gitmail.storage.snapshot import Snapshot
 
 from .acting import require_actor
 from .context import Context
+from .hierarchy import require_role
 from .lookup import require_agent
 
 MAX_ENTRY = 20000
@@ -41,7 +42,9 @@ def append(ctx: Context, project_key: str, agent: str, entry: str, *, seat: str 
     archive = ctx.archive(project_key)
 
     def fn(snap: Snapshot) -> Change:
-        name = require_actor(snap, agent, seat, at=ctx.clock.now()).name
+        actor = require_actor(snap, agent, seat, at=ctx.clock.now())
+        require_role(snap, actor, "editor", "write its journal")
+        name = actor.name
         record = JournalEntry(id=entry_id, agent=name, created_ts=created, body=entry.strip() + "\n")
         first_line = entry.strip().splitlines()[0][:72]
         return Change(f"{name} journal: {first_line}", author=name, result=_view(record)).put_record(record)

@@ -49,6 +49,7 @@ from gitmail.storage.snapshot import Snapshot
 from .acting import require_actor
 from .context import Context
 from .globs import covers, normalize, overlaps
+from .hierarchy import require_paths
 from .lookup import require_agent
 
 MAX_PATHS = 200
@@ -122,7 +123,9 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
     created, expires = format_ts(at), format_ts(at + dt.timedelta(seconds=ttl))
 
     def fn(snap: Snapshot) -> Change:
-        me = require_actor(snap, agent, seat, at=at).name
+        actor = require_actor(snap, agent, seat, at=at)
+        require_paths(snap, actor, patterns, "reserve")  # a viewer reserves nothing; a location limits the paths
+        me = actor.name
         blocking = [r for r in active(ctx, project_key, snap, at) if r.exclusive and r.agent != me]
         granted: list[dict[str, Any]] = []
         conflicts: list[dict[str, Any]] = []
@@ -342,11 +345,13 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
     message_id = ctx.clock.new_id()
 
     def fn(snap: Snapshot) -> Change:
-        me = require_actor(snap, agent, seat, at=at).name
+        actor = require_actor(snap, agent, seat, at=at)
+        me = actor.name
         record = snap.load(path, Reservation)
         if record is None:
             raise GitmailError(NOT_FOUND, f"no reservation {file_reservation_id} in this project; list them with "
                                "list_file_reservations", {"file_reservation_id": file_reservation_id})
+        require_paths(snap, actor, [record.path_pattern], "force-release a reservation of")
         if record.released_ts is not None:
             return Change("already released", result={"released": False, "already_released_ts": record.released_ts,
                                                       "reservation": view(record), "notified": None})

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gitmail.coord import reservations
+from gitmail.coord import hierarchy, reservations
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import (
     agent_names,
@@ -45,11 +45,13 @@ from gitmail.storage.engine import Change
 from gitmail.storage.history import authors_since, commits_by
 from gitmail.storage.snapshot import Snapshot
 
+from . import idempotency
 from .contacts import release_held
 from .delivery import remove_message
 from .projects import check_confirmation
 from .tokens import hash_token, mint_token, token_matches
 
+MAX_REASON = 200
 RETIRE_FLOOR_SECONDS = 60
 DEFAULT_INACTIVE_SECONDS = 24 * 3600
 
@@ -71,8 +73,24 @@ def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> dict[s
         "retired_at": agent.retired_at,
         "contact_policy": agent.contact_policy,
         "attachments_policy": agent.attachments_policy,
+        **hierarchy.card(agent),
         **({"human": True} if agent.human else {}),
     }
+
+
+def check_reason(reason: object) -> str | None:
+    """A write's reason: one line of at most 200 characters (None or blank: no reason)."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or len(reason) > MAX_REASON or any(ord(ch) < 32 or ord(ch) == 127 for ch in reason):
+        raise invalid(f"reason must be one line of text of at most {MAX_REASON} characters, without control "
+                      "characters: why you are doing this", field="reason")
+    return reason.strip() or None
+
+
+def with_reason(line: str, reason: str | None) -> str:
+    """A commit message: the line, and the reason as a trailer git log shows."""
+    return f"{line}\n\nReason: {reason}\n" if reason else line
 
 
 def _text(value: object, field: str) -> str:
@@ -87,8 +105,20 @@ Claim = Callable[[Agent], None]
 
 def _register(ctx: Context, project_key: str, program: str | None, model: str | None, name: str | None,
               task_description: str | None, *, fresh_only: bool, name_field: str,
-              claim: Claim | None = None) -> dict[str, Any]:
-    """Create the agent, or update the fields given (None leaves a field of an existing agent as it is)."""
+              claim: Claim | None = None, idempotency_key: str | None = None,
+              reason: str | None = None) -> dict[str, Any]:
+    """Create the agent, or update the fields given (None leaves a field of an existing agent as it is).
+
+    With ``idempotency_key`` (which needs ``name``: the key is filed under
+    the agent's folder) a retry returns the first answer, without the token.
+    """
+    why = check_reason(reason)
+    if idempotency_key is not None and name is None:
+        raise invalid("idempotency_key needs name: the key is kept under the agent's folder, so a retry must "
+                      "name the same agent", field="name")
+    key = idempotency.keyed("register_agent", idempotency_key, {
+        "name": name.lower() if name else None, "program": program, "model": model,
+        "task_description": task_description})
     program = _text(program, "program") if program is not None else None
     model = _text(model, "model") if model is not None else None
     task_description = _text(task_description, "task_description") if task_description is not None else None
@@ -106,6 +136,10 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
             return Change("", result=(existing, project.id, token))  # our own write, seen on a rerun
+        if key is not None and existing is not None and key.earlier(snap, existing.name, ctx.clock.now()):
+            if claim is not None:
+                claim(existing)  # a retry is still a claim on the name: only its owner gets the answer
+            return Change("", result=(existing, project.id, None))
         if existing is not None and fresh_only:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project "
                                "(names are compared without regard to case); "
@@ -118,8 +152,11 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
             agent = Agent(id=agent_id, name=chosen, program=program or "unknown", model=model or "unknown",
                           inception_ts=stamp, hlc=hlc, task_description=task_description or "",
                           token_hash=hash_token(token))
-            return Change(f"Register agent {chosen} ({agent.program}, {agent.model})", author=chosen,
-                          result=(agent, project.id, token)).put_record(agent)
+            change = Change(with_reason(f"Register agent {chosen} ({agent.program}, {agent.model})", why),
+                            author=chosen, result=(agent, project.id, token)).put_record(agent)
+            if key is not None:
+                change.put_record(key.record(chosen, chosen, stamp, True))
+            return change
         updated = dataclasses.replace(existing)
         if program is not None:
             updated.program = program
@@ -134,9 +171,11 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
         if updated == existing:
             return Change("", result=(existing, project.id, None))
         updated.hlc = hlc
-        change = Change(f"Update agent {existing.name} ({updated.program}, {updated.model})", author=existing.name,
-                        result=(updated, project.id, issued))
-        return change.put_record(updated)
+        change = Change(with_reason(f"Update agent {existing.name} ({updated.program}, {updated.model})", why),
+                        author=existing.name, result=(updated, project.id, issued)).put_record(updated)
+        if key is not None:
+            change.put_record(key.record(existing.name, existing.name, stamp, True))
+        return change
 
     agent, project_id, issued = archive.transact(fn).result
     ctx.touch(project_key, agent.name)
@@ -148,7 +187,8 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
 
 def register_agent(ctx: Context, project_key: str, program: str | None, model: str | None, *,
                    name: str | None = None, task_description: str | None = None,
-                   claim: Claim | None = None) -> dict[str, Any]:
+                   claim: Claim | None = None, idempotency_key: str | None = None,
+                   reason: str | None = None) -> dict[str, Any]:
     """Create an agent, or update the profile of the one registered under ``name``.
 
     An update changes only the fields given: None keeps what the profile holds
@@ -160,7 +200,7 @@ def register_agent(ctx: Context, project_key: str, program: str | None, model: s
     it (the operator's CLI), the profile is updated.
     """
     return _register(ctx, project_key, program, model, name, task_description, fresh_only=False, name_field="name",
-                     claim=claim)
+                     claim=claim, idempotency_key=idempotency_key, reason=reason)
 
 
 def create_agent_identity(ctx: Context, project_key: str, program: str, model: str,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmail.coord import acting, buildslots, capabilities, guard, journal, reservations, seats
+from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.context import Activity, Context
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
@@ -33,6 +33,7 @@ from . import (
     attachments,
     contacts,
     feed,
+    identities,
     mailbox,
     overseer,
     overview,
@@ -111,9 +112,11 @@ class Mail:
 
     # -- agents ---------------------------------------------------------------
     def register_agent(self, project_key: str, program: str | None, model: str | None, *, name: str | None = None,
-                       task_description: str | None = None, claim: agents.Claim | None = None) -> dict[str, Any]:
+                       task_description: str | None = None, claim: agents.Claim | None = None,
+                       idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
         return agents.register_agent(self.ctx, project_key, program, model, name=name,
-                                     task_description=task_description, claim=claim)
+                                     task_description=task_description, claim=claim,
+                                     idempotency_key=idempotency_key, reason=reason)
 
     def create_agent_identity(self, project_key: str, program: str, model: str, *, name_hint: str | None = None,
                               task_description: str = "", return_registration_token: bool = True) -> dict[str, Any]:
@@ -433,17 +436,41 @@ class Mail:
         return journal.read(self.ctx, project_key, agent_name, limit=limit, observe=observe)
 
     def sleep_agent(self, project_key: str, agent_name: str | None, *, target: str | None = None,
-                    seat: str | None = None) -> dict[str, Any]:
-        """Put ``target`` (default: ``agent_name`` itself) to sleep; ``agent_name`` None is a human."""
+                    until: str = "reply", seat: str | None = None, idempotency_key: str | None = None,
+                    reason: str | None = None) -> dict[str, Any]:
+        """Put ``target`` (default: ``agent_name`` itself) to sleep; ``agent_name`` None is the operator."""
         chosen = target or agent_name
         if chosen is None:
             raise invalid("name the agent to put to sleep (target)", field="target")
-        return acting.set_asleep(self.ctx, project_key, chosen, True, actor=agent_name, seat=seat)
+        return identities.set_asleep(self.ctx, project_key, chosen, True, actor=agent_name, until=until, seat=seat,
+                                     idempotency_key=idempotency_key, reason=reason)
 
-    def wake_agent(self, project_key: str, agent_name: str | None, target: str, *,
-                   seat: str | None = None) -> dict[str, Any]:
-        """Wake ``target``; ``agent_name`` is the agent doing it (None: a human)."""
-        return acting.set_asleep(self.ctx, project_key, target, False, actor=agent_name, seat=seat)
+    def wake_agent(self, project_key: str, agent_name: str | None, target: str | None = None, *,
+                   seat: str | None = None, idempotency_key: str | None = None,
+                   reason: str | None = None) -> dict[str, Any]:
+        """Wake ``target`` (default: ``agent_name`` itself); ``agent_name`` None is the operator."""
+        chosen = target or agent_name
+        if chosen is None:
+            raise invalid("name the agent to wake (target)", field="target")
+        return identities.set_asleep(self.ctx, project_key, chosen, False, actor=agent_name, seat=seat,
+                                     idempotency_key=idempotency_key, reason=reason)
+
+    # -- the hierarchy: spawn, update, position ---------------------------------
+    def spawn_agent(self, project_key: str, agent_name: str, scope: list[str], **options: Any) -> dict[str, Any]:
+        """Create an agent below ``agent_name`` (see :func:`gitmail.mail.identities.spawn` for the options)."""
+        return identities.spawn(self.ctx, project_key, agent_name, scope, **options)
+
+    def update_agent(self, project_key: str, agent_name: str, **options: Any) -> dict[str, Any]:
+        """Update an agent's card, scopes or expiry (see :func:`gitmail.mail.identities.update`)."""
+        return identities.update(self.ctx, project_key, agent_name, **options)
+
+    def agent_position(self, project_key: str, agent_name: str) -> dict[str, Any]:
+        """An agent, the agents above it and its children."""
+        return identities.position(self.ctx, project_key, agent_name)
+
+    def is_below(self, project_key: str, ancestor: str, agent: str) -> str:
+        """The registered name of ``agent`` when ``ancestor`` is above it; NOT_ABOVE otherwise."""
+        return identities.require_below(self.ctx, project_key, ancestor, agent)
 
     def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str], *,
                              seat: str | None = None) -> dict[str, Any]:

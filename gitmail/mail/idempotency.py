@@ -1,6 +1,7 @@
-"""Idempotency keys for sends and replies, kept in the repository.
+"""Idempotency keys for sends, replies and identity writes, kept in the repository.
 
-A sender may attach a key to a write. The first use files a small record
+A sender (or an agent writing an identity: registering, spawning, updating,
+putting to sleep, waking) may attach a key to a write. The first use files a small record
 under the sender's folder, named by the key's hash and sharded by the day it
 was used; a retry looks in today's and yesterday's folders, so a key is
 honoured for at least 24 hours, across restarts and across machines that
@@ -12,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from gitmail.model.errors import IDEMPOTENCY_CONFLICT, GitmailError, invalid
@@ -52,10 +54,35 @@ def check(snap: Snapshot, agent: str, hashed: str, operation: str, fingerprint: 
     if found is None:
         return None
     if found.operation != operation or found.request_hash != fingerprint:
+        what = f"message {found.message_id}" if found.message_id else f"agent {found.target}"
         raise GitmailError(
             IDEMPOTENCY_CONFLICT,
             f"this idempotency_key was already used by {agent} for a different {found.operation} request "
-            f"(message {found.message_id}); use a new key for a new request, or resend exactly the same content",
-            {"message_id": found.message_id, "operation": found.operation},
+            f"({what}); use a new key for a new request, or resend exactly the same content",
+            {"message_id": found.message_id, "target": found.target, "operation": found.operation},
         )
     return found
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """An identity write's key, hashed, with the fingerprint of its arguments."""
+
+    operation: str
+    key_hash: str
+    request_hash: str
+
+    def earlier(self, snap: Snapshot, agent: str, at: dt.datetime) -> IdempotencyKey | None:
+        """The first use of this key by ``agent`` for the same request; IDEMPOTENCY_CONFLICT for another."""
+        return check(snap, agent, self.key_hash, self.operation, self.request_hash, at)
+
+    def record(self, agent: str, target: str, created_at: str, changed: bool) -> IdempotencyKey:
+        return IdempotencyKey(key_hash=self.key_hash, agent=agent, operation=self.operation,
+                              request_hash=self.request_hash, created_at=created_at, target=target, changed=changed)
+
+
+def keyed(operation: str, key: object, request: dict[str, Any]) -> Keyed | None:
+    """The key of an identity write (None when the call gave none)."""
+    if key is None:
+        return None
+    return Keyed(operation, key_hash(key), request_hash({"operation": operation, **request}))

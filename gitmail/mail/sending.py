@@ -18,6 +18,7 @@ once contact is approved.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,6 +266,7 @@ def _held_result(held: HeldMessage, requests: list[dict[str, Any]], created: boo
 
 
 def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]:
+    assert key.message_id is not None  # idempotency.check matched a send or reply, which names its message
     if key.held:
         held = snap.load(held_path(key.agent, key.message_id), HeldMessage)
         if held is not None:
@@ -345,6 +347,11 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
         else:
             put_message(change, message)
             change.message = commit_line(message)
+            woken = acting.woken_by_reply(snap, message, message.to + message.cc + message.bcc)
+            for profile in woken:  # it slept until a reply: this is one
+                change.put_record(dataclasses.replace(profile, asleep=False, sleep_until=None, hlc=hlc))
+            if woken:
+                change.message += f" (woke {', '.join(p.name for p in woken)})"
             extra: dict[str, Any] = {"broadcast_skipped": skipped} if out.broadcast else {}
             if approved:
                 extra["contacts_approved"] = approved

@@ -37,6 +37,10 @@ CURSOR_AHEAD = "CURSOR_AHEAD"  # a read cursor beyond this machine's high waterm
 RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the machine ran out of file handles, disk space or memory
 INDEX_UNAVAILABLE = "INDEX_UNAVAILABLE"  # derived state cannot answer right now; it rebuilds itself
 INTERNAL = "INTERNAL"  # a failure gitmail did not foresee; the server's log has the details
+SCOPE_DENIED = "SCOPE_DENIED"  # the agent's scopes (role@location) do not allow this
+NOT_ABOVE = "NOT_ABOVE"  # only the agent itself or one above it in the hierarchy may do this
+WAKE_REFUSED = "WAKE_REFUSED"  # an agent asleep until woken cannot wake itself
+AGENT_EXPIRED = "AGENT_EXPIRED"  # the agent's expires_at has passed
 IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and the other registration kept it
 SLOT_NOT_STALE = "SLOT_NOT_STALE"  # force release of a build slot refused: its holder is still active
 

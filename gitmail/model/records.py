@@ -39,6 +39,10 @@ AGENT_STATUS = ("active", "retired", "deregistered")
 CONTACT_POLICIES = ("open", "auto", "contacts_only", "block_all")
 CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
 ATTACHMENT_POLICIES = ("auto", "inline", "file")
+LIFECYCLES = ("persistent", "intermittent", "ephemeral")  # how an agent is run (see docs/hierarchy.md)
+RISK_TIERS = ("low", "standard", "high")
+SLEEP_UNTIL = ("reply", "woken")  # what ends an agent's sleep: a reply to it (or someone above it), or only the latter
+MAX_SCOPES = 32
 CONFLICT_ENCODINGS = ("utf-8", "base64")
 
 R = TypeVar("R", bound="Record")
@@ -309,6 +313,18 @@ class Agent(Record):
     asleep: bool = _spec("bool", default=False)
     token_hash: str | None = _spec("str", default=None)
     human: bool = _spec("bool", default=False, omit_default=True)  # the project's overseer: a person, not an agent
+    # The hierarchy (docs/hierarchy.md): an agent spawned by another names it as its parent and holds a
+    # subset of its scopes (``role@location``); a top-level agent has no parent and holds manager@*.
+    parent: str | None = _spec("agent", default=None)
+    scopes: list[str] = _spec("strs", default=[], max_len=MAX_SCOPES)
+    expires_at: str | None = _spec("ts", default=None)
+    lifecycle: str = _spec("choice", default="intermittent", choices=LIFECYCLES, omit_default=True)
+    sleep_until: str | None = _spec("choice", default=None, choices=SLEEP_UNTIL)
+    # The capability card beyond the capabilities themselves.
+    vendor: str = _spec("str", default="", max_len=128, omit_default=True)
+    purpose: str = _spec("text", default="", max_len=4096, omit_default=True)
+    risk_tier: str = _spec("choice", default="standard", choices=RISK_TIERS, omit_default=True)
+    environment: str = _spec("str", default="", max_len=128, omit_default=True)
 
     def path(self) -> str:
         return profile_path(self.name)
@@ -511,6 +527,8 @@ class JournalEntry(Record):
 
 TOMBSTONE_REASONS = ("retention", "agent-deleted")
 IDEMPOTENT_OPERATIONS = ("send_message", "reply_message")
+# Identity writes keyed the same way; their record names the agent written (``target``) instead of a message.
+IDENTITY_OPERATIONS = ("register_agent", "spawn_agent", "update_agent", "sleep_agent", "wake_agent")
 
 
 @dataclass
@@ -544,11 +562,20 @@ class IdempotencyKey(Record):
     LOCATED_BY: ClassVar[str] = "key_hash"
     key_hash: str = _spec("str", max_len=64)
     agent: str = _spec("agent")
-    operation: str = _spec("choice", choices=IDEMPOTENT_OPERATIONS)
+    operation: str = _spec("choice", choices=IDEMPOTENT_OPERATIONS + IDENTITY_OPERATIONS)
     request_hash: str = _spec("str", max_len=64)
     created_at: str = _spec("ts")
-    message_id: str = _spec("id")
+    message_id: str | None = _spec("id", default=None)  # sends and replies
     held: bool = _spec("bool", default=False)
+    target: str | None = _spec("agent", default=None)  # identity writes: the agent written
+    changed: bool | None = _spec("bool", default=None)  # identity writes: whether the first call changed anything
+
+    def _check_consistency(self, path: str) -> None:
+        super()._check_consistency(path)
+        if (self.operation in IDENTITY_OPERATIONS) != (self.message_id is None):
+            raise FieldError("message_id", "a send or reply names its message; an identity write names none")
+        if (self.operation in IDENTITY_OPERATIONS) != (self.target is not None):
+            raise FieldError("target", "an identity write names the agent written (target); a send names none")
 
     def path(self) -> str:
         return idempotency_path(self.agent, self.created_at, self.key_hash)

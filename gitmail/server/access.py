@@ -20,7 +20,10 @@ no path can forget it. There are four kinds:
 
 A proof is either the agent's registration token in the call (``agent_token``,
 ``sender_token``, or their alias ``registration_token``), or an MCP session
-that registered the agent or already proved it with its token. Every check is
+that registered the agent or already proved it with its token. A call under
+the ``agent`` rule may add ``acting_as``: once the caller has proved the
+agent named, the call runs as the agent below it that ``acting_as`` names
+(:meth:`Rule.act_as`), with that agent's narrower scopes. Every check is
 a memory lookup or one profile read: no archive walk decides access.
 """
 
@@ -43,6 +46,7 @@ from gitmail.storage.store import Store
 from .identity import Identities
 
 TOKEN_ALIAS = "registration_token"
+ACTING_AS = "acting_as"
 GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
 """Folders (separated by ``:``) under which agents may install or remove the commit guard in any repository."""
 
@@ -63,6 +67,20 @@ class Rule:
     def check(self, arguments: dict[str, Any], ctx: Context | None = None) -> str | None:
         """Raise unless the caller meets the rule for these arguments; the agent proved, if any."""
         return self.access.check(self, arguments, ctx)
+
+    def act_as(self, arguments: dict[str, Any], below: object) -> None:
+        """Turn a call the caller proved (as the agent ``arguments`` names) into one made as ``below``.
+
+        ``below`` must be an agent below the proved one in the hierarchy
+        (NOT_ABOVE otherwise); the caller's own token is dropped, so nothing
+        downstream mistakes it for the other agent's.
+        """
+        assert self.kind == AGENT and self.agent is not None
+        if not isinstance(below, str) or not below.strip():
+            raise invalid("acting_as must name an agent below you", field=ACTING_AS)
+        arguments[self.agent] = self.access.mail.is_below(arguments[self.project], arguments[self.agent], below)
+        if self.token is not None and self.token in arguments:
+            arguments[self.token] = None
 
     def describe(self) -> str:
         """How tools/list states the rule (``_meta``) and docs/security.md names it."""

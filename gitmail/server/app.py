@@ -19,6 +19,7 @@ from . import (
     tools_contacts,
     tools_coordination,
     tools_health,
+    tools_hierarchy,
     tools_macros,
     tools_messages,
     tools_products,
@@ -34,7 +35,7 @@ from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
 PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-         tools_products, tools_macros, tools_coordination, tools_slots, tools_sync, resources)
+         tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_sync, resources)
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.

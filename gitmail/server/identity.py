@@ -64,7 +64,8 @@ class Identities:
         self._bound: OrderedDict[str, dict[tuple[str, str], tuple[str, str]]] = OrderedDict()
 
     def register(self, ctx: Context | None, project_key: str, *, program: str | None, model: str | None,
-                 name: str | None, task_description: str | None, token: str | None) -> dict[str, Any]:
+                 name: str | None, task_description: str | None, token: str | None,
+                 idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
         """Register an agent (or update one the caller proves to be) and bind it to this session.
 
         The check that ``name`` is free (or the caller's), the commit that
@@ -89,7 +90,7 @@ class Identities:
             raise self._taken(project_key, existing.name, wrong_token=bool(token))
 
         profile = self.mail.register_agent(project_key, program, model, name=name, task_description=task_description,
-                                           claim=claim)
+                                           claim=claim, idempotency_key=idempotency_key, reason=reason)
         self._bind(key, slug, profile["name"], profile["id"])
         return profile
 

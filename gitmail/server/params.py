@@ -51,3 +51,13 @@ AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(de
     "data URIs, inline always, file never (default: your set_attachments_policy, else auto)."))]
 SenderSeat = Annotated[str | None, Field(max_length=128, description=(
     "Your seat token from take_seat, when a session holds your seat (writes without it are refused then)."))]
+IdentityKey = Annotated[str | None, Field(max_length=128, description=(
+    "A key you choose for this identity write (e.g. a UUID). Retrying with the same key and the same arguments "
+    "returns the first answer (with replayed=true) and writes nothing; the same key for a different request fails "
+    "with IDEMPOTENCY_CONFLICT. Keys are honoured for at least 24 hours."))]
+Reason = Annotated[str | None, Field(max_length=200, description=(
+    "Why you are doing this, in one line (at most 200 characters); recorded in the commit message."))]
+ActingAs = Annotated[str | None, Field(description=(
+    "An agent below you (one you or an agent below you spawned) to make this one call as, with its narrower "
+    "scopes: the call proves you (the agent named by the usual argument, with your token or session) and then "
+    "acts as this agent. Its seat token is still needed while a session holds its seat."))]

@@ -29,7 +29,8 @@ from pydantic import ValidationError as PydanticValidationError
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
 
-from .access import TOKEN_ALIAS, Rule
+from .access import ACTING_AS, AGENT, TOKEN_ALIAS, Rule
+from .params import ActingAs
 
 _log = logging.getLogger("gitmail.server")
 
@@ -80,20 +81,26 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
     ``agent_token`` or ``sender_token`` also accepts it as
     ``registration_token``. The rule is published in the tool's ``_meta``
     (``gitmail/access``) and is checked before the body runs, so a refused
-    call changes nothing.
+    call changes nothing. A tool that acts as one agent (rule ``agent``)
+    also takes ``acting_as``: the caller proves the agent it names as usual,
+    and the call then runs as the agent below it that ``acting_as`` names.
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(fn)
         token_argument = next((t for t in TOKEN_ARGUMENTS if t in signature.parameters), None)
+        delegable = access.kind == AGENT and token_argument is not None
 
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 if token_argument is not None:
                     _merge_alias(kwargs, token_argument)
+                below = kwargs.pop(ACTING_AS, None) if delegable else None
                 ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
                 access.check(kwargs, ctx)
+                if below is not None:
+                    access.act_as(kwargs, below)
                 result = fn(*args, **kwargs)
             except GitmailError as exc:
                 return error_result(exc)
@@ -107,11 +114,16 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
             return result
 
         if token_argument is not None:
-            alias = inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                      annotation=TokenAlias)
+            added = [inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                       annotation=TokenAlias)]
+            annotations = {**fn.__annotations__, TOKEN_ALIAS: TokenAlias}
+            if delegable:
+                added.append(inspect.Parameter(ACTING_AS, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                               annotation=ActingAs))
+                annotations[ACTING_AS] = ActingAs
             guarded.__signature__ = signature.replace(  # type: ignore[attr-defined]
-                parameters=[*signature.parameters.values(), alias])
-            guarded.__annotations__ = {**fn.__annotations__, TOKEN_ALIAS: TokenAlias}
+                parameters=[*signature.parameters.values(), *added])
+            guarded.__annotations__ = annotations
         mcp.tool(guarded, name=name or fn.__name__, annotations=dict(hints),
                  meta={"gitmail/access": access.describe()})
         return fn

@@ -11,10 +11,12 @@ from .params import (
     AgentName,
     AgentToken,
     Confirmation,
+    IdentityKey,
     Model,
     Program,
     ProjectKey,
     ProverName,
+    Reason,
     TaskDescription,
     TaskUpdate,
     WindowUuid,
@@ -52,6 +54,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "session that registered it)."))] = None,
         return_registration_token: ReturnToken = True,
         window_uuid: WindowUuid = None,
+        idempotency_key: IdentityKey = None,
+        reason: Reason = None,
     ) -> dict[str, Any]:
         """Register an agent in a project, or update the profile of one you registered.
 
@@ -60,11 +64,16 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         later (this MCP session needs no token). Updating an existing agent
         changes only the fields given and needs its token, from any session. The
         profile is committed to the archive under agents/<Name>/profile.yaml.
+        An agent registered this way is top-level: it holds manager@* (all of
+        its project) and may spawn agents below it (spawn_agent). With
+        idempotency_key (which needs name), a retry returns the first answer
+        without the token.
         """
         if window_uuid and not name and rt.store.exists(project_key):
             name = mail.window_agent(project_key, window_uuid)
         profile = rt.identities.register(ctx, project_key, program=program, model=model, name=name,
-                                         task_description=task_description, token=agent_token)
+                                         task_description=task_description, token=agent_token,
+                                         idempotency_key=idempotency_key, reason=reason)
         if window_uuid:
             mail.use_window(project_key, window_uuid, profile["name"])
         return shown(profile, return_registration_token)

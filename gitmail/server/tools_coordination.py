@@ -13,7 +13,6 @@ from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
-from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     DEFAULT_LEASE_S,
@@ -24,7 +23,7 @@ from gitmail.model.limits import (
     MIN_TTL,
 )
 
-from .params import AgentName, AgentToken, ProjectKey, ProverName
+from .params import AgentName, AgentToken, IdentityKey, ProjectKey, ProverName, Reason
 from .resources import flag, resource
 from .results import IDEMPOTENT, READ, WRITE, OutputFormat, formatted, tool
 from .runtime import Runtime
@@ -266,36 +265,43 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         agent_name: AgentName,
         target: Annotated[str | None, Field(description=(
-            "The agent to put to sleep: only you (the default) - an agent may put only itself to sleep."))] = None,
+            "The agent to put to sleep: you (the default) or an agent below you."))] = None,
+        until: Annotated[Literal["reply", "woken"], Field(description=(
+            "What wakes it: reply (default) - a reply to one of its messages, itself, or an agent above it; "
+            "woken - only an agent above it (or the operator)."))] = "reply",
         agent_token: AgentToken = None,
         seat: Seat = None,
+        idempotency_key: IdentityKey = None,
+        reason: Reason = None,
     ) -> dict[str, Any]:
-        """Put yourself to sleep: your mail keeps arriving, but you cannot act until the operator wakes you.
+        """Put yourself or an agent below you to sleep: its mail keeps arriving, but it cannot act until it wakes.
 
-        The operator wakes an agent on the server's machine with `gitmail wake PROJECT NAME`.
+        Refused with NOT_ABOVE for any other agent. Returns {agent, asleep, until, changed}.
+        The operator wakes any agent with `gitmail wake PROJECT NAME`.
         """
-        if target is not None and target.lower() != agent_name.lower():
-            raise GitmailError(UNAUTHORIZED, f"an agent may put only itself to sleep; {agent_name} cannot put "
-                               f"{target} to sleep (leave target out to sleep yourself)",
-                               {"agent": agent_name, "target": target})
-        return mail.sleep_agent(project_key, agent_name, target=agent_name, seat=seat)
+        return mail.sleep_agent(project_key, agent_name, target=target or agent_name, until=until, seat=seat,
+                                idempotency_key=idempotency_key, reason=reason)
 
     @tool(mcp, IDEMPOTENT, access=itself)
     def wake_agent(
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
-        target: Annotated[str, Field(description="The asleep agent to wake.")],
+        target: Annotated[str | None, Field(description=(
+            "The asleep agent to wake: one below you, or you (the default) when you slept until=reply."))] = None,
         agent_token: AgentToken = None,
         seat: Seat = None,
+        idempotency_key: IdentityKey = None,
+        reason: Reason = None,
     ) -> dict[str, Any]:
-        """Wake an asleep agent: over MCP no agent has that authority yet, so this names the way that works.
+        """Wake an asleep agent below you, or yourself from a sleep until=reply.
 
-        The operator wakes any agent on the server's machine with `gitmail wake PROJECT NAME`.
+        An agent asleep until=woken cannot wake itself (WAKE_REFUSED); any other
+        agent not above the target gets NOT_ABOVE. The operator wakes any agent
+        with `gitmail wake PROJECT NAME`. Returns {agent, asleep, until, changed}.
         """
-        raise GitmailError(UNAUTHORIZED, f"agents cannot wake agents (themselves included); the operator wakes "
-                           f"{target} on the server's machine with `gitmail wake {project_key} {target}`",
-                           {"agent": agent_name, "target": target})
+        return mail.wake_agent(project_key, agent_name, target or agent_name, seat=seat,
+                               idempotency_key=idempotency_key, reason=reason)
 
     @tool(mcp, IDEMPOTENT, access=itself)
     def publish_capabilities(

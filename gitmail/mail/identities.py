@@ -1,0 +1,326 @@
+"""Identity writes in the hierarchy: spawning an agent below you, updating, putting to sleep and waking.
+
+Who may do what is decided by :mod:`gitmail.coord.hierarchy` (scopes,
+who is above whom) and :mod:`gitmail.coord.acting` (sleep and wake); this
+module makes each one a single transaction that checks on the state it
+commits onto, honours an ``idempotency_key`` the way sends do (the key is
+filed under the acting agent, a retry gets the first answer and writes
+nothing) and records a ``reason`` in the commit message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from gitmail.coord import acting, hierarchy
+from gitmail.coord.capabilities import MAX_CAPABILITIES, check_capability
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import canonical_name, find_agent, profiles, project_record, require_agent
+from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.errors import ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
+from gitmail.model.namegen import generate_name
+from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
+from gitmail.model.records import LIFECYCLES, RISK_TIERS, Agent
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
+from . import idempotency
+from .agents import agent_view, check_reason, with_reason
+from .tokens import hash_token, mint_token
+
+EPHEMERAL_HOURS = 24  # an ephemeral agent spawned without an expiry ends this long after it was spawned
+CARD_FIELDS = ("vendor", "purpose", "risk_tier", "environment")
+REPLAYED_TOKEN_NOTE = ("this is a retry of an earlier call with the same idempotency_key: the token was returned "
+                       "only by that call. Act as the agent with acting_as (you are above it), or have the "
+                       "operator issue a new one (gitmail agents reset-token)")
+
+
+def _text(value: object, field: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise invalid(f"{field} must be text of at most {limit} characters", field=field)
+    return value.strip()
+
+
+def _choice(value: object, field: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise invalid(f"{field} must be one of {', '.join(choices)}; got {value!r}", field=field)
+    assert isinstance(value, str)
+    return value
+
+
+def _capabilities(values: object) -> list[str]:
+    if not isinstance(values, list) or len(values) > MAX_CAPABILITIES:
+        raise invalid(f"capabilities must be a list of at most {MAX_CAPABILITIES} names, such as ['review']",
+                      field="capabilities")
+    return sorted({check_capability(v) for v in values})
+
+
+def _expiry(value: object, field: str = "expires_at") -> str | None:
+    if value is None:
+        return None
+    try:
+        return format_ts(parse_ts(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise invalid(f"{field} must be an ISO 8601 time such as 2026-12-31T18:00:00Z; got {value!r}",
+                      field=field) from None
+
+
+def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
+    """The card fields given (None: leave as is), checked."""
+    out: dict[str, Any] = {}
+    for key in ("vendor", "environment"):
+        if card.get(key) is not None:
+            out[key] = _text(card[key], key, 128)
+    if card.get("purpose") is not None:
+        out["purpose"] = _text(card["purpose"], "purpose", 4096)
+    if card.get("risk_tier") is not None:
+        out["risk_tier"] = _choice(card["risk_tier"], "risk_tier", RISK_TIERS)
+    if card.get("capabilities") is not None:
+        out["capabilities"] = _capabilities(card["capabilities"])
+    if card.get("task_description") is not None:
+        out["task_description"] = _text(card["task_description"], "task_description", 4096)
+    return out
+
+
+def _view(ctx: Context, project_key: str, snap: Snapshot, agent: Agent) -> dict[str, Any]:
+    return agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
+
+
+# -- spawn ------------------------------------------------------------------------------
+
+def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name: str | None = None,
+          program: str | None = None, model: str | None = None, task_description: str = "",
+          expires_at: str | None = None, lifecycle: str = "intermittent", capabilities: list[str] | None = None,
+          vendor: str = "", purpose: str = "", risk_tier: str = "standard", environment: str = "",
+          seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """Create an agent below ``parent`` holding ``scope`` (a subset of the parent's); return it with its token.
+
+    The parent must be a manager somewhere; the child's expiry is never later
+    than the earliest expiry above it. The child's token is returned once
+    (only its hash is stored); the parent and every agent above it may also
+    act as the child with ``acting_as``.
+    """
+    check_agent_name(parent, "agent_name")
+    wanted = hierarchy.parse_scopes(scope)
+    if name is not None:
+        check_agent_name(name, "name")
+        if is_reserved_name(name):
+            raise invalid(f"{OVERSEER} is the name of the project's human overseer; pick another name", field="name")
+    fields = _card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier, "environment": environment,
+                           "capabilities": capabilities or [], "task_description": task_description})
+    lifecycle = _choice(lifecycle, "lifecycle", LIFECYCLES)
+    expires = _expiry(expires_at)
+    program = _text(program, "program", 512) if program is not None else None
+    model = _text(model, "model", 512) if model is not None else None
+    why = check_reason(reason)
+    key = idempotency.keyed("spawn_agent", idempotency_key, {
+        "name": name, "scope": [str(s) for s in wanted], "program": program, "model": model, "expires_at": expires,
+        "lifecycle": lifecycle, **fields})
+    archive = ctx.archive(project_key)
+    token, agent_id, hlc = mint_token(), ctx.clock.new_id(), ctx.tick()
+    at = ctx.clock.now()
+
+    def fn(snap: Snapshot) -> Change:
+        me = acting.require_actor(snap, parent, seat, at=at)
+        if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
+            child = require_agent(snap, earlier.target, "target")
+            return Change("", result={**_view(ctx, project_key, snap, child), "replayed": True,
+                                      "note": REPLAYED_TOKEN_NOTE})
+        existing = find_agent(snap, name) if name is not None else None
+        if existing is not None and existing.id == agent_id:
+            return Change("", result={**_view(ctx, project_key, snap, existing), "registration_token": token})
+        hierarchy.require_role(snap, me, "manager", "spawn agents")
+        hierarchy.check_subset(snap, me, wanted)
+        if existing is not None:
+            raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project; pick "
+                               "another or omit name to get a generated one", {"name": existing.name})
+        ceiling = hierarchy.effective_expiry(snap, me)
+        ends = expires
+        if ends is None and lifecycle == "ephemeral":
+            ends = format_ts(at + dt.timedelta(hours=EPHEMERAL_HOURS))
+            if ceiling is not None and parse_ts(ceiling) < parse_ts(ends):
+                ends = ceiling
+        if ends is None and ceiling is not None:
+            ends = ceiling  # a child never outlives its parent: it inherits the parent's end
+        hierarchy.check_child_expiry(ceiling, ends)
+        if ends is not None and parse_ts(ends) <= at:
+            raise invalid(f"expires_at {ends} has already passed; give a time in the future", field="expires_at")
+        chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
+        child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
+                      inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
+                      scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
+        scopes = ", ".join(child.scopes)
+        change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
+                        result={**_view(ctx, project_key, snap, child), "registration_token": token})
+        change.put_record(child)
+        if key is not None:
+            change.put_record(key.record(me.name, chosen, format_ts(at), True))
+        return change
+
+    result = archive.transact(fn).result
+    ctx.touch(project_key, parent)
+    return result
+
+
+# -- update -----------------------------------------------------------------------------
+
+def update(ctx: Context, project_key: str, actor: str, *, target: str | None = None,
+           scope: list[str] | None = None, expires_at: str | None = None, lifecycle: str | None = None,
+           capabilities: list[str] | None = None, vendor: str | None = None, purpose: str | None = None,
+           risk_tier: str | None = None, environment: str | None = None, task_description: str | None = None,
+           seat: str | None = None, idempotency_key: str | None = None,
+           reason: str | None = None) -> dict[str, Any]:
+    """Update ``target`` (default: ``actor`` itself); fields left None stay as they are.
+
+    The agent itself or one above it may change its card (capabilities,
+    vendor, purpose, risk tier, environment, task); acting on itself needs
+    the editor role, as any card write does. Only an agent above it may
+    change its scopes (within its parent's), its expiry (never past the
+    expiry above it) or its lifecycle: no agent widens its own authority.
+    """
+    check_agent_name(actor, "agent_name")
+    fields = _card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier,
+                           "environment": environment, "capabilities": capabilities,
+                           "task_description": task_description})
+    wanted = hierarchy.parse_scopes(scope) if scope is not None else None
+    expires = _expiry(expires_at)
+    if lifecycle is not None:
+        fields["lifecycle"] = _choice(lifecycle, "lifecycle", LIFECYCLES)
+    why = check_reason(reason)
+    structural = wanted is not None or expires is not None or lifecycle is not None
+    if not fields and not structural:
+        raise invalid("name at least one field to change (scope, expires_at, lifecycle, capabilities, vendor, "
+                      "purpose, risk_tier, environment, task_description)", field="target")
+    key = idempotency.keyed("update_agent", idempotency_key, {
+        "target": (target or actor).lower(), "scope": [str(s) for s in wanted] if wanted is not None else None,
+        "expires_at": expires, **fields})
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+    at = ctx.clock.now()
+
+    def fn(snap: Snapshot) -> Change:
+        me = acting.require_actor(snap, actor, seat, at=at)
+        profile = require_agent(snap, target or me.name, "target")
+        if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
+            return Change("", result={**_view(ctx, project_key, snap, profile), "changed": bool(earlier.changed),
+                                      "replayed": True})
+        hierarchy.require_self_or_above(snap, me, profile, "update")
+        if me.id == profile.id:
+            if structural:
+                raise GitmailError(
+                    NOT_ABOVE, f"{me.name} may not change its own scopes, expiry or lifecycle: only an agent above "
+                    "it may (an agent never widens its own authority)", {"agent": me.name, "target": me.name})
+            hierarchy.require_role(snap, me, "editor", "publish its capability card")
+        values = dict(fields)
+        if wanted is not None:
+            if profile.parent is None:
+                raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
+                              "another have scopes to change", field="scope")
+            above = require_agent(snap, profile.parent, "target")
+            hierarchy.check_subset(snap, above, wanted)
+            values["scopes"] = [str(s) for s in wanted]
+        if expires is not None:
+            ceiling = hierarchy.effective_expiry(snap, require_agent(snap, profile.parent, "target")) \
+                if profile.parent else None
+            hierarchy.check_child_expiry(ceiling, expires)
+            values["expires_at"] = expires
+        changed = any(getattr(profile, k) != v for k, v in values.items())
+        result = {"changed": changed}
+        if not changed:
+            return Change("no change", result={**_view(ctx, project_key, snap, profile), **result})
+        updated = dataclasses.replace(profile, hlc=hlc, **values)
+        names = ", ".join(sorted(values))
+        who = "its own" if me.id == profile.id else f"{profile.name}'s"
+        change = Change(with_reason(f"{me.name} updated {who} {names}", why), author=me.name,
+                        result={**_view(ctx, project_key, snap, updated), **result}).put_record(updated)
+        if key is not None:
+            change.put_record(key.record(me.name, profile.name, format_ts(at), True))
+        return change
+
+    result = archive.transact(fn).result
+    ctx.touch(project_key, actor)
+    return result
+
+
+# -- sleep and wake -----------------------------------------------------------------------
+
+def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, actor: str | None = None,
+               until: str = "reply", seat: str | None = None, idempotency_key: str | None = None,
+               reason: str | None = None) -> dict[str, Any]:
+    """Put ``target`` to sleep (until a reply, or until woken) or wake it; ``actor`` None is the operator.
+
+    An asleep agent keeps receiving mail, but every write as it is refused
+    (AGENT_ASLEEP) and its seat cannot be taken. Who may do it:
+    :func:`gitmail.coord.acting.sleep_decision` and
+    :func:`~gitmail.coord.acting.wake_decision`. Returns
+    ``{agent, asleep, until, changed}``.
+    """
+    check_agent_name(target, "target")
+    if actor is not None:
+        check_agent_name(actor, "agent_name")
+    if asleep:
+        until = acting.check_until(until)
+    why = check_reason(reason)
+    operation = "sleep_agent" if asleep else "wake_agent"
+    key = idempotency.keyed(operation, idempotency_key, {"target": target.lower(), "until": until if asleep else None})
+    if key is not None and actor is None:
+        raise invalid("idempotency_key needs the agent doing it (the key is kept under its folder)",
+                      field="idempotency_key")
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+    at = ctx.clock.now()
+
+    def outcome(profile: Agent, changed: bool) -> dict[str, Any]:
+        return {"agent": profile.name, "asleep": asleep, "until": until if asleep else None, "changed": changed}
+
+    def fn(snap: Snapshot) -> Change:
+        if asleep:
+            profile, me = acting.sleep_decision(snap, actor, target, until, seat=seat, at=at)
+        else:
+            profile, me = acting.wake_decision(snap, actor, target, seat=seat, at=at)
+        if key is not None and me is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
+            return Change("", result={**outcome(profile, bool(earlier.changed)), "replayed": True})
+        wanted_until = until if asleep else None
+        changed = profile.asleep != asleep or (asleep and profile.sleep_until != wanted_until)
+        if not changed:
+            return Change("no change", result=outcome(profile, False))
+        updated = dataclasses.replace(profile, asleep=asleep, sleep_until=wanted_until, hlc=hlc)
+        who = me.name if me is not None else "a human"
+        text = (f"{who} put {profile.name} to sleep (until {until})" if asleep else f"{who} woke {profile.name}")
+        change = Change(with_reason(text, why), author=me.name if me is not None else None,
+                        result=outcome(profile, True)).put_record(updated)
+        if key is not None and me is not None:
+            change.put_record(key.record(me.name, profile.name, format_ts(at), True))
+        return change
+
+    result = archive.transact(fn).result
+    if actor is not None:
+        ctx.touch(project_key, actor)
+    return result
+
+
+# -- reading the hierarchy ---------------------------------------------------------------
+
+def position(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
+    """Where ``agent`` stands: itself, the agents above it (nearest first), its children."""
+    snap = ctx.archive(project_key).snapshot()
+    me = require_agent(snap, agent)
+
+    def brief(profile: Agent) -> dict[str, Any]:
+        return {"name": profile.name, "status": profile.status, **hierarchy.card(profile)}
+
+    children = [p for p in profiles(snap) if p.parent is not None and p.parent.lower() == me.name.lower()]
+    return {"self": brief(me), "ancestors": [brief(a) for a in hierarchy.ancestors(snap, me)],
+            "children": [brief(c) for c in children], "effective_expires_at": hierarchy.effective_expiry(snap, me)}
+
+
+def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:
+    """``agent``'s registered name when ``ancestor`` is above it (an ``acting_as`` call); NOT_ABOVE otherwise."""
+    check_agent_name(agent, "acting_as")
+    snap = ctx.archive(project_key).snapshot()
+    me = require_agent(snap, ancestor)
+    child = require_agent(snap, agent, "acting_as")
+    hierarchy.require_above(snap, me, child, "act as")
+    return child.name
