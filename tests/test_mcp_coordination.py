@@ -145,11 +145,11 @@ def test_roles_sleep_and_wake(server):
                        body_md="arrives")
             inbox = await call(admin, "fetch_inbox", project_key=project, agent_name="Green")
             assert inbox[0]["subject"] == "still"
-            # An agent may put only itself to sleep, and only the operator wakes an agent.
+            # Top-level agents are peers: none may put another to sleep or wake it; the operator may.
             other = await fail(admin, "sleep_agent", project_key=project, agent_name="Red", target="Blue")
-            assert other["code"] == "UNAUTHORIZED"
+            assert other["code"] == "NOT_ABOVE"
             refused = await fail(admin, "wake_agent", project_key=project, agent_name="Red", target="Green")
-            assert refused["code"] == "UNAUTHORIZED" and f"gitmail wake {project} Green" in refused["message"]
+            assert refused["code"] == "NOT_ABOVE" and "gitmail wake PROJECT Green" in refused["message"]
             woken = subprocess.run([sys.executable, "-m", "gitmail", "--home", server.home, "wake", project, "Green"],
                                    capture_output=True, text=True, env=child_env(server.home))
             assert woken.returncode == 0, woken.stderr

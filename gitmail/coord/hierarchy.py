@@ -138,17 +138,30 @@ def files_outside(snapshot: Snapshot, agent: Agent, files: list[str]) -> list[st
     return [path for path in files if not all(grants(holder, path) for holder in chain)]
 
 
-def require_role(snapshot: Snapshot, agent: Agent, role: str, what: str, *, location: str = WHOLE) -> None:
-    """SCOPE_DENIED unless ``agent`` holds ``role`` (or more) over ``location``; ``what`` names the act."""
-    if allows(snapshot, agent, role, location):
+def require_role(snapshot: Snapshot, agent: Agent, role: str, what: str) -> None:
+    """SCOPE_DENIED unless ``agent`` holds ``role`` (or more) over some location; ``what`` names the act.
+
+    For acts on the agent's own records (its journal, its card), where no
+    path is involved, so the role alone decides.
+    """
+    if any(s.rank() >= ROLES.index(role) and allows(snapshot, agent, role, s.location) for s in scopes_of(agent)):
         return
     held = ", ".join(str(s) for s in scopes_of(agent)) or "none"
-    where = "anywhere" if location == WHOLE else f"over {location}"
     advice = (f"; ask an agent above it (its parent {agent.parent}) to do it, or to widen its scopes within its own"
               if agent.parent else "")
-    raise GitmailError(SCOPE_DENIED, f"{agent.name} may not {what}: that needs {role} {where}, and its scopes are "
-                       f"{held}{advice}", {"agent": agent.name, "needed": f"{role}@{location}",
-                                           "scopes": [str(s) for s in scopes_of(agent)]})
+    raise GitmailError(SCOPE_DENIED, f"{agent.name} may not {what}: that needs {role} (or more) over some location, "
+                       f"and its scopes are {held}{advice}",
+                       {"agent": agent.name, "needed": role, "scopes": [str(s) for s in scopes_of(agent)]})
+
+
+def require_manager(agent: Agent) -> None:
+    """SCOPE_DENIED unless ``agent`` is a manager over some location (spawning needs it)."""
+    if any(s.role == "manager" for s in scopes_of(agent)):
+        return
+    held = ", ".join(str(s) for s in scopes_of(agent)) or "none"
+    raise GitmailError(SCOPE_DENIED, f"{agent.name} may not spawn agents: that needs manager over some location, "
+                       f"and its scopes are {held}; ask an agent above it to spawn the agent",
+                       {"agent": agent.name, "needed": "manager", "scopes": [str(s) for s in scopes_of(agent)]})
 
 
 def require_paths(snapshot: Snapshot, agent: Agent, patterns: list[str], what: str) -> None:

@@ -131,7 +131,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
             return Change("", result={**_view(ctx, project_key, snap, existing), "registration_token": token})
-        hierarchy.require_role(snap, me, "manager", "spawn agents")
+        hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
         if existing is not None:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project; pick "

@@ -7,7 +7,9 @@ IDs and names agreeing with the path, attachments matching their hash);
 every inbox and outbox copy is the canonical message (the outbox copy may add
 the sender's bcc list); every copy's owner is a party of the message; and
 references (reply, thread, attachments) resolve; a reference to a message
-removed on purpose (one with a tombstone) counts as resolved.
+removed on purpose (one with a tombstone) counts as resolved; and the agent
+hierarchy holds together: every ``parent`` is an agent of the project, no
+chain of parents loops, and no agent outlives the agent above it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import hashlib
 import subprocess
 from dataclasses import dataclass
 
+from gitmail.model.clock import parse_ts
 from gitmail.model.ids import is_id
-from gitmail.model.records import ATTACHMENTS, Message, Tombstone, message_path, role_of
+from gitmail.model.records import ATTACHMENTS, Agent, Message, Tombstone, message_path, profile_path, role_of
 
 from .engine import Archive
 from .recordcheck import inspect_file, path_problem
@@ -42,6 +45,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     removed: set[str] = set()  # messages deleted from the tip on purpose (tombstones)
     copies: list[tuple[str, str, Message]] = []
     attachments: set[str] = set()
+    agents: dict[str, Agent] = {}  # by lower-cased name
     for path in snap.walk():
         problem = path_problem(path)  # checked before reading, which a damaged object would fail
         if problem is not None:
@@ -57,6 +61,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
         # Each role's path holds one record type: a message and its copies parse as Message.
         if isinstance(record, Tombstone):
             removed.add(record.message_id)
+        elif isinstance(record, Agent):
+            agents[record.name.lower()] = record
         elif isinstance(record, Message) and role == "message":
             messages[record.id] = record
         elif isinstance(record, Message) and role in ("inbox", "outbox"):
@@ -94,8 +100,34 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             digest = hashlib.sha256(snap.read(stored) or b"").hexdigest()
             if item.get("sha256") != digest:
                 problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
+    problems.extend(_hierarchy_problems(agents))
     if run_git:
         problems.extend(_git_fsck(archive.git_dir))
+    return problems
+
+
+def _hierarchy_problems(agents: dict[str, Agent]) -> list[Problem]:
+    """Parents that are missing, chains of parents that loop, children that outlive their parent."""
+    problems = []
+    for agent in agents.values():
+        if agent.parent is None:
+            continue
+        path = profile_path(agent.name)
+        parent = agents.get(agent.parent.lower())
+        if parent is None:
+            problems.append(Problem(path, f"parent {agent.parent} is not an agent of this project"))
+            continue
+        if parent.expires_at is not None and (agent.expires_at is None
+                                              or parse_ts(agent.expires_at) > parse_ts(parent.expires_at)):
+            problems.append(Problem(path, f"expires after its parent {parent.name} ({parent.expires_at})"))
+        seen: set[str] = {agent.name.lower()}
+        current: Agent | None = parent
+        while current is not None and current.parent is not None:
+            if current.name.lower() in seen:
+                problems.append(Problem(path, "its chain of parents loops"))
+                break
+            seen.add(current.name.lower())
+            current = agents.get(current.parent.lower())
     return problems
 
 

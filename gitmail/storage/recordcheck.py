@@ -16,7 +16,8 @@ the same :func:`file_problem`, so one set of rules holds at every door:
 - a build slot's epoch never goes down (its fencing would fail);
 - an agent profile never changes hands: a profile whose ``id`` changes is
   another registration taking the name, accepted only with the old one
-  parked under ``conflicts/`` (see :func:`edit_refusal`);
+  parked under ``conflicts/`` (see :func:`edit_refusal`); nor does it move
+  in the hierarchy: its ``parent`` is fixed when it is spawned;
 - nothing is deleted without the record that explains it: a tombstone purges
   a message with its copies and receipts; a deleted profile takes its agent's
   folder, contacts and reservations along; held messages and idempotency
@@ -140,6 +141,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Agent) and isinstance(new, Agent) and old.id != new.id:
         return (f"replaces the registration of agent {old.name} (id {old.id}) with another (id {new.id}) "
                 "without parking the old one under conflicts/")
+    if isinstance(old, Agent) and isinstance(new, Agent) and old.parent != new.parent:
+        return (f"moves agent {old.name} in the hierarchy (parent {old.parent} to {new.parent}); an agent's parent "
+                "is fixed when it is spawned: spawn a new agent under the other parent instead")
     if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
         return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
                 "(a delivery is final)")
@@ -218,7 +222,8 @@ class Checker:
         if isinstance(now, Record):
             refusal = edit_refusal(self.door, role, path, was if isinstance(was, Record) else None, now)
             if refusal is not None and not _parked_any(new, path):
-                return refusal, _TAKEOVER if isinstance(now, Agent) else _RESTORE
+                takeover = isinstance(now, Agent) and isinstance(was, Agent) and was.id != now.id
+                return refusal, _TAKEOVER if takeover else _RESTORE
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

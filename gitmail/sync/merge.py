@@ -297,6 +297,20 @@ def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return dataclasses.replace(mine, awaiting=awaiting, denied=denied).to_bytes()
 
 
+def _agent(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Last writer wins per field; an agent awake on the merged side has no sleep condition.
+
+    Sleeping and waking each write ``asleep`` and ``sleep_until`` together,
+    but field by field a wake on one side and a change of the condition on
+    the other could leave an awake agent with a condition: it is dropped.
+    A profile's ``parent`` never changes (the record checker refuses it).
+    """
+    merged = Agent.from_bytes(_per_field(Agent)(path, base, ours, theirs), path)
+    if not merged.asleep and merged.sleep_until is not None:
+        merged.sleep_until = None
+    return merged.to_bytes()
+
+
 def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A key's held message was delivered: the delivered version is final (ties: the smaller file)."""
     mine, other = _parse(IdempotencyKey, path, ours, theirs)
@@ -307,7 +321,7 @@ def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> b
 
 _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
     "project": _per_field(Project),
-    "agent": _per_field(Agent),
+    "agent": _agent,
     "contact": _last_writer(Contact),
     "window": _last_writer(Window),
     "product": _per_field(ProductLink),

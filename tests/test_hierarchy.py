@@ -1,0 +1,120 @@
+"""The agent hierarchy in the library: scopes and containment, expiry, the guard, merges, the record checker, fsck."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+
+import pytest
+
+from gitmail import Change
+from gitmail.coord import guard, hierarchy
+from gitmail.model.clock import HLC
+from gitmail.model.errors import GitmailError
+from gitmail.model.records import Agent, profile_path
+from gitmail.storage.fsck import check_archive
+from gitmail.storage.recordcheck import edit_refusal
+from gitmail.sync.merge import merge_file
+
+from .conftest import fails_cleanly
+from .mail_helpers import PROJECT, make_mail, register
+
+
+@pytest.fixture
+def mail(store):
+    mail = make_mail(store)
+    register(mail, "Lead", "Peer")
+    return mail
+
+
+def test_scopes_parse_and_contain():
+    assert str(hierarchy.parse_scope(" Writer@src/api/ ")) == "editor@src/api"  # an alias, a folder's slash
+    assert str(hierarchy.parse_scope("viewer@*")) == "viewer@*"
+    for bad in ("editor", "owner@src", "editor@/etc", "editor@../up", 7):
+        with pytest.raises(GitmailError) as info:
+            hierarchy.parse_scope(bad)
+        assert info.value.code == "INVALID_ARGUMENT"
+    contains = hierarchy.location_contains
+    assert contains("*", "src/**/*.py") and contains("src", "src/api/*.py") and contains("src/*.py", "src/*.py")
+    assert not contains("src/api", "src") and not contains("src", "*") and not contains("src/*.py", "src/a.py")
+    assert not contains("src", "srcs/a.py")
+    manager, editor = hierarchy.Scope("manager", "src"), hierarchy.Scope("editor", "src/api")
+    assert hierarchy.scope_contains(manager, editor) and not hierarchy.scope_contains(editor, manager)
+
+
+def test_a_child_never_outlives_its_parent_and_expires(mail, store, wall):
+    mid = mail.spawn_agent(PROJECT, "Lead", ["manager@*"], name="Mid", expires_at="2099-01-01T00:00:00Z")
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+        mail.spawn_agent(PROJECT, "Mid", ["viewer@*"], expires_at="2099-06-01T00:00:00Z")
+    assert "2099-01-01" in info.value.message
+    leaf = mail.spawn_agent(PROJECT, "Mid", ["editor@*"], name="Leaf")
+    assert leaf["expires_at"] == mid["expires_at"]  # inherited: it ends with its parent
+    soon = mail.spawn_agent(PROJECT, "Lead", ["editor@*"], name="Soon", lifecycle="ephemeral")
+    assert soon["expires_at"] is not None
+    mail.journal(PROJECT, "Soon", "working")
+    wall.advance(hours=25)  # past an ephemeral agent's day
+    with fails_cleanly(store, "AGENT_EXPIRED", PROJECT):
+        mail.journal(PROJECT, "Soon", "still working?")
+    mail.journal(PROJECT, "Leaf", "fine until 2099")
+
+
+def test_narrowing_a_parent_narrows_its_descendants(mail, store):
+    mail.spawn_agent(PROJECT, "Lead", ["manager@src"], name="Mid")
+    mail.spawn_agent(PROJECT, "Mid", ["editor@src/api"], name="Leaf")
+    assert mail.file_reservation_paths(PROJECT, "Leaf", ["src/api/a.py"])["granted"]
+    mail.update_agent(PROJECT, "Lead", target="Mid", scope=["manager@docs"])
+    with fails_cleanly(store, "SCOPE_DENIED", PROJECT):
+        mail.file_reservation_paths(PROJECT, "Leaf", ["src/api/b.py"])
+
+
+def test_the_guard_refuses_files_outside_the_committers_scopes(mail, store, tmp_path):
+    repo = str(tmp_path / "code")
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    mail.spawn_agent(PROJECT, "Lead", ["editor@src/api"], name="Helper")
+    guard.install(mail.ctx, PROJECT, repo)
+    for name in ("src/api/a.py", "docs/b.md"):
+        os.makedirs(os.path.dirname(os.path.join(repo, name)), exist_ok=True)
+        with open(os.path.join(repo, name), "w") as handle:
+            handle.write("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    code, text = guard.run_hook(mail.ctx, "pre-commit", repo, env={**os.environ, "AGENT_NAME": "Helper"})
+    assert code == 1 and "docs/b.md" in text and "src/api/a.py" not in text and "editor@src/api" in text
+    assert guard.run_hook(mail.ctx, "pre-commit", repo, env={**os.environ, "AGENT_NAME": "Lead"}) == (0, "")
+
+
+def _profile(**fields) -> Agent:
+    base = Agent(id="0" * 23, name="Helper", program="p", model="m", inception_ts="2026-12-01T00:00:00.000Z",
+                 hlc=HLC(1, 0, "a"), parent="Lead", scopes=["editor@*"])
+    return dataclasses.replace(base, **fields)
+
+
+def test_merge_drops_the_sleep_condition_of_an_agent_woken_on_one_side():
+    path = profile_path("Helper")
+    base = _profile(asleep=True, sleep_until="reply", hlc=HLC(10, 0, "a"))
+    woken = _profile(asleep=False, sleep_until=None, hlc=HLC(20, 0, "a"))
+    recondition = _profile(asleep=True, sleep_until="woken", hlc=HLC(30, 0, "b"))
+    for ours, theirs in ((woken, recondition), (recondition, woken)):
+        merged = Agent.from_bytes(merge_file(path, base.to_bytes(), ours.to_bytes(), theirs.to_bytes()).content, path)
+        assert (merged.asleep, merged.sleep_until) == (False, None)
+
+
+def test_the_record_checker_refuses_moving_an_agent_in_the_hierarchy():
+    path = profile_path("Helper")
+    refusal = edit_refusal("hub", "agent", path, _profile(), _profile(parent="Peer"))
+    assert refusal is not None and "parent" in refusal
+    assert edit_refusal("hub", "agent", path, _profile(), _profile(scopes=["viewer@*"])) is None
+
+
+def test_fsck_reports_a_missing_parent_and_an_outliving_child(mail, store):
+    mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Orphan")
+    mail.spawn_agent(PROJECT, "Lead", ["manager@*"], name="Mid", expires_at="2099-01-01T00:00:00Z")
+    mail.spawn_agent(PROJECT, "Mid", ["viewer@*"], name="Late")
+    archive = store.archive(PROJECT)
+    assert check_archive(archive, run_git=False) == []
+    snap = archive.snapshot()
+    orphan = dataclasses.replace(snap.load(profile_path("Orphan"), Agent), parent="Gone")
+    late = dataclasses.replace(snap.load(profile_path("Late"), Agent), expires_at="2100-01-01T00:00:00.000Z")
+    archive.transact(lambda s: Change("hand edits").put_record(orphan).put_record(late))
+    found = {(p.path, p.reason.split(" ")[0]) for p in check_archive(archive, run_git=False)}
+    assert found == {(profile_path("Orphan"), "parent"), (profile_path("Late"), "expires")}
