@@ -381,6 +381,14 @@ class ProjectIndex:
                                                      older_than=older, limit=limit,
                                                      body_of=self._body if include_bodies else None))
 
+    def unacked(self, *, older_than: str, after: tuple[str, str, str] | None = None,
+                limit: int = 500) -> list[dict[str, Any]]:
+        """Acknowledgements owed on messages older than ``older_than``, by anyone (see :func:`reads.unacked`)."""
+        older = reads.normalize_ts(older_than, "older_than")
+        assert older is not None
+        return self._cached(("unacked", older, after, limit),
+                            lambda: reads.unacked(self.meta, older_than=older, after=after, limit=limit))
+
     def thread(self, thread_id: str, *, limit: int = reads.MAX_LIMIT,
                include_bodies: bool = True) -> list[dict[str, Any]]:
         """The messages of one thread, oldest first, in the mail domain's shape."""

@@ -102,6 +102,28 @@ def inbox(meta: Meta, agent: str, *, since_ts: str | None = None, urgent_only: b
     return out
 
 
+def unacked(meta: Meta, *, older_than: str, after: tuple[str, str, str] | None = None,
+            limit: int = 500) -> list[dict[str, Any]]:
+    """Every recipient's acknowledgements still owed on messages created before ``older_than``, oldest first.
+
+    One entry per message and recipient (``id``, ``agent``, ``sender``,
+    ``subject``, ``created_ts``), in the order (created_ts, id, agent);
+    ``after`` continues after such a triple.
+    """
+    sql = ["SELECT m.id, c.agent, m.sender, m.subject, m.created_ts FROM copies c "
+           "JOIN messages m ON m.id = c.message_id "
+           "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = c.message_id "
+           "WHERE c.box = 'inbox' AND m.ack_required = 1 AND r.acked_at IS NULL AND m.created_ts < ?"]
+    args: list[Any] = [older_than]
+    if after is not None:
+        sql.append("AND (m.created_ts, m.id, c.agent) > (?, ?, ?)")
+        args.extend(after)
+    sql.append("ORDER BY m.created_ts, m.id, c.agent LIMIT ?")
+    args.append(limit)
+    return [{"id": row[0], "agent": row[1], "sender": row[2], "subject": row[3], "created_ts": row[4]}
+            for row in meta.read(" ".join(sql), args)]
+
+
 def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 20,
            body_of: BodyReader | None = None) -> list[dict[str, Any]]:
     """What an agent sent, newest first, with ``bcc`` (the sender's own copy shows it)."""

@@ -66,7 +66,9 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.log.seek(0)
-                raise RuntimeError(f"gitmail serve exited with {self.proc.returncode}: {self.log.read()}")
+                said = self.log.read()
+                self.log.close()
+                raise RuntimeError(f"gitmail serve exited with {self.proc.returncode}: {said}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2):
                     return

@@ -35,6 +35,7 @@ from . import (
     feed,
     identities,
     mailbox,
+    overdue,
     overseer,
     overview,
     products,
@@ -46,15 +47,28 @@ from . import (
     tokens,
     windows,
 )
+from .ackscanner import AckScanner
+from .acksettings import AckSettings
 from .sending import ReplyRequest, SendRequest
 
 
 class Mail:
     """Agent mail over one :class:`Store` of project archives."""
 
-    def __init__(self, store: Store, activity: Activity | None = None):
+    def __init__(self, store: Store, activity: Activity | None = None, *, ack: AckSettings | None = None):
+        """``ack`` is how overdue acknowledgements are found and escalated (default: off, 30 minutes)."""
         self.store = store
         self.ctx = Context(store, activity or Activity())
+        self.ack = ack or AckSettings()
+
+    @classmethod
+    def serving(cls, store: Store) -> Mail:
+        """The facade a server runs: acknowledgement settings from the environment (``GITMAIL_ACK_*``)."""
+        return cls(store, ack=AckSettings.from_env())
+
+    def ack_scanner(self) -> AckScanner | None:
+        """The interval scan of overdue acknowledgements when the settings enable it (not started)."""
+        return AckScanner(self.ctx, self.ack) if self.ack.enabled else None
 
     # -- projects -------------------------------------------------------------
     def ensure_project(self, human_key: str) -> dict[str, Any]:
@@ -265,9 +279,15 @@ class Mail:
     def view_ack_required(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
         return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit=limit)
 
-    def view_ack_overdue(self, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
+    def scan_overdue_acks(self, project_key: str) -> dict[str, Any]:
+        """Find the project's overdue acknowledgements now and escalate new ones as the settings say."""
+        return overdue.scan(self.ctx, project_key, self.ack)
+
+    def view_ack_overdue(self, project_key: str, agent_name: str, *, ttl_minutes: float | None = None,
                          limit: int = 20) -> dict[str, Any]:
-        return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl_minutes, limit=limit)
+        """``ttl_minutes`` defaults to the acknowledgement TTL of the settings."""
+        ttl = self.ack.ttl_seconds / 60 if ttl_minutes is None else ttl_minutes
+        return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl, limit=limit)
 
     # -- the overseer's views ------------------------------------------------
     def project_stats(self, project_key: str) -> dict[str, Any]:

@@ -751,6 +751,40 @@ class Relay(Record):
         return relay_path(self.project, self.message_id)
 
 
+ESCALATION_MODES = ("log", "claim")
+
+
+@dataclass
+class Escalation(Record):
+    """An acknowledgement that fell overdue, escalated once: recipient ``agent`` never acknowledged ``message_id``.
+
+    Its path is named by the message and the recipient, not by a fresh ID,
+    so every machine that sees the same overdue acknowledgement writes the
+    same file, and a merge keeps one. In ``claim`` mode it names the
+    reservation (``claim_id``) and the notice (``notice_id``) filed for the
+    operations agent ``holder``; their IDs are derived from the same facts,
+    so those too are one file each however many machines escalated.
+    """
+
+    KIND: ClassVar[str] = "escalation"
+    LOCATED_BY: ClassVar[str] = "message_id"
+    message_id: str = _spec("id")
+    agent: str = _spec("agent")
+    sender: str = _spec("agent", key="from")
+    subject: str = _spec("str", max_len=MAX_SUBJECT)
+    sent_ts: str = _spec("ts")
+    due_ts: str = _spec("ts")
+    escalated_ts: str = _spec("ts")
+    mode: str = _spec("choice", choices=ESCALATION_MODES)
+    holder: str | None = _spec("agent", default=None)
+    claim_id: str | None = _spec("id", default=None)
+    notice_id: str | None = _spec("id", default=None)
+    node: str | None = _spec("str", default=None, max_len=128)
+
+    def path(self) -> str:
+        return escalation_path(self.message_id, self.agent)
+
+
 # -- paths --------------------------------------------------------------------
 # Where each record lives is written down here once: every other module asks
 # these functions (and PATH_TYPES below answers the reverse question, what a
@@ -771,6 +805,7 @@ REPAIRS = "repairs"
 PRODUCTS = "products"
 RELAYS = "relays"
 BUILD_SLOTS = "build_slots"
+ESCALATIONS = "escalations"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -826,6 +861,10 @@ def contact_path(requester: str, target: str) -> str:
 
 def reservation_path(reservation_id: str) -> str:
     return f"{RESERVATIONS}/{day_shard(reservation_id)}/{reservation_id}.yaml"
+
+
+def escalation_path(message_id: str, agent: str) -> str:
+    return f"{ESCALATIONS}/{day_shard(message_id)}/{message_id}/{agent}.yaml"
 
 
 def build_slot_path(slot: str) -> str:
@@ -905,6 +944,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^products/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), ProductLink, "product"),
     (re.compile(rf"^relays/{_SLUG}/{_DAY}/{_ID}\.yaml$"), Relay, "relay"),
     (re.compile(r"^build_slots/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), BuildSlot, "build_slot"),
+    (re.compile(rf"^escalations/{_DAY}/{_ID}/{_NAME}\.yaml$"), Escalation, "escalation"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

@@ -15,6 +15,7 @@ from gitmail.storage.store import Store
 
 from . import (
     resources,
+    tools_acks,
     tools_agents,
     tools_contacts,
     tools_coordination,
@@ -35,7 +36,8 @@ from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
 PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-         tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_sync, resources)
+         tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_acks, tools_sync,
+         resources)
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.

@@ -220,6 +220,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
     @resource(mcp, "resource://views/ack-overdue/{agent}{?project,ttl_minutes,limit,agent_token}", access=own)
     def ack_overdue(agent: str, project: str = "", ttl_minutes: str | None = None, limit: str | None = None,
                     agent_token: str | None = None) -> dict[str, Any]:
-        """Acknowledgements the agent still owes on messages older than ttl_minutes (default 30)."""
-        return mail.view_ack_overdue(project, agent, ttl_minutes=number(ttl_minutes, 30, "ttl_minutes", 0, 525_600),
-                                     limit=number(limit, 20, "limit"))
+        """Acknowledgements the agent still owes on messages older than ttl_minutes (default: the server's
+        acknowledgement TTL, GITMAIL_ACK_TTL_SECONDS, 30 minutes unless set)."""
+        ttl = None if ttl_minutes in (None, "") else number(ttl_minutes, 30, "ttl_minutes", 0, 525_600)
+        return mail.view_ack_overdue(project, agent, ttl_minutes=ttl, limit=number(limit, 20, "limit"))

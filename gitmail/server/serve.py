@@ -4,7 +4,8 @@ While it serves, the server also keeps its store current: a watcher on every
 archive's refs brings the index up to date after outside changes (a push into
 the archive, another process's write, a human's commit), which also wakes
 long-polling readers at once; and, when asked for, an interval syncer pulls
-and pushes every project that has a remote. Search-index writes run in a
+and pushes every project that has a remote, and an acknowledgement scanner
+looks for overdue acknowledgements (``GITMAIL_ACK_TTL_ENABLED``). Search-index writes run in a
 helper process, so they never hold this interpreter while it answers calls.
 """
 
@@ -38,8 +39,12 @@ WEB_PATH = "/ui"
 
 
 @contextlib.contextmanager
-def services(store: Store, sync_interval: float, events: Events | None = None) -> Iterator[None]:
-    """The store's background work for as long as the server runs; ``events`` hears of every change."""
+def services(store: Store, sync_interval: float, events: Events | None = None, *,
+             mail: Mail | None = None) -> Iterator[None]:
+    """The store's background work for as long as the server runs; ``events`` hears of every change.
+
+    With ``mail`` whose acknowledgement settings enable it, overdue acknowledgements are scanned on their interval.
+    """
     indexer = indexer_for(store)
     indexer.write_search_in_child()
     indexer.attach_all()
@@ -55,10 +60,15 @@ def services(store: Store, sync_interval: float, events: Events | None = None) -
             events.publish(slug)  # open web pages of the project refresh their lists
 
     syncer = IntervalSyncer(store, sync_interval).start() if sync_interval > 0 else None
+    acks = mail.ack_scanner() if mail is not None else None
+    if acks is not None:
+        acks.start()
     try:
         with Watcher(store, on_change):
             yield
     finally:
+        if acks is not None:
+            acks.stop()
         if syncer is not None:
             syncer.stop()
         if events is not None:
@@ -70,7 +80,7 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
                path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0) -> None:
     """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token."""
     check_bind(host, token)
-    mail = Mail(store)
+    mail = Mail.serving(store)
     mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path))
     # Plain JSON responses instead of an event stream per call: no tool sends
     # progress or server requests mid-call, and on a small machine this halves
@@ -84,7 +94,7 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} and the web view at http://{shown}:{port}{WEB_PATH}/ "
           f"(store {store.home}{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
-    with services(store, sync_interval, events):
+    with services(store, sync_interval, events, mail=mail):
         # Event streams of open pages never end by themselves: give them a moment, then close them.
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
 
@@ -101,9 +111,10 @@ def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = protocol
-    mcp = build_server(store, listen=Listen("stdio"))
+    mail = Mail.serving(store)
+    mcp = build_server(store, mail=mail, listen=Listen("stdio"))
     try:
-        with services(store, sync_interval):
+        with services(store, sync_interval, mail=mail):
             mcp.run(transport="stdio", show_banner=False)
     finally:
         sys.stdout = sys.__stdout__  # now standard error, as descriptor 1 is

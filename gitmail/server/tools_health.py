@@ -29,6 +29,7 @@ def environment(rt: Runtime) -> dict[str, Any]:
         "store": rt.store.home,
         "database_url": f"git+file://{rt.store.home}/projects",
         "node": rt.store.node,
+        "ack_overdue": rt.mail.ack.to_dict(),
     }
 
 

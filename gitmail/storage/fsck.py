@@ -6,10 +6,11 @@ fetches pass: a path gitmail knows, parsing as the record that lives there,
 IDs and names agreeing with the path, attachments matching their hash);
 every inbox and outbox copy is the canonical message (the outbox copy may add
 the sender's bcc list); every copy's owner is a party of the message; and
-references (reply, thread, attachments) resolve; a reference to a message
-removed on purpose (one with a tombstone) counts as resolved; and the agent
-hierarchy holds together: every ``parent`` is an agent of the project, no
-chain of parents loops, and no agent outlives the agent above it.
+references (reply, thread, attachments, the message an escalation is about)
+resolve; a reference to a message removed on purpose (one with a tombstone)
+counts as resolved; and the agent hierarchy holds together: every ``parent``
+is an agent of the project, no chain of parents loops, and no agent outlives
+the agent above it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from dataclasses import dataclass
 
 from gitmail.model.clock import parse_ts
 from gitmail.model.ids import is_id
-from gitmail.model.records import ATTACHMENTS, Agent, Message, Tombstone, message_path, profile_path, role_of
+from gitmail.model.records import (
+    ATTACHMENTS,
+    Agent,
+    Escalation,
+    Message,
+    Tombstone,
+    message_path,
+    profile_path,
+    role_of,
+)
 
 from .engine import Archive
 from .recordcheck import inspect_file, path_problem
@@ -44,6 +54,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     messages: dict[str, Message] = {}
     removed: set[str] = set()  # messages deleted from the tip on purpose (tombstones)
     copies: list[tuple[str, str, Message]] = []
+    escalations: list[tuple[str, Escalation]] = []
     attachments: set[str] = set()
     agents: dict[str, Agent] = {}  # by lower-cased name
     for path in snap.walk():
@@ -67,6 +78,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             messages[record.id] = record
         elif isinstance(record, Message) and role in ("inbox", "outbox"):
             copies.append((path, role, record))
+        elif isinstance(record, Escalation):
+            escalations.append((path, record))
     for path, role, copy in copies:
         owner = path.split("/")[1]
         canonical_path = message_path(copy.id)
@@ -101,6 +114,12 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             if item.get("sha256") != digest:
                 problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
     problems.extend(_hierarchy_problems(agents))
+    received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
+    for path, escalation in escalations:
+        if escalation.message_id not in messages and escalation.message_id not in removed:
+            problems.append(Problem(path, f"escalates message {escalation.message_id}, which is not in the archive"))
+        elif escalation.message_id in messages and (escalation.agent, escalation.message_id) not in received:
+            problems.append(Problem(path, f"{escalation.agent} did not receive {escalation.message_id}"))
     if run_git:
         problems.extend(_git_fsck(archive.git_dir))
     return problems

@@ -39,6 +39,7 @@ from gitmail.model.records import (
     BuildSlot,
     Conflict,
     Contact,
+    Escalation,
     HeldMessage,
     IdempotencyKey,
     ProductLink,
@@ -288,6 +289,13 @@ def _build_slot(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> by
                                holders=holders).to_bytes()
 
 
+def _escalation(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Two machines escalated one overdue acknowledgement: a claim beats a log entry, then the earliest wins."""
+    mine, other = _parse(Escalation, path, ours, theirs)
+    return ours if (mine.mode != "claim", mine.escalated_ts, ours) <= (other.mode != "claim", other.escalated_ts,
+                                                                       theirs) else theirs
+
+
 def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A held message only ever loses awaited recipients and gains refusals."""
     old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
@@ -330,6 +338,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "reservation": _reservation,
     "seat": _seat,
     "build_slot": _build_slot,
+    "escalation": _escalation,
     "held": _held,
     "idempotency": _idempotency,
 }

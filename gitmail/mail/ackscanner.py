@@ -1,0 +1,70 @@
+"""The overdue-acknowledgement scan on an interval, for a long-running server.
+
+``gitmail serve`` with ``GITMAIL_ACK_TTL_ENABLED=1`` owns one
+:class:`AckScanner`: every ``scan_interval_seconds`` it scans each project
+(:func:`gitmail.mail.overdue.scan`). The timer only decides *when*; what is
+overdue and what was escalated is read from the archive each time, so a
+restart loses nothing and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.model.errors import GitmailError
+
+from . import overdue
+from .acksettings import AckSettings
+
+_log = logging.getLogger("gitmail.acks")
+
+
+class AckScanner:
+    """Scans every project of the store on an interval, in a daemon thread; :meth:`scan_now` runs one round."""
+
+    def __init__(self, ctx: Context, settings: AckSettings):
+        self.ctx = ctx
+        self.settings = settings
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> AckScanner:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="gitmail-acks", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.settings.scan_interval_seconds):
+            try:
+                self.scan_now()
+            except Exception:  # noqa: BLE001 - a bug in one round must not end the scanning
+                _log.exception("overdue-acknowledgement scan failed")
+
+    def scan_now(self) -> list[dict[str, Any]]:
+        """One round over every project now; one report per project (a failing project is logged and skipped)."""
+        reports = []
+        with self._lock:
+            for slug in self.ctx.store.slugs():
+                try:
+                    report = overdue.scan(self.ctx, slug, self.settings)
+                except GitmailError as exc:
+                    _log.warning("overdue-acknowledgement scan of %s failed: [%s] %s", slug, exc.code, exc.message)
+                    continue
+                if report["overdue"] and not self.settings.escalation_enabled:
+                    _log.info("%s: %d acknowledgement(s) overdue", slug, len(report["overdue"]))
+                reports.append(report)
+            self.rounds += 1
+        return reports

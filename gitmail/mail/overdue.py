@@ -1,0 +1,189 @@
+"""Overdue acknowledgements: finding them, and escalating each one once.
+
+A message that asks for an acknowledgement is *overdue* for a recipient who
+has not acknowledged it ``ttl_seconds`` after it was sent. A scan finds every
+such pair in a project (candidates from the index, each confirmed in the
+archive) and, when escalation is on, writes one :class:`Escalation` record
+per pair. In ``log`` mode the record (and a line in the server's log) is the
+whole report; in ``claim`` mode the same commit files a reservation for the
+operations agent named in the settings and puts a notice in its inbox.
+
+Nothing is remembered between scans but the records themselves: a pair is
+escalated when no record sits at its path (keyed on the message and the
+recipient), checked inside the transaction, so a restart, a second process
+or a second machine never escalates it twice. The reservation's and the
+notice's IDs are derived from the message, the recipient and the due time,
+and the notice's bytes from the same facts, so two machines that escalate
+the same pair apart write the same files: after a sync there is one of each
+(the reservation merges by its clock, the escalation record by its rule).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from gitmail.coord.context import Context
+from gitmail.coord.lookup import find_agent
+from gitmail.index import indexer_for
+from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.ids import derived_id
+from gitmail.model.records import (
+    Escalation,
+    Message,
+    Receipt,
+    Reservation,
+    escalation_path,
+    inbox_path,
+    message_path,
+    outbox_path,
+    receipt_path,
+    reservation_path,
+)
+from gitmail.storage.engine import Change
+from gitmail.storage.snapshot import Snapshot
+
+from .acksettings import AckSettings
+
+_log = logging.getLogger("gitmail.acks")
+SCAN_BATCH = 500
+MAX_ESCALATIONS = 100  # per project and scan; the rest wait for the next scan
+
+
+def _due(created_ts: str, settings: AckSettings) -> dt.datetime:
+    return parse_ts(created_ts) + dt.timedelta(seconds=settings.ttl_seconds)
+
+
+def find_overdue(ctx: Context, project_key: str, settings: AckSettings, *, at: dt.datetime) -> list[dict[str, Any]]:
+    """Every (message, recipient) pair overdue at ``at``, oldest first, each saying whether it was escalated."""
+    cutoff = format_ts(at - dt.timedelta(seconds=settings.ttl_seconds))
+    index = indexer_for(ctx.store).project(project_key)
+    snap = ctx.archive(project_key).snapshot()
+    found: list[dict[str, Any]] = []
+    after: tuple[str, str, str] | None = None
+    while True:
+        rows = index.unacked(older_than=cutoff, after=after, limit=SCAN_BATCH)
+        for row in rows:
+            due = _due(row["created_ts"], settings)
+            found.append({"message_id": row["id"], "agent": row["agent"], "sender": row["sender"],
+                          "subject": row["subject"], "sent_ts": row["created_ts"], "due_ts": format_ts(due),
+                          "overdue_seconds": int((at - due).total_seconds()),
+                          "escalated": snap.exists(escalation_path(row["id"], row["agent"]))})
+        if len(rows) < SCAN_BATCH:
+            return found
+        last = rows[-1]
+        after = (last["created_ts"], last["id"], last["agent"])
+
+
+def scan(ctx: Context, project_key: str, settings: AckSettings) -> dict[str, Any]:
+    """Find the project's overdue acknowledgements and, when escalation is on, escalate the new ones."""
+    at = ctx.clock.now()
+    found = find_overdue(ctx, project_key, settings, at=at)
+    written: list[dict[str, Any]] = []
+    holder_missing = False
+    pending = [item for item in found if not item["escalated"]][:MAX_ESCALATIONS]
+    if settings.escalation_enabled and pending:
+        written, holder_missing = escalate(ctx, project_key, settings, pending, at=at)
+        done = {(e["message_id"], e["agent"]) for e in written}
+        for item in found:
+            item["escalated"] = item["escalated"] or (item["message_id"], item["agent"]) in done
+    return {"project": project_key, "checked_at": format_ts(at), "ttl_seconds": settings.ttl_seconds,
+            "escalation": settings.escalation_mode if settings.escalation_enabled else "off",
+            "overdue": found, "escalated": written, "holder_missing": holder_missing}
+
+
+def escalate(ctx: Context, project_key: str, settings: AckSettings, pending: list[dict[str, Any]], *,
+             at: dt.datetime) -> tuple[list[dict[str, Any]], bool]:
+    """Write an escalation for each pair of ``pending`` that still needs one; returns them and whether the
+    operations agent was missing (its claims then fall back to ``log``)."""
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+    node = ctx.store.node
+
+    def fn(snap: Snapshot) -> Change:
+        change = Change("")
+        holder = find_agent(snap, settings.claim_holder) if settings.claims and settings.claim_holder else None
+        if holder is not None and holder.status != "active":
+            holder = None
+        records = []
+        for item in pending:
+            record = _escalation(snap, settings, item, at=at, node=node, holder=holder.name if holder else None)
+            if record is None:
+                continue
+            change.put_record(record)
+            if record.mode == "claim":
+                _claim(change, snap, settings, record, at=at, hlc=hlc)
+            records.append(record)
+        mode = "claim" if holder is not None else "log"
+        change.message = (f"escalated {len(records)} overdue acknowledgement(s) ({mode}) on {node}" if records
+                          else "")
+        change.result = (records, settings.claims and holder is None)
+        return change
+
+    records, holder_missing = archive.transact(fn).result
+    for record in records:
+        _log.warning("overdue acknowledgement in %s: %s has not acknowledged %s (%r from %s, due %s); escalated (%s%s)",
+                     project_key, record.agent, record.message_id, record.subject, record.sender, record.due_ts,
+                     record.mode, f" to {record.holder}" if record.holder else "")
+    if holder_missing and records:
+        _log.warning("overdue acknowledgements in %s were only logged: the operations agent %s is not an active "
+                     "agent of the project; register it there", project_key, settings.claim_holder)
+    return [escalation_view(record) for record in records], holder_missing
+
+
+def _escalation(snap: Snapshot, settings: AckSettings, item: dict[str, Any], *, at: dt.datetime, node: str,
+                holder: str | None) -> Escalation | None:
+    """The record for one pending pair, or None when it needs none (already escalated, acknowledged, gone)."""
+    message_id, agent = item["message_id"], item["agent"]
+    if snap.exists(escalation_path(message_id, agent)) or not snap.exists(inbox_path(agent, message_id)):
+        return None
+    message = snap.load(message_path(message_id), Message)
+    if message is None or not message.ack_required:
+        return None
+    receipt = snap.load(receipt_path(agent, message_id), Receipt)
+    if receipt is not None and receipt.acked_at:
+        return None
+    due = _due(message.created_ts, settings)
+    if due > at:
+        return None
+    record = Escalation(message_id=message_id, agent=agent, sender=message.sender, subject=message.subject,
+                        sent_ts=message.created_ts, due_ts=format_ts(due), escalated_ts=format_ts(at),
+                        mode="claim" if holder else "log", node=node)
+    if holder:
+        due_ms = int(due.timestamp() * 1000)
+        record.holder = holder
+        record.claim_id = derived_id(due_ms, f"ack-escalation-claim {message_id} {agent}".encode())
+        record.notice_id = derived_id(due_ms, f"ack-escalation-notice {message_id} {agent}".encode())
+    return record
+
+
+def _claim(change: Change, snap: Snapshot, settings: AckSettings, record: Escalation, *, at: dt.datetime,
+           hlc: Any) -> None:
+    """The reservation and the notice a ``claim`` escalation files for its holder."""
+    assert record.holder and record.claim_id and record.notice_id
+    pattern = inbox_path(record.agent, record.message_id)
+    if not snap.exists(reservation_path(record.claim_id)):
+        change.put_record(Reservation(
+            id=record.claim_id, agent=record.holder, path_pattern=pattern, created_ts=format_ts(at),
+            expires_ts=format_ts(at + dt.timedelta(seconds=settings.claim_ttl_seconds)), hlc=hlc,
+            exclusive=settings.claim_exclusive,
+            reason=f"overdue acknowledgement: {record.agent} has not acknowledged {record.message_id}"))
+    body = (f"{record.agent} has not acknowledged message `{record.message_id}` from {record.sender}, "
+            f"\"{record.subject}\", sent {record.sent_ts} and due {record.due_ts}.\n\n"
+            f"This escalation filed reservation `{record.claim_id}` on `{pattern}` for you. Follow it up with "
+            f"{record.agent}, then release the reservation.\n")
+    notice = Message(id=record.notice_id, thread_id=record.notice_id, sender=record.holder, to=[record.holder],
+                     subject=f"Overdue acknowledgement: {record.agent} on {record.subject}"[:200],
+                     created_ts=record.due_ts, importance="high", body=body)
+    data = notice.to_bytes()
+    change.put(message_path(notice.id), data).put(inbox_path(record.holder, notice.id), data)
+    change.put(outbox_path(record.holder, notice.id), data)
+
+
+def escalation_view(record: Escalation) -> dict[str, Any]:
+    """An escalation as the scan and the tools report it."""
+    return {"message_id": record.message_id, "agent": record.agent, "sender": record.sender,
+            "subject": record.subject, "sent_ts": record.sent_ts, "due_ts": record.due_ts,
+            "escalated_ts": record.escalated_ts, "mode": record.mode, "holder": record.holder,
+            "claim_id": record.claim_id, "notice_id": record.notice_id, "node": record.node}
