@@ -173,3 +173,12 @@ def test_fsck_reports_an_escalation_of_a_message_that_is_not_there(store, sent):
     archive.transact(lambda snap: Change("by hand").put_record(stray))
     problems = [str(p) for p in check_archive(archive, run_git=False)]
     assert problems == [f"{stray.path()}: escalates message {'0' * 23}, which is not in the archive"]
+
+
+def test_escalations_stay_consistent_when_their_recipient_is_deleted(store, wall, sent):
+    from gitmail.mail.projects import CONFIRMATION_PHRASE
+
+    wall.advance(601)
+    assert len(_mail(store, LOG).scan_overdue_acks(KEY)["escalated"]) == 2
+    Mail(store).hard_delete_agent(KEY, "Carol", confirmation=CONFIRMATION_PHRASE)
+    assert check_archive(store.archive(KEY), run_git=False) == []

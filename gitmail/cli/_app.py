@@ -48,6 +48,13 @@ class Context:
             self._mail = Mail(self.store)
         return self._mail
 
+    @property
+    def mail_serving(self) -> Mail:
+        """The facade as a server runs it: with this environment's settings (``GITMAIL_ACK_*``)."""
+        from gitmail.mail.facade import Mail
+
+        return Mail.serving(self.store)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="GITMAIL_HOME", type=click.Path(file_okay=False),

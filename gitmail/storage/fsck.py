@@ -118,7 +118,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     for path, escalation in escalations:
         if escalation.message_id not in messages and escalation.message_id not in removed:
             problems.append(Problem(path, f"escalates message {escalation.message_id}, which is not in the archive"))
-        elif escalation.message_id in messages and (escalation.agent, escalation.message_id) not in received:
+        elif (escalation.message_id in messages and (escalation.agent, escalation.message_id) not in received
+              and snap.exists(profile_path(escalation.agent))):  # a deleted recipient took its copies along
             problems.append(Problem(path, f"{escalation.agent} did not receive {escalation.message_id}"))
     if run_git:
         problems.extend(_git_fsck(archive.git_dir))
