@@ -18,6 +18,7 @@ it was waiting for.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -25,7 +26,7 @@ from gitmail.coord import reservations
 from gitmail.coord.acting import check_acting
 from gitmail.coord.context import Context
 from gitmail.coord.globs import overlaps
-from gitmail.coord.lookup import find_agent, require_agent
+from gitmail.coord.lookup import find_agent, project_record, require_agent
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.errors import CONTACT_BLOCKED, CONTACT_REQUIRED, GitmailError, invalid, not_found
 from gitmail.model.ids import id_time, is_id
@@ -45,6 +46,8 @@ from gitmail.model.records import (
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
+from .addresses import address
+from .addresses import resolve as resolve_address
 from .delivery import compose, put_message
 from .idempotency import find as find_key
 
@@ -149,6 +152,34 @@ def gate(ctx: Context, project_key: str, snap: Snapshot, sender: Agent, recipien
                               "(no shared thread, overlapping reservation or recent mail)")
 
 
+def gate_across(ctx: Context, snap: Snapshot, sender: Agent, sender_slug: str, recipient: Agent,
+                recipient_slug: str, *, replying_to: str | None = None) -> tuple[str, str] | None:
+    """None if ``sender`` (of the project whose snapshot is ``snap``) may write to ``recipient`` of another project.
+
+    The recipient's policy decides, as within a project, but the evidence
+    ``auto`` accepts (shared threads, reservations, recent mail) does not
+    cross projects: it takes an approved link, asked either way (the
+    sender's request lives in the recipient's archive, the recipient's in
+    the sender's), or an answer to a message the recipient wrote.
+    """
+    if sender.human or recipient.contact_policy == "open":
+        return None
+    at = ctx.clock.now_ts()
+    there = ctx.archive(recipient_slug).snapshot()
+    me, them = address(sender.name, sender_slug), address(recipient.name, recipient_slug)
+    asked = link_between(there, me, recipient.name)
+    for link in (asked, link_between(snap, them, sender.name)):
+        if link is not None and link.status == "approved" and _live(link, at):
+            return None
+    if recipient.contact_policy == "block_all":
+        return CONTACT_BLOCKED, f"{them} accepts no new contacts (policy block_all)"
+    if asked is not None and asked.status in ("denied", "blocked") and _live(asked, at):
+        return CONTACT_BLOCKED, f"{them} declined contact with {me}"
+    if replying_to == them:
+        return None
+    return CONTACT_REQUIRED, f"{them} has approved no contact with {me} (needed across projects)"
+
+
 def contact_view(link: Contact, at: str) -> dict[str, Any]:
     """A link as callers see it; ``expired`` is judged at ``at``."""
     return {
@@ -202,11 +233,15 @@ def approve_in_band(snap: Snapshot, change: Change, requester: Agent, target: Ag
 
 
 def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
-                    ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
-    """Ask ``to_agent`` to accept mail from ``from_agent``."""
+                    ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None,
+                    to_project: str | None = None) -> dict[str, Any]:
+    """Ask ``to_agent`` (of ``to_project``, default the same project) to accept mail from ``from_agent``."""
     check_ttl(ttl_seconds)
     if not isinstance(reason, str):
         raise invalid("reason must be text", field="reason")
+    if to_project not in (None, "") and ctx.slug(_project_key(to_project)) != ctx.slug(project_key):
+        return _request_across(ctx, project_key, from_agent, to_agent, _project_key(to_project), reason=reason,
+                               ttl_seconds=ttl_seconds, seat=seat)
     archive = ctx.archive(project_key)
     hlc = ctx.tick()
 
@@ -229,6 +264,56 @@ def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: s
     return result
 
 
+def _project_key(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise invalid("to_project must be a project key (an absolute path) or a project slug", field="to_project")
+    return value
+
+
+def _request_across(ctx: Context, project_key: str, from_agent: str, to_agent: str, to_project: str, *,
+                    reason: str, ttl_seconds: int, seat: str | None) -> dict[str, Any]:
+    """A request to an agent of another project: the link and the introduction go into the target's archive.
+
+    The requester is checked in its own project (registered, active, awake,
+    holding its seat); the target answers in its own, with
+    ``respond_contact(from_agent="Name@project")``.
+    """
+    here = ctx.slug(project_key)
+    target_archive = ctx.archive(to_project)  # NOT_FOUND for a project not in this store
+    requester = check_acting(ctx.archive(project_key).snapshot(),
+                             require_agent(ctx.archive(project_key).snapshot(), from_agent, "from_agent", active=True),
+                             seat, at=ctx.clock.now())
+    me = dataclasses.replace(requester, name=address(requester.name, here))  # as the target's archive names it
+    hlc = ctx.tick()
+
+    def fn(snap: Snapshot) -> Change:
+        target = require_agent(snap, to_agent, "to_agent", active=True)
+        at = ctx.clock.now_ts()
+        if target.contact_policy == "block_all" and not approved_between(snap, me.name, target.name, at):
+            raise GitmailError(CONTACT_BLOCKED, f"{target.name} accepts no new contacts (policy block_all); "
+                               "coordinate through another agent or a human", {"to_agent": target.name})
+        change = Change(f"{me.name} asked {target.name} for contact", author=requester.name,
+                        author_email=me.name)
+        change.result = open_request(snap, change, me, target, reason, ttl_seconds, hlc, clock=ctx.clock)
+        change.result["to_project"] = project_record(snap).human_key
+        return change
+
+    result = target_archive.transact(fn).result
+    ctx.touch(project_key, requester.name)
+    return result
+
+
+def _requester(ctx: Context, from_agent: str) -> str | None:
+    """``Name@slug`` of a requester of another project named ``Name@project`` (None for a plain name)."""
+    if not isinstance(from_agent, str) or "@" not in from_agent:
+        return None
+    name, slug = resolve_address(ctx.store, from_agent, "from_agent")
+    agent = find_agent(ctx.archive(slug).snapshot(), name)
+    if agent is None:
+        raise not_found(f"no agent {from_agent!r}: check the name in its project", field="from_agent")
+    return address(agent.name, slug)
+
+
 def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: str, accept: bool,
                     *, ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
     """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
@@ -236,25 +321,30 @@ def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: s
     if not isinstance(accept, bool):
         raise invalid("accept must be true or false", field="accept")
     archive = ctx.archive(project_key)
+    foreign = _requester(ctx, from_agent)
+    if foreign is not None and foreign.endswith("@" + ctx.slug(project_key)):
+        from_agent = foreign.split("@", 1)[0]  # an address of this very project is a name
+        foreign = None
     hlc = ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         target = check_acting(snap, require_agent(snap, to_agent, "to_agent"), seat, at=ctx.clock.now())
-        requester = require_agent(snap, from_agent, "from_agent")
-        link = link_between(snap, requester.name, target.name)
+        requester_name = foreign or require_agent(snap, from_agent, "from_agent").name
+        link = link_between(snap, requester_name, target.name)
         if link is None:
-            raise not_found(f"{requester.name} has not asked {target.name} for contact; there is nothing "
+            raise not_found(f"{requester_name} has not asked {target.name} for contact; there is nothing "
                             "to respond to (list_contacts shows pending requests)",
-                            from_agent=requester.name, to_agent=target.name)
+                            from_agent=requester_name, to_agent=target.name)
         at = ctx.clock.now_ts()
         link.status = "approved" if accept else "denied"
         link.responded_at, link.hlc = at, hlc
         link.expires_at = _later(ctx.clock, ttl_seconds) if accept else None
         verb = "approved" if accept else "declined"
-        change = Change(f"{target.name} {verb} contact from {requester.name}", author=target.name).put_record(link)
-        delivered = release_held(snap, change, requester.name, target.name, accept, hlc, clock=ctx.clock)
+        change = Change(f"{target.name} {verb} contact from {requester_name}", author=target.name).put_record(link)
+        delivered = ([] if foreign else
+                     release_held(snap, change, requester_name, target.name, accept, hlc, clock=ctx.clock))
         if delivered:
-            change.message += f"; delivered {len(delivered)} held message(s) from {requester.name}"
+            change.message += f"; delivered {len(delivered)} held message(s) from {requester_name}"
         change.result = {**contact_view(link, at), "approved": accept, "delivered_held": delivered}
         return change
 
@@ -326,11 +416,26 @@ def list_held(ctx: Context, project_key: str, agent_name: str) -> list[dict[str,
 
 
 def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[str, Any]]:
-    """Links the agent asked for and links asked of it, with status and expiry."""
+    """Links the agent asked for and links asked of it, with status and expiry.
+
+    Requests it made to agents of other projects of this store are kept in
+    their archives, and listed with ``to_project``.
+    """
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent_name)
     ctx.touch(project_key, agent.name)
     at, out = ctx.clock.now_ts(), []
+    here = ctx.slug(project_key)
+    me = address(agent.name, here)
+    for slug in ctx.store.slugs():
+        if slug == here:
+            continue
+        there = ctx.archive(slug).snapshot()
+        for name in there.listdir(f"{CONTACTS}/{me}"):
+            link = link_between(there, me, name[: -len(".yaml")])
+            if link is not None:
+                out.append({**contact_view(link, at), "from": agent.name, "direction": "outgoing",
+                            "to_project": project_record(there).human_key})
     for requester in snap.listdir(CONTACTS):
         for name in snap.listdir(f"{CONTACTS}/{requester}"):
             target = name[: -len(".yaml")]

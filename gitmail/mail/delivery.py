@@ -39,12 +39,18 @@ def recipients(message: Message) -> list[str]:
 
 
 def put_message(change: Change, message: Message) -> None:
-    """Queue the canonical file, one inbox copy per recipient and the sender's outbox copy."""
+    """Queue the canonical file, one inbox copy per recipient and the sender's outbox copy.
+
+    Agents of other projects (``Name@slug``) get no copy here: their copies
+    are in their own project's archive (see :mod:`gitmail.mail.relay`).
+    """
     public = message.public_copy().to_bytes()
     change.put(message_path(message.id), public)
     for name in recipients(message):
-        change.put(inbox_path(name, message.id), public)
-    change.put(outbox_path(message.sender, message.id), message.to_bytes() if message.bcc else public)
+        if "@" not in name:
+            change.put(inbox_path(name, message.id), public)
+    if "@" not in message.sender:
+        change.put(outbox_path(message.sender, message.id), message.to_bytes() if message.bcc else public)
 
 
 def commit_line(message: Message, verb: str = "sent") -> str:

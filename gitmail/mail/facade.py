@@ -41,6 +41,7 @@ from . import (
     products,
     projects,
     receipts,
+    relay,
     retention,
     sending,
     summaries,
@@ -92,6 +93,10 @@ class Mail:
     def human_key(self, project: str) -> str:
         """The key a project (named by key or slug) records for itself."""
         return projects.human_key(self.ctx, project)
+
+    def complete_relays(self, projects: list[str] | None = None) -> list[dict[str, Any]]:
+        """Write the cross-project copies still owed by ``projects`` (default: all); see :mod:`.relay`."""
+        return relay.recover(self.ctx, projects)
 
     # -- products -------------------------------------------------------------
     def ensure_product(self, product_key: str) -> dict[str, Any]:
@@ -318,9 +323,10 @@ class Mail:
 
     # -- contacts -------------------------------------------------------------
     def request_contact(self, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
-                        ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+                        ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None,
+                        to_project: str | None = None) -> dict[str, Any]:
         return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason=reason,
-                                        ttl_seconds=ttl_seconds, seat=seat)
+                                        ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
     def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool, *,
                         ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:

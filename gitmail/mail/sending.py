@@ -43,14 +43,16 @@ from gitmail.model.records import (
     HeldMessage,
     IdempotencyKey,
     Message,
+    Relay,
     held_path,
+    message_path,
     outbox_path,
 )
 from gitmail.storage.engine import Change
 from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
-from . import attachments, contacts, idempotency
+from . import addresses, attachments, contacts, idempotency, relay
 from .delivery import commit_line, compose, message_view, put_message
 from .mailbox import check_message_id, load_message
 
@@ -151,7 +153,14 @@ def _names(value: object, field_name: str) -> list[str]:
 
 
 def _recipient(name: object, field_name: str) -> str:
-    """An agent name, or ``role:<capability>`` for every active agent publishing it."""
+    """An agent name, ``role:<capability>`` for every active agent publishing it, or ``Name@project``."""
+    if isinstance(name, str) and "@" in name and not name.startswith(capabilities.ROLE_PREFIX):
+        agent, _, project = name.partition("@")
+        check_agent_name(agent, field_name)
+        if not project.strip():
+            raise invalid(f"{field_name} {name!r} names no project after '@' (write Name@/project/key)",
+                          field=field_name)
+        return name
     if isinstance(name, str) and name.startswith(capabilities.ROLE_PREFIX):
         capability = name[len(capabilities.ROLE_PREFIX):]
         return capabilities.ROLE_PREFIX + capabilities.check_capability(capability, field_name)
@@ -205,6 +214,67 @@ def _resolve(snap: Snapshot, names: list[str], unknown: list[str]) -> list[Agent
         else:
             found.append(agent)
     return found
+
+
+@dataclass
+class Remote:
+    """A recipient in another project of this store: its profile there, the project's slug and the field."""
+
+    agent: Agent
+    slug: str
+    field: str
+
+    @property
+    def address(self) -> str:
+        return addresses.address(self.agent.name, self.slug)
+
+
+def _split_remote(ctx: Context, project_key: str, out: Outgoing) -> dict[str, list[tuple[str, str]]]:
+    """Take the ``Name@project`` recipients out of ``out``, by field: ``(name, slug)`` each.
+
+    An address of the sender's own project is just a name, and stays.
+    """
+    here = ctx.slug(project_key)
+    found: dict[str, list[tuple[str, str]]] = {"to": [], "cc": [], "bcc": []}
+    for key in found:
+        kept = []
+        for name in getattr(out, key):
+            if "@" not in name or name.startswith(capabilities.ROLE_PREFIX):
+                kept.append(name)
+                continue
+            agent, slug = addresses.resolve(ctx.store, name, key)
+            if slug == here:
+                kept.append(agent)
+            elif key == "bcc":
+                raise invalid(f"bcc cannot name {name}: an agent of another project sees the message in its own "
+                              "project's archive, where a blind copy cannot stay blind; use to or cc", field="bcc")
+            else:
+                found[key].append((agent, slug))
+        setattr(out, key, kept)
+    return found
+
+
+def _plan_remote(ctx: Context, wanted: dict[str, list[tuple[str, str]]]) -> list[Remote]:
+    """Each recipient of another project, looked up in its archive: unknown or inactive ones fail the send."""
+    remote: list[Remote] = []
+    unknown: list[str] = []
+    inactive: list[str] = []
+    for key, pairs in wanted.items():
+        for name, slug in pairs:
+            agent = find_agent(ctx.archive(slug).snapshot(), name)
+            if agent is None:
+                unknown.append(addresses.address(name, slug))
+            elif agent.status != "active":
+                inactive.append(addresses.address(agent.name, slug))
+            elif all(r.address != addresses.address(agent.name, slug) for r in remote):
+                remote.append(Remote(agent, slug, key))
+    if unknown:
+        raise GitmailError(RECIPIENT_NOT_FOUND, f"no agent {', '.join(unknown)}: check the name in that project "
+                           "(list_agents with its project_key)", {"unknown": unknown})
+    if inactive:
+        raise GitmailError(AGENT_INACTIVE, f"{', '.join(inactive)} no longer receive mail (retired or "
+                           "deregistered); leave them out", {"inactive": inactive})
+    return remote
 
 
 def _plan(ctx: Context, project_key: str, snap: Snapshot, out: Outgoing,
@@ -279,10 +349,15 @@ def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]
 def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *, operation: str,
              fingerprint: dict[str, Any]) -> dict[str, Any]:
     archive = ctx.archive(request.project_key)
+    here = ctx.slug(request.project_key)
     key = request.idempotency_key
     hashed = idempotency.key_hash(key) if key is not None else None
     content_hash = idempotency.request_hash(fingerprint)
     hlc = ctx.tick()
+    wanted = _split_remote(ctx, request.project_key, out)
+    if any(wanted.values()) and request.hold_if_blocked:
+        raise invalid("hold_if_blocked cannot hold mail for agents of other projects: ask them for contact first "
+                      "(request_contact with to_project), then send", field="hold_if_blocked")
 
     def fn(snap: Snapshot) -> Change:
         project = project_record(snap)
@@ -293,13 +368,15 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
             if earlier is not None:
                 return Change("", result=_replay(snap, project.human_key, earlier))
         fields, skipped = _plan(ctx, request.project_key, snap, out, sender)
-        if not any(fields.values()):
+        remote = _plan_remote(ctx, wanted)
+        if not any(fields.values()) and not remote:
             why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
             raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
                           field="to", broadcast_skipped=skipped)
         _check_thread(snap, out.thread_id)
-        message = compose(ctx.clock, sender=sender.name, to=[a.name for a in fields["to"]],
-                          cc=[a.name for a in fields["cc"]],
+        message = compose(ctx.clock, sender=sender.name,
+                          to=[a.name for a in fields["to"]] + [r.address for r in remote if r.field == "to"],
+                          cc=[a.name for a in fields["cc"]] + [r.address for r in remote if r.field == "cc"],
                           bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
                           importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
                           topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
@@ -309,6 +386,17 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
         refused = {a.name: r for a in explicit
                    if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=out.thread_id,
                                           replying_to=out.replying_to))}
+        refused_across = {r.address: gated for r in remote
+                          if (gated := contacts.gate_across(ctx, snap, sender, here, r.agent, r.slug,
+                                                            replying_to=out.replying_to))}
+        if refused_across:
+            shut = [n for n, gated in refused_across.items() if gated[0] == CONTACT_BLOCKED]
+            raise GitmailError(CONTACT_BLOCKED if shut else CONTACT_REQUIRED,
+                               f"cannot deliver to {', '.join(refused_across)}: agents of another project need "
+                               "your contact first; ask with request_contact(to_agent=..., to_project=...) and "
+                               "send again once they approve",
+                               {"recipients": list(refused_across),
+                                "reasons": {n: gated[1] for n, gated in refused_across.items()}})
         change = Change("", author=sender.name)
         if sender.human:  # the overseer's commits name the person at this machine, as git knows them
             change.author, change.author_email = operator_identity(sender.name, ctx.store.node)
@@ -346,6 +434,9 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
             change.result = _held_result(held, requests, True)
         else:
             put_message(change, message)
+            for slug in addresses.projects_of(message):  # the copies owed to other projects (see relay)
+                change.put_record(Relay(message_id=message.id, project=slug, created_ts=message.created_ts,
+                                        hlc=hlc))
             change.message = commit_line(message)
             woken = acting.woken_by_reply(snap, message, message.to + message.cc + message.bcc)
             for profile in woken:  # it slept until a reply: this is one
@@ -367,7 +458,25 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
     ctx.touch(request.project_key, out.sender)
     if isinstance(result, GitmailError):
         raise result
+    if any(wanted.values()) and result["deliveries"]:
+        result = _relayed(ctx, here, result)
     return result
+
+
+def _relayed(ctx: Context, here: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Write the copies owed to other projects now, and add each as a delivery (a replay completes them too)."""
+    payload = result["deliveries"][0]["payload"]
+    outcomes = relay.deliver(ctx, here, payload["id"])
+    deliveries = list(result["deliveries"])
+    for outcome in outcomes:
+        if not outcome["delivered"]:
+            continue
+        there = ctx.archive(outcome["project_slug"]).snapshot()
+        copy = there.load(message_path(payload["id"]), Message)
+        if copy is not None:
+            deliveries.append({"project": project_record(there).human_key, "payload": message_view(copy)})
+    return {**result, "deliveries": deliveries, "count": len(deliveries),
+            "relays": [{k: v for k, v in o.items() if k != "message_id"} for o in outcomes]}
 
 
 def _request_only(snap: Snapshot, change: Change, sender: Agent, message: Message,

@@ -26,7 +26,8 @@ SenderToken = Annotated[str | None, Field(
                 "Not needed in the MCP session that registered the agent.")]
 MessageId = Annotated[str, Field(
     description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
-Recipients = Annotated[list[str] | None, Field(description="Agent names in the project.")]
+Recipients = Annotated[list[str] | None, Field(description=(
+    "Agent names in the project (name@project for an agent of another project of this server)."))]
 Importance = Annotated[str, Field(max_length=32, description=(
     "How urgent: low, normal, high or urgent (high and urgent show in urgent-only views); any other short "
     "label is stored as given, for filters."))]

@@ -26,23 +26,29 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         to_agent: Annotated[str, Field(description="The agent you want to write to.")],
         reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
         ttl_seconds: Ttl = 7 * 86400,
+        to_project: Annotated[str | None, Field(description=(
+            "The target's project (its key or slug) when it is not yours. The request and its introduction go "
+            "into that project's archive; once approved, write to the agent as name@project."))] = None,
         agent_token: AgentToken = None,
         seat: SenderSeat = None,
     ) -> dict[str, Any]:
         """Ask another agent for permission to message it; it gets a short ack-required intro message.
 
         Needed when the target's contact policy is contacts_only (or auto without
-        shared context). The request stays pending until respond_contact or its TTL.
+        shared context), and always for an agent of another project (to_project),
+        unless its policy is open. The request stays pending until respond_contact
+        or its TTL.
         """
         return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
-                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat)
+                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
     @tool(mcp, IDEMPOTENT, access=rt.access.agent("to_agent"))
     def respond_contact(
         ctx: Context,
         project_key: ProjectKey,
         to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
-        from_agent: Annotated[str, Field(description="The agent that asked.")],
+        from_agent: Annotated[str, Field(description=(
+            "The agent that asked: its name, or name@project for an agent of another project."))],
         accept: Annotated[bool, Field(description="true to approve, false to deny.")],
         ttl_seconds: Ttl = 30 * 86400,
         agent_token: AgentToken = None,

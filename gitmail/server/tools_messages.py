@@ -61,8 +61,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
         body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
         to: Annotated[list[str] | None, Field(
-            description="Primary recipients (agent names). May be left out when cc, bcc or broadcast names "
-                        "the recipients.")] = None,
+            description="Primary recipients (agent names; name@project for an agent of another project of this "
+                        "server, e.g. 'Bob@/data/projects/backend'). May be left out when cc, bcc or broadcast "
+                        "names the recipients.")] = None,
         cc: Recipients = None,
         bcc: Annotated[list[str] | None, Field(description=(
             "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
@@ -86,8 +87,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
 
         Writes the message once under messages/YYYY/MM/DD/<id>.md with copies in
         the sender's outbox and each recipient's inbox, in one commit authored by
-        the sender. Unknown or retired recipients fail the whole send. Returns
-        {deliveries: [{project, payload}], count}; payload is the stored message.
+        the sender. Unknown or retired recipients fail the whole send. A recipient
+        of another project (name@project, after it approved contact) gets the
+        message in its own project's archive too, under the same id: one
+        delivery per project. Returns {deliveries: [{project, payload}], count};
+        payload is the stored message as that project keeps it.
         """
         return mail.send_message(
             project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,

@@ -10,7 +10,10 @@ references (reply, thread, attachments, the message an escalation is about)
 resolve; a reference to a message removed on purpose (one with a tombstone)
 counts as resolved; and the agent hierarchy holds together: every ``parent``
 is an agent of the project, no chain of parents loops, and no agent outlives
-the agent above it.
+the agent above it. A message that came from another project (its sender is
+``Name@slug``) may refer to the thread and reply it belongs to there, so only
+its attachments are checked; every relay record (a copy owed to another
+project) names a message of this archive that names that project.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gitmail.model.records import (
     Agent,
     Escalation,
     Message,
+    Relay,
     Tombstone,
     message_path,
     profile_path,
@@ -55,6 +59,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     removed: set[str] = set()  # messages deleted from the tip on purpose (tombstones)
     copies: list[tuple[str, str, Message]] = []
     escalations: list[tuple[str, Escalation]] = []
+    relays: list[tuple[str, Relay]] = []
     attachments: set[str] = set()
     agents: dict[str, Agent] = {}  # by lower-cased name
     for path in snap.walk():
@@ -74,6 +79,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             removed.add(record.message_id)
         elif isinstance(record, Agent):
             agents[record.name.lower()] = record
+        elif isinstance(record, Relay):
+            relays.append((path, record))
         elif isinstance(record, Message) and role == "message":
             messages[record.id] = record
         elif isinstance(record, Message) and role in ("inbox", "outbox"):
@@ -98,12 +105,20 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
                 problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
             if owner != canonical.sender:
                 problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
+    for path, relay in relays:
+        relayed = messages.get(relay.message_id)
+        if relayed is None:
+            if relay.message_id not in removed:
+                problems.append(Problem(path, f"relays message {relay.message_id}, which is not in the archive"))
+        elif not any(name.endswith("@" + relay.project) for name in relayed.to + relayed.cc):
+            problems.append(Problem(path, f"message {relay.message_id} has no recipient in {relay.project}"))
     for message in messages.values():
         path = message_path(message.id)
-        if message.reply_to and message.reply_to not in messages and message.reply_to not in removed:
+        local = "@" not in message.sender  # a copy from another project: its thread and reply live there
+        if local and message.reply_to and message.reply_to not in messages and message.reply_to not in removed:
             problems.append(Problem(path, f"reply_to {message.reply_to} is not in the archive"))
-        if (is_id(message.thread_id) and message.thread_id not in messages and message.thread_id != message.id
-                and message.thread_id not in removed):
+        if (local and is_id(message.thread_id) and message.thread_id not in messages
+                and message.thread_id != message.id and message.thread_id not in removed):
             problems.append(Problem(path, f"thread_id {message.thread_id} names a message that is not in the archive"))
         for item in message.attachments:
             stored = item.get("path")

@@ -51,7 +51,9 @@ from typing import Any
 
 import pygit2
 
+from gitmail.coord.context import Context
 from gitmail.index import indexer_for
+from gitmail.mail import relay
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError
 from gitmail.model.records import role_of
 from gitmail.storage.engine import MAIN, Archive, Change
@@ -163,20 +165,26 @@ class SyncReport:
     project: str
     results: list[SyncResult]
     index: dict[str, Any] = field(default_factory=dict)
+    relayed: list[dict[str, Any]] = field(default_factory=list)  # cross-project copies completed after it
 
     @property
     def exit_code(self) -> int:
         return max((result.exit_code for result in self.results), default=OK)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"project": self.project, "exit_code": self.exit_code, "status": _STATUS[self.exit_code],
-                "results": [result.to_dict() for result in self.results], "index": self.index}
+        out = {"project": self.project, "exit_code": self.exit_code, "status": _STATUS[self.exit_code],
+               "results": [result.to_dict() for result in self.results], "index": self.index}
+        if self.relayed:
+            out["relayed"] = self.relayed
+        return out
 
     def lines(self) -> list[str]:
         out = [line for result in self.results for line in result.lines()]
         if self.index.get("search_behind"):
             out.append(f"  search is still taking in {self.index['search_behind']} message(s); inbox reads "
                        "already see them")
+        if self.relayed:
+            out.append(f"  completed {len(self.relayed)} cross-project cop(ies) owed by this store's projects")
         return out
 
 
@@ -336,6 +344,9 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
     slug = store.resolve(project)
     results = [_sync_recorded(store, archive, slug, name, max_rounds, progress) for name in names]
     report = SyncReport(slug, results)
+    # What came in may hold relays still owed (a send cut short here or elsewhere), or bring a project they
+    # were waiting for: complete them now, by their message ids, so nothing is lost or doubled.
+    report.relayed = relay.recover(Context(store))
     if catch_up_index and any(result.records_in for result in results):
         if progress is not None:
             progress("", "index")
