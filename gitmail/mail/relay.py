@@ -30,6 +30,7 @@ from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record
+from gitmail.model.errors import GitmailError
 from gitmail.model.records import RELAYS, Message, Relay, message_path, relay_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
@@ -56,7 +57,14 @@ def deliver(ctx: Context, source: str, message_id: str) -> list[dict[str, Any]]:
     if FAULT_HOOK is not None:
         FAULT_HOOK(source, message_id)
     snap = ctx.archive(source).snapshot()
-    return [_complete(ctx, source, snap, relay) for relay in owed(snap, message_id)]
+    outcomes = []
+    for relay in owed(snap, message_id):
+        try:
+            outcomes.append(_complete(ctx, source, snap, relay))
+        except GitmailError as exc:  # the send stands; the relay stays owed and the next start or sync retries it
+            outcomes.append({"project_slug": relay.project, "message_id": message_id, "delivered": False,
+                             "reason": exc.message})
+    return outcomes
 
 
 def _complete(ctx: Context, source: str, snap: Snapshot, relay: Relay) -> dict[str, Any]:
@@ -76,7 +84,8 @@ def _complete(ctx: Context, source: str, snap: Snapshot, relay: Relay) -> dict[s
     def write_copy(there: Snapshot) -> Change:
         if there.exists(message_path(copy.id)):
             return Change("", result=False)  # delivered before (here, or by another machine and synced)
-        change = Change(f"{commit_line(copy, 'relayed')} (from {origin_key})"[:200], author=copy.sender)
+        change = Change(f"{commit_line(copy, 'relayed')} (from {origin_key})"[:200], author=message.sender,
+                        author_email=copy.sender)
         for path, data in files.items():
             if not there.exists(path):
                 change.put(path, data)
