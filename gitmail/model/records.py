@@ -39,7 +39,7 @@ AGENT_STATUS = ("active", "retired", "deregistered")
 CONTACT_POLICIES = ("open", "auto", "contacts_only", "block_all")
 CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
 ATTACHMENT_POLICIES = ("auto", "inline", "file")
-LIFECYCLES = ("persistent", "intermittent", "ephemeral")  # how an agent is run (see docs/hierarchy.md)
+LIFECYCLES = ("persistent", "intermittent", "ephemeral")  # how an agent is run (see docs/security.md, the hierarchy)
 RISK_TIERS = ("low", "standard", "high")
 SLEEP_UNTIL = ("reply", "woken")  # what ends an agent's sleep: a reply to it (or someone above it), or only the latter
 MAX_SCOPES = 32
@@ -313,7 +313,7 @@ class Agent(Record):
     asleep: bool = _spec("bool", default=False)
     token_hash: str | None = _spec("str", default=None)
     human: bool = _spec("bool", default=False, omit_default=True)  # the project's overseer: a person, not an agent
-    # The hierarchy (docs/hierarchy.md): an agent spawned by another names it as its parent and holds a
+    # The hierarchy (docs/security.md): an agent spawned by another names it as its parent and holds a
     # subset of its scopes (``role@location``); a top-level agent has no parent and holds manager@*.
     parent: str | None = _spec("agent", default=None)
     scopes: list[str] = _spec("strs", default=[], max_len=MAX_SCOPES)
