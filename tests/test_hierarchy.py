@@ -14,7 +14,7 @@ from gitmail.model.clock import HLC
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import Agent, profile_path
 from gitmail.storage.fsck import check_archive
-from gitmail.storage.recordcheck import edit_refusal
+from gitmail.storage.recordcheck import edit_refusal, inspect_file
 from gitmail.sync.merge import merge_file
 
 from .conftest import fails_cleanly
@@ -118,3 +118,17 @@ def test_fsck_reports_a_missing_parent_and_an_outliving_child(mail, store):
     archive.transact(lambda s: Change("hand edits").put_record(orphan).put_record(late))
     found = {(p.path, p.reason.split(" ")[0]) for p in check_archive(archive, run_git=False)}
     assert found == {(profile_path("Orphan"), "parent"), (profile_path("Late"), "expires")}
+
+
+def test_identity_keys_name_the_agent_written_and_pass_the_record_checks(mail, store):
+    mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Kid", idempotency_key="spawn-kid-1")
+    snap = store.archive(PROJECT).snapshot()
+    keys = [path for path in snap.walk() if "/idempotency/" in path]
+    assert len(keys) == 1 and keys[0].startswith("agents/Lead/idempotency/")
+    record, problem = inspect_file(keys[0], snap.read(keys[0]))
+    assert problem is None and record.operation == "spawn_agent" and record.target == "Kid"
+    assert record.message_id is None and record.changed is True
+    # A key must name what it produced: a message for a send, an agent for an identity write.
+    text = snap.read(keys[0]).decode().replace("operation: spawn_agent", "operation: send_message")
+    assert "message_id" in inspect_file(keys[0], text.encode())[1]
+    assert check_archive(store.archive(PROJECT), run_git=False) == []

@@ -317,10 +317,14 @@ def position(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
 
 
 def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:
-    """``agent``'s registered name when ``ancestor`` is above it (an ``acting_as`` call); NOT_ABOVE otherwise."""
+    """``agent``'s registered name when ``ancestor`` is above it (an ``acting_as`` call); NOT_ABOVE otherwise.
+
+    Naming the proved agent itself is allowed and changes nothing.
+    """
     check_agent_name(agent, "acting_as")
     snap = ctx.archive(project_key).snapshot()
     me = require_agent(snap, ancestor)
     child = require_agent(snap, agent, "acting_as")
-    hierarchy.require_above(snap, me, child, "act as")
+    if child.id != me.id:
+        hierarchy.require_above(snap, me, child, "act as")
     return child.name
