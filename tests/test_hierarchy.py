@@ -132,3 +132,49 @@ def test_identity_keys_name_the_agent_written_and_pass_the_record_checks(mail, s
     text = snap.read(keys[0]).decode().replace("operation: spawn_agent", "operation: send_message")
     assert "message_id" in inspect_file(keys[0], text.encode())[1]
     assert check_archive(store.archive(PROJECT), run_git=False) == []
+
+
+@pytest.mark.slow  # git runs the hub's installed hook, which starts gitmail
+def test_the_hierarchy_syncs_through_a_checked_hub_which_refuses_moving_an_agent(tmp_path):
+    from gitmail.mail.facade import Mail
+    from gitmail.sync.hookinstall import install_hub
+    from gitmail.sync.remotes import add_remote
+    from gitmail.sync.syncer import sync_project
+
+    from .conftest import git_run
+    from .sync_helpers import PROJECT as SHARED
+    from .sync_helpers import Machine
+
+    hub = str(tmp_path / "hub.git")
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    install_hub(hub)
+    a, b = Machine(str(tmp_path / "m"), "node-a"), Machine(str(tmp_path / "m"), "node-b")
+    a.create_project()
+    for machine in (a, b):
+        add_remote(machine.store, SHARED, "hub", "file://" + hub)
+        sync_project(machine.store, SHARED)
+    on_a, on_b = Mail(a.store), Mail(b.store)
+    on_a.spawn_agent(SHARED, "BlueLake", ["editor@src"], name="Kid", reason="split the work")
+    sync_project(a.store, SHARED)
+    sync_project(b.store, SHARED)
+    # Apart: b puts Kid to sleep until woken, a narrows its scopes; both survive the merge.
+    on_b.sleep_agent(SHARED, "BlueLake", target="Kid", until="woken")
+    on_a.update_agent(SHARED, "BlueLake", target="Kid", scope=["viewer@*"])
+    for machine in (a, b, a):
+        sync_project(machine.store, SHARED)
+    for mail in (on_a, on_b):
+        kid = mail.agent_position(SHARED, "Kid")["self"]
+        assert (kid["parent"], kid["scopes"], kid["asleep"], kid["sleep_until"]) == ("BlueLake", ["viewer@*"],
+                                                                                     True, "woken")
+    assert a.archive.tip() == b.archive.tip()
+    # A human's push that moves Kid under another parent is refused at the hub.
+    clone = str(tmp_path / "human")
+    assert git_run("clone", "-q", hub, clone).returncode == 0
+    path = os.path.join(clone, profile_path("Kid"))
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("parent: BlueLake", "parent: GreenCastle"))
+    assert git_run("commit", "-q", "-am", "move Kid", cwd=clone).returncode == 0
+    pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
+    assert pushed.returncode != 0 and "moves agent Kid in the hierarchy" in pushed.stderr
