@@ -57,6 +57,10 @@ def test_a_child_never_outlives_its_parent_and_expires(mail, store, wall):
     with fails_cleanly(store, "AGENT_EXPIRED", PROJECT):
         mail.journal(PROJECT, "Soon", "still working?")
     mail.journal(PROJECT, "Leaf", "fine until 2099")
+    # Shortening a parent's expiry brings its descendants' in with it, so none outlives it.
+    mail.update_agent(PROJECT, "Lead", target="Mid", expires_at="2098-01-01T00:00:00Z")
+    assert mail.agent_position(PROJECT, "Leaf")["self"]["expires_at"] == "2098-01-01T00:00:00.000Z"
+    assert check_archive(store.archive(PROJECT), run_git=False) == []
 
 
 def test_narrowing_a_parent_narrows_its_descendants(mail, store):

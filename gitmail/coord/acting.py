@@ -179,7 +179,8 @@ def wake_decision(snap: Snapshot, actor: str | None, target: str, *, seat: str |
     profile = require_agent(snap, target, "target")
     if actor is None:
         return profile, None
-    if find_agent(snap, check_agent_name(actor, "agent_name")) is not None and actor.lower() == profile.name.lower():
+    if check_agent_name(actor, "agent_name").lower() == profile.name.lower():
+        require_agent(snap, actor, "agent_name", active=True)
         if profile.asleep and profile.sleep_until != "reply":
             raise GitmailError(WAKE_REFUSED, f"{profile.name} is asleep until woken: it cannot wake itself; an agent "
                                "above it, or the operator (gitmail wake), must wake it",

@@ -235,6 +235,9 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         who = "its own" if me.id == profile.id else f"{profile.name}'s"
         change = Change(with_reason(f"{me.name} updated {who} {names}", why), author=me.name,
                         result={**_view(ctx, project_key, snap, updated), **result}).put_record(updated)
+        if expires is not None:
+            for below in _outliving(snap, profile, expires):  # nobody below may end later than it now does
+                change.put_record(dataclasses.replace(below, expires_at=expires, hlc=hlc))
         if key is not None:
             change.put_record(key.record(me.name, profile.name, format_ts(at), True))
         return change
@@ -242,6 +245,14 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     result = archive.transact(fn).result
     ctx.touch(project_key, actor)
     return result
+
+
+def _outliving(snap: Snapshot, agent: Agent, expires: str) -> list[Agent]:
+    """The agents below ``agent`` whose expiry is missing or later than ``expires``."""
+    end = parse_ts(expires)
+    return [other for other in profiles(snap)
+            if other.parent is not None and (other.expires_at is None or parse_ts(other.expires_at) > end)
+            and any(a.id == agent.id for a in hierarchy.ancestors(snap, other))]
 
 
 # -- sleep and wake -----------------------------------------------------------------------
