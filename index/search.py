@@ -172,6 +172,30 @@ def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tu
     return [(score, docnum) for docnum, score in found[:newest]], bounded
 
 
+def _open_columns(searcher: Any) -> None:
+    """Open every per-document file of every segment now, not on a search's first use.
+
+    Whoosh opens a segment's stored fields, field lengths and sortable
+    columns lazily, and a writer's merge deletes the files of the segments
+    it absorbs. A searcher opened before a merge keeps what it has open
+    (deleted files stay readable), but one that reached a segment's stored
+    fields only afterwards found the file gone and failed (``'NoneType'
+    object is not subscriptable``), which passed for a damaged index and
+    started a full rebuild, again at every merge under a steady stream of
+    messages.
+    """
+    for leaf, _ in searcher.leaf_searchers():
+        reader = leaf.reader()
+        if reader.doc_count_all() == 0:
+            continue
+        reader.stored_fields(0)
+        for name, field in reader.schema.items():
+            if field.scorable:
+                reader.doc_field_length(0, name)
+            if field.column_type is not None and reader.has_column(name):
+                reader.column_reader(name)
+
+
 class _Reader:
     """An open searcher on one generation, shared by searches until replaced."""
 
@@ -181,6 +205,7 @@ class _Reader:
         try:
             self.ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
             self.searcher = self.ix.searcher()
+            _open_columns(self.searcher)
         except BaseException:
             os.close(self.lock_fd)
             raise

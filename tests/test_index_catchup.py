@@ -429,3 +429,25 @@ def test_the_in_memory_queue_index_is_extended_then_dropped_after_a_drain(store,
     assert not index.meta.has_pending()
     assert ids(index.search("quokka")) == {first.id, second.id}  # now from the index alone, without duplicates
     assert len(index.search("quokka")) == 2
+
+
+def test_a_search_under_way_when_a_merge_deletes_its_segments_still_answers(store, project):
+    """A merge deletes the files of the segments it absorbs; a searcher opened before it reads on."""
+    from gitmail.index.search import MERGE_AT
+
+    archive, index = project
+    for i in range(3):  # small segments: one search-writer commit each
+        send(archive, message("Blue", ["Green"], f"Early {i}", f"numbat{i}"))
+        index.catch_up()
+    held = index.search_index._acquire()  # a search under way on the segments as they are
+    whoosh_dir = os.path.join(index.search_index.live_dir(), "whoosh")
+    before = set(os.listdir(whoosh_dir))
+    for i in range(MERGE_AT + 1):
+        send(archive, message("Green", ["Blue"], f"Later {i}", f"quokka{i}"))
+        index.catch_up()
+    try:
+        assert before - set(os.listdir(whoosh_dir)), "the segments were merged and their files deleted"
+        hits, _ = index.search_index._run(held.searcher, parse_query("numbat0 OR numbat1"), 10, None, False)
+    finally:
+        index.search_index._release(held)
+    assert sorted(hit["subject"] for hit in hits) == ["Early 0", "Early 1"]
