@@ -88,11 +88,16 @@ def _end_of_test():
     later moment. Both would blame whichever test runs next.
     """
     yield
+    close_indexes()
+    gc.collect()
+
+
+def close_indexes() -> None:
+    """Close every store's indexer, so no background index work outlives the caller's folders."""
     from gitmail.index.indexer import _indexers  # every store's indexer, while its store lives
 
     for indexer in list(_indexers.values()):
         indexer.close()
-    gc.collect()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from gitmail.sync.merge import merge_file
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
+from .conftest import close_indexes, git_run
 from .sync_helpers import AGENTS, PROJECT, Machine, message_counts, tree_files
 
 MACHINES = 3
@@ -94,7 +94,10 @@ def _run(root: str, program: list[tuple]) -> None:
 @given(st.lists(operation, min_size=4, max_size=14))
 def test_random_interleavings_converge_and_lose_nothing(program):
     with tempfile.TemporaryDirectory() as root:
-        _run(root, program)
+        try:
+            _run(root, program)
+        finally:  # the stores' background index work stops before their folder is removed
+            close_indexes()
 
 
 def _profile(hlc: str, **fields) -> bytes:
