@@ -28,3 +28,32 @@ def fsck(ctx: Context, project: str | None) -> tuple[object, str, int]:
     total = sum(len(v) for v in report.values())
     summary = f"{len(slugs)} project(s) checked, {total} problem(s)"
     return {"projects": report, "problems": total}, "\n".join(lines + [summary]), 1 if total else 0
+
+
+@command(name="checkout")
+@click.argument("project", required=False)
+@click.option("--archive", "archive_dir", type=click.Path(file_okay=False), hidden=True,
+              help="The archive's folder (what the archive's post-receive hook passes).")
+def checkout(ctx: Context, project: str | None, archive_dir: str | None) -> tuple[object, str]:
+    """Bring the human checkout of PROJECT (default: every project) up to main now, and say where it is.
+
+    Every gitmail command and the server do this by themselves after they
+    write, and a push into the archive does it from the archive's hook; this
+    is for a move of main they did not see. States: created, updated,
+    current, held (your own commits or edits are in the way) or busy (a git
+    command of yours holds the checkout's index).
+    """
+    import os
+
+    from gitmail.storage.checkout import refresh
+
+    if archive_dir is not None:
+        archive_dir = os.path.abspath(archive_dir)
+        pairs = {os.path.basename(os.path.dirname(archive_dir)):
+                 (archive_dir, os.path.join(os.path.dirname(archive_dir), "checkout"))}
+    else:
+        store = ctx.store
+        slugs = [store.resolve(project)] if project else store.slugs()
+        pairs = {slug: (store.archive(slug).git_dir, store.paths(slug).checkout) for slug in slugs}
+    report = {slug: {"checkout": target, "state": refresh(source, target)} for slug, (source, target) in pairs.items()}
+    return report, "\n".join(f"{slug}: {item['state']}  {item['checkout']}" for slug, item in report.items())

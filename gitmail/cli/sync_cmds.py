@@ -227,6 +227,7 @@ def watch(ctx: Context, quiet: bool) -> None:
     def on_change(slug: str) -> None:
         started = time.monotonic()
         tip = indexer.project(slug).catch_up()
+        store.poke_checkout(slug)  # the human checkout follows too
         if not quiet:
             click.echo(f"{slug}: caught up to {(tip or '')[:12]} in {time.monotonic() - started:.3f}s", nl=True)
             sys.stdout.flush()

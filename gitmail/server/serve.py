@@ -63,6 +63,10 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
             indexer.project(slug).poke()
         except Exception:  # noqa: BLE001 - the next change or read catches up again
             _log.exception("waking the index of %s after an outside change failed", slug)
+        try:
+            store.poke_checkout(slug)  # a push or another process moved main: the checkout follows
+        except Exception:  # noqa: BLE001 - the next change pokes it again
+            _log.exception("waking the checkout of %s after an outside change failed", slug)
         if events is not None:
             events.publish(slug)  # open web pages of the project refresh their lists
 

@@ -97,6 +97,29 @@ class Debounced:
         with self._changed:
             return self._changed.wait_for(lambda: self._served == self._pokes, timeout)
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Stop the worker, then run the job once in the caller if a poke is still unserved.
+
+        For a process about to exit: the daemon thread would die with it, and
+        work a commit asked for would be lost until some later process.
+        """
+        self.stop(timeout)
+        with self._changed:
+            owed = self._pokes
+            if owed == self._served:
+                return
+        try:
+            self.job()
+        except Exception:  # noqa: BLE001 - the work is derived; the next process does it
+            _log.exception("%s failed", self.name)
+        with self._changed:
+            self._served = owed
+            self._changed.notify_all()
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the worker: a run in progress finishes, one still in its pause does not start."""
         with self._changed:

@@ -69,6 +69,22 @@ def install_archive_hooks(git_dir: str) -> HookFiles:
 
 
 def ensure_archive_hooks(git_dir: str) -> None:
-    """Install the archive's hooks if its receive check is missing (an archive made by an older gitmail)."""
-    if not os.path.exists(os.path.join(git_dir, "hooks", RECEIVE_HOOK)):
+    """Install the archive's hooks if one of gitmail's is missing or older (an archive made by an earlier gitmail)."""
+    if any(_outdated(git_dir, "archive", name) for name in _names("archive")):
         install_archive_hooks(git_dir)
+
+
+def _outdated(git_dir: str, folder: str, name: str) -> bool:
+    """Whether gitmail's hook ``name`` is missing in ``git_dir`` or lacks a line of today's script.
+
+    Lines naming the interpreter are left out of the comparison: whichever
+    Python opened the archive last, the script is the same.
+    """
+    try:
+        with open(os.path.join(git_dir, "hooks", name), encoding="utf-8", errors="replace") as handle:
+            lines = set(handle.read().splitlines())
+    except FileNotFoundError:
+        return True
+    if not any(ARCHIVE_MARK in line or HUB_MARK in line for line in lines):
+        return False  # somebody else's hook: never ours to replace
+    return any(line not in lines for line in _template(folder, name).splitlines() if "@PYTHON@" not in line)

@@ -147,6 +147,13 @@ class Store:
             self._archives[slug] = archive
             return archive
 
+    def poke_checkout(self, project: str) -> None:
+        """Bring the project's checkout to ``main`` soon, after a move this process did not make."""
+        self.archive(project)
+        refresher = self._refreshers.get(self.resolve(project))
+        if refresher is not None:
+            refresher.poke()
+
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until background work (checkout refresh, packing) has caught up."""
         for refresher in self._refreshers.values():
