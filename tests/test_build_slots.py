@@ -146,7 +146,7 @@ def test_checker_and_fsck_know_the_record(store, project, ctx):
     assert check_archive(archive, run_git=False) == []
     old = archive.snapshot().load(build_slot_path("build-dir"), BuildSlot)
     lowered = BuildSlot(slot="build-dir", epoch=0, hlc=old.hlc)
-    assert "epoch" in (edit_refusal("hub", "build_slot", build_slot_path("build-dir"), old, lowered) or "")
+    assert "epoch" in (edit_refusal("hub", "build_slot", build_slot_path("build-dir"), old, lowered) or ("",))[0]
     bad = b"slot: build-dir\nepoch: 1\nhlc: 2026-12-01T10:00:00.000Z/0000/a\nholders:\n- {agent: Blue, epoch: 7}\n"
     archive.transact(lambda snap: Change("hand edit").put(build_slot_path("build-dir"), bad))
     problems = [str(p) for p in check_archive(archive, run_git=False)]

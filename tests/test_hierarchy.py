@@ -106,7 +106,7 @@ def test_merge_drops_the_sleep_condition_of_an_agent_woken_on_one_side():
 def test_the_record_checker_refuses_moving_an_agent_in_the_hierarchy():
     path = profile_path("Helper")
     refusal = edit_refusal("hub", "agent", path, _profile(), _profile(parent="Peer"))
-    assert refusal is not None and "parent" in refusal
+    assert refusal is not None and "parent" in refusal[0]  # (reason, what to do)
     assert edit_refusal("hub", "agent", path, _profile(), _profile(scopes=["viewer@*"])) is None
 
 

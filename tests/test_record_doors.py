@@ -178,7 +178,7 @@ def test_an_archive_refuses_damaging_pushes_from_its_checkout(tmp_path):
     with open(profile, encoding="utf-8") as handle:
         text = handle.read()
     refused(lambda: _write(clone, profile_path("GreenCastle"), text.replace("model: m", "model m").encode()),
-            f"refused {profile_path('GreenCastle')}: invalid YAML", "what to do: fix the named field")
+            f"refused {profile_path('GreenCastle')}: invalid YAML", "what to do: correct the line or field named")
     with open(os.path.join(clone, message_path(kept)), "rb") as handle:
         original = handle.read()
     refused(lambda: _write(clone, message_path(kept), original.replace(b"keep me from", b"changed from")),

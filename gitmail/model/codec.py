@@ -56,6 +56,24 @@ class DecodeError(ValueError):
     """The bytes are not a well-formed document of the expected shape."""
 
 
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """A parser's complaint, pointing at the line a person has to fix and quoting it.
+
+    The parser notices a missing ``:`` only on the line after it; the line
+    where the construct it was reading began (its context) is the one to fix.
+    """
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    lines = text.splitlines()
+    quoted = lines[mark.line].strip() if mark.line < len(lines) else ""
+    quoted = quoted if len(quoted) <= 60 else quoted[:57] + "..."
+    context = getattr(exc, "context", None)
+    return (f"invalid YAML at line {mark.line + 1}" + (f" ({quoted!r})" if quoted else "") + f": {problem}"
+            + (f" ({context})" if context else ""))
+
+
 def load_yaml(data: bytes) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
@@ -64,10 +82,7 @@ def load_yaml(data: bytes) -> dict[str, Any]:
     try:
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DecodeError(f"invalid YAML{where}: {problem}") from None
+        raise DecodeError(_yaml_problem(exc, text)) from None
     if not isinstance(value, dict):
         raise DecodeError("expected a YAML mapping of field: value")
     return value

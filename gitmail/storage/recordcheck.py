@@ -32,6 +32,7 @@ fetch keeps the change aside); the decision is made here, once.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from dataclasses import asdict, dataclass
@@ -49,6 +50,7 @@ from gitmail.model.records import (
     PLAIN_FILES,
     Agent,
     BuildSlot,
+    Contact,
     Record,
     Relay,
     Repair,
@@ -83,14 +85,29 @@ class Rejection:
         return asdict(self)
 
 
-_REDO = "write a new record instead (a new message, a reply, a new journal entry)"
-_RESTORE = "put the file back as it was (git checkout {before} -- {path})"
-_FIX = "fix the named field, or put the file back as it was (git checkout {before} -- {path})"
-_PURGE = ("put the file back (git checkout {before} -- {path}); records leave the archive only by a purge "
-          "(purge_old_messages, which leaves a tombstone under tombstones/) or with their agent (hard_delete_agent)")
+_RESTORE = "put the file back as it was (git checkout {before} -- {path}) and commit"
+_REDO = (_RESTORE + "; a {role} never changes once written: to correct or add to it, write a new one "
+         "(gitmail send or gitmail reply for mail, gitmail journal for a journal entry)")
+_FIX = "correct the line or field named, or " + _RESTORE
+_PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves a tombstone under tombstones/ "
+          "(the purge_old_messages tool), or with their agent (the hard_delete_agent tool); if a git revert "
+          "removed it, revert only the files you meant to change")
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _TAKEOVER = ("register the agent under another name; a profile's id names one registration, and replacing it would "
              "hand the agent's mail to someone else")
+# What a human may change by hand in a record pushed into an archive, by record kind
+# (``extra`` is the fields of their own, ``x-team``; ``hlc`` is the clock merges order writes by):
+_HAND_EDITABLE: dict[type[Record], frozenset[str]] = {
+    Agent: frozenset({"task_description", "contact_policy", "attachments_policy", "capabilities", "program", "model"}),
+    Contact: frozenset({"status", "reason", "expires_at", "responded_at"}),
+    Reservation: frozenset({"released_ts"}),
+}
+_ALWAYS_EDITABLE = frozenset({"extra", "hlc"})
+_THROUGH_GITMAIL = {
+    "agent": "gitmail register, gitmail sleep / wake, gitmail agents reset-token",
+    "reservation": "gitmail release, gitmail renew, gitmail reserve",
+    "seat": "gitmail seat", "receipt": "gitmail read --as, gitmail ack",
+}
 
 
 def path_problem(path: str) -> str | None:
@@ -131,26 +148,61 @@ def _attachment_problem(path: str, data: bytes) -> str | None:
     return None
 
 
-def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new: Record) -> str | None:
-    """Why changing the mutable record at ``path`` from ``old`` to ``new`` is refused at ``door`` (None: allowed).
+def edit_refusal(door: str, role: str | None, path: str, old: Record | None,
+                 new: Record) -> tuple[str, str] | None:
+    """Why changing the mutable record at ``path`` from ``old`` to ``new`` is refused at ``door``, and what to do.
 
     The one place that decides which edits of mutable records are
     legitimate (profiles, contacts, reservations, seats, receipts, the
     project); both versions parse, and ``door`` is one of :data:`DOORS`.
+    At every door a profile keeps its registration and a relay's delivery
+    is final. A push into an archive comes from a human's clone, never from
+    a machine (machines sync through a hub), so there an edit may change
+    only what a person may decide by hand: a profile's description,
+    policies, capabilities, program and model; a contact link's answer; a
+    reservation's release (a release is final); and anywhere, fields of the
+    person's own (``x-``).
     """
     if isinstance(old, Agent) and isinstance(new, Agent) and old.id != new.id:
         return (f"replaces the registration of agent {old.name} (id {old.id}) with another (id {new.id}) "
-                "without parking the old one under conflicts/")
-    if isinstance(old, Agent) and isinstance(new, Agent) and old.parent != new.parent:
-        return (f"moves agent {old.name} in the hierarchy (parent {old.parent} to {new.parent}); an agent's parent "
-                "is fixed when it is spawned: spawn a new agent under the other parent instead")
+                "without parking the old one under conflicts/"), _TAKEOVER
     if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
         return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
-                "(a delivery is final)")
+                "(a delivery is final)"), _RESTORE
+    if isinstance(old, Agent) and isinstance(new, Agent) and old.parent != new.parent:
+        return (f"moves agent {old.name} in the hierarchy (parent {old.parent} to {new.parent}); an agent's parent "
+                "is fixed when it is spawned"), _RESTORE + "; spawn a new agent under the other parent instead"
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
-                "that is over count again")
-    return None
+                "that is over count again"), _RESTORE
+    if door != "archive" or old is None or type(old) is not type(new):
+        return None
+    allowed = _HAND_EDITABLE.get(type(old), frozenset()) | _ALWAYS_EDITABLE
+    changed = [f.name for f in dataclasses.fields(old) if getattr(old, f.name) != getattr(new, f.name)]
+    fixed = [name for name in changed if name not in allowed]
+    if isinstance(old, Reservation) and "released_ts" in changed and old.released_ts is not None:
+        return ("changes a reservation that was already released (a release is final)",
+                _RESTORE + "; to hold the files again, reserve them anew (gitmail reserve)")
+    if not fixed:
+        return None
+    kind = type(old).KIND
+    editable = sorted(_HAND_EDITABLE.get(type(old), frozenset()))
+    fields = ", ".join(_field_key(type(old), name) for name in fixed)
+    advice = _RESTORE
+    if editable:
+        advice += f"; by hand a {kind} may change only " + ", ".join(_field_key(type(old), n) for n in editable)
+    if kind in _THROUGH_GITMAIL:
+        advice += f"; change the rest through gitmail ({_THROUGH_GITMAIL[kind]})"
+    advice += ", and fields of your own named x-something"
+    return f"changes {fields} of this {kind}, which only gitmail changes", advice
+
+
+def _field_key(record_type: type[Record], name: str) -> str:
+    """How field ``name`` of ``record_type`` is written in the file."""
+    for f in dataclasses.fields(record_type):
+        if f.name == name:
+            return str(f.metadata.get("key") or name)
+    return name
 
 
 class Checker:
@@ -214,7 +266,7 @@ class Checker:
         if old is not None and role in IMMUTABLE_ROLES:
             if _parked(new, path, old) or _repaired(repairs, path, old, blob):
                 return self._content(path, blob, role)
-            return f"a {role} record is immutable and this changes it", _REDO + "; " + _RESTORE
+            return f"a {role} record is immutable and this changes it", _REDO.replace("{role}", role or "record")
         problem = self._content(path, blob, role)
         if problem is not None or old is None:
             return problem
@@ -222,8 +274,7 @@ class Checker:
         if isinstance(now, Record):
             refusal = edit_refusal(self.door, role, path, was if isinstance(was, Record) else None, now)
             if refusal is not None and not _parked_any(new, path):
-                takeover = isinstance(now, Agent) and isinstance(was, Agent) and was.id != now.id
-                return refusal, _TAKEOVER if takeover else _RESTORE
+                return refusal
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

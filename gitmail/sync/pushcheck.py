@@ -85,4 +85,6 @@ def refusal_lines(problems: list[Rejection], *, limit: int = 50) -> list[str]:
     if len(problems) > limit:
         lines.append(f"gitmail: ... and {len(problems) - limit} more")
     lines.append(f"gitmail: push refused ({len(problems)} problem(s)); nothing was changed here")
+    lines.append("gitmail: fix your commits (a new commit on top, or git commit --amend) and push again; "
+                 "what may be edited by hand: the README, under Editing through git")
     return lines
