@@ -173,7 +173,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=60, help="messages sent before each refresh")
     parser.add_argument("--per-day", type=int, default=100, help="messages a day in the generated history")
     args = parser.parse_args()
-    results = [measure(int(size), args.rounds, args.batch, args.per_day) for size in args.sizes.split(",")]
+    results = []
+    for size in args.sizes.split(","):
+        results.append(measure(int(size), args.rounds, args.batch, args.per_day))
+        print(f"measured {size}: {json.dumps(results[-1])}", file=sys.stderr, flush=True)  # a long run's progress
     base = results[0]["refresh_cpu_p50_ms"]
     for fig in results:
         fig["refresh_cpu_ratio"] = round(fig["refresh_cpu_p50_ms"] / base, 2) if base else None

@@ -160,6 +160,28 @@ def test_a_refresh_applies_the_change_and_leaves_index_and_tree_exactly_at_main(
     assert refresh(paths.archive, paths.checkout) == "current"
 
 
+def test_new_records_reach_the_index_without_git_reading_all_of_it(store):
+    archive = store.archive("/data/p", create=True)
+    paths = store.paths(store.resolve("/data/p"))
+    _add(archive, "notes/a.md", "a\n")
+    refresh(paths.archive, paths.checkout)
+    git_dir = os.path.join(paths.checkout, ".git")
+
+    def shared() -> dict[str, int]:
+        return {name: os.stat(os.path.join(git_dir, name)).st_mtime_ns for name in os.listdir(git_dir)
+                if name.startswith("sharedindex.")}
+
+    before = shared()
+    assert before  # the checkout's index is split
+    _add(archive, "notes/b.md", "b\n")
+    _add(archive, "notes/a.md", "a, revised\n")
+    assert refresh(paths.archive, paths.checkout) == "updated"
+    assert shared() == before  # only the small part of the index was written
+    assert git_run("diff-files", "--quiet", cwd=paths.checkout).returncode == 0  # stat data as git records it
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=paths.checkout) == ""
+    assert git("diff", "--cached", "--name-only", cwd=paths.checkout) == ""
+
+
 def test_a_file_holding_the_new_version_already_does_not_hold_the_refresh_up(store):
     """A refresh cut short after writing files resumes: what it wrote is not mistaken for a human's edit."""
     archive = store.archive("/data/p", create=True)

@@ -8,14 +8,15 @@ checkout's branch by applying the difference between the two trees.
 
 **In proportion to the change.** A refresh walks the old and new trees
 together, skipping every subtree whose id did not change (a day folder or
-two after a burst of mail), writes only the files that changed, hands only
-their paths to ``git update-index`` and moves the branch. Nothing looks at
+two after a burst of mail), writes only the files that changed, records
+only their entries in the checkout's git index and moves the branch. Nothing looks at
 every file: ``git merge --ff-only`` (what this replaced) first stats every
 file of the checkout, which cost some 180 ms of CPU at 10k messages. The
-checkout keeps a split index (``core.splitIndex``, index format 4), so an
-update writes the few changed entries beside a shared base instead of
-rewriting every entry; git still reads the base, the one part of a refresh
-that grows with the archive (see ``benchmarks/bench_checkout.py``).
+checkout keeps a split index (``core.splitIndex``): new and changed entries
+go into its small part, written directly (:mod:`.gitindex`) without reading
+the large shared part, which ``git update-index`` would read in full (it
+still does for deletions, and to fold a grown small part into a new shared
+one now and then).
 
 **Who refreshes.** Every process that moves ``main`` refreshes the checkout
 itself, so nothing long-lived is needed: a commit listener pokes a debounced
@@ -63,6 +64,7 @@ from collections.abc import Iterator
 import pygit2
 
 from .background import Debounced
+from .gitindex import put_entries
 from .handles import open_repository
 from .objects import MODE_BLOB, MODE_TREE
 from .treeedit import read_tree
@@ -74,7 +76,8 @@ _MAX_WAIT = 1.0  # ...or this long after the first commit of a burst
 STALE_LOCK_AGE = 3600.0  # seconds: where ownership cannot be seen, an index lock this old has no owner
 _MODE_EXEC = 0o100755
 _REFRESH_LOCK = "gitmail-refresh.lock"
-_SETTINGS = (("core.splitIndex", "true"), ("index.version", "4"))
+# A split index (see gitindex.py); shared parts git has replaced go after five minutes, not two weeks.
+_SETTINGS = (("core.splitIndex", "true"), ("splitIndex.sharedIndexExpire", "5.minutes.ago"))
 # Variables that point git at a repository: a hook inherits them from the
 # push that runs it, and they must not steer commands run in the checkout.
 _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
@@ -120,6 +123,7 @@ def _create(archive_dir: str, checkout_dir: str) -> str:
     tmp = f"{checkout_dir}.tmp-{os.getpid()}-{threading.get_ident()}"
     settings = [arg for key, value in _SETTINGS for arg in ("--config", f"{key}={value}")]
     _git("clone", "-q", "--shared", "--branch", "main", *settings, archive_dir, tmp)
+    _git("update-index", "--split-index", cwd=tmp)  # a clone writes its first index whole
     try:
         os.rename(tmp, checkout_dir)
     except OSError:  # another process created it first
@@ -171,15 +175,30 @@ def _refresh(archive_dir: str, checkout_dir: str) -> str:
     changes.sort(key=lambda change: change[2] is not None)  # deletions first: a file may give way to a folder
     for path, _, new in changes:
         _apply(repo, checkout_dir, path, new)
-    paths = b"".join(path.encode() + b"\0" for path, _, _ in changes)
-    if _git("update-index", "--add", "--remove", "-z", "--stdin", cwd=checkout_dir, stdin=paths,
-            check=False).returncode != 0:
+    if _update_index(checkout_dir, changes) == "busy":
         return "busy"  # a git command took the index meanwhile; the files written are resumed next time
     try:
         branch.set_target(upstream, "gitmail: follow main")  # only from ``head``: a human's commit meanwhile wins
     except pygit2.GitError:
         return "held"
     return "updated"
+
+
+def _update_index(checkout_dir: str, changes: list[tuple[str, Entry | None, Entry | None]]) -> str:
+    """Record the changed files in the checkout's index: only their entries, without reading the rest."""
+    outcome = "git"
+    if all(new is not None for _, _, new in changes):  # a deletion needs git (the shared part's bitmaps)
+        entries = [(path, new[0], new[1], os.lstat(os.path.join(checkout_dir, path)))
+                   for path, _, new in changes if new is not None]
+        outcome = put_entries(os.path.join(checkout_dir, ".git"), entries)
+        if outcome in ("done", "busy"):
+            return outcome
+    fold = ("-c", "splitIndex.maxPercentChange=0") if outcome == "fold" else ()
+    paths = b"".join(path.encode() + b"\0" for path, _, _ in changes)
+    if _git(*fold, "update-index", "--add", "--remove", "-z", "--stdin", cwd=checkout_dir, stdin=paths,
+            check=False).returncode != 0:
+        return "busy"
+    return "done"
 
 
 def _changes(repo: pygit2.Repository, old: bytes | None, new: bytes | None,
