@@ -103,6 +103,7 @@ def test_log_escalation_writes_one_record_per_recipient_once_across_restarts(sto
     assert again["escalated"] == [] and all(o["escalated"] for o in again["overdue"])
     assert tip(store, KEY) == committed
     assert check_archive(store.archive(KEY), run_git=False) == []
+    assert [(m["id"], m["escalated"]) for m in Mail(store).view_ack_overdue(KEY, "Bob")["messages"]] == [(sent, True)]
 
 
 def test_claim_escalation_files_a_reservation_and_a_notice_for_the_operations_agent(store, wall, sent):

@@ -37,6 +37,7 @@ from gitmail.model.records import (
     Project,
     Receipt,
     agent_folder,
+    escalation_path,
     inbox_path,
     message_path,
     outbox_path,
@@ -337,9 +338,10 @@ def view_ack_required(ctx: Context, project_key: str, agent_name: str, *, limit:
 
 def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
                      limit: int = 20) -> dict[str, Any]:
-    """Unacknowledged ack-required messages older than ``ttl_minutes``."""
+    """Unacknowledged ack-required messages older than ``ttl_minutes``; ``escalated`` says which were escalated."""
     check_limit(limit)
     cutoff = overdue_cutoff(ttl_minutes, ctx.clock.now())
-    _, project, name = _open(ctx, project_key, agent_name)
+    snap, project, name = _open(ctx, project_key, agent_name)
     found = indexer_for(ctx.store).project(project_key).inbox(name, unacked_only=True, older_than=cutoff, limit=limit)
+    found = [{**item, "escalated": snap.exists(escalation_path(item["id"], name))} for item in found]
     return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}
