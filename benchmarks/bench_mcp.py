@@ -127,16 +127,29 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+IDLE_SHARE = 0.02  # a server using less than this share of a core is idle (its threads still wake now and then)
+
+
 async def settle(pid: int, quiet: float = 1.5, cap: float = 15.0) -> None:
-    """Wait until the server has used no CPU for ``quiet`` seconds (its background work is done)."""
+    """Wait until the server has used under IDLE_SHARE of a core for ``quiet`` seconds (background work is done).
+
+    Not "no CPU at all": an idle server still wakes a few times a second
+    (the ref watcher, the event loop), and the kernel counts CPU in 10 ms
+    ticks, so waiting for a window without a single tick mostly waited
+    for ``cap``. The window is longer than every background delay (the
+    longest, the search-index merge, waits 1 s for a pause), so work still
+    pending shows up in it.
+    """
     deadline = time.monotonic() + cap
-    last, still_since = cpu_seconds(pid), time.monotonic()
+    seen = [(time.monotonic(), cpu_seconds(pid))]
     while time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-        now = cpu_seconds(pid)
-        if now != last:
-            last, still_since = now, time.monotonic()
-        elif time.monotonic() - still_since >= quiet:
+        now = time.monotonic()
+        seen.append((now, cpu_seconds(pid)))
+        while len(seen) > 1 and seen[1][0] <= now - quiet:
+            seen.pop(0)
+        began, used = seen[0][0], seen[-1][1] - seen[0][1]
+        if now - began >= quiet and used <= IDLE_SHARE * (now - began):
             return
 
 
