@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS history (
     new_blob TEXT
 );
 CREATE INDEX IF NOT EXISTS history_path ON history (path, row);
+CREATE INDEX IF NOT EXISTS history_author ON history (author, row);
 """
 _STATE = "history_tip"
 _BATCH = 500  # commits per SQLite transaction during a long first walk
@@ -174,3 +175,28 @@ class History:
                                                    "time": when, "summary": summary, "files": []})
             entry["files"].append({"path": path, "old_blob": old_blob, "new_blob": new_blob})
         return list(commits.values())
+
+    def by_author(self, author: str, limit: int) -> list[dict[str, Any]]:
+        """The latest ``limit`` commits whose author is ``author``, newest first: ``commit``, ``summary``, ``time``.
+
+        An indexed read that stops once it has ``limit`` commits (a commit
+        has one row per file it changed), where ``git log --author`` walks
+        the history until it finds them, or to its start for an agent that
+        has been quiet a long time.
+        """
+        self._ensure()
+        found: dict[str, dict[str, Any]] = {}
+        below = None
+        while len(found) < limit:
+            chunk = 8 * limit
+            rows = self.meta.read(
+                "SELECT row, commit_id, summary, time FROM history WHERE author = ?"
+                + ("" if below is None else " AND row < ?") + " ORDER BY row DESC LIMIT ?",
+                [author, *([] if below is None else [below]), chunk])
+            for row, commit_id, summary, when in rows:
+                if commit_id not in found and len(found) < limit:
+                    found[commit_id] = {"commit": commit_id, "summary": summary, "time": when}
+                below = row
+            if len(rows) < chunk:
+                break
+        return list(found.values())

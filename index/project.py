@@ -330,6 +330,17 @@ class ProjectIndex:
 
         return self._guarded(read)
 
+    def commits_by(self, author: str, limit: int) -> list[dict[str, Any]]:
+        """The latest ``limit`` commits authored by ``author``, newest first, from the derived history.
+
+        Each has ``commit``, ``summary`` and ``time`` (epoch seconds).
+        """
+        def read() -> list[dict[str, Any]]:
+            self._catch_up_history()
+            return self.history.by_author(author, limit)
+
+        return self._guarded(read)
+
     # -- the cache of hot reads -----------------------------------------------
     def _guarded(self, read: Callable[[], T]) -> T:
         """Run a read; damage found on the way is repaired and the read tried once more.

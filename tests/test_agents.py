@@ -114,6 +114,24 @@ def test_whois_lists_recent_commits_from_git(store):
         mail.whois(PROJECT, "BlueLake", commit_limit=-1)
 
 
+def test_whois_recent_commits_are_those_git_log_finds(store):
+    """The derived history answers whois with the commits a walk of git's history finds, newest first."""
+    from gitmail.storage.history import commits_by
+
+    mail = make_mail(store)
+    register(mail, "BlueLake", "GreenCastle", "RedStone")
+    mail.set_contact_policy(PROJECT, "RedStone", "open")
+    for i in range(7):
+        mail.send_message(PROJECT, "BlueLake" if i % 3 else "GreenCastle", ["RedStone"], f"note {i}", "body")
+    archive = store.archive(PROJECT)
+    for name in ("BlueLake", "GreenCastle", "RedStone"):
+        for limit in (1, 2, 5, 100):
+            walked = commits_by(archive, name, limit)
+            assert mail.whois(PROJECT, name, commit_limit=limit)["recent_commits"] == walked
+            assert len(walked) == min(limit, {"BlueLake": 5, "GreenCastle": 4, "RedStone": 2}[name])
+    assert mail.whois(PROJECT, "BlueLake", commit_limit=0)["recent_commits"] == []
+
+
 def test_reads_update_last_active_without_committing(store, wall):
     mail = make_mail(store)
     register(mail, "BlueLake")

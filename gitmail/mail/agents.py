@@ -9,6 +9,7 @@ files and the messages it sent from the tip, while git history keeps them.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,8 @@ from gitmail.coord.lookup import (
     require_agent,
     ts_of_hlc,
 )
-from gitmail.index import indexer_for
+from gitmail.index import IndexUnavailable, indexer_for
+from gitmail.model.clock import format_ts
 from gitmail.model.errors import ALREADY_EXISTS, IDENTITY_CLASH, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
@@ -295,8 +297,24 @@ def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_com
     agent = require_agent(snap, agent_name)
     view = agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
     if include_recent_commits:
-        view["recent_commits"] = commits_by(archive, agent.name, commit_limit)
+        view["recent_commits"] = recent_commits(ctx, project_key, agent.name, commit_limit)
     return view
+
+
+def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> list[dict[str, Any]]:
+    """An agent's latest ``limit`` commits, newest first: from the derived history, or from git while it is down.
+
+    The derived history answers in what the answer holds; a walk of
+    ``git log`` costs more the longer the agent has been quiet.
+    """
+    if limit <= 0:
+        return []
+    try:
+        found = indexer_for(ctx.store).project(project_key).commits_by(author, limit)
+    except IndexUnavailable:
+        return commits_by(ctx.archive(project_key), author, limit)
+    return [{"hexsha": c["commit"], "summary": c["summary"],
+             "authored_ts": format_ts(dt.datetime.fromtimestamp(c["time"], tz=dt.UTC))} for c in found]
 
 
 def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
