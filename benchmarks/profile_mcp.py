@@ -129,6 +129,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=100, help="calls per tool")
     parser.add_argument("--top", type=int, default=40, help="functions shown per tool")
     parser.add_argument("--rate", type=int, default=200, help="samples per second")
+    parser.add_argument("--short-bodies", action="store_true", help="one-line bodies for sends (default 512 bytes)")
     parser.add_argument("--gil", action="store_true", help="only samples of threads holding the GIL (Python work)")
     parser.add_argument("--out", default=None, help="folder for the raw stacks (default: a temporary one)")
     args = parser.parse_args()
@@ -149,7 +150,8 @@ def main() -> None:
                         "project_key": bench.PROJECT, "agent_name": bench.RECIPIENT, "limit": 1000,
                         "unread_only": True, "agent_token": tokens[bench.RECIPIENT]}))
                 ids = [m["id"] for m in unread]
-                calls = bench.Calls(tokens, thread, ids[: len(ids) // 2], ids[len(ids) // 2:], bench.long_body)
+                body = bench.short_body if args.short_bodies else bench.long_body
+                calls = bench.Calls(tokens, thread, ids[: len(ids) // 2], ids[len(ids) // 2:], body)
                 await profile(url, server.pid, calls, tools, args.burst, out, args.top, args.rate, args.gil)
 
             print(f"load average before: {bench.load_average()}")
