@@ -69,24 +69,52 @@ def extract(messages: list[Message]) -> dict[str, list[str]]:
     points: list[str] = []
     actions: list[str] = []
     for message in messages:
-        for line in _lines(message.body):
-            task = _TASK.match(line) or _ACTION.match(line) or _ACTION_INLINE.search(line)
-            if task and task.group(1).strip():
-                actions.append(_clean(task.group(1)))
-                continue
-            if re.match(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", line):
-                points.append(_clean(re.sub(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", "done: ", line)))
-                continue
-            heading, bullet = _HEADING.match(line), _BULLET.match(line)
-            if heading:
-                points.append(_clean(heading.group(1)))
-            elif _REQUEST.search(line) and (_MENTION.search(line) or line.rstrip().endswith(("?", "."))):
-                actions.append(_clean(bullet.group(1) if bullet else line))
-            elif bullet:
-                points.append(_clean(bullet.group(1)))
-            elif _NOTABLE.search(line):
-                points.append(_clean(line))
+        found = _extracted(message.id, message.body)
+        points.extend(found[0])
+        actions.extend(found[1])
     return {"key_points": _first_unique(points), "action_items": _first_unique(actions)}
+
+
+_EXTRACTED_MAX = 4096
+_extracted_cache: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+
+
+def _extracted(message_id: str, body: str) -> tuple[list[str], list[str]]:
+    """The key points and action items of one message body, remembered (a message never changes).
+
+    Summaries of a thread are asked for again and again while it grows;
+    each asks only about the messages it has not seen.
+    """
+    key = (message_id, body)
+    found = _extracted_cache.get(key)
+    if found is None:
+        if len(_extracted_cache) >= _EXTRACTED_MAX:
+            _extracted_cache.clear()
+        found = _extracted_cache[key] = _extract_body(body)
+    return found
+
+
+def _extract_body(body: str) -> tuple[list[str], list[str]]:
+    points: list[str] = []
+    actions: list[str] = []
+    for line in _lines(body):
+        task = _TASK.match(line) or _ACTION.match(line) or _ACTION_INLINE.search(line)
+        if task and task.group(1).strip():
+            actions.append(_clean(task.group(1)))
+            continue
+        if re.match(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", line):
+            points.append(_clean(re.sub(r"^\s*(?:[-*+]\s*)?\[[xX]\]\s+", "done: ", line)))
+            continue
+        heading, bullet = _HEADING.match(line), _BULLET.match(line)
+        if heading:
+            points.append(_clean(heading.group(1)))
+        elif _REQUEST.search(line) and (_MENTION.search(line) or line.rstrip().endswith(("?", "."))):
+            actions.append(_clean(bullet.group(1) if bullet else line))
+        elif bullet:
+            points.append(_clean(bullet.group(1)))
+        elif _NOTABLE.search(line):
+            points.append(_clean(line))
+    return points, actions
 
 
 def _first_unique(items: list[str]) -> list[str]:
