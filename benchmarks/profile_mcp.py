@@ -23,6 +23,7 @@ import asyncio
 import collections
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_mcp as bench
 
+PY_SPY = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or "py-spy"  # the venv's, if not on PATH
 FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
 
@@ -99,7 +101,7 @@ async def profile(url: str, pid: int, calls: bench.Calls, tools: list[str], burs
             counter += 1
             await bench.settle(pid)
             raw = os.path.join(out, f"{name}.txt")
-            spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+            spy = subprocess.Popen([PY_SPY, "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
                                     "--rate", str(rate), "--format", "raw", "--output", raw,
                                     *(["--gil"] if gil else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
