@@ -137,7 +137,9 @@ def test_compose_as_overseer_reaches_the_agent(site, page):
 def test_a_message_sent_by_an_agent_appears_live(site, page):
     server, seeded = site
     page.goto(f"{base(server)}/p/{seeded['slug']}/agents/GreenHill")
-    page.wait_for_function("document.body.dataset.live === 'on'")
+    # A selector, not wait_for_function: its predicate is compiled in the page, which the
+    # view's Content-Security-Policy (no 'unsafe-eval') refuses whenever it has to poll.
+    page.locator("body[data-live=on]").wait_for(state="attached")
     mail = Mail(Store(server.home, background=False))
     mail.send_message(PROJECT, "BlueLake", ["GreenHill"], "Arrived while you watched", "hello")
     page.locator("table[data-live=messages]").get_by_role("link", name="Arrived while you watched").wait_for()
