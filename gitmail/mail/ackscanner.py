@@ -15,6 +15,7 @@ from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.model.errors import GitmailError
+from gitmail.storage.background import Periodic
 
 from . import overdue
 from .acksettings import AckSettings
@@ -22,36 +23,19 @@ from .acksettings import AckSettings
 _log = logging.getLogger("gitmail.acks")
 
 
-class AckScanner:
+class AckScanner(Periodic):
     """Scans every project of the store on an interval, in a daemon thread; :meth:`scan_now` runs one round."""
 
     def __init__(self, ctx: Context, settings: AckSettings):
+        super().__init__("gitmail-acks", settings.scan_interval_seconds, log=_log,
+                         failure="overdue-acknowledgement scan failed")
         self.ctx = ctx
         self.settings = settings
         self.rounds = 0
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> AckScanner:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="gitmail-acks", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.settings.scan_interval_seconds):
-            try:
-                self.scan_now()
-            except Exception:  # noqa: BLE001 - a bug in one round must not end the scanning
-                _log.exception("overdue-acknowledgement scan failed")
+    def run_round(self) -> list[dict[str, Any]]:
+        return self.scan_now()
 
     def scan_now(self) -> list[dict[str, Any]]:
         """One round over every project now; one report per project (a failing project is logged and skipped)."""

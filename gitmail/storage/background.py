@@ -1,9 +1,11 @@
-"""A debounced background worker: many pokes, one run at a time.
+"""Background workers: a debounced one (many pokes, one run at a time) and a periodic one.
 
-Used for the jobs that follow commits but must never hold up a writer:
-refreshing the human checkout, catching the index up, consolidating packs.
-Jobs that are cheaper done in bulk can ask to wait for a pause in the pokes
-(``max_wait``), so a burst of commits costs one run instead of dozens.
+The debounced worker serves the jobs that follow commits but must never
+hold up a writer: refreshing the human checkout, catching the index up,
+consolidating packs. Jobs that are cheaper done in bulk can ask to wait for
+a pause in the pokes (``max_wait``), so a burst of commits costs one run
+instead of dozens. The periodic worker serves a server's rounds on a fixed
+interval (syncing remotes, scanning for overdue acknowledgements).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, Self
 
 _log = logging.getLogger("gitmail.storage.background")
 
@@ -128,3 +130,43 @@ class Debounced:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+
+class Periodic:
+    """Runs :meth:`run_round` every ``interval`` seconds in a daemon thread, from ``start()`` to ``stop()``.
+
+    A round that raises is logged to ``log`` with ``failure`` and the next
+    one runs as planned: a bug in one round never ends the rounds.
+    """
+
+    def __init__(self, name: str, interval: float, *, log: logging.Logger, failure: str):
+        self.name = name
+        self.interval = interval
+        self._log = log
+        self._failure = failure
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_round(self) -> object:
+        """One round; subclasses say what it does."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.run_round()
+            except Exception:  # noqa: BLE001 - a bug in one round must not end the rounds
+                self._log.exception(self._failure)

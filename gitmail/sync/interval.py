@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from gitmail.model.errors import GitmailError
+from gitmail.storage.background import Periodic
 from gitmail.storage.store import Store
 
 from .remotes import projects_with_remotes
@@ -22,7 +23,7 @@ from .syncer import sync_project
 _log = logging.getLogger("gitmail.sync")
 
 
-class IntervalSyncer:
+class IntervalSyncer(Periodic):
     """Syncs every project that has remotes, every ``interval`` seconds, in a daemon thread.
 
     A server owns one for its lifetime (``start()`` / ``stop()``) and can ask
@@ -31,32 +32,13 @@ class IntervalSyncer:
     """
 
     def __init__(self, store: Store, interval: float = 60.0):
+        super().__init__("gitmail-sync", interval, log=_log, failure="sync round failed")
         self.store = store
-        self.interval = interval
         self.rounds = 0
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> IntervalSyncer:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="gitmail-sync", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.sync_now()
-            except Exception:  # noqa: BLE001 - a bug in one round must not end the syncing
-                _log.exception("sync round failed")
+    def run_round(self) -> list[dict[str, Any]]:
+        return self.sync_now()
 
     def sync_now(self, project: str | None = None) -> list[dict[str, Any]]:
         """One round now (one project, or all with remotes); one report per project."""
