@@ -33,6 +33,8 @@ Topic = Annotated[str | None, Field(description=(
     "A topic tag (1-64 letters, digits, '.', '_', '-'; starts with a letter or digit) for fetch_topic."))]
 Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messages.")]
 IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
+UrgentOnly = Annotated[bool, Field(description="Only importance high or urgent.")]
+UnreadOnly = Annotated[bool, Field(description="Only messages you have not marked read or acknowledged.")]
 
 
 AutoContact = Annotated[bool, Field(description=(
@@ -144,12 +146,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         agent_name: AgentName,
         limit: Limit = 20,
-        urgent_only: Annotated[bool, Field(description="Only importance high or urgent.")] = False,
+        urgent_only: UrgentOnly = False,
         include_bodies: IncludeBodies = False,
         since_ts: SinceTs = None,
         topic: Topic = None,
-        unread_only: Annotated[bool, Field(
-            description="Only messages you have not marked read or acknowledged.")] = False,
+        unread_only: UnreadOnly = False,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """List the newest messages in your inbox without changing read state.

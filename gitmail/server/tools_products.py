@@ -10,7 +10,7 @@ from pydantic import Field
 from .params import AgentName, AgentToken, ProjectKey, ProverName, SinceTs
 from .results import IDEMPOTENT, READ, tool
 from .runtime import Runtime
-from .tools_messages import IncludeBodies, Limit, Topic
+from .tools_messages import IncludeBodies, Limit, Topic, UnreadOnly, UrgentOnly
 
 ProductKey = Annotated[str, Field(max_length=64, description=(
     "The product: a short key such as 'shop' or 'acme-web' (letters, digits, '.', '_', '-'; compared without "
@@ -101,12 +101,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         product_key: ProductKey,
         agent_name: AgentName,
         limit: Limit = 20,
-        urgent_only: Annotated[bool, Field(description="Only importance high or urgent.")] = False,
+        urgent_only: UrgentOnly = False,
         include_bodies: IncludeBodies = False,
         since_ts: SinceTs = None,
         topic: Topic = None,
-        unread_only: Annotated[bool, Field(
-            description="Only messages you have not marked read or acknowledged.")] = False,
+        unread_only: UnreadOnly = False,
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Your inbox across the projects of a product, newest first, without changing read state.
