@@ -28,6 +28,11 @@ from .resources import flag, resource
 from .results import IDEMPOTENT, READ, WRITE, OutputFormat, formatted, tool
 from .runtime import Runtime
 
+# What forcing another agent's holding (a reservation, a build slot) takes.
+ForceNote = Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")]
+NotifyPrevious = Annotated[bool, Field(description="Send the holder a message saying why.")]
+InactivitySeconds = Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
+    "The holder counts as gone after this long without activity."))]
 Seat = Annotated[str | None, Field(max_length=128, description=(
     "Your seat token from take_seat, when a session holds this agent's seat; writes without it are refused "
     "while the seat is held, and writes under a replaced seat fail with STALE_EPOCH."))]
@@ -120,10 +125,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         project_key: ProjectKey,
         agent_name: AgentName,
         file_reservation_id: Annotated[str, Field(description="The reservation to release (another agent's).")],
-        note: Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")] = "",
-        notify_previous: Annotated[bool, Field(description="Send the holder a message saying why.")] = True,
-        inactivity_seconds: Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
-            "The holder counts as gone after this long without activity."))] = DEFAULT_INACTIVITY,
+        note: ForceNote = "",
+        notify_previous: NotifyPrevious = True,
+        inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
         agent_token: AgentToken = None,
         seat: Seat = None,
     ) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from gitmail.model.limits import (
     DEFAULT_SLOT_EXTEND,
     DEFAULT_SLOT_TTL,
     MAX_TTL,
-    MIN_INACTIVITY,
     MIN_TTL,
 )
 from gitmail.model.records import MAX_SLOT_HOLDERS
@@ -25,7 +24,7 @@ from .params import AgentName, AgentToken, ProjectKey
 from .resources import flag, resource
 from .results import WRITE, tool
 from .runtime import Runtime
-from .tools_coordination import Seat
+from .tools_coordination import ForceNote, InactivitySeconds, NotifyPrevious, Seat
 
 Slot = Annotated[str, Field(max_length=64, description=(
     "The slot's name: the scarce resource it stands for, e.g. 'build-dir', 'test-db' or 'ports-9000'. "
@@ -112,10 +111,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_name: AgentName,
         slot: Slot,
         holder: Annotated[str, Field(description="The agent whose stale holding to end.")],
-        note: Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")] = "",
-        notify_previous: Annotated[bool, Field(description="Send the holder a message saying why.")] = True,
-        inactivity_seconds: Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
-            "The holder counts as gone after this long without activity."))] = DEFAULT_INACTIVITY,
+        note: ForceNote = "",
+        notify_previous: NotifyPrevious = True,
+        inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
         agent_token: AgentToken = None,
         seat: Seat = None,
     ) -> dict[str, Any]:
