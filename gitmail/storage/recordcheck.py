@@ -61,7 +61,7 @@ from gitmail.model.records import (
     tombstone_path,
 )
 
-from .snapshot import blob_data, tree_changes
+from .snapshot import blob_data, blob_in, tree_changes
 
 DOORS = ("hub", "archive", "fetch")  # a shared hub's push, a push into an archive, a sync's fetch
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
@@ -369,13 +369,8 @@ class Checker:
 
 def _entry(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None:
     """The blob id at ``path`` in ``tree``, or None."""
-    if tree is None:
-        return None
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    return obj.id if obj.type == pygit2.GIT_OBJECT_BLOB else None
+    blob = blob_in(tree, path)
+    return blob.id if blob is not None else None
 
 
 def _parked(tree: pygit2.Tree | None, path: str, old: pygit2.Oid) -> bool:

@@ -35,6 +35,17 @@ def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
     return obj.data
 
 
+def blob_in(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
+    """The blob at ``path`` in ``tree``, or None if there is no tree, no such path, or a folder there."""
+    if tree is None:
+        return None
+    try:
+        obj = tree[path]
+    except KeyError:
+        return None
+    return obj if isinstance(obj, pygit2.Blob) else None
+
+
 def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
     """Files that differ from tree ``old`` to tree ``new``: path -> new blob id, or None if deleted."""
     if old is None:

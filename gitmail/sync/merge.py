@@ -55,7 +55,7 @@ from gitmail.model.records import (
     tombstone_path,
 )
 from gitmail.storage.objects import BLOB, object_id
-from gitmail.storage.snapshot import blob_data, tree_changes
+from gitmail.storage.snapshot import blob_data, blob_in, tree_changes
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
@@ -366,14 +366,9 @@ def _tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
     return repo[commit].peel(pygit2.Tree) if commit else None
 
 
-def _blob(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> bytes | None:
-    if tree is None:
-        return None
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    return obj.data if isinstance(obj, pygit2.Blob) else None
+def _blob(tree: pygit2.Tree | None, path: str) -> bytes | None:
+    blob = blob_in(tree, path)
+    return blob.data if blob is not None else None
 
 
 def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
@@ -392,12 +387,12 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
         else:
             if ours_changed[path] == theirs_id:
                 continue
-            ours_data = _blob(repo, ours_tree, path)
-            result = merge_file(path, _blob(repo, base_tree, path), ours_data, theirs_data)
+            ours_data = _blob(ours_tree, path)
+            result = merge_file(path, _blob(base_tree, path), ours_data, theirs_data)
             if result.conflict is not None:
                 merge.conflicts.append(result.conflict)
                 conflict_path = result.conflict.path()
-                if _blob(repo, ours_tree, conflict_path) is None:
+                if _blob(ours_tree, conflict_path) is None:
                     merge.edits[conflict_path] = result.conflict.to_bytes()
             if result.content == ours_data:
                 continue

@@ -33,7 +33,7 @@ from gitmail.model.errors import GitmailError
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.recordcheck import Checker, Rejection
-from gitmail.storage.snapshot import blob_data
+from gitmail.storage.snapshot import blob_data, blob_in
 from gitmail.storage.treeedit import TreeEditor
 
 QUARANTINE_REFS = "refs/gitmail/quarantine"
@@ -86,7 +86,8 @@ def _valid_part(archive: Archive, base: str | None, tip: str, rejected: list[Rej
     editor = TreeEditor(repo, repo[tip].peel(pygit2.Tree).id.raw, pack)
     try:
         for item in rejected:
-            editor.set(item.path, _data(repo, base_tree, item.path))
+            base_blob = blob_in(base_tree, item.path)
+            editor.set(item.path, base_blob.data if base_blob is not None else None)
     except GitmailError:
         return None  # a path the editor cannot even name: take nothing from this tip
     tree = editor.flush()
@@ -101,16 +102,6 @@ def _valid_part(archive: Archive, base: str | None, tip: str, rejected: list[Rej
                                             message))
     pack.write(os.path.join(archive.git_dir, "objects", "pack"), durable=archive.durable)
     return commit.hex()
-
-
-def _data(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> bytes | None:
-    if tree is None:
-        return None
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    return obj.data if isinstance(obj, pygit2.Blob) else None
 
 
 # -- the quarantine ref -------------------------------------------------------------------
