@@ -12,6 +12,7 @@ from gitmail import Store
 from gitmail.coord import guard
 from gitmail.coord import reservations as rs
 
+from .conftest import close_indexes
 from .coord_helpers import make_project
 
 pytestmark = pytest.mark.slow  # git runs the installed hooks, which start gitmail
@@ -150,6 +151,7 @@ def test_pre_push_blocks_commits_touching_reserved_files(code_repo, store, tmp_p
 
 def test_store_moved_is_found_through_gitmail_home(code_repo, store, home, tmp_path, monkeypatch, ctx):
     guard.install(ctx, KEY, code_repo)
+    close_indexes()  # a store is moved while nothing writes to it: no index work may follow it
     moved = str(tmp_path / "moved-home")
     shutil.copytree(home, moved, symlinks=True)
     shutil.rmtree(home)
