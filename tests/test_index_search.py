@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 
 import pytest
+from whoosh import index as windex
 from whoosh import query as wq
 
 from gitmail import GitmailError
@@ -249,3 +251,25 @@ def test_a_search_ranks_the_newest_matches_and_says_so(store, corpus, monkeypatc
     assert ids(few) == {corpus["plan"], corpus["users"], corpus["outage"]} and not any(h["bounded"] for h in few)
     # Scoping applies before the bound: Red sees none of the twelve, so its search is complete.
     assert search(store, "kiwi", agent_name="Red") == []
+
+
+def test_a_segment_looks_for_a_field_without_lengths_once(store, corpus):
+    """Whoosh asks a segment for each posting's field length while writing and merging; a field kept
+    without lengths (IDs, keywords, dates) used to cost one file lookup per posting."""
+    project = indexer_for(store).project(PROJECT)
+    project.catch_up()
+    index = project.search_index
+    index.rebuild()  # one segment, written in one flush
+    reader = windex.open_dir(os.path.join(index.live_dir(), "whoosh")).reader()
+    try:
+        perdoc = reader._perdoc  # the one segment's per-document reader, which answers field lengths
+        looked: list[str] = []
+        real = perdoc.has_column
+        perdoc.has_column = lambda name: looked.append(name) or real(name)
+        assert reader.doc_count() == len(corpus)
+        lengths = [[reader.doc_field_length(doc, field) for field in ("id", "text", "from")]
+                   for doc in range(reader.doc_count())]
+    finally:
+        reader.close()
+    assert all(length[0] == 0 and length[1] > 0 for length in lengths)  # IDs keep no lengths; text does
+    assert sorted(looked) == ["_from_len", "_id_len", "_text_len"]  # each field looked for once, not per doc
