@@ -4,6 +4,7 @@ One command runs everything and prints a table, then one JSON line::
 
     python benchmarks/bench_sync.py                     # the targets' settings (takes a few minutes)
     python benchmarks/bench_sync.py --messages 2000 --machines 3 --fleet 3 --seconds 10   # a quick run
+    python benchmarks/bench_sync.py --skip race fleet --profile   # where a bulk sync's time goes
 
 Every hub has gitmail's ``pre-receive`` check installed (``install_hub``),
 so every push below is judged by the record checker, as on a real shared hub.
@@ -38,9 +39,11 @@ and read the load average printed with them.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import multiprocessing
 import os
+import pstats
 import random
 import shutil
 import statistics
@@ -143,16 +146,29 @@ def timed_sync(store: Store, count: int) -> dict[str, Any]:
             "search_caught_up": report.index.get("caught_up"), "search_behind": report.index.get("search_behind", 0)}
 
 
-def receive(home: str, count: int, out: str) -> None:
-    """One receiving machine's timed sync, in a process of its own (as `gitmail sync` runs)."""
+def receive(home: str, count: int, out: str, profile: bool) -> None:
+    """One receiving machine's timed sync, in a process of its own (as `gitmail sync` runs).
+
+    With ``profile``, the sync runs under cProfile and the functions with the
+    most cumulative time are printed (the figures then include its overhead).
+    """
+    store = Store(home, background=False, durable=False)
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    result = timed_sync(store, count)
+    if profiler is not None:
+        profiler.disable()
+        print(f"-- cProfile of the sync into {os.path.basename(home)} (the figures include its overhead)")
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     with open(out, "w", encoding="utf-8") as handle:
-        json.dump(timed_sync(Store(home, background=False, durable=False), count), handle)
+        json.dump(result, handle)
 
 
-def timed_sync_elsewhere(store: Store, count: int) -> dict[str, Any]:
+def timed_sync_elsewhere(store: Store, count: int, *, profile: bool = False) -> dict[str, Any]:
     """``timed_sync`` of ``store``'s home in a fresh process: no other machine's background work shares it."""
     out = os.path.join(store.home, "timed-sync.json")
-    proc = multiprocessing.get_context("spawn").Process(target=receive, args=(store.home, count, out))
+    proc = multiprocessing.get_context("spawn").Process(target=receive, args=(store.home, count, out, profile))
     proc.start()
     proc.join()
     if proc.exitcode != 0:
@@ -168,7 +184,7 @@ def settle(*stores: Store) -> None:
         indexer_for(store).close()
 
 
-def bench_bulk(root: str, count: int) -> dict[str, Any]:
+def bench_bulk(root: str, count: int, *, profile: bool = False) -> dict[str, Any]:
     hub = make_hub(os.path.join(root, "hub.git"))
     remote, fresh, merger = (make_store(root, name) for name in ("remote", "fresh", "merger"))
     create_project(remote)
@@ -185,7 +201,8 @@ def bench_bulk(root: str, count: int) -> dict[str, Any]:
     add_remote(fresh, PROJECT, "hub", "file://" + hub)
     settle(remote, fresh, merger)
     out = {"messages": count, "remote_write_s": t1 - t0, "remote_push_s": t2 - t1,
-           "fresh": timed_sync_elsewhere(fresh, count), "merge": timed_sync_elsewhere(merger, count)}
+           "fresh": timed_sync_elsewhere(fresh, count, profile=profile),
+           "merge": timed_sync_elsewhere(merger, count, profile=profile)}
     sync_project(fresh, PROJECT)
     out["converged"] = (tree_of(fresh.paths(fresh.resolve(PROJECT)).archive)
                         == tree_of(merger.paths(merger.resolve(PROJECT)).archive))
@@ -362,12 +379,13 @@ def main() -> None:
     parser.add_argument("--write-interval", type=float, default=1.0, help="seconds between one machine's writes")
     parser.add_argument("--sync-interval", type=float, default=1.0, help="pause after one machine's sync (default 1)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["bulk", "race", "fleet"])
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each bulk receiver's sync")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="gitmail-bench-sync-")
     out: dict[str, Any] = {"load_average": os.getloadavg(), "targets": TARGETS}
     try:
         if "bulk" not in args.skip:
-            bulk = out["bulk"] = bench_bulk(os.path.join(root, "bulk"), args.messages)
+            bulk = out["bulk"] = bench_bulk(os.path.join(root, "bulk"), args.messages, profile=args.profile)
             print(f"Bulk sync of {bulk['messages']} new messages through a checked hub, index included "
                   f"(target >= {TARGETS['bulk_msgs_per_s']} msg/s)")
             print(f"{'receiver':<9} {'fetch s':>8} {'check s':>8} {'merge s':>8} {'push s':>7} {'index s':>8} "
