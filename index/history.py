@@ -23,8 +23,7 @@ from typing import Any
 
 import pygit2
 
-from gitmail.storage.objects import MODE_TREE
-from gitmail.storage.treeedit import read_tree
+from gitmail.storage.treeedit import changed_files
 
 from .changes import is_ancestor
 from .meta import Meta, failure_of
@@ -49,22 +48,13 @@ _BATCH = 500  # commits per SQLite transaction during a long first walk
 MAX_ROWS = 200
 
 
-def _changed(repo: pygit2.Repository, old: bytes | None, new: bytes | None,
-             prefix: str) -> Iterator[tuple[str, bytes | None, bytes | None]]:
-    """``(path, old blob, new blob)`` of every file that differs, entering only subtrees that changed."""
-    empty: dict[str, tuple[int, bytes]] = {}
-    before = read_tree(repo, old, remember=False).entries() if old is not None else empty
-    after = read_tree(repo, new, remember=False).entries() if new is not None else empty
-    for name in sorted({name for name, _ in before.items() ^ after.items()}):
-        a, b = before.get(name), after.get(name)
-        a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
-        b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
-        if a_tree or b_tree:
-            yield from _changed(repo, a_tree, b_tree, prefix + name + "/")
-        a_blob = a[1] if a is not None and a_tree is None else None
-        b_blob = b[1] if b is not None and b_tree is None else None
-        if a_blob != b_blob:
-            yield prefix + name, a_blob, b_blob
+def _changed(repo: pygit2.Repository, old: bytes | None,
+             new: bytes | None) -> Iterator[tuple[str, bytes | None, bytes | None]]:
+    """``(path, old blob, new blob)`` of every file whose content differs, entering only subtrees that changed."""
+    for path, a, b in changed_files(repo, old, new):
+        a_blob, b_blob = (a[1] if a is not None else None), (b[1] if b is not None else None)
+        if a_blob != b_blob:  # a change of mode alone leaves the content as it was
+            yield path, a_blob, b_blob
 
 
 def _blob_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes | None:
@@ -90,7 +80,7 @@ def commit_rows(repo: pygit2.Repository, commit: pygit2.Commit, known: Known | N
     summary = commit.message.split("\n", 1)[0][:200]
     rows = []
     recorded = known(str(commit.id)) if known is not None and len(parents) <= 1 else None
-    changes = recorded if recorded is not None else _changed(repo, old, commit.tree_id.raw, "")
+    changes = recorded if recorded is not None else _changed(repo, old, commit.tree_id.raw)
     for path, a, b in changes:
         if len(parents) > 1 and any(_blob_at(repo, other, path) == b for other in parents[1:]):
             continue  # brought in by the merged side, whose own commits are recorded

@@ -59,15 +59,14 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 
 import pygit2
 
 from .background import Debounced
 from .gitindex import put_entries
 from .handles import open_repository
-from .objects import MODE_BLOB, MODE_TREE
-from .treeedit import read_tree
+from .objects import MODE_BLOB
+from .treeedit import Entry, changed_files
 
 _log = logging.getLogger("gitmail.storage.checkout")
 
@@ -84,8 +83,6 @@ _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY
              "GIT_QUARANTINE_PATH", "GIT_PREFIX", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_IMPLICIT_WORK_TREE",
              "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE", "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS", "GIT_CONFIG",
              "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
-
-Entry = tuple[int, bytes]  # (mode, raw object id)
 
 
 def _git(*args: str, cwd: str | None = None, check: bool = True,
@@ -167,7 +164,7 @@ def _refresh(archive_dir: str, checkout_dir: str) -> str:
     _configure(repo)
     old_root = repo[head].peel(pygit2.Tree).id.raw
     new_root = repo[upstream].peel(pygit2.Tree).id.raw
-    changes = list(_changes(repo, old_root, new_root, ""))
+    changes = list(changed_files(repo, old_root, new_root))
     if any(entry is not None and entry[0] not in (MODE_BLOB, _MODE_EXEC) for _, _, entry in changes):
         return _merge_with_git(checkout_dir, str(upstream))  # links or submodules: git knows best
     if any(_edited(checkout_dir, path, old, new) for path, old, new in changes):
@@ -199,28 +196,6 @@ def _update_index(checkout_dir: str, changes: list[tuple[str, Entry | None, Entr
             check=False).returncode != 0:
         return "busy"
     return "done"
-
-
-def _changes(repo: pygit2.Repository, old: bytes | None, new: bytes | None,
-             prefix: str) -> Iterator[tuple[str, Entry | None, Entry | None]]:
-    """Files that differ from tree ``old`` to tree ``new``: (path, old entry, new entry), None where absent.
-
-    Both trees are walked together and every subtree with the same id on
-    both sides is skipped, so the cost follows the folders that changed.
-    """
-    empty: dict[str, Entry] = {}
-    before = read_tree(repo, old, remember=False).entries() if old is not None else empty
-    after = read_tree(repo, new, remember=False).entries() if new is not None else empty
-    for name in sorted({name for name, _ in before.items() ^ after.items()}):
-        a, b = before.get(name), after.get(name)
-        a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
-        b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
-        if a_tree is not None or b_tree is not None:
-            yield from _changes(repo, a_tree, b_tree, f"{prefix}{name}/")
-        a_file = a if a is not None and a_tree is None else None
-        b_file = b if b is not None and b_tree is None else None
-        if a_file is not None or b_file is not None:
-            yield f"{prefix}{name}", a_file, b_file
 
 
 def _version(full: str) -> bytes | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import pygit2
 
@@ -50,6 +51,33 @@ def read_tree(repo: pygit2.Repository, oid: bytes, *, remember: bool = True) -> 
     if remember:
         _remember(oid, entries)
     return entries
+
+
+Entry = tuple[int, bytes]  # (mode, raw object id)
+
+
+def changed_files(repo: pygit2.Repository, old: bytes | None, new: bytes | None,
+                  prefix: str = "") -> Iterator[tuple[str, Entry | None, Entry | None]]:
+    """Files that differ from tree ``old`` to tree ``new``: (path, old entry, new entry), None where absent.
+
+    Both trees are walked together and every subtree with the same id on
+    both sides is skipped, so the cost follows the folders that changed. A
+    file whose mode alone changed is listed too. Neither version is kept in
+    the tree cache (an old version is read once).
+    """
+    empty: dict[str, Entry] = {}
+    before = read_tree(repo, old, remember=False).entries() if old is not None else empty
+    after = read_tree(repo, new, remember=False).entries() if new is not None else empty
+    for name in sorted({name for name, _ in before.items() ^ after.items()}):
+        a, b = before.get(name), after.get(name)
+        a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
+        b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
+        if a_tree is not None or b_tree is not None:
+            yield from changed_files(repo, a_tree, b_tree, f"{prefix}{name}/")
+        a_file = a if a is not None and a_tree is None else None
+        b_file = b if b is not None and b_tree is None else None
+        if a_file is not None or b_file is not None:
+            yield f"{prefix}{name}", a_file, b_file
 
 
 def _remember(oid: bytes, entries: Tree, *, replaces: bytes | None = None) -> None:
