@@ -21,6 +21,16 @@ def _add(archive, path, text):
     archive.transact(lambda s: Change(f"add {path}", author="BlueLake").put(path, text.encode()))
 
 
+@pytest.fixture
+def checked_out(store):
+    """A project with one note, ``notes/a.md``, and its checkout made: (archive, paths)."""
+    archive = store.archive("/data/p", create=True)
+    paths = store.paths(store.resolve("/data/p"))
+    _add(archive, "notes/a.md", "a\n")
+    refresh(paths.archive, paths.checkout)
+    return archive, paths
+
+
 def test_checkout_follows_main_by_itself(home):
     """Every commit reaches the checkout without anyone asking (how soon: benchmarks/bench_checkout.py)."""
     store = Store(home)  # with background workers
@@ -69,11 +79,8 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     assert snap.exists("notes/newer.md") and snap.exists(entry.path()) and snap.exists("notes/old.md")
 
 
-def test_refresher_moves_on_around_uncommitted_edits_and_never_overwrites_one(store):
-    archive = store.archive("/data/p", create=True)
-    paths = store.paths(store.resolve("/data/p"))
-    _add(archive, "notes/a.md", "a\n")
-    refresh(paths.archive, paths.checkout)
+def test_refresher_moves_on_around_uncommitted_edits_and_never_overwrites_one(checked_out):
+    archive, paths = checked_out
     edited = os.path.join(paths.checkout, "notes", "a.md")
     with open(edited, "w") as handle:
         handle.write("being edited\n")
@@ -160,11 +167,8 @@ def test_a_refresh_applies_the_change_and_leaves_index_and_tree_exactly_at_main(
     assert refresh(paths.archive, paths.checkout) == "current"
 
 
-def test_new_records_reach_the_index_without_git_reading_all_of_it(store):
-    archive = store.archive("/data/p", create=True)
-    paths = store.paths(store.resolve("/data/p"))
-    _add(archive, "notes/a.md", "a\n")
-    refresh(paths.archive, paths.checkout)
+def test_new_records_reach_the_index_without_git_reading_all_of_it(checked_out):
+    archive, paths = checked_out
     git_dir = os.path.join(paths.checkout, ".git")
 
     def shared() -> dict[str, int]:
@@ -182,12 +186,9 @@ def test_new_records_reach_the_index_without_git_reading_all_of_it(store):
     assert git("diff", "--cached", "--name-only", cwd=paths.checkout) == ""
 
 
-def test_a_file_holding_the_new_version_already_does_not_hold_the_refresh_up(store):
+def test_a_file_holding_the_new_version_already_does_not_hold_the_refresh_up(checked_out):
     """A refresh cut short after writing files resumes: what it wrote is not mistaken for a human's edit."""
-    archive = store.archive("/data/p", create=True)
-    paths = store.paths(store.resolve("/data/p"))
-    _add(archive, "notes/a.md", "a\n")
-    refresh(paths.archive, paths.checkout)
+    archive, paths = checked_out
     _add(archive, "notes/a.md", "a, revised\n")
     with open(os.path.join(paths.checkout, "notes", "a.md"), "w") as handle:
         handle.write("a, revised\n")
@@ -195,11 +196,8 @@ def test_a_file_holding_the_new_version_already_does_not_hold_the_refresh_up(sto
     assert git("status", "--porcelain", cwd=paths.checkout) == ""
 
 
-def test_an_index_lock_left_by_a_killed_command_is_removed(store):
-    archive = store.archive("/data/p", create=True)
-    paths = store.paths(store.resolve("/data/p"))
-    _add(archive, "notes/a.md", "a\n")
-    refresh(paths.archive, paths.checkout)
+def test_an_index_lock_left_by_a_killed_command_is_removed(checked_out):
+    archive, paths = checked_out
     lock = os.path.join(paths.checkout, ".git", "index.lock")
     with open(lock, "w"):
         pass  # what a git command killed halfway leaves; no git process works in the checkout
@@ -210,11 +208,8 @@ def test_an_index_lock_left_by_a_killed_command_is_removed(store):
 
 
 @pytest.mark.slow  # a real git commit waits in its editor
-def test_an_index_lock_held_by_a_running_git_command_is_waited_for(store, tmp_path):
-    archive = store.archive("/data/p", create=True)
-    paths = store.paths(store.resolve("/data/p"))
-    _add(archive, "notes/a.md", "a\n")
-    refresh(paths.archive, paths.checkout)
+def test_an_index_lock_held_by_a_running_git_command_is_waited_for(checked_out, tmp_path):
+    archive, paths = checked_out
     with open(os.path.join(paths.checkout, "notes", "a.md"), "w") as handle:
         handle.write("edited by the human\n")
     started, release = tmp_path / "editor-started", tmp_path / "release"
