@@ -87,6 +87,49 @@ def test_the_guard_refuses_files_outside_the_committers_scopes(mail, store, tmp_
     assert guard.run_hook(mail.ctx, "pre-commit", repo, env={**os.environ, "AGENT_NAME": "Lead"}) == (0, "")
 
 
+def test_deleting_a_parent_orphans_its_children_with_what_they_effectively_held(mail, store):
+    mail.spawn_agent(PROJECT, "Lead", ["manager@*"], name="Mid", expires_at="2099-01-01T00:00:00Z")
+    mail.spawn_agent(PROJECT, "Mid", ["manager@src", "viewer@*"], name="Leaf")
+    mail.spawn_agent(PROJECT, "Mid", ["editor@docs"], name="Cut")
+    mail.spawn_agent(PROJECT, "Leaf", ["editor@src/api/v1"], name="Tip")
+    mail.update_agent(PROJECT, "Lead", target="Leaf", expires_at="2098-01-01T00:00:00Z")
+    # Leaf holds manager@src/api and viewer@src/api in effect; Cut nothing.
+    mail.update_agent(PROJECT, "Lead", target="Mid", scope=["manager@src/api"])
+    mid_id = mail.whois(PROJECT, "Mid")["id"]
+    deleted = mail.hard_delete_agent(PROJECT, "Mid", confirmation="I UNDERSTAND")
+    assert deleted["orphaned"] == ["Cut", "Leaf"] and deleted["id"] == mid_id
+    leaf = mail.agent_position(PROJECT, "Leaf")
+    assert leaf["ancestors"] == [] and leaf["self"]["parent"] is None
+    assert leaf["self"]["orphaned_from"] == {"name": "Mid", "id": mid_id}
+    assert leaf["self"]["scopes"] == ["manager@src/api"] and leaf["self"]["expires_at"] == "2098-01-01T00:00:00.000Z"
+    assert [c["name"] for c in leaf["children"]] == ["Tip"]  # a grandchild stays below its own parent
+    assert mail.file_reservation_paths(PROJECT, "Leaf", ["src/api/a.py"])["granted"]
+    with fails_cleanly(store, "SCOPE_DENIED", PROJECT):  # what Mid no longer allowed, the orphan never regains
+        mail.file_reservation_paths(PROJECT, "Leaf", ["src/db/a.py"])
+    cut = mail.agent_position(PROJECT, "Cut")["self"]
+    assert cut["scopes"] == [] and cut["orphaned_from"]["name"] == "Mid"
+    with fails_cleanly(store, "SCOPE_DENIED", PROJECT):  # an orphan that held nothing is not top-level
+        mail.spawn_agent(PROJECT, "Cut", ["viewer@*"])
+    with fails_cleanly(store, "NOT_ABOVE", PROJECT):  # the agent above the deleted one is not above its children
+        mail.update_agent(PROJECT, "Lead", target="Leaf", purpose="still mine?")
+    mail.register_agent(PROJECT, "p", "m", name="Mid")  # the name again: a new registration, above no one
+    assert mail.agent_position(PROJECT, "Mid")["children"] == []
+    assert mail.agent_position(PROJECT, "Tip")["ancestors"][0]["name"] == "Leaf"
+    assert check_archive(store.archive(PROJECT), run_git=False) == []
+
+
+def test_a_child_names_the_registration_that_spawned_it(mail, store):
+    mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Kid")
+    snap = store.archive(PROJECT).snapshot()
+    lead, kid = (snap.load(profile_path(name), Agent) for name in ("Lead", "Kid"))
+    assert kid.parent_id == lead.id and kid.spawned_by(lead)
+    again = dataclasses.replace(lead, id=store.clock.new_id())  # a later registration of the same name
+    assert not kid.spawned_by(again)
+    # A child written before children named the registration: only one older than the child can have spawned it.
+    legacy = dataclasses.replace(kid, parent_id=None)
+    assert legacy.spawned_by(lead) and not legacy.spawned_by(again)
+
+
 def _profile(**fields) -> Agent:
     base = Agent(id="0" * 23, name="Helper", program="p", model="m", inception_ts="2026-12-01T00:00:00.000Z",
                  hlc=HLC(1, 0, "a"), parent="Lead", scopes=["editor@*"])

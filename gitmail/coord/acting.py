@@ -61,14 +61,19 @@ def require_actor(snapshot: Snapshot, name: str, seat: str | None = None, *,
 def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
                  at: dt.datetime) -> Agent:
     """The part of :func:`require_actor` that applies to any write as an agent: awake, unexpired, holding the seat."""
+    check_able(snapshot, profile, at=at)
+    check_seat(snapshot, profile.name, seat, at=at)
+    return profile
+
+
+def check_able(snapshot: Snapshot, profile: Agent, *, at: dt.datetime) -> None:
+    """AGENT_ASLEEP or AGENT_EXPIRED unless ``profile`` may act at ``at`` (its seat aside)."""
     if profile.asleep:
         how = ("an agent above it or the operator wakes it, or a reply to one of its messages arrives"
                if profile.sleep_until == "reply" else "an agent above it or the operator wakes it (wake_agent)")
         raise GitmailError(AGENT_ASLEEP, f"agent {profile.name!r} is asleep: it keeps receiving mail but cannot act "
                            f"until {how}", {"agent": profile.name, "until": profile.sleep_until or "woken"})
     hierarchy.check_expiry(snapshot, profile, at)
-    check_seat(snapshot, profile.name, seat, at=at)
-    return profile
 
 
 def is_held(record: Seat | None, at: dt.datetime) -> bool:

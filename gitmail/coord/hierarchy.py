@@ -17,23 +17,32 @@ wildcards) contains everything below it, wildcards included; a location with
 wildcards is handed down only as itself.
 
 An agent is *above* another when it is its parent, or its parent's parent,
-and so on. Only the agent itself or one above it may put it to sleep, wake
-it or update it (the operator may do anything).
+and so on. A parent is a registration, not a name: a child names the
+registration that spawned it (:meth:`~gitmail.model.records.Agent.spawned_by`),
+so a new registration of a deleted parent's name is above no one. Only the
+agent itself or one above it may put it to sleep, wake it or update it (the
+operator may do anything).
+
+Deleting an agent *orphans* its children (:func:`orphaned`): each holds from
+then on what it effectively held at that moment (its scopes narrowed by
+every agent above it, its expiry no later than theirs), names the
+registration it was orphaned from, and only the operator is above it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from gitmail.model.clock import parse_ts
+from gitmail.model.clock import HLC, parse_ts
 from gitmail.model.errors import AGENT_EXPIRED, NOT_ABOVE, SCOPE_DENIED, GitmailError, invalid
 from gitmail.model.records import MAX_SCOPES, Agent
 from gitmail.storage.snapshot import Snapshot
 
 from . import globs
-from .lookup import find_agent
+from .lookup import find_agent, profiles
 
 ROLES = ("viewer", "editor", "manager")
 ROLE_ALIASES = {"reader": "viewer", "writer": "editor", "approver": "manager"}
@@ -86,8 +95,8 @@ def parse_scopes(values: object, field: str = "scope") -> list[Scope]:
 
 
 def scopes_of(agent: Agent) -> list[Scope]:
-    """What ``agent`` may do: its recorded scopes, or manager@* for a top-level agent."""
-    if agent.parent is None and not agent.scopes:
+    """What ``agent`` may do: its recorded scopes, or manager@* for a top-level agent (never an orphan)."""
+    if agent.parent is None and agent.orphaned_from is None and not agent.scopes:
         return [Scope("manager", WHOLE)]
     out = []
     for text in agent.scopes:
@@ -110,6 +119,34 @@ def location_contains(outer: str, inner: str) -> bool:
 
 def scope_contains(outer: Scope, inner: Scope) -> bool:
     return outer.rank() >= inner.rank() and location_contains(outer.location, inner.location)
+
+
+def _meet(a: Scope, b: Scope) -> Scope | None:
+    """What both scopes grant, when one location contains the other (None: nothing known to be in both)."""
+    role = min(a.role, b.role, key=ROLES.index)
+    if location_contains(a.location, b.location):
+        return Scope(role, b.location)
+    if location_contains(b.location, a.location):
+        return Scope(role, a.location)
+    return None
+
+
+def effective_scopes(snapshot: Snapshot, agent: Agent) -> list[Scope]:
+    """The scopes ``agent`` holds once every agent above it has narrowed them (see :func:`allows`).
+
+    Each is within one of the agent's own scopes and within one of each
+    ancestor's, so the list grants exactly what :func:`allows` grants, never
+    more (two locations neither of which contains the other grant nothing
+    together, as for :func:`allows`).
+    """
+    held = scopes_of(agent)
+    for above in ancestors(snapshot, agent):
+        met = [m for a in held for b in scopes_of(above) if (m := _meet(a, b)) is not None]
+        held = []
+        for scope in met:
+            if scope not in held and not any(o != scope and scope_contains(o, scope) for o in met):
+                held.append(scope)
+    return held[:MAX_SCOPES]
 
 
 def _grants(agent: Agent, wanted: Scope) -> bool:
@@ -189,19 +226,40 @@ def check_subset(snapshot: Snapshot, parent: Agent, wanted: list[Scope]) -> None
 
 # -- who is above whom ------------------------------------------------------------
 
+def parent_of(snapshot: Snapshot, agent: Agent) -> Agent | None:
+    """The registration that spawned ``agent``, while it holds its name (None: top-level, orphaned or gone)."""
+    if agent.parent is None:
+        return None
+    parent = find_agent(snapshot, agent.parent)
+    return parent if parent is not None and agent.spawned_by(parent) else None
+
+
 def ancestors(snapshot: Snapshot, agent: Agent) -> list[Agent]:
-    """``agent``'s parent, its parent's parent, and so on (a missing link or a cycle ends the chain)."""
+    """``agent``'s parent, its parent's parent, and so on (a link to another registration or a cycle ends it)."""
     chain: list[Agent] = []
-    seen = {agent.name.lower()}
+    seen = {agent.id}
     current = agent
-    while current.parent is not None and len(chain) < MAX_DEPTH:
-        parent = find_agent(snapshot, current.parent)
-        if parent is None or parent.name.lower() in seen:
+    while len(chain) < MAX_DEPTH:
+        parent = parent_of(snapshot, current)
+        if parent is None or parent.id in seen:
             break
         chain.append(parent)
-        seen.add(parent.name.lower())
+        seen.add(parent.id)
         current = parent
     return chain
+
+
+def children(snapshot: Snapshot, agent: Agent) -> list[Agent]:
+    """The agents ``agent`` spawned that are still below it, by name."""
+    return [other for other in profiles(snapshot) if other.spawned_by(agent)]
+
+
+def orphaned(snapshot: Snapshot, child: Agent, parent: Agent, hlc: HLC) -> Agent:
+    """``child`` once ``parent`` is deleted: no parent, holding what it effectively holds now, never more."""
+    return dataclasses.replace(child, parent=None, parent_id=None, orphaned_from=parent.name,
+                               orphaned_from_id=parent.id, hlc=hlc,
+                               scopes=[str(s) for s in effective_scopes(snapshot, child)],
+                               expires_at=effective_expiry(snapshot, child))
 
 
 def is_above(snapshot: Snapshot, actor: Agent, target: Agent) -> bool:
@@ -262,8 +320,11 @@ def check_child_expiry(parent_expiry: str | None, wanted: str | None, *, field: 
 
 
 def card(agent: Agent) -> dict[str, Any]:
-    """The hierarchy and card fields of an agent, as answers show them."""
-    return {"parent": agent.parent, "scopes": [str(s) for s in scopes_of(agent)], "expires_at": agent.expires_at,
+    """The hierarchy and card fields of an agent, as answers show them (``orphaned_from`` only for an orphan)."""
+    shown: dict[str, Any] = {"parent": agent.parent}
+    if agent.orphaned_from is not None:
+        shown["orphaned_from"] = {"name": agent.orphaned_from, "id": agent.orphaned_from_id}
+    return {**shown, "scopes": [str(s) for s in scopes_of(agent)], "expires_at": agent.expires_at,
             "lifecycle": agent.lifecycle, "vendor": agent.vendor, "purpose": agent.purpose,
             "risk_tier": agent.risk_tier, "environment": agent.environment, "capabilities": agent.capabilities,
             "asleep": agent.asleep, "sleep_until": agent.sleep_until if agent.asleep else None}

@@ -360,7 +360,13 @@ def deregister_agent(ctx: Context, project_key: str, agent_name: str) -> dict[st
 
 
 def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confirmation: str) -> dict[str, Any]:
-    """Remove an agent's files, the messages it sent, its contacts and reservations from the tip."""
+    """Remove an agent's files, the messages it sent, its contacts and reservations from the tip.
+
+    Its children are orphaned in the same commit (see
+    :func:`gitmail.coord.hierarchy.orphaned`): each keeps acting as itself,
+    with what it effectively held, and only the operator is above it, so a
+    later registration of the deleted name inherits nothing.
+    """
     check_confirmation(confirmation, "deleting an agent")
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
@@ -389,10 +395,19 @@ def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confir
             reservation = snap.load(path, Reservation)
             if reservation is not None and reservation.agent == name:
                 change.delete(path)
+        orphans = hierarchy.children(snap, agent)
+        for child in orphans:
+            change.put_record(hierarchy.orphaned(snap, child, agent, hlc))
         change.message = f"Delete agent {name} and the {len(removed_messages)} message(s) it sent"
+        if orphans:
+            names = ", ".join(child.name for child in orphans)
+            change.message += (f"\n\n{names} now {'answers' if len(orphans) == 1 else 'answer'} to the operator "
+                               f"(orphaned from {name}, registration {agent.id}).\n")
         change.result = {
             "deleted": True,
             "agent": name,
+            "id": agent.id,
+            "orphaned": [child.name for child in orphans],
             "messages_removed": len(removed_messages),
             "files_removed": sum(1 for data in change.edits.values() if data is None),
             "note": "the files are gone from the current tree, but git history still holds them "

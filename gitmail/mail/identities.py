@@ -150,7 +150,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
-                      scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
+                      parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
                         result={**_view(ctx, project_key, snap, child), "registration_token": token})
@@ -214,16 +214,15 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
                     "it may (an agent never widens its own authority)", {"agent": me.name, "target": me.name})
             hierarchy.require_role(snap, me, "editor", "publish its capability card")
         values = dict(fields)
+        above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
         if wanted is not None:
-            if profile.parent is None:
+            if above is None:
                 raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
                               "another have scopes to change", field="scope")
-            above = require_agent(snap, profile.parent, "target")
             hierarchy.check_subset(snap, above, wanted)
             values["scopes"] = [str(s) for s in wanted]
         if expires is not None:
-            ceiling = hierarchy.effective_expiry(snap, require_agent(snap, profile.parent, "target")) \
-                if profile.parent else None
+            ceiling = hierarchy.effective_expiry(snap, above) if above is not None else None
             hierarchy.check_child_expiry(ceiling, expires)
             values["expires_at"] = expires
         changed = any(getattr(profile, k) != v for k, v in values.items())
@@ -322,15 +321,18 @@ def position(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
     def brief(profile: Agent) -> dict[str, Any]:
         return {"name": profile.name, "status": profile.status, **hierarchy.card(profile)}
 
-    children = [p for p in profiles(snap) if p.parent is not None and p.parent.lower() == me.name.lower()]
     return {"self": brief(me), "ancestors": [brief(a) for a in hierarchy.ancestors(snap, me)],
-            "children": [brief(c) for c in children], "effective_expires_at": hierarchy.effective_expiry(snap, me)}
+            "children": [brief(c) for c in hierarchy.children(snap, me)],
+            "effective_expires_at": hierarchy.effective_expiry(snap, me)}
 
 
 def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:
     """``agent``'s registered name when ``ancestor`` is above it (an ``acting_as`` call); NOT_ABOVE otherwise.
 
-    Naming the proved agent itself is allowed and changes nothing.
+    Naming the proved agent itself is allowed and changes nothing. Acting
+    through an agent is acting: one that is retired, asleep or expired may
+    not (AGENT_INACTIVE, AGENT_ASLEEP, AGENT_EXPIRED), whatever the agent
+    below it may do.
     """
     check_agent_name(agent, "acting_as")
     snap = ctx.archive(project_key).snapshot()
@@ -338,4 +340,6 @@ def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> 
     child = require_agent(snap, agent, "acting_as")
     if child.id != me.id:
         hierarchy.require_above(snap, me, child, "act as")
+        require_agent(snap, ancestor, active=True)
+        acting.check_able(snap, me, at=ctx.clock.now())
     return child.name

@@ -313,9 +313,14 @@ class Agent(Record):
     asleep: bool = _spec("bool", default=False)
     token_hash: str | None = _spec("str", default=None)
     human: bool = _spec("bool", default=False, omit_default=True)  # the project's overseer: a person, not an agent
-    # The hierarchy (docs/security.md): an agent spawned by another names it as its parent and holds a
-    # subset of its scopes (``role@location``); a top-level agent has no parent and holds manager@*.
+    # The hierarchy (docs/security.md): an agent spawned by another names it as its parent, and the
+    # registration that spawned it (the parent profile's id), and holds a subset of its scopes
+    # (``role@location``); a top-level agent has no parent and holds manager@*. An agent whose parent
+    # was deleted names the registration it was orphaned from and holds only its recorded scopes.
     parent: str | None = _spec("agent", default=None)
+    parent_id: str | None = _spec("id", default=None)
+    orphaned_from: str | None = _spec("agent", default=None)
+    orphaned_from_id: str | None = _spec("id", default=None)
     scopes: list[str] = _spec("strs", default=[], max_len=MAX_SCOPES)
     expires_at: str | None = _spec("ts", default=None)
     lifecycle: str = _spec("choice", default="intermittent", choices=LIFECYCLES, omit_default=True)
@@ -328,6 +333,27 @@ class Agent(Record):
 
     def path(self) -> str:
         return profile_path(self.name)
+
+    def spawned_by(self, parent: Agent) -> bool:
+        """Whether ``parent`` is the registration that spawned this agent, not only one holding its parent's name.
+
+        A child names its parent's registration (``parent_id``). One written
+        before children named it holds only its parent's name: then only a
+        registration older than the child itself can be the one that spawned
+        it, never a later registration of a deleted parent's name.
+        """
+        if self.parent is None or parent.name.lower() != self.parent.lower():
+            return False
+        return parent.id == self.parent_id if self.parent_id is not None else parent.id < self.id
+
+    def _check_consistency(self, path: str) -> None:
+        super()._check_consistency(path)
+        if self.parent_id is not None and self.parent is None:
+            raise FieldError("parent_id", "names the parent's registration, so it needs parent")
+        if (self.orphaned_from is None) != (self.orphaned_from_id is None):
+            raise FieldError("orphaned_from", "orphaned_from and orphaned_from_id go together")
+        if self.orphaned_from is not None and self.parent is not None:
+            raise FieldError("orphaned_from", "an orphaned agent has no parent")
 
 
 @dataclass

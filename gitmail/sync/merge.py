@@ -311,7 +311,9 @@ def _agent(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     Sleeping and waking each write ``asleep`` and ``sleep_until`` together,
     but field by field a wake on one side and a change of the condition on
     the other could leave an awake agent with a condition: it is dropped.
-    A profile's ``parent`` never changes (the record checker refuses it).
+    A profile's ``parent`` and ``parent_id`` change only when it is orphaned
+    (the record checker refuses anything else), which merges field by field
+    like the rest.
     """
     merged = Agent.from_bytes(_per_field(Agent)(path, base, ours, theirs), path)
     if not merged.asleep and merged.sleep_until is not None:

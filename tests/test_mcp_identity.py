@@ -1,0 +1,167 @@
+"""Authority belongs to a registration, not to a name, over MCP against a real `gitmail serve`.
+
+A name can be registered again once its agent is deleted; a token can be
+replaced by the operator. Neither hands the new holder what the old one had:
+children, session bindings, or the text of a journal it may not read.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+
+from gitmail import Store
+
+from .mcp_harness import call, fail, run
+
+pytestmark = pytest.mark.slow  # a real gitmail serve process
+
+
+def fresh_project() -> str:
+    return f"/work/mcp-identity/{uuid.uuid4().hex[:10]}"
+
+
+def tip(home: str, project: str) -> str | None:
+    return Store(home, background=False).archive(project).tip()
+
+
+def git_log(home: str, project: str) -> str:
+    git_dir = Store(home, background=False).archive(project).git_dir
+    return subprocess.run(["git", "--git-dir", git_dir, "log", "--format=%B"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+async def first_agent(client, project: str, name: str) -> str:
+    """Create the project and register ``name`` in this session; its token."""
+    await call(client, "ensure_project", human_key=project)
+    return (await call(client, "register_agent", project_key=project, program="p", model="m",
+                       name=name))["registration_token"]
+
+
+@pytest.fixture
+def family(server) -> tuple[str, dict[str, str]]:
+    """A fresh project: Parent1 (top-level) with Child1 below it (editor@src), and Peer; Child1 open to mail.
+
+    Returns the project's key and the three tokens.
+    """
+    project = fresh_project()
+
+    async def build() -> dict[str, str]:
+        async with server.client() as client:
+            tokens = {"Parent1": await first_agent(client, project, "Parent1")}
+            tokens["Peer"] = (await call(client, "register_agent", project_key=project, program="p", model="m",
+                                         name="Peer"))["registration_token"]
+            child = await call(client, "spawn_agent", project_key=project, agent_name="Parent1", name="Child1",
+                               scope=["editor@src"])
+            tokens["Child1"] = child["registration_token"]
+            await call(client, "set_contact_policy", project_key=project, agent_name="Parent1", acting_as="Child1",
+                       policy="open")
+            return tokens
+
+    return project, run(build())
+
+
+def test_a_new_registration_of_a_deleted_parents_name_has_no_hold_on_its_children(server, family):
+    project, tokens = family
+
+    async def scenario():
+        async with server.client() as peer:
+            await call(peer, "send_message", project_key=project, sender_name="Peer", to=["Child1"],
+                       subject="private", body_md="the launch code is 0000", sender_token=tokens["Peer"])
+        async with server.client() as parent:
+            deleted = await call(parent, "hard_delete_agent", project_key=project, agent_name="Parent1",
+                                 confirmation="I UNDERSTAND", agent_token=tokens["Parent1"])
+        async with server.client() as stranger:
+            again = await call(stranger, "register_agent", project_key=project, program="x", model="y",
+                               name="Parent1")
+            assert again["registration_token"]  # the name is free again: a new registration takes it
+            before = tip(server.home, project)
+            attempts = {
+                "fetch_inbox": await fail(stranger, "fetch_inbox", project_key=project, agent_name="Parent1",
+                                          acting_as="Child1", include_bodies=True),
+                "send_message": await fail(stranger, "send_message", project_key=project, sender_name="Parent1",
+                                           acting_as="Child1", to=["Peer"], subject="as the child", body_md="x"),
+                "sleep_agent": await fail(stranger, "sleep_agent", project_key=project, agent_name="Parent1",
+                                          target="Child1", until="woken"),
+                "update_agent": await fail(stranger, "update_agent", project_key=project, agent_name="Parent1",
+                                           target="Child1", scope=["viewer@*"]),
+                "wake_agent": await fail(stranger, "wake_agent", project_key=project, agent_name="Parent1",
+                                         target="Child1"),
+            }
+            assert {tool: body["code"] for tool, body in attempts.items()} == dict.fromkeys(attempts, "NOT_ABOVE")
+            assert all("launch code" not in json.dumps(body) for body in attempts.values())
+            assert tip(server.home, project) == before  # nothing was written
+            position = await call(stranger, "agent_position", project_key=project, agent_name="Parent1")
+            assert position["children"] == []
+        async with server.client() as child:  # the child goes on as itself, with its own token
+            inbox = await call(child, "fetch_inbox", project_key=project, agent_name="Child1", include_bodies=True,
+                               agent_token=tokens["Child1"])
+            assert [m["body_md"] for m in inbox] == ["the launch code is 0000"]
+            whois = await call(child, "whois", project_key=project, agent_name="Child1")
+            position = await call(child, "agent_position", project_key=project, agent_name="Child1")
+        assert deleted["orphaned"] == ["Child1"]
+        assert whois["parent"] is None and whois["scopes"] == ["editor@src"]
+        assert whois["orphaned_from"]["name"] == "Parent1" and whois["orphaned_from"]["id"] == deleted["id"]
+        assert position["ancestors"] == []
+
+    run(scenario())
+    log = git_log(server.home, project)
+    assert "Child1 now answers to the operator" in log
+
+
+def test_a_retired_parent_cannot_act_through_its_child_and_keeps_it(server, family):
+    project, tokens = family
+
+    async def scenario():
+        async with server.client() as parent:
+            await call(parent, "retire_agent", project_key=project, agent_name="Parent1", agent_token=tokens["Parent1"])
+            before = tip(server.home, project)
+            retired = await fail(parent, "journal", project_key=project, agent_name="Parent1", acting_as="Child1",
+                                 entry="acting through a retired parent")
+            assert retired["code"] == "AGENT_INACTIVE" and retired["data"]["agent"] == "Parent1"
+            assert tip(server.home, project) == before
+            child = await call(parent, "whois", project_key=project, agent_name="Child1")
+            assert child["parent"] == "Parent1"  # retiring is reversible: the child stays below it
+            await call(parent, "unretire_agent", project_key=project, agent_name="Parent1")
+            entry = await call(parent, "journal", project_key=project, agent_name="Parent1", acting_as="Child1",
+                               entry="back at work")
+            assert entry["agent"] == "Child1"
+            asleep = await call(parent, "sleep_agent", project_key=project, agent_name="Parent1")
+            assert asleep["asleep"] is True
+            slept = await fail(parent, "journal", project_key=project, agent_name="Parent1", acting_as="Child1",
+                               entry="acting through an asleep parent")
+            assert slept["code"] == "AGENT_ASLEEP" and slept["data"]["agent"] == "Parent1"
+
+    run(scenario())
+
+
+def test_acting_as_reaches_only_down_and_names_are_taken_without_regard_to_case(server, family):
+    project, tokens = family
+
+    async def scenario():
+        async with server.client() as child:
+            before = tip(server.home, project)
+            up = await fail(child, "send_message", project_key=project, sender_name="Child1", acting_as="Parent1",
+                            to=["Peer"], subject="as my parent", body_md="x", sender_token=tokens["Child1"])
+            assert up["code"] == "NOT_ABOVE"
+            up_read = await fail(child, "fetch_inbox", project_key=project, agent_name="Child1",
+                                 acting_as="parent1", agent_token=tokens["Child1"])
+            assert up_read["code"] == "NOT_ABOVE"
+            assert tip(server.home, project) == before
+        async with server.client() as parent:
+            await call(parent, "list_contacts", project_key=project, agent_name="Parent1",
+                       agent_token=tokens["Parent1"])
+            spawned = await fail(parent, "spawn_agent", project_key=project, agent_name="Parent1", name="CHILD1",
+                                 scope=["viewer@*"])
+            created = await fail(parent, "create_agent_identity", project_key=project, program="p", model="m",
+                                 name_hint="peer")
+            registered = await fail(parent, "register_agent", project_key=project, program="p", model="m",
+                                    name="pEeR")
+            assert (spawned["code"], created["code"], registered["code"]) == ("ALREADY_EXISTS", "ALREADY_EXISTS",
+                                                                              "UNAUTHORIZED")
+            assert tip(server.home, project) == before
+
+    run(scenario())
