@@ -148,9 +148,21 @@ def test_merge_drops_the_sleep_condition_of_an_agent_woken_on_one_side():
 
 def test_the_record_checker_refuses_moving_an_agent_in_the_hierarchy():
     path = profile_path("Helper")
-    refusal = edit_refusal("hub", "agent", path, _profile(), _profile(parent="Peer"))
-    assert refusal is not None and "parent" in refusal[0]  # (reason, what to do)
-    assert edit_refusal("hub", "agent", path, _profile(), _profile(scopes=["viewer@*"])) is None
+    lead, other = "1" * 23, "2" * 23
+    child = _profile(parent_id=lead)
+    for moved in (_profile(parent="Peer", parent_id=lead), _profile(parent_id=other), _profile(parent_id=None),
+                  _profile(parent=None, parent_id=None)):
+        refusal = edit_refusal("hub", "agent", path, child, moved)
+        assert refusal is not None and "parent" in refusal[0], moved  # (reason, what to do)
+    assert edit_refusal("hub", "agent", path, child, _profile(parent_id=lead, scopes=["viewer@*"])) is None
+    # Orphaned: only when the registration it names is deleted in the same change, and naming that one.
+    orphan = _profile(parent=None, parent_id=None, orphaned_from="Lead", orphaned_from_id=lead, scopes=["viewer@*"])
+    assert edit_refusal("hub", "agent", path, child, orphan, gone=frozenset({lead})) is None
+    assert edit_refusal("hub", "agent", path, child, orphan, gone=frozenset({other})) is not None
+    assert edit_refusal("hub", "agent", path, child, orphan) is not None
+    named_other = dataclasses.replace(orphan, orphaned_from_id=other)
+    assert edit_refusal("hub", "agent", path, child, named_other, gone=frozenset({lead, other})) is not None
+    assert edit_refusal("archive", "agent", path, child, orphan, gone=frozenset({lead})) is not None  # not by hand
 
 
 def test_fsck_reports_a_missing_parent_and_an_outliving_child(mail, store):

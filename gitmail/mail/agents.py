@@ -275,12 +275,20 @@ def identity_clash(ctx: Context, project_key: str, agent_name: str, *, token: st
 
 
 def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
-    """Issue a new token for an agent (an operator's recovery path); the old one stops working."""
+    """Issue a new token for an agent (an operator's recovery path); the old one stops working.
+
+    Every session that proved the agent with the old token stops acting as
+    it (the server compares the hash a binding was made under with the
+    profile's). A human profile has no token to reset.
+    """
     archive = ctx.archive(project_key)
     token, hlc = mint_token(), ctx.tick()
 
     def fn(snap: Snapshot) -> Change:
         agent = require_agent(snap, agent_name)
+        if agent.human:
+            raise invalid(f"{agent.name} is a person (the project's human overseer): it acts through the CLI and "
+                          "the web view and never holds a token", field="name")
         agent.token_hash, agent.hlc = hash_token(token), hlc
         return Change(f"Issue a new token for agent {agent.name}", result=agent.name).put_record(agent)
 

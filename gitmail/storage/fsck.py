@@ -8,11 +8,13 @@ every inbox and outbox copy is the canonical message (the outbox copy may add
 the sender's bcc list); every copy's owner is a party of the message; and
 references (reply, thread, attachments, the message an escalation is about)
 resolve; a reference to a message removed on purpose (one with a tombstone)
-counts as resolved; and the agent hierarchy holds together: every ``parent``
-is an agent of the project, no chain of parents loops, and no agent outlives
-the agent above it. A message that came from another project (its sender is
-``Name@slug``) may refer to the thread and reply it belongs to there, so only
-its attachments are checked; every relay record (a copy owed to another
+counts as resolved; no two agents' names differ only in case; and the agent
+hierarchy holds together: every ``parent`` is an agent of the project, and
+the very registration that spawned the child (not a later one of the same
+name), no chain of parents loops, and no agent outlives the agent above it.
+A message that came from another project (its sender is ``Name@slug``) may
+refer to the thread and reply it belongs to there, so only its attachments
+are checked; every relay record (a copy owed to another
 project) names a message of this archive that names that project.
 """
 
@@ -61,7 +63,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     escalations: list[tuple[str, Escalation]] = []
     relays: list[tuple[str, Relay]] = []
     attachments: set[str] = set()
-    agents: dict[str, Agent] = {}  # by lower-cased name
+    agents: list[Agent] = []
     for path in snap.walk():
         problem = path_problem(path)  # checked before reading, which a damaged object would fail
         if problem is not None:
@@ -78,7 +80,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
         if isinstance(record, Tombstone):
             removed.add(record.message_id)
         elif isinstance(record, Agent):
-            agents[record.name.lower()] = record
+            agents.append(record)
         elif isinstance(record, Relay):
             relays.append((path, record))
         elif isinstance(record, Message) and role == "message":
@@ -141,9 +143,17 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     return problems
 
 
-def _hierarchy_problems(agents: dict[str, Agent]) -> list[Problem]:
-    """Parents that are missing, chains of parents that loop, children that outlive their parent."""
+def _hierarchy_problems(profiles: list[Agent]) -> list[Problem]:
+    """Names that differ only in case; parents that are missing or another registration, loops, outliving children."""
     problems = []
+    agents: dict[str, Agent] = {}  # by lower-cased name
+    for agent in profiles:
+        if agent.name.lower() in agents:
+            problems.append(Problem(profile_path(agent.name), f"agent {agent.name} differs only in case from the "
+                                    f"agent {agents[agent.name.lower()].name}; names are unique without regard to "
+                                    "case"))
+        else:
+            agents[agent.name.lower()] = agent
     for agent in agents.values():
         if agent.parent is None:
             continue
@@ -151,6 +161,11 @@ def _hierarchy_problems(agents: dict[str, Agent]) -> list[Problem]:
         parent = agents.get(agent.parent.lower())
         if parent is None:
             problems.append(Problem(path, f"parent {agent.parent} is not an agent of this project"))
+            continue
+        if not agent.spawned_by(parent):
+            problems.append(Problem(path, f"parent {agent.parent} is now another registration (id {parent.id}) than "
+                                    f"the one that spawned it ({agent.parent_id or 'registered before it'}); that "
+                                    "agent is not above it"))
             continue
         if parent.expires_at is not None and (agent.expires_at is None
                                               or parse_ts(agent.expires_at) > parse_ts(parent.expires_at)):
@@ -162,7 +177,8 @@ def _hierarchy_problems(agents: dict[str, Agent]) -> list[Problem]:
                 problems.append(Problem(path, "its chain of parents loops"))
                 break
             seen.add(current.name.lower())
-            current = agents.get(current.parent.lower())
+            above = agents.get(current.parent.lower())
+            current = above if above is not None and current.spawned_by(above) else None
     return problems
 
 

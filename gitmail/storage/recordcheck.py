@@ -14,10 +14,19 @@ the same :func:`file_problem`, so one set of rules holds at every door:
   changes, unless the merge that replaced it parked the other version under
   ``conflicts/``, or a repair record puts back the version it had before;
 - a build slot's epoch never goes down (its fencing would fail);
-- an agent profile never changes hands: a profile whose ``id`` changes is
-  another registration taking the name, accepted only with the old one
-  parked under ``conflicts/`` (see :func:`edit_refusal`); nor does it move
-  in the hierarchy: its ``parent`` is fixed when it is spawned;
+- an agent profile never changes hands: a profile whose ``id`` (its
+  registration) changes is another registration taking the name, accepted
+  only with the old one parked under ``conflicts/`` and the new one the
+  earlier of the two, as the merge decides a clash (see
+  :func:`edit_refusal`); nor does it move in the hierarchy: its ``parent``
+  and the parent's registration (``parent_id``) are fixed when it is
+  spawned, and are dropped only when that registration is deleted in the
+  same change (the agent is *orphaned*, naming what it was orphaned from);
+- a human profile (the overseer) never carries a token hash: no token may
+  ever prove a person (:func:`record_problem`);
+- an agent's folder never differs from another's only in case: names are
+  unique without regard to case, so ``agents/bluelake/`` beside
+  ``agents/BlueLake/`` would be a second agent under the same name;
 - nothing is deleted without the record that explains it: a tombstone purges
   a message with its copies and receipts; a deleted profile takes its agent's
   folder, contacts and reservations along; held messages and idempotency
@@ -57,6 +66,7 @@ from gitmail.model.records import (
     Reservation,
     classify,
     conflict_path,
+    profile_path,
     role_of,
     tombstone_path,
 )
@@ -95,6 +105,10 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _TAKEOVER = ("register the agent under another name; a profile's id names one registration, and replacing it would "
              "hand the agent's mail to someone else")
+_SPELLING = ("register the agent under another name (names are unique without regard to case), or move these files "
+             "into the existing agent's folder")
+_HUMAN = ("remove token_hash: the overseer acts through the CLI and the web view of the server's machine, never with "
+          "a token")
 # What a human may change by hand in a record pushed into an archive, by record kind
 # (``extra`` is the fields of their own, ``x-team``; ``hlc`` is the clock merges order writes by):
 _HAND_EDITABLE: dict[type[Record], frozenset[str]] = {
@@ -128,9 +142,32 @@ def inspect_file(path: str, data: bytes) -> tuple[Record | None, str | None]:
     if kind is None or kind[1] is None:
         return None, path_problem(path)
     try:
-        return kind[1].from_bytes(data, path), None
+        record = kind[1].from_bytes(data, path)
     except GitmailError as exc:
         return None, exc.message.removeprefix(path + ": ")
+    return record, record_problem(record)
+
+
+def record_problem(record: Record) -> str | None:
+    """Why a record that parses may still not sit in an archive (None when it may)."""
+    if isinstance(record, Agent) and record.human and record.token_hash:
+        return (f"{record.name} is a human profile (human: true) and carries a token_hash; a person is never proved "
+                "by a token")
+    return None
+
+
+def agent_spellings(tree: pygit2.Tree | None) -> dict[str, list[str]]:
+    """The agent folders of ``tree`` by lower-cased name (more than one spelling: a collision)."""
+    out: dict[str, list[str]] = {}
+    try:
+        folder = tree[AGENTS] if tree is not None else None
+    except KeyError:
+        folder = None
+    if isinstance(folder, pygit2.Tree):
+        for entry in folder:
+            if entry.type == pygit2.GIT_OBJECT_TREE:
+                out.setdefault(str(entry.name).lower(), []).append(str(entry.name))
+    return out
 
 
 def file_problem(path: str, data: bytes) -> str | None:
@@ -148,30 +185,30 @@ def _attachment_problem(path: str, data: bytes) -> str | None:
     return None
 
 
-def edit_refusal(door: str, role: str | None, path: str, old: Record | None,
-                 new: Record) -> tuple[str, str] | None:
+def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new: Record, *,
+                 gone: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """Why changing the mutable record at ``path`` from ``old`` to ``new`` is refused at ``door``, and what to do.
 
     The one place that decides which edits of mutable records are
     legitimate (profiles, contacts, reservations, seats, receipts, the
     project); both versions parse, and ``door`` is one of :data:`DOORS`.
-    At every door a profile keeps its registration and a relay's delivery
-    is final. A push into an archive comes from a human's clone, never from
-    a machine (machines sync through a hub), so there an edit may change
-    only what a person may decide by hand: a profile's description,
-    policies, capabilities, program and model; a contact link's answer; a
+    At every door a profile keeps its registration and its place in the
+    hierarchy (see :func:`identity_refusal`; ``gone`` holds the ids of the
+    registrations the same change deletes), and a relay's delivery is final.
+    A push into an archive comes from a human's clone, never from a machine
+    (machines sync through a hub), so there an edit may change only what a
+    person may decide by hand: a profile's description, policies,
+    capabilities, program and model; a contact link's answer; a
     reservation's release (a release is final); and anywhere, fields of the
     person's own (``x-``).
     """
-    if isinstance(old, Agent) and isinstance(new, Agent) and old.id != new.id:
-        return (f"replaces the registration of agent {old.name} (id {old.id}) with another (id {new.id}) "
-                "without parking the old one under conflicts/"), _TAKEOVER
+    if isinstance(old, Agent) and isinstance(new, Agent):
+        refusal = identity_refusal(old, new, gone)
+        if refusal is not None:
+            return refusal
     if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
         return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
                 "(a delivery is final)"), _RESTORE
-    if isinstance(old, Agent) and isinstance(new, Agent) and old.parent != new.parent:
-        return (f"moves agent {old.name} in the hierarchy (parent {old.parent} to {new.parent}); an agent's parent "
-                "is fixed when it is spawned"), _RESTORE + "; spawn a new agent under the other parent instead"
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE
@@ -195,6 +232,41 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None,
         advice += f"; change the rest through gitmail ({_THROUGH_GITMAIL[kind]})"
     advice += ", and fields of your own named x-something"
     return f"changes {fields} of this {kind}, which only gitmail changes", advice
+
+
+def identity_refusal(old: Agent, new: Agent, gone: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+    """Why a profile's new version is not the same registration in the same place of the hierarchy (None: it is).
+
+    Another registration at the path (another ``id``) is refused here; the
+    checker accepts it only as a merge leaves it (:func:`replaced_by_merge`).
+    The same registration keeps its ``parent`` and ``parent_id``, except that
+    it is orphaned when the registration it names is in ``gone``: it then
+    names that one as ``orphaned_from``.
+    """
+    if old.id != new.id:
+        return (f"replaces the registration of agent {old.name} (id {old.id}) with another (id {new.id}) "
+                "without parking the old one under conflicts/"), _TAKEOVER
+    was = (old.parent, old.parent_id, old.orphaned_from, old.orphaned_from_id)
+    now = (new.parent, new.parent_id, new.orphaned_from, new.orphaned_from_id)
+    if was == now or _orphaned(old, new, gone):
+        return None
+    return (f"moves agent {old.name} in the hierarchy (parent {old.parent} [{old.parent_id}] to {new.parent} "
+            f"[{new.parent_id}]); an agent's parent and the registration it names are fixed when it is spawned, "
+            "and dropped only by deleting that parent"), _RESTORE + "; spawn a new agent under the other parent instead"
+
+
+def _orphaned(old: Agent, new: Agent, gone: frozenset[str]) -> bool:
+    """Whether ``new`` is ``old`` orphaned because the registration of its parent is deleted (its id in ``gone``)."""
+    if old.parent is None or old.orphaned_from is not None or new.parent is not None:
+        return False
+    if new.orphaned_from is None or new.orphaned_from.lower() != old.parent.lower():
+        return False
+    return new.orphaned_from_id in gone and old.parent_id in (None, new.orphaned_from_id)
+
+
+def replaced_by_merge(old: Agent, new: Agent) -> bool:
+    """Whether ``new`` may replace ``old`` as a merge of a clash does: the earlier registration keeps the name."""
+    return (new.inception_ts, new.id) < (old.inception_ts, old.id)
 
 
 def _field_key(record_type: type[Record], name: str) -> str:
@@ -230,7 +302,7 @@ class Checker:
     def check_commit(self, new: str, main: str | None) -> list[Rejection]:
         """What commit ``new`` adds over its merge base with ``main``, judged by the rules."""
         base = self.base_of(new, main)
-        return self.check_trees(self._tree(base), self._tree(new), new_commit=new,
+        return self.check_trees(self._tree(base), self._tree(new), new_commit=new, main=self._tree(main),
                                 before=base[:12] if base else "<the commit before>")
 
     def _tree(self, commit: str | None) -> pygit2.Tree | None:
@@ -238,22 +310,32 @@ class Checker:
 
     # -- trees ------------------------------------------------------------------
     def check_trees(self, base: pygit2.Tree | None, new: pygit2.Tree | None, *, new_commit: str | None = None,
-                    before: str = "<the commit before>") -> list[Rejection]:
+                    main: pygit2.Tree | None = None, before: str = "<the commit before>") -> list[Rejection]:
         """The refused changes from tree ``base`` to tree ``new``, by path.
 
         ``new_commit`` is the commit holding ``new`` (repairs that restore an
-        earlier version are checked against its history); ``before`` names
-        the base in the advice given.
+        earlier version are checked against its history); ``main`` is the
+        tree the change would join (an agent folder it adds must not differ
+        only in case from one there either); ``before`` names the base in
+        the advice given.
         """
         changes = tree_changes(base, new)
         repairs = self._repairs(changes, new_commit)
         removed_agents = {match.group(1) for path, blob in changes.items()
                           if blob is None and (match := _AGENT_PROFILE.match(path))}
+        gone = self._gone_registrations(changes, base)
+        spelled = self._second_spellings(base, new, main)
         problems: list[Rejection] = []
         for path, blob in sorted(changes.items()):
             old = _entry(base, path)
+            folder = path.split("/")[1] if path.startswith(AGENTS + "/") and path.count("/") > 1 else None
+            if folder in spelled:
+                problems.append(Rejection(path, f"the agent folder {folder} differs only in case from the agent "
+                                          f"{spelled[folder]}; agent names are unique without regard to case",
+                                          _SPELLING, None if blob is None else str(blob)))
+                continue
             problem = (self._deletion(path, old, base, new, removed_agents, repairs) if blob is None
-                       else self._addition(path, blob, old, new, repairs))
+                       else self._addition(path, blob, old, new, repairs, gone))
             if problem is not None:
                 reason, advice = problem
                 problems.append(Rejection(path, reason, advice.format(path=path, before=before),
@@ -261,7 +343,7 @@ class Checker:
         return problems
 
     def _addition(self, path: str, blob: pygit2.Oid, old: pygit2.Oid | None, new: pygit2.Tree | None,
-                  repairs: dict[str, Repair]) -> tuple[str, str] | None:
+                  repairs: dict[str, Repair], gone: frozenset[str]) -> tuple[str, str] | None:
         role = role_of(path)
         if old is not None and role in IMMUTABLE_ROLES:
             if _parked(new, path, old) or _repaired(repairs, path, old, blob):
@@ -271,10 +353,17 @@ class Checker:
         if problem is not None or old is None:
             return problem
         was, now = self._record(path, old), self._record(path, blob)
-        if isinstance(now, Record):
-            refusal = edit_refusal(self.door, role, path, was if isinstance(was, Record) else None, now)
-            if refusal is not None and not _parked_any(new, path):
-                return refusal
+        if not isinstance(now, Record):
+            return None
+        if isinstance(was, Agent) and isinstance(now, Agent):
+            if was.id != now.id and _parked_any(new, path) and replaced_by_merge(was, now):
+                return None  # a clash of registrations, settled as a merge settles it
+            refusal = identity_refusal(was, now, gone)
+            if refusal is not None:
+                return refusal  # never excused by a conflict parked beside it: the registration is the same one
+        refusal = edit_refusal(self.door, role, path, was if isinstance(was, Record) else None, now, gone=gone)
+        if refusal is not None and not _parked_any(new, path):
+            return refusal
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:
@@ -286,7 +375,49 @@ class Checker:
         record = self._record(path, blob)
         if isinstance(record, str):
             return record, (_STRAY if record.startswith("not a path") else _FIX)
-        return None
+        problem = record_problem(record)
+        return None if problem is None else (problem, _HUMAN)
+
+    def _second_spellings(self, base: pygit2.Tree | None, new: pygit2.Tree | None,
+                          main: pygit2.Tree | None) -> dict[str, str]:
+        """Agent folders ``new`` adds whose name differs only in case from another's: each with the one kept.
+
+        A spelling ``base`` or ``main`` already holds is kept; among spellings
+        that are all new, the earliest registration (as a merge decides a
+        clash; a folder without a profile comes last).
+        """
+        before = {name for names in agent_spellings(base).values() for name in names}
+        there = agent_spellings(main)
+        out = {}
+        for lower, names in agent_spellings(new).items():
+            spellings = sorted({*names, *there.get(lower, [])})
+            if len(spellings) < 2:
+                continue
+            kept = [name for name in spellings if name in before or name in there.get(lower, [])]
+            keeper = kept[0] if kept else min(spellings, key=lambda name: self._registered(new, name))
+            out.update({name: keeper for name in names if name != keeper and name not in before})
+        return out
+
+    def _registered(self, tree: pygit2.Tree | None, name: str) -> tuple[bool, str, str, str]:
+        """How early agent folder ``name`` of ``tree`` was registered, for ordering (no profile: last)."""
+        blob = _entry(tree, profile_path(name))
+        profile = self._record(profile_path(name), blob) if blob is not None else None
+        if isinstance(profile, Agent):
+            return False, profile.inception_ts, profile.id, name
+        return True, "", "", name
+
+    def _gone_registrations(self, changes: dict[str, pygit2.Oid | None], base: pygit2.Tree | None) -> frozenset[str]:
+        """The ids of the registrations whose profile this change deletes or replaces with another registration."""
+        out = set()
+        for path, blob in changes.items():
+            old = _entry(base, path) if _AGENT_PROFILE.match(path) else None
+            was = self._record(path, old) if old is not None else None
+            if not isinstance(was, Agent):
+                continue
+            now = self._record(path, blob) if blob is not None else None
+            if not isinstance(now, Agent) or now.id != was.id:
+                out.add(was.id)
+        return frozenset(out)
 
     def _record(self, path: str, blob: pygit2.Oid) -> Record | str:
         """The record at ``path`` with blob ``blob``, or why it is not one."""

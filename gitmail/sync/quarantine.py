@@ -63,7 +63,7 @@ def check_tip(archive: Archive, checker: Checker, tip: str, label: str) -> Check
     repo = archive.repo
     ours = archive.tip()
     base = checker.base_of(tip, ours)
-    rejected = checker.check_trees(_tree(repo, base), _tree(repo, tip), new_commit=tip,
+    rejected = checker.check_trees(_tree(repo, base), _tree(repo, tip), new_commit=tip, main=_tree(repo, ours),
                                    before=base[:12] if base else "<the commit before>")
     if not rejected:
         return Checked(label, tip, base, tip)
