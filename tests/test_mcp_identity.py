@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import uuid
 
 import pytest
 
 from gitmail import Store
+from gitmail.model.records import Agent, profile_path
+from gitmail.storage.engine import Change
 
-from .mcp_harness import call, fail, run
+from .mcp_harness import call, child_env, fail, run
 
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
@@ -26,6 +29,14 @@ def fresh_project() -> str:
 
 def tip(home: str, project: str) -> str | None:
     return Store(home, background=False).archive(project).tip()
+
+
+def cli(home: str, *args: str) -> dict:
+    """The operator at the shell of the server's machine: another process than the server."""
+    proc = subprocess.run([sys.executable, "-m", "gitmail", *args, "--json"], env=child_env(home),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout)
 
 
 def git_log(home: str, project: str) -> str:
@@ -134,6 +145,73 @@ def test_a_retired_parent_cannot_act_through_its_child_and_keeps_it(server, fami
             slept = await fail(parent, "journal", project_key=project, agent_name="Parent1", acting_as="Child1",
                                entry="acting through an asleep parent")
             assert slept["code"] == "AGENT_ASLEEP" and slept["data"]["agent"] == "Parent1"
+
+    run(scenario())
+
+
+def test_a_binding_ends_with_the_token_or_the_registration_that_made_it(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as registered, server.client() as proved, server.client() as other:
+            old = await first_agent(registered, project, "Alice")
+            await call(other, "register_agent", project_key=project, program="p", model="m", name="Bob")
+            await call(proved, "list_contacts", project_key=project, agent_name="Alice", agent_token=old)
+            for session in (registered, proved):  # both act as Alice without a token
+                await call(session, "fetch_inbox", project_key=project, agent_name="Alice")
+                await call(session, "search_messages", project_key=project, query="anything")
+            issued = cli(server.home, "agents", "reset-token", project, "Alice")  # the operator, in another process
+            new = issued["registration_token"]
+            before = tip(server.home, project)
+            for session in (registered, proved):
+                refused = await fail(session, "fetch_inbox", project_key=project, agent_name="Alice")
+                assert refused["code"] == "UNAUTHORIZED" and "new token" in refused["message"], refused
+                member = await fail(session, "search_messages", project_key=project, query="anything")
+                assert member["code"] == "UNAUTHORIZED", member
+                retaken = await fail(session, "register_agent", project_key=project, program="p", model="m",
+                                     name="Alice", task_description="still me?")
+                assert retaken["code"] == "UNAUTHORIZED", retaken
+                stale = await fail(session, "fetch_inbox", project_key=project, agent_name="Alice", agent_token=old)
+                assert stale["code"] == "UNAUTHORIZED"
+                whois = await call(session, "whois", project_key=project, agent_name="Bob")
+                assert "recent_commits" not in whois  # no longer a member of the project
+            assert tip(server.home, project) == before
+            await call(proved, "fetch_inbox", project_key=project, agent_name="Alice", agent_token=new)
+            await call(proved, "fetch_inbox", project_key=project, agent_name="Alice")  # bound again, to the new one
+            # Alice deleted, and the name registered again: no session bound to her acts as the newcomer.
+            await call(proved, "hard_delete_agent", project_key=project, agent_name="Alice",
+                       confirmation="I UNDERSTAND")
+            await call(other, "register_agent", project_key=project, program="p", model="m", name="Alice")
+            for session in (registered, proved):
+                gone = await fail(session, "fetch_inbox", project_key=project, agent_name="Alice")
+                assert gone["code"] == "UNAUTHORIZED", gone
+            await call(other, "fetch_inbox", project_key=project, agent_name="Alice")
+
+    run(scenario())
+
+
+def test_no_token_proves_a_human_profile_even_one_that_holds_a_hash(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as client:
+            bob_token = await first_agent(client, project, "Bob")
+        store = Store(server.home, background=False)
+        archive = store.archive(project)
+        # An Overseer profile carrying Bob's token hash, as a hostile remote could have brought in.
+        profile = archive.snapshot().load(profile_path("Bob"), Agent)
+        overseer = Agent(id=store.clock.new_id(), name="Overseer", program="human", model="overseer",
+                         inception_ts=store.clock.now_ts(), hlc=store.clock.tick(), human=True,
+                         token_hash=profile.token_hash)
+        archive.transact(lambda snap: Change("an overseer with a token").put_record(overseer))
+        before = archive.tip()
+        async with server.client() as client:
+            sent = await fail(client, "send_message", project_key=project, sender_name="Overseer", to=["Bob"],
+                              subject="as the human", body_md="x", sender_token=bob_token)
+            registered = await fail(client, "register_agent", project_key=project, program="p", model="m",
+                                    name="Overseer", agent_token=bob_token)
+        assert sent["code"] == "UNAUTHORIZED" and registered["code"] in ("UNAUTHORIZED", "INVALID_ARGUMENT")
+        assert archive.tip() == before
 
     run(scenario())
 

@@ -3,9 +3,11 @@
 Eight worker processes each keep an MCP session to a real server over
 Streamable HTTP; for each trial they meet at a barrier (so every one of them
 is known to have reached the start line) and call ``register_agent`` with
-that trial's new name at once. Exactly one gets the token and the session binding; every other gets
-UNAUTHORIZED saying the name is taken, cannot act as the agent, and has not
-touched its profile.
+that trial's new name at once, each spelling it its own way (``Racer3``,
+``racer3``, ``RACER3``: names are one without regard to case). Exactly one
+gets the token and the session binding; every other gets UNAUTHORIZED
+saying the name is taken, cannot act as the agent, and has not touched its
+profile.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _contender(url: str, k: int, trials: int, barrier: Any, results: Any) -> Non
             await client.call_tool("health_check", {})  # the session exists before the first start line
             for t in range(trials):
                 index = await asyncio.to_thread(barrier.wait, 120)
-                name = f"Racer{t}"
+                name = (f"Racer{t}", f"racer{t}", f"RACER{t}")[k % 3]
                 outcome = await client.call_tool("register_agent", {
                     "project_key": PROJECT, "program": f"contender-{k}", "model": "m", "name": name,
                 }, raise_on_error=False)
@@ -72,7 +74,7 @@ def test_exactly_one_of_eight_sessions_gets_a_new_name(tmp_path):
             assert worker.exitcode == 0
     finally:
         server.stop()
-    profiles = {agent["name"]: agent["program"] for agent in
+    profiles = {agent["name"].lower(): agent["program"] for agent in
                 Mail(Store(home, background=False)).list_agents(PROJECT, active_only=False)}
     assert len(profiles) == TRIALS
     for t in range(TRIALS):
@@ -86,4 +88,4 @@ def test_exactly_one_of_eight_sessions_gets_a_new_name(tmp_path):
         for loser in (row for row in rows if row["error"]):
             assert loser["body"]["code"] == "UNAUTHORIZED"
             assert "already taken" in loser["body"]["message"] and "pick another name" in loser["body"]["message"]
-        assert profiles[f"Racer{t}"] == f"contender-{winner['k']}", "no loser overwrote the profile"
+        assert profiles[f"racer{t}"] == f"contender-{winner['k']}", "no loser overwrote the profile"

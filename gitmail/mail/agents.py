@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gitmail.coord import hierarchy, reservations
@@ -216,21 +217,43 @@ def create_agent_identity(ctx: Context, project_key: str, program: str, model: s
     return view
 
 
-def verify_agent_token(ctx: Context, project_key: str, agent_name: str, token: str) -> bool:
-    """Whether ``token`` is the registration token of ``agent_name``."""
-    if not ctx.store.exists(project_key):
-        return False
-    snap = ctx.archive(project_key).snapshot()
-    agent = find_agent(snap, agent_name) if isinstance(agent_name, str) and agent_name else None
-    return agent is not None and token_matches(token, agent.token_hash)
+@dataclass(frozen=True)
+class Credential:
+    """What a proof of an agent rests on: the registration holding its name, and the hash of its token now.
+
+    A human profile (the overseer) is proved by no token, whatever its file
+    says: its ``token_hash`` here is None.
+    """
+
+    name: str
+    id: str
+    token_hash: str | None
+
+    @classmethod
+    def of(cls, agent: Agent) -> Credential:
+        return cls(agent.name, agent.id, None if agent.human else agent.token_hash)
+
+    @classmethod
+    def issued(cls, view: dict[str, Any]) -> Credential:
+        """The credential a registration answer carries with its new ``registration_token``."""
+        return cls(view["name"], view["id"], hash_token(view["registration_token"]))
+
+    def proved_by(self, token: object) -> bool:
+        return token_matches(token, self.token_hash)
 
 
-def agent_id(ctx: Context, project_key: str, agent_name: str) -> str | None:
-    """The id of the registration that holds ``agent_name`` now (None if nobody does)."""
-    if not ctx.store.exists(project_key):
+def credential(ctx: Context, project_key: str, agent_name: object) -> Credential | None:
+    """The credential of the agent holding ``agent_name`` now (None if nobody does)."""
+    if not isinstance(agent_name, str) or not agent_name or not ctx.store.exists(project_key):
         return None
     agent = find_agent(ctx.archive(project_key).snapshot(), agent_name)
-    return agent.id if agent is not None else None
+    return Credential.of(agent) if agent is not None else None
+
+
+def verify_agent_token(ctx: Context, project_key: str, agent_name: str, token: str) -> bool:
+    """Whether ``token`` is the registration token of ``agent_name`` (never true of a human profile)."""
+    held = credential(ctx, project_key, agent_name)
+    return held is not None and held.proved_by(token)
 
 
 def identity_clash(ctx: Context, project_key: str, agent_name: str, *, token: str | None = None,

@@ -45,11 +45,11 @@ from . import (
     retention,
     sending,
     summaries,
-    tokens,
     windows,
 )
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
+from .agents import Credential
 from .sending import ReplyRequest, SendRequest
 
 
@@ -143,16 +143,12 @@ class Mail:
                                             task_description=task_description,
                                             return_registration_token=return_registration_token)
 
-    @staticmethod
-    def token_matches(token: object, token_hash: str | None) -> bool:
-        """Whether ``token`` is the one whose hash a profile stores (see :mod:`gitmail.mail.tokens`)."""
-        return tokens.token_matches(token, token_hash)
-
     def verify_agent_token(self, project_key: str, agent_name: str, token: str) -> bool:
         return agents.verify_agent_token(self.ctx, project_key, agent_name, token)
 
-    def agent_id(self, project_key: str, agent_name: str) -> str | None:
-        return agents.agent_id(self.ctx, project_key, agent_name)
+    def credential(self, project_key: str, agent_name: str) -> Credential | None:
+        """What proves the agent holding ``agent_name`` now: its registration and token hash (None: nobody)."""
+        return agents.credential(self.ctx, project_key, agent_name)
 
     def identity_clash(self, project_key: str, agent_name: str, *, token: str | None = None,
                        registration: str | None = None) -> GitmailError | None:

@@ -244,15 +244,7 @@ class Access:
 
     def _proved_in(self, ctx: Context | None, slug: str, name: object, token: object) -> bool:
         if isinstance(name, str) and name:
-            if isinstance(token, str) and token:
-                if not self.mail.verify_agent_token(slug, name, token):
-                    return False
-                agent_id = self.mail.agent_id(slug, name)
-                if agent_id is not None:
-                    self.identities.bind(ctx, slug, name, agent_id)
-                return True
-            bound = self.identities.bound_id(ctx, slug, name)
-            return bound is not None and self.mail.agent_id(slug, name) == bound
+            return self.identities.proved(ctx, slug, name, token if isinstance(token, str) else None)
         return bool(self.identities.agents_in(ctx, slug))
 
     def viewer(self, ctx: Context | None, project: str, name: str | None, *, argument: str = "agent_name") -> str:

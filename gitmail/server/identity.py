@@ -13,9 +13,12 @@ it) needs proof that the caller *is* that agent. There are two proofs:
   no session, so they always pass the token.
 
 A session is bound to the registration it made or proved (the profile's
-id), not to the name alone: if a sync later hands the name to an earlier
-registration made on another machine, the session no longer acts as that
-agent.
+id) and to the token that proved it (its hash), not to the name alone: if a
+sync later hands the name to an earlier registration made on another
+machine, if the agent is deleted and its name registered again, or if the
+operator issues the agent a new token (``gitmail agents reset-token``, in
+another process), the session no longer acts as that agent. Every use of a
+binding compares it with the profile in the archive.
 
 A token, when given, is always checked, even inside a bound session, so a
 wrong token never passes silently. A token or binding of a registration that
@@ -32,7 +35,7 @@ from typing import Any
 from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Credential, Mail
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.model.records import Agent
 from gitmail.storage.store import Store
@@ -60,8 +63,8 @@ class Identities:
         self.store = store
         self.mail = mail
         self._lock = threading.Lock()
-        # session -> {(slug, lower-cased agent name): (the agent's name as registered, its registration's id)}
-        self._bound: OrderedDict[str, dict[tuple[str, str], tuple[str, str]]] = OrderedDict()
+        # session -> {(slug, lower-cased agent name): the credential it was bound under}
+        self._bound: OrderedDict[str, dict[tuple[str, str], Credential]] = OrderedDict()
 
     def register(self, ctx: Context | None, project_key: str, *, program: str | None, model: str | None,
                  name: str | None, task_description: str | None, token: str | None,
@@ -76,22 +79,24 @@ class Identities:
         """
         key = session_key(ctx)  # now: the transaction may run on another request's thread
         slug = self.store.resolve(project_key)
+        claimed: list[Credential] = []
 
         def claim(existing: Agent) -> None:
-            if token and self.mail.token_matches(token, existing.token_hash):
+            held = Credential.of(existing)
+            bound = self._binding(key, slug, existing.name)
+            if (token and held.proved_by(token)) or bound == held:
+                claimed.append(held)
                 return
-            bound = self._bound_id(key, slug, existing.name)
-            if bound is not None and bound == existing.id:
-                return
-            if bound is not None:  # this session's registration lost the name to another made elsewhere
-                clash = self.mail.identity_clash(project_key, existing.name, registration=bound)
-                if clash is not None:
-                    raise clash
+            if bound is not None:
+                self._stale(project_key, bound, held)
             raise self._taken(project_key, existing.name, wrong_token=bool(token))
 
         profile = self.mail.register_agent(project_key, program, model, name=name, task_description=task_description,
                                            claim=claim, idempotency_key=idempotency_key, reason=reason)
-        self._bind(key, slug, profile["name"], profile["id"])
+        if "registration_token" in profile:
+            self._bind(key, slug, Credential.issued(profile))
+        elif claimed:
+            self._bind(key, slug, claimed[-1])
         return profile
 
     @staticmethod
@@ -105,40 +110,46 @@ class Identities:
             {"agent": name, "reason": "name_taken", "argument": "agent_token"},
         )
 
-    def bind(self, ctx: Context | None, project_key: str, agent_name: str, agent_id: str) -> bool:
-        """Remember that this session registered (or proved) registration ``agent_id`` of the agent.
+    def bind(self, ctx: Context | None, project_key: str, held: Credential) -> bool:
+        """Remember that this session registered (or proved) the agent under credential ``held``.
 
         False if the call has no session.
         Agent names are unique without regard to case, and so are bindings.
         """
-        return self._bind(session_key(ctx), self.store.resolve(project_key), agent_name, agent_id)
+        return self._bind(session_key(ctx), self.store.resolve(project_key), held)
 
-    def _bind(self, key: str | None, slug: str, agent_name: str, agent_id: str) -> bool:
+    def _bind(self, key: str | None, slug: str, held: Credential) -> bool:
         if key is None:
             return False
         with self._lock:
             agents = self._bound.pop(key, {})
-            agents[(slug, agent_name.lower())] = (agent_name, agent_id)
+            agents[(slug, held.name.lower())] = held
             self._bound[key] = agents
             while len(self._bound) > MAX_SESSIONS:
                 self._bound.popitem(last=False)
         return True
 
     def agents_in(self, ctx: Context | None, slug: str) -> list[str]:
-        """The agents of project ``slug`` this session registered or proved, sorted."""
+        """The agents of project ``slug`` this session registered or proved and still acts as, sorted.
+
+        A binding whose registration no longer holds the name, or whose token
+        was replaced since, is left out (one profile read per binding).
+        """
         key = session_key(ctx)
         if key is None:
             return []
         with self._lock:
-            return sorted(name for (s, _), (name, _id) in self._bound.get(key, {}).items() if s == slug)
+            bound = [held for (s, _), held in self._bound.get(key, {}).items() if s == slug]
+        return sorted(held.name for held in bound if self.mail.credential(slug, held.name) == held)
 
     def projects(self, ctx: Context | None) -> list[str]:
-        """The slugs of the projects this session proved agents in, sorted."""
+        """The slugs of the projects this session proved agents in and still acts as, sorted."""
         key = session_key(ctx)
         if key is None:
             return []
         with self._lock:
-            return sorted({s for s, _ in self._bound.get(key, {})})
+            slugs = sorted({s for s, _ in self._bound.get(key, {})})
+        return [slug for slug in slugs if self.agents_in(ctx, slug)]
 
     def forget(self, slug: str, agent_name: str | None = None) -> None:
         """Drop every session's binding to an agent (or to every agent of a project) that was deleted."""
@@ -147,19 +158,23 @@ class Identities:
                 for pair in [p for p in agents if p[0] == slug and (agent_name is None or p[1] == agent_name.lower())]:
                     del agents[pair]
 
-    def bound_id(self, ctx: Context | None, project_key: str, agent_name: str) -> str | None:
-        """The registration of ``agent_name`` this session made or proved, if any."""
-        key = session_key(ctx)
-        if key is None:
-            return None
-        return self._bound_id(key, self.store.resolve(project_key), agent_name)
+    def proved(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None) -> bool:
+        """Whether the caller proves ``agent_name`` now: by ``token`` (then bound), or by a binding still current."""
+        held = self.mail.credential(project_key, agent_name)
+        if held is None:
+            return False
+        if token:
+            if not held.proved_by(token):
+                return False
+            self.bind(ctx, project_key, held)
+            return True
+        return self._binding(session_key(ctx), self.store.resolve(project_key), agent_name) == held
 
-    def _bound_id(self, key: str | None, slug: str, agent_name: str) -> str | None:
+    def _binding(self, key: str | None, slug: str, agent_name: str) -> Credential | None:
         if key is None:
             return None
         with self._lock:
-            bound = self._bound.get(key, {}).get((slug, agent_name.lower()))
-        return bound[1] if bound is not None else None
+            return self._bound.get(key, {}).get((slug, agent_name.lower()))
 
     def require(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
                 *, argument: str = "agent_token") -> None:
@@ -168,28 +183,39 @@ class Identities:
         A token that proves the agent also binds it to this session, as
         registering there would have.
         """
-        if token:
-            if not self.mail.verify_agent_token(project_key, agent_name, token):
-                clash = self.mail.identity_clash(project_key, agent_name, token=token)
-                if clash is not None:
-                    raise clash
-                self._require_exists(project_key, agent_name)
-                raise GitmailError(UNAUTHORIZED, f"{argument} is not {agent_name}'s token. " + ways_out(
-                    project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
-            agent_id = self.mail.agent_id(project_key, agent_name)
-            if agent_id is not None:
-                self.bind(ctx, project_key, agent_name, agent_id)
+        if self.proved(ctx, project_key, agent_name, token):
             return
-        bound = self.bound_id(ctx, project_key, agent_name)
-        if bound is not None:
-            if self.mail.agent_id(project_key, agent_name) == bound:
-                return
-            clash = self.mail.identity_clash(project_key, agent_name, registration=bound)
+        if token:
+            clash = self.mail.identity_clash(project_key, agent_name, token=token)
             if clash is not None:
                 raise clash
+            self._require_exists(project_key, agent_name)
+            raise GitmailError(UNAUTHORIZED, f"{argument} is not {agent_name}'s token. " + ways_out(
+                project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
+        bound = self._binding(session_key(ctx), self.store.resolve(project_key), agent_name)
+        held = self.mail.credential(project_key, agent_name)
+        if bound is not None:
+            self._stale(project_key, bound, held, argument=argument)
         self._require_exists(project_key, agent_name)
         raise GitmailError(UNAUTHORIZED, f"this call acts as {agent_name}, so it needs {agent_name}'s proof. "
                            + ways_out(project_key, agent_name, argument), {"agent": agent_name, "argument": argument})
+
+    def _stale(self, project_key: str, bound: Credential, held: Credential | None, *,
+               argument: str = "agent_token") -> None:
+        """Raise the error that says why this session's binding to ``bound`` no longer proves the agent (if known).
+
+        The registration lost a clash over its name (IDENTITY_CLASH), or the
+        operator issued the agent a new token since (UNAUTHORIZED, saying so).
+        """
+        clash = self.mail.identity_clash(project_key, bound.name, registration=bound.id)
+        if clash is not None:
+            raise clash
+        if held is not None and held.id == bound.id and held.token_hash != bound.token_hash:
+            raise GitmailError(
+                UNAUTHORIZED, f"this session proved {held.name} with a token that has since been replaced (the "
+                f"operator issued a new token with gitmail agents reset-token), so it no longer acts as {held.name}. "
+                f"Pass the new token as {argument} (or registration_token): this session then acts as it again",
+                {"agent": held.name, "argument": argument, "reason": "token_replaced"})
 
     def _require_exists(self, project_key: str, agent_name: str) -> None:
         """NOT_FOUND for an agent that is not registered (a typo is not a failed proof)."""

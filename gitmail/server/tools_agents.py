@@ -7,6 +7,8 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.mail.facade import Credential
+
 from .params import (
     AgentName,
     AgentToken,
@@ -97,7 +99,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         profile = mail.create_agent_identity(project_key=project_key, program=program, model=model,
                                              name_hint=name_hint, task_description=task_description)
         # A taken name failed above: only a new agent binds.
-        rt.identities.bind(ctx, project_key, profile["name"], profile["id"])
+        rt.identities.bind(ctx, project_key, Credential.issued(profile))
         return shown(profile, return_registration_token)
 
     @tool(mcp, READ, access=anyone)
