@@ -23,6 +23,7 @@ from typing import Any
 
 import pygit2
 
+from gitmail.storage.history import journal_owner
 from gitmail.storage.treeedit import changed_files
 
 from .changes import is_ancestor
@@ -167,25 +168,33 @@ class History:
         return list(commits.values())
 
     def by_author(self, author: str, limit: int) -> list[dict[str, Any]]:
-        """The latest ``limit`` commits whose author is ``author``, newest first: ``commit``, ``summary``, ``time``.
+        """The latest ``limit`` commits whose author is ``author``, newest first.
 
-        An indexed read that stops once it has ``limit`` commits (a commit
-        has one row per file it changed), where ``git log --author`` walks
-        the history until it finds them, or to its start for an agent that
-        has been quiet a long time.
+        Each has ``commit``, ``summary``, ``time`` and ``journals``: the agents
+        whose journal it wrote to (whose text its summary may quote). An
+        indexed read that stops once it has read every file of ``limit``
+        commits (a commit has one row per file it changed), where ``git log
+        --author`` walks the history until it finds them, or to its start
+        for an agent that has been quiet a long time.
         """
         self._ensure()
         found: dict[str, dict[str, Any]] = {}
-        below = None
-        while len(found) < limit:
+        below, full = None, False
+        while not full:
             chunk = 8 * limit
             rows = self.meta.read(
-                "SELECT row, commit_id, summary, time FROM history WHERE author = ?"
+                "SELECT row, commit_id, summary, time, path FROM history WHERE author = ?"
                 + ("" if below is None else " AND row < ?") + " ORDER BY row DESC LIMIT ?",
                 [author, *([] if below is None else [below]), chunk])
-            for row, commit_id, summary, when in rows:
-                if commit_id not in found and len(found) < limit:
-                    found[commit_id] = {"commit": commit_id, "summary": summary, "time": when}
+            for row, commit_id, summary, when, path in rows:
+                if commit_id not in found:
+                    full = len(found) >= limit  # a commit's rows are together: the last one found is complete
+                    if full:
+                        break
+                    found[commit_id] = {"commit": commit_id, "summary": summary, "time": when, "journals": []}
+                owner = journal_owner(path)
+                if owner is not None and owner not in found[commit_id]["journals"]:
+                    found[commit_id]["journals"].append(owner)
                 below = row
             if len(rows) < chunk:
                 break

@@ -115,7 +115,12 @@ def test_whois_lists_recent_commits_from_git(store):
 
 
 def test_whois_recent_commits_are_those_git_log_finds(store):
-    """The derived history answers whois with the commits a walk of git's history finds, newest first."""
+    """The derived history answers whois with the commits a walk of git's history finds, newest first.
+
+    Both name the journals each commit wrote to, which whois shows only to
+    the journal's agent and those above it.
+    """
+    from gitmail.mail.agents import recent_commits
     from gitmail.storage.history import commits_by
 
     mail = make_mail(store)
@@ -123,12 +128,20 @@ def test_whois_recent_commits_are_those_git_log_finds(store):
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     for i in range(7):
         mail.send_message(PROJECT, "BlueLake" if i % 3 else "GreenCastle", ["RedStone"], f"note {i}", "body")
+        if i == 4:
+            mail.journal(PROJECT, "BlueLake", "a private note")
     archive = store.archive(PROJECT)
     for name in ("BlueLake", "GreenCastle", "RedStone"):
         for limit in (1, 2, 5, 100):
             walked = commits_by(archive, name, limit)
-            assert mail.whois(PROJECT, name, commit_limit=limit)["recent_commits"] == walked
-            assert len(walked) == min(limit, {"BlueLake": 5, "GreenCastle": 4, "RedStone": 2}[name])
+            assert recent_commits(mail.ctx, PROJECT, name, limit) == walked
+            assert len(walked) == min(limit, {"BlueLake": 6, "GreenCastle": 4, "RedStone": 2}[name])
+            shown = mail.whois(PROJECT, name, commit_limit=limit, readers=["GreenCastle"])["recent_commits"]
+            assert [c["hexsha"] for c in shown] == [c["hexsha"] for c in walked]
+            told = mail.whois(PROJECT, name, commit_limit=limit)["recent_commits"]  # the operator reads everything
+            assert all(("private note" in c["summary"]) == (name == "BlueLake" and w["journals"] == ["BlueLake"])
+                       for c, w in zip(told, walked, strict=True))
+            assert not any("private note" in c["summary"] for c in shown)
     assert mail.whois(PROJECT, "BlueLake", commit_limit=0)["recent_commits"] == []
 
 

@@ -190,6 +190,35 @@ def test_a_binding_ends_with_the_token_or_the_registration_that_made_it(server):
     run(scenario())
 
 
+def test_whois_shows_journal_text_only_to_whom_read_journal_shows_it(server, family):
+    project, tokens = family  # Parent1 above Child1; Peer beside them
+    secret = "the vendor contract ends in March"
+
+    async def scenario():
+        async with server.client() as parent:
+            await call(parent, "journal", project_key=project, agent_name="Parent1", acting_as="Child1", entry=secret,
+                       agent_token=tokens["Parent1"])
+        seen = {}
+        async with server.client() as peer:
+            refused = await fail(peer, "read_journal", project_key=project, agent_name="Peer",
+                                 acting_as="Child1", agent_token=tokens["Peer"])
+            assert refused["code"] == "NOT_ABOVE"
+            seen["Peer"] = await call(peer, "whois", project_key=project, agent_name="Child1")
+        for reader in ("Child1", "Parent1"):
+            async with server.client() as session:
+                await call(session, "list_contacts", project_key=project, agent_name=reader,
+                           agent_token=tokens[reader])
+                seen[reader] = await call(session, "whois", project_key=project, agent_name="Child1")
+        return seen
+
+    seen = run(scenario())
+    summaries = {who: [c["summary"] for c in view["recent_commits"]] for who, view in seen.items()}
+    assert not any(secret in s for s in summaries["Peer"]), summaries["Peer"]
+    assert any("journal" in s for s in summaries["Peer"])  # the commit is listed, its text is not
+    for reader in ("Child1", "Parent1"):  # the journal's owner, and the agent above it, read the journal anyway
+        assert any(secret in s for s in summaries[reader]), (reader, summaries[reader])
+
+
 def test_no_token_proves_a_human_profile_even_one_that_holds_a_hash(server):
     project = fresh_project()
 

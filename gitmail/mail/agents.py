@@ -319,8 +319,16 @@ def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[s
 
 
 def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
-          commit_limit: int = 5) -> dict[str, Any]:
-    """An agent's profile, plus its latest commits to the archive."""
+          commit_limit: int = 5, readers: list[str] | None = None) -> dict[str, Any]:
+    """An agent's profile, plus its latest commits to the archive.
+
+    A commit that wrote a journal entry quotes the entry in its summary:
+    it is shown with its summary only when one of ``readers`` (the agents the
+    caller proved) may read that journal, as ``read_journal`` decides (the
+    journal's agent, or one above it); to anyone else it is listed with a
+    summary that says only that an entry was written. ``readers`` None is
+    the operator, who reads every journal.
+    """
     if not isinstance(commit_limit, int) or isinstance(commit_limit, bool) or not 0 <= commit_limit <= 100:
         raise invalid("commit_limit must be a whole number from 0 to 100", field="commit_limit")
     archive = ctx.archive(project_key)
@@ -328,15 +336,37 @@ def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_com
     agent = require_agent(snap, agent_name)
     view = agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
     if include_recent_commits:
-        view["recent_commits"] = recent_commits(ctx, project_key, agent.name, commit_limit)
+        readable = _journal_reader(snap, readers)
+        view["recent_commits"] = []
+        for commit in recent_commits(ctx, project_key, agent.name, commit_limit):
+            journals = commit.pop("journals")
+            if not all(readable(owner) for owner in journals):
+                commit["summary"] = (f"{agent.name} wrote to the journal of {', '.join(journals)} (the entry is "
+                                     "shown only to that agent and the agents above it)")
+            view["recent_commits"].append(commit)
     return view
+
+
+def _journal_reader(snap: Snapshot, readers: list[str] | None) -> Callable[[str], bool]:
+    """Whether one of ``readers`` may read a journal, by the journal's agent (None: everyone may)."""
+    if readers is None:
+        return lambda owner: True
+    proved = [agent for name in readers if (agent := find_agent(snap, name)) is not None]
+
+    def readable(owner: str) -> bool:
+        agent = find_agent(snap, owner)
+        return agent is not None and any(p.id == agent.id or hierarchy.is_above(snap, p, agent) for p in proved)
+
+    return readable
 
 
 def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> list[dict[str, Any]]:
     """An agent's latest ``limit`` commits, newest first: from the derived history, or from git while it is down.
 
-    The derived history answers in what the answer holds; a walk of
-    ``git log`` costs more the longer the agent has been quiet.
+    Each names the agents whose journal it wrote to (``journals``), whose
+    text whois shows or hides. The derived history answers
+    in what the answer holds; a walk of ``git log`` costs more the longer
+    the agent has been quiet.
     """
     if limit <= 0:
         return []
@@ -345,7 +375,8 @@ def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> l
     except IndexUnavailable:
         return commits_by(ctx.archive(project_key), author, limit)
     return [{"hexsha": c["commit"], "summary": c["summary"],
-             "authored_ts": format_ts(dt.datetime.fromtimestamp(c["time"], tz=dt.UTC))} for c in found]
+             "authored_ts": format_ts(dt.datetime.fromtimestamp(c["time"], tz=dt.UTC)), "journals": c["journals"]}
+            for c in found]
 
 
 def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:

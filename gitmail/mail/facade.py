@@ -158,9 +158,9 @@ class Mail:
         return agents.reset_agent_token(self.ctx, project_key, agent_name)
 
     def whois(self, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
-              commit_limit: int = 5) -> dict[str, Any]:
+              commit_limit: int = 5, readers: list[str] | None = None) -> dict[str, Any]:
         return agents.whois(self.ctx, project_key, agent_name, include_recent_commits=include_recent_commits,
-                            commit_limit=commit_limit)
+                            commit_limit=commit_limit, readers=readers)
 
     def list_agents(self, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
         return agents.list_agents(self.ctx, project_key, active_only=active_only)

@@ -109,14 +109,17 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         agent_name: AgentName,
         include_recent_commits: Annotated[bool, Field(description=(
             "Also list the latest archive commits this agent authored (their summaries name subjects, so only "
-            "a session that registered or proved an agent of the project sees them)."))] = True,
+            "a session that registered or proved an agent of the project sees them; a journal entry's text "
+            "only a session that proved the journal's agent or one above it)."))] = True,
         commit_limit: Annotated[int, Field(ge=1, le=100, description="How many recent commits to list.")] = 5,
     ) -> dict[str, Any]:
         """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
         slug = rt.access.require_project(project_key)
-        member = bool(rt.identities.agents_in(ctx, slug))
+        proved = rt.identities.agents_in(ctx, slug)
+        member = bool(proved)
         found = mail.whois(project_key=project_key, agent_name=agent_name,
-                           include_recent_commits=include_recent_commits and member, commit_limit=commit_limit)
+                           include_recent_commits=include_recent_commits and member, commit_limit=commit_limit,
+                           readers=proved)
         if include_recent_commits and not member:
             found["recent_commits_note"] = ("recent_commits name message subjects: they are shown to an MCP "
                                             "session that registered or proved an agent of this project")

@@ -13,8 +13,10 @@ from typing import Any
 import pygit2
 
 from gitmail.model.clock import format_ts
+from gitmail.model.records import role_of
 
 from .engine import Archive
+from .treeedit import changed_files
 
 MAX_WALK = 5000
 
@@ -34,15 +36,27 @@ def _when(commit: pygit2.Commit) -> str:
     return format_ts(dt.datetime.fromtimestamp(commit.author.time, tz=dt.UTC))
 
 
+def journal_owner(path: str) -> str | None:
+    """The agent whose journal the file at ``path`` belongs to (None: not a journal entry)."""
+    return path.split("/", 2)[1] if role_of(path) == "journal" else None
+
+
+def _journals(archive: Archive, commit: pygit2.Commit) -> list[str]:
+    """The agents whose journal ``commit`` wrote to (compared with its first parent)."""
+    old = commit.parents[0].tree_id.raw if commit.parents else None
+    owners = {journal_owner(path) for path, _, _ in changed_files(archive.repo, old, commit.tree_id.raw)}
+    return sorted(owner for owner in owners if owner is not None)
+
+
 def commits_by(archive: Archive, author: str, limit: int) -> list[dict[str, Any]]:
-    """The latest ``limit`` commits whose author is ``author``."""
+    """The latest ``limit`` commits whose author is ``author``, with the agents whose journal each wrote to."""
     found: list[dict[str, Any]] = []
     if limit <= 0:
         return found
     for commit in _commits(archive):
         if commit.author.name == author:
             found.append({"hexsha": str(commit.id), "summary": commit.message.split("\n", 1)[0],
-                          "authored_ts": _when(commit)})
+                          "authored_ts": _when(commit), "journals": _journals(archive, commit)})
             if len(found) >= limit:
                 break
     return found
