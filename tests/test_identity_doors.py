@@ -17,7 +17,9 @@ import pytest
 
 from gitmail.mail.facade import Mail
 from gitmail.model.records import Agent, Conflict, Message, conflict_path, inbox_path, message_path, profile_path
+from gitmail.storage.engine import Change
 from gitmail.storage.fsck import check_archive
+from gitmail.storage.recordcheck import Checker
 from gitmail.sync.merge import blob_hex
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
@@ -201,3 +203,23 @@ def test_deleting_a_parent_orphans_its_children_on_every_machine(tmp_path):
     assert [a["name"] for a in on_b.agent_position(PROJECT, "Grandkid")["ancestors"]] == ["Kid"]
     assert on_b.agent_position(PROJECT, "BlueLake")["children"] == []
     assert check_archive(b.archive, run_git=False) == []
+
+
+def test_a_second_spelling_is_judged_against_what_the_change_leaves(tmp_path):
+    a = _machine(tmp_path, "node-a")
+    archive = a.archive
+    start = archive.tip()
+
+    def commit(change: Change) -> str:
+        return archive.transact(lambda snap: change).commit
+
+    violet = commit(Change("Violet").put_record(_profile(a, "Violet")))
+    # Registered apart from a main that holds Violet (both made on start): refused.
+    assert archive.advance(violet, start)
+    apart = commit(Change("violet, apart").put_record(_profile(a, "violet")))
+    assert archive.advance(apart, violet)
+    refused = Checker(archive.repo, "hub").check_commit(apart, violet)
+    assert [p.path for p in refused] == [profile_path("violet")] and "Violet" in refused[0].reason
+    # Violet deleted and violet registered in one change: one agent of that name is left.
+    respelled = commit(Change("respell").delete(profile_path("Violet")).put_record(_profile(a, "violet")))
+    assert Checker(archive.repo, "hub").check_commit(respelled, violet) == []

@@ -156,7 +156,7 @@ def record_problem(record: Record) -> str | None:
     return None
 
 
-def agent_spellings(tree: pygit2.Tree | None) -> dict[str, list[str]]:
+def _agent_spellings(tree: pygit2.Tree | None) -> dict[str, list[str]]:
     """The agent folders of ``tree`` by lower-cased name (more than one spelling: a collision)."""
     out: dict[str, list[str]] = {}
     try:
@@ -382,18 +382,22 @@ class Checker:
                           main: pygit2.Tree | None) -> dict[str, str]:
         """Agent folders ``new`` adds whose name differs only in case from another's: each with the one kept.
 
-        A spelling ``base`` or ``main`` already holds is kept; among spellings
-        that are all new, the earliest registration (as a merge decides a
-        clash; a folder without a profile comes last).
+        A spelling ``base`` or ``main`` already holds is kept (unless the
+        change deletes it); among spellings that are all new, the earliest
+        registration (as a merge decides a clash; a folder without a profile
+        comes last).
         """
-        before = {name for names in agent_spellings(base).values() for name in names}
-        there = agent_spellings(main)
+        now = _agent_spellings(new)
+        before = {name for names in _agent_spellings(base).values() for name in names}
+        removed = before - {name for names in now.values() for name in names}
+        in_main = _agent_spellings(main)
         out = {}
-        for lower, names in agent_spellings(new).items():
-            spellings = sorted({*names, *there.get(lower, [])})
+        for lower, names in now.items():
+            there = [name for name in in_main.get(lower, []) if name not in removed]
+            spellings = sorted({*names, *there})
             if len(spellings) < 2:
                 continue
-            kept = [name for name in spellings if name in before or name in there.get(lower, [])]
+            kept = [name for name in spellings if name in before or name in there]
             keeper = kept[0] if kept else min(spellings, key=lambda name: self._registered(new, name))
             out.update({name: keeper for name in names if name != keeper and name not in before})
         return out
