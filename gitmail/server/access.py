@@ -24,7 +24,9 @@ that registered the agent or already proved it with its token. A call under
 the ``agent`` rule may add ``acting_as``: once the caller has proved the
 agent named, the call runs as the agent below it that ``acting_as`` names
 (:meth:`Rule.act_as`), with that agent's narrower scopes. Every check is
-a memory lookup or one profile read: no archive walk decides access.
+a memory lookup and a profile read per agent it relies on (a session's
+binding is compared with the profile it was made under): no archive walk
+decides access.
 """
 
 from __future__ import annotations
