@@ -7,7 +7,7 @@ import pytest
 from gitmail import GitmailError
 from gitmail.model.records import Agent, Message, message_path, profile_path
 
-from .conftest import git_run, tip
+from .conftest import fails_cleanly, git_run, tip
 from .mail_helpers import PROJECT, make_mail, register
 
 
@@ -84,3 +84,13 @@ def test_no_token_proves_the_overseer(store, operator):
     mail.send_as_overseer(PROJECT, ["BlueLake"], "Hello", "x")
     assert not mail.verify_agent_token(PROJECT, "Overseer", "")
     assert not mail.verify_agent_token(PROJECT, "Overseer", "anything")
+
+
+def test_the_operator_issues_no_token_for_the_overseer(store, operator):
+    mail = make_mail(store)
+    register(mail, "BlueLake")
+    mail.send_as_overseer(PROJECT, ["BlueLake"], "Hello", "x")
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as caught:
+        mail.reset_agent_token(PROJECT, "overseer")
+    assert "human overseer" in caught.value.message
+    assert store.archive(PROJECT).snapshot().load(profile_path("Overseer"), Agent).token_hash is None
