@@ -5,6 +5,10 @@ defaults. They live here, free of imports, so a face can show them in its help
 without loading the layers that enforce them.
 """
 
+# Attachments: the largest file one may hold. A sender may lower it (GITMAIL_ATTACHMENT_MAX_BYTES), never
+# raise it: every door of every archive (a push, a sync's fetch) refuses a larger one.
+MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+
 # Seats: how long a session drives an agent before it must renew.
 DEFAULT_LEASE_S = 600
 MIN_LEASE_S = 60

@@ -185,15 +185,27 @@ class Record:
                         raise FieldError(key, "is required")
                     continue
                 setattr(self, f.name, _check(f.metadata["kind"], key, value, f.metadata))
-                where = first_nul(value, key)
-                if where:  # refused when written; a file that already holds one still reads
-                    raise FieldError(where, "contains a NUL character (\\0); remove it")
             self._check_body()
-            if NUL in (getattr(self, "body", None) or ""):
-                raise FieldError("body", "contains a NUL character (\\0); remove it")
+            where = self.nul_field()
+            if where:  # refused when written, and at every door; a file that already holds one still reads
+                raise FieldError(where, "contains a NUL character (\\0); remove it")
         except FieldError as exc:
             raise invalid(f"{self.KIND}: {exc}", field=exc.key) from None
         return self
+
+    def nul_field(self) -> str | None:
+        """The first field (named as in the file: ``subject``, ``to[1]``, ``body``) whose text holds a NUL."""
+        for f in self._fields():
+            where = first_nul(getattr(self, f.name), f.metadata["key"] or f.name)
+            if where:
+                return where
+        if NUL in (getattr(self, "body", None) or ""):
+            return "body"
+        for key, value in self.extra.items():
+            where = first_nul(key, "the name of a field") or first_nul(value, str(key))
+            if where:
+                return where
+        return None
 
     def _check_body(self) -> None:
         body = getattr(self, "body", None)
@@ -977,6 +989,16 @@ IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone
                              "attachment", "repair"})
 # Files that may sit in an archive without being records.
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
+# The archive's ``.gitattributes`` names gitmail's merge driver for record files, so a human's
+# ``git pull`` merges them by the record rules; git merges as text where the driver is not configured.
+MERGE_DRIVER = "gitmail"
+GITATTRIBUTES_PATH = ".gitattributes"
+GITATTRIBUTES = (
+    "# Merge gitmail records by their rules (last writer wins by clock, earliest receipt, ...).\n"
+    "# `gitmail hooks install --repo .` registers the driver; without it git merges as text.\n"
+    f"*.yaml merge={MERGE_DRIVER}\n"
+    f"*.md merge={MERGE_DRIVER}\n"
+).encode()
 
 
 def classify(path: str) -> tuple[str, type[Record] | None] | None:

@@ -2,8 +2,10 @@
 
 What is checked: every file passes the record checker's file rules
 (:func:`gitmail.storage.recordcheck.inspect_file`, the same that pushes and
-fetches pass: a path gitmail knows, parsing as the record that lives there,
-IDs and names agreeing with the path, attachments matching their hash);
+fetches pass: a plain file, not a submodule link, symbolic link or
+executable; a path gitmail knows, parsing as the record that lives there,
+IDs and names agreeing with the path, no NUL in a record; attachments
+matching their hash and within their size limit);
 every inbox and outbox copy is the canonical message (the outbox copy may add
 the sender's bcc list); every copy's owner is a party of the message; and
 references (reply, thread, attachments, the message an escalation is about)
@@ -39,7 +41,7 @@ from gitmail.model.records import (
 )
 
 from .engine import Archive
-from .recordcheck import inspect_file, path_problem
+from .recordcheck import inspect_file, mode_problem, path_problem
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     relays: list[tuple[str, Relay]] = []
     attachments: set[str] = set()
     agents: list[Agent] = []
-    for path in snap.walk():
-        problem = path_problem(path)  # checked before reading, which a damaged object would fail
+    for path, mode in snap.entries():
+        problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         if problem is not None:
             problems.append(Problem(path, problem))
             continue

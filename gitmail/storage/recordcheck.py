@@ -8,8 +8,13 @@ made. The archive's and the hub's ``pre-receive`` hooks and the sync's fetch
 all ask this module, and ``gitmail fsck`` judges each file at the tip with
 the same :func:`file_problem`, so one set of rules holds at every door:
 
+- every entry is a plain file (mode 100644): never a submodule link, a
+  symbolic link (whatever it points to) or an executable file;
 - an added or changed file sits at a path gitmail keeps records at and
-  parses as the record kept there (an attachment's bytes hash to its name);
+  parses as the record kept there, with no NUL character in any field or
+  body; an attachment's bytes hash to its name and stay within
+  :data:`~gitmail.model.limits.MAX_ATTACHMENT_BYTES`; ``.gitattributes``
+  holds only gitmail's own lines (and comments);
 - an immutable record (:data:`~gitmail.model.records.IMMUTABLE_ROLES`) never
   changes, unless the merge that replaced it parked the other version under
   ``conflicts/``, or a repair record puts back the version it had before;
@@ -30,7 +35,8 @@ the same :func:`file_problem`, so one set of rules holds at every door:
 - nothing is deleted without the record that explains it: a tombstone purges
   a message with its copies and receipts; a deleted profile takes its agent's
   folder, contacts and reservations along; held messages and idempotency
-  keys come and go; a repair record takes out a file that breaks the rules.
+  keys come and go; a repair record takes out a file that breaks the rules;
+  an entry that is not a plain file may always go.
 
 A change is measured from a base: the commit the incoming tip shares with
 the ``main`` it would join (their merge base), so exactly what the incoming
@@ -44,17 +50,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pygit2
 
+from gitmail.model.controls import printable
 from gitmail.model.errors import GitmailError
+from gitmail.model.limits import MAX_ATTACHMENT_BYTES
 from gitmail.model.records import (
     AGENTS,
     ATTACHMENT_RE,
     ATTACHMENTS,
     CONFLICTS,
+    GITATTRIBUTES,
+    GITATTRIBUTES_PATH,
     IMMUTABLE_ROLES,
     PLAIN_FILES,
     Agent,
@@ -71,12 +82,22 @@ from gitmail.model.records import (
     tombstone_path,
 )
 
-from .snapshot import blob_data, blob_in, tree_changes
+from .snapshot import blob_data, blob_in, tree_delta
 
 DOORS = ("hub", "archive", "fetch")  # a shared hub's push, a push into an archive, a sync's fetch
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
 _PURGEABLE = frozenset({"message", "inbox", "outbox", "receipt"})
 _AGENT_PROFILE = re.compile(r"^agents/([^/]+)/profile\.yaml$")
+FILE_MODE = 0o100644  # the one kind of entry an archive holds besides folders: a plain, not executable, file
+# Entries of other kinds, as git names them by mode: what each is, and how a human takes it out.
+_NOT_FILES = {
+    0o160000: ("a submodule link", "take it out (git rm --cached {path}) and commit; an archive holds no "
+               "submodules or repositories of its own"),
+    0o120000: ("a symbolic link", "replace the link by the file itself (git rm --cached {path}, put the file "
+               "there, git add it) and commit; a link is refused whatever it points to"),
+    0o100755: ("an executable file", "clear the executable bit (git update-index --chmod=-x {path}) and commit"),
+}
+_OWN_ATTRIBUTES = [line for line in GITATTRIBUTES.decode().split("\n") if line and not line.startswith("#")]
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,11 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
           "(the purge_old_messages tool), or with their agent (the hard_delete_agent tool); if a git revert "
           "removed it, revert only the files you meant to change")
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
+_ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
+               + "; attributes of your own belong in your clone's .git/info/attributes")
+_SEND = "store attachments through gitmail (send_message)"
+_TOO_LARGE = ("take the file out and share it another way (a link in a message): no door takes a larger "
+              "attachment, send_message included")
 _TAKEOVER = ("register the agent under another name; a profile's id names one registration, and replacing it would "
              "hand the agent's mail to someone else")
 _SPELLING = ("register the agent under another name (names are unique without regard to case), or move these files "
@@ -124,6 +150,18 @@ _THROUGH_GITMAIL = {
 }
 
 
+def mode_problem(mode: int) -> str | None:
+    """Why an entry of git file mode ``mode`` cannot sit in an archive (None for a plain file)."""
+    return None if mode == FILE_MODE else _not_a_file(mode)[0]
+
+
+def _not_a_file(mode: int) -> tuple[str, str]:
+    """Why an entry of ``mode``, not a plain file's, is refused, and how a person takes it out."""
+    kind, advice = _NOT_FILES.get(mode, ("an entry that is not a plain file", "replace it by a plain file "
+                                         "(mode 100644) and commit"))
+    return f"{kind} (mode {mode:o}), where an archive keeps only plain files (mode {FILE_MODE:o})", advice
+
+
 def path_problem(path: str) -> str | None:
     """Why no file may sit at ``path`` in an archive, whatever it holds (None when one may)."""
     if path in PLAIN_FILES or path.startswith(ATTACHMENTS + "/"):
@@ -135,17 +173,14 @@ def path_problem(path: str) -> str | None:
 def inspect_file(path: str, data: bytes) -> tuple[Record | None, str | None]:
     """The record the file ``data`` holds at ``path``, and why it cannot sit there (None when it can)."""
     if path in PLAIN_FILES:
-        return None, None
+        return None, (_gitattributes_problem(data) if path == GITATTRIBUTES_PATH else None)
     if path.startswith(ATTACHMENTS + "/"):
-        return None, _attachment_problem(path, data)
+        return None, _attachment_problem(path, len(data), lambda: data)
     kind = classify(path)
     if kind is None or kind[1] is None:
         return None, path_problem(path)
-    try:
-        record = kind[1].from_bytes(data, path)
-    except GitmailError as exc:
-        return None, exc.message.removeprefix(path + ": ")
-    return record, record_problem(record)
+    parsed = _parse(kind[1], data, path)
+    return (None, parsed) if isinstance(parsed, str) else (parsed, record_problem(parsed))
 
 
 def record_problem(record: Record) -> str | None:
@@ -175,13 +210,36 @@ def file_problem(path: str, data: bytes) -> str | None:
     return inspect_file(path, data)[1]
 
 
-def _attachment_problem(path: str, data: bytes) -> str | None:
+def _parse(record_type: type[Record], data: bytes, path: str) -> Record | str:
+    """The record ``data`` holds, or why it is not one (a record holds no NUL, though gitmail still reads one)."""
+    try:
+        record = record_type.from_bytes(data, path)
+    except GitmailError as exc:
+        return exc.message.removeprefix(path + ": ")
+    where = record.nul_field()
+    return record if where is None else f"{where} contains a NUL character (\\0), which no record may hold"
+
+
+def _attachment_problem(path: str, size: int, data: Callable[[], bytes]) -> str | None:
+    """Why the ``size`` bytes ``data()`` returns cannot be the attachment at ``path`` (read only if in bounds)."""
     match = ATTACHMENT_RE.match(path)
     if not match:
         return "not a valid attachment name (attachments/<xx>/<sha256>.<ext>)"
-    digest = hashlib.sha256(data).hexdigest()
+    if size > MAX_ATTACHMENT_BYTES:
+        return f"{size} bytes, over the limit of {MAX_ATTACHMENT_BYTES} bytes for an attachment"
+    digest = hashlib.sha256(data()).hexdigest()
     if digest != match.group(3) or not digest.startswith(match.group(2)):
         return f"content hash is {digest}, not the one in the file name"
+    return None
+
+
+def _gitattributes_problem(data: bytes) -> str | None:
+    """Why ``data`` cannot be the archive's ``.gitattributes``: each line is blank, a comment or one of gitmail's."""
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+        line = line.strip()
+        if line and not line.startswith("#") and line not in _OWN_ATTRIBUTES:
+            return (f"line {number} ({printable(line[:80], multiline=False)}) is not one gitmail writes: the "
+                    "archive's attributes decide how every record merges")
     return None
 
 
@@ -319,7 +377,8 @@ class Checker:
         only in case from one there either); ``before`` names the base in
         the advice given.
         """
-        changes = tree_changes(base, new)
+        delta = tree_delta(base, new)
+        changes = {path: blob for path, (blob, _) in delta.items()}
         repairs = self._repairs(changes, new_commit)
         removed_agents = {match.group(1) for path, blob in changes.items()
                           if blob is None and (match := _AGENT_PROFILE.match(path))}
@@ -327,15 +386,21 @@ class Checker:
         spelled = self._second_spellings(base, new, main)
         problems: list[Rejection] = []
         for path, blob in sorted(changes.items()):
-            old = _entry(base, path)
+            old, mode = _entry(base, path), delta[path][1]
             folder = path.split("/")[1] if path.startswith(AGENTS + "/") and path.count("/") > 1 else None
             if folder in spelled:
                 problems.append(Rejection(path, f"the agent folder {folder} differs only in case from the agent "
                                           f"{spelled[folder]}; agent names are unique without regard to case",
                                           _SPELLING, None if blob is None else str(blob)))
                 continue
-            problem = (self._deletion(path, old, base, new, removed_agents, repairs) if blob is None
-                       else self._addition(path, blob, old, new, repairs, gone))
+            if mode != FILE_MODE:
+                # Judged by what it is, not by what it holds (a gitlink holds nothing here); taking such an
+                # entry out is always accepted: that is how a hub that took one is mended.
+                problem = None if blob is None else _not_a_file(mode)
+            elif blob is None:
+                problem = self._deletion(path, old, base, new, removed_agents, repairs)
+            else:
+                problem = self._addition(path, blob, old, new, repairs, gone)
             if problem is not None:
                 reason, advice = problem
                 problems.append(Rejection(path, reason, advice.format(path=path, before=before),
@@ -345,7 +410,7 @@ class Checker:
     def _addition(self, path: str, blob: pygit2.Oid, old: pygit2.Oid | None, new: pygit2.Tree | None,
                   repairs: dict[str, Repair], gone: frozenset[str]) -> tuple[str, str] | None:
         role = role_of(path)
-        if old is not None and role in IMMUTABLE_ROLES:
+        if old is not None and old != blob and role in IMMUTABLE_ROLES:  # the same blob: only its mode is mended
             if _parked(new, path, old) or _repaired(repairs, path, old, blob):
                 return self._content(path, blob, role)
             return f"a {role} record is immutable and this changes it", _REDO.replace("{role}", role or "record")
@@ -367,11 +432,17 @@ class Checker:
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:
+        if path == GITATTRIBUTES_PATH:
+            problem = _gitattributes_problem(blob_data(self.repo, blob))
+            return None if problem is None else (problem, _ATTRIBUTES)
         if path in PLAIN_FILES:
             return None
         if role == "attachment":
-            problem = _attachment_problem(path, blob_data(self.repo, blob))
-            return None if problem is None else (problem, "store attachments through gitmail (send_message)")
+            size = self.repo.odb.read_header(blob)[1]  # a file over the limit is never read
+            problem = _attachment_problem(path, size, lambda: blob_data(self.repo, blob))
+            if problem is None:
+                return None
+            return problem, _TOO_LARGE if size > MAX_ATTACHMENT_BYTES else _SEND
         record = self._record(path, blob)
         if isinstance(record, str):
             return record, (_STRAY if record.startswith("not a path") else _FIX)
@@ -431,11 +502,7 @@ class Checker:
         key = (kind[1], blob.raw)
         parsed = self._parsed.get(key)
         if parsed is None:
-            try:
-                parsed = kind[1].from_bytes(blob_data(self.repo, blob))
-            except GitmailError as exc:
-                parsed = exc.message.removeprefix("<record>: ")
-            self._parsed[key] = parsed
+            parsed = self._parsed[key] = _parse(kind[1], blob_data(self.repo, blob), "<record>")
         if isinstance(parsed, str):
             return parsed
         return parsed.misplaced(path) or parsed

@@ -48,6 +48,17 @@ def blob_in(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
 
 def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:
     """Files that differ from tree ``old`` to tree ``new``: path -> new blob id, or None if deleted."""
+    return {path: oid for path, (oid, _) in tree_delta(old, new).items()}
+
+
+def tree_delta(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, tuple[pygit2.Oid | None, int]]:
+    """As :func:`tree_changes`, with each entry's git file mode: path -> (new id or None, mode).
+
+    The mode is the new entry's, or for a deleted one the mode it had (a
+    gitlink's id names a commit, not a blob). Read from the diff itself:
+    looking each path up in a tree again would decode every folder on the
+    way, once per file.
+    """
     if old is None:
         if new is None:
             return {}
@@ -56,12 +67,12 @@ def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, 
         diff = old.diff_to_tree()
     else:
         diff = old.diff_to_tree(new)
-    out: dict[str, pygit2.Oid | None] = {}
+    out: dict[str, tuple[pygit2.Oid | None, int]] = {}
     for delta in diff.deltas:
         if delta.status == pygit2.GIT_DELTA_DELETED:
-            out[delta.old_file.path] = None
+            out[delta.old_file.path] = (None, delta.old_file.mode)
         else:
-            out[delta.new_file.path] = delta.new_file.id
+            out[delta.new_file.path] = (delta.new_file.id, delta.new_file.mode)
     return out
 
 
@@ -195,6 +206,19 @@ class Snapshot:
                         return
                     yield shard
 
+    def entries(self, path: str = "") -> Iterator[tuple[str, int]]:
+        """Every entry under the folder ``path`` at the commit that is not a folder, with its git file mode.
+
+        Depth first and sorted, as :meth:`walk`, but of the committed tree
+        alone (pending edits excluded), and with what :meth:`walk` cannot
+        see: a submodule link (mode 160000) is listed, not taken for an
+        empty folder, and a symbolic or executable file shows its mode.
+        """
+        path = path.strip("/")
+        tree = self._entry(path)
+        if isinstance(tree, pygit2.Tree):
+            yield from _tree_entries(tree, path + "/" if path else "")
+
     def walk(self, path: str = "") -> Iterator[str]:
         """Every file path under the folder ``path``, depth first, sorted."""
         path = path.strip("/")
@@ -204,3 +228,11 @@ class Snapshot:
                 yield child
             else:
                 yield from self.walk(child)
+
+
+def _tree_entries(tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, int]]:
+    for entry in sorted(tree, key=lambda item: item.name or ""):
+        if isinstance(entry, pygit2.Tree):
+            yield from _tree_entries(entry, f"{prefix}{entry.name}/")
+        else:
+            yield f"{prefix}{entry.name}", int(entry.filemode)

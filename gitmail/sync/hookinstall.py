@@ -13,8 +13,10 @@
 The scripts themselves are written by :mod:`gitmail.storage.hookfiles`.
 
 Each archive's tree carries a ``.gitattributes`` naming the driver for
-record files; git falls back to its plain text merge where the driver is
-not configured, so the file is harmless in a clone without gitmail.
+record files (its text is :data:`gitmail.model.records.GITATTRIBUTES`, which
+the record checker holds every pushed or fetched version to); git falls back
+to its plain text merge where the driver is not configured, so the file is
+harmless in a clone without gitmail.
 """
 
 from __future__ import annotations
@@ -25,17 +27,9 @@ import sys
 from typing import TypedDict
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.model.records import GITATTRIBUTES, GITATTRIBUTES_PATH, MERGE_DRIVER
 from gitmail.storage.engine import Archive, Change
 from gitmail.storage.hookfiles import HUB_MARK, HookFiles, install_archive_hooks, install_hooks
-
-DRIVER = "gitmail"
-GITATTRIBUTES_PATH = ".gitattributes"
-GITATTRIBUTES = (
-    "# Merge gitmail records by their rules (last writer wins by clock, earliest receipt, ...).\n"
-    "# `gitmail hooks install --repo .` registers the driver; without it git merges as text.\n"
-    f"*.yaml merge={DRIVER}\n"
-    f"*.md merge={DRIVER}\n"
-).encode()
 
 
 def _git(*args: str) -> None:
@@ -52,8 +46,8 @@ def driver_command() -> str:
 
 def register_merge_driver(git_dir: str) -> None:
     """Name the gitmail merge driver in a repository's config."""
-    _git("--git-dir", git_dir, "config", f"merge.{DRIVER}.name", "gitmail record merge rules")
-    _git("--git-dir", git_dir, "config", f"merge.{DRIVER}.driver", driver_command())
+    _git("--git-dir", git_dir, "config", f"merge.{MERGE_DRIVER}.name", "gitmail record merge rules")
+    _git("--git-dir", git_dir, "config", f"merge.{MERGE_DRIVER}.driver", driver_command())
     # Records never move between paths, so rename detection could only pair
     # unrelated files; gitmail's own merge never does it.
     _git("--git-dir", git_dir, "config", "merge.renames", "false")

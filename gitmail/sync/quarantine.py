@@ -129,7 +129,7 @@ def keep_aside(archive: Archive, remote: str, refused: list[Checked]) -> str | N
             if rejection.blob is not None:
                 try:
                     editor.set(f"{INCOMING}/{rejection.path}", blob_data(repo, rejection.blob))
-                except GitmailError:
+                except (GitmailError, KeyError, TypeError):  # a path no tree can hold, or a gitlink's commit
                     pass  # the report still names it; the version stays reachable through the parent
     editor.set(REPORT, codec.dump_yaml({"remote": remote, "refused": entries}))
     tree = editor.flush()

@@ -36,7 +36,7 @@ from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.records import Repair
 from gitmail.storage.engine import Change
 from gitmail.storage.recordcheck import inspect_file
-from gitmail.storage.snapshot import Snapshot, blob_data, blob_in
+from gitmail.storage.snapshot import Snapshot, blob_data
 from gitmail.storage.store import Store
 
 from .quarantine import read_quarantine
@@ -158,8 +158,14 @@ def _record(change: Change, clock: Any, path: str, reason: str, removed: str | N
 
 
 def _blob_at(tree: pygit2.Tree | None, path: str) -> str | None:
-    blob = blob_in(tree, path)
-    return str(blob.id) if blob is not None else None
+    """The id at ``path`` in ``tree`` unless a folder is there: a file's blob, or the commit a submodule link names."""
+    if tree is None:
+        return None
+    try:
+        found = tree[path]
+    except KeyError:
+        return None
+    return None if isinstance(found, pygit2.Tree) else str(found.id)
 
 
 def _blob_at_commit(repo: pygit2.Repository, commit: str | None, path: str) -> str | None:
