@@ -214,6 +214,42 @@ def test_a_sync_keeps_such_entries_aside_and_every_remote_still_syncs(tmp_path):
     assert shown.encode() == GITATTRIBUTES  # put back as the local main holds it
 
 
+def test_a_remote_ref_that_names_no_commit_is_left_out_and_the_rest_syncs(tmp_path):
+    """A machine ref on the hub naming a blob or a tree is reported; that remote's main and the next remote sync."""
+    bad_hub, good_hub = _hub(tmp_path / "bad", checked=False), _hub(tmp_path / "good", checked=False)
+    here, teammate = Machine(str(tmp_path / "m"), "node-a"), Machine(str(tmp_path / "m"), "node-b")
+    here.create_project()
+    add_remote(here.store, PROJECT, "bad", "file://" + bad_hub)
+    add_remote(here.store, PROJECT, "good", "file://" + good_hub)
+    assert sync_project(here.store, PROJECT).exit_code == 0
+    add_remote(teammate.store, PROJECT, "good", "file://" + good_hub)
+    sync_project(teammate.store, PROJECT)
+    through_good = teammate.send("GreenCastle", ["BlueLake"], "through the good hub")
+    assert sync_project(teammate.store, PROJECT).exit_code == 0
+    clone = _clone(bad_hub, str(tmp_path / "intruder"))
+    through_bad, data = _hand_message("through the bad hub")
+    _write(clone, message_path(through_bad), data)
+    _commit(clone)
+    assert git_run("push", "-q", "origin", "main", cwd=clone).returncode == 0
+    blob = git_run("rev-parse", "HEAD:" + message_path(through_bad), cwd=clone).stdout.strip()
+    tree = git_run("rev-parse", "HEAD^{tree}", cwd=clone).stdout.strip()
+    for ref, target in (("refs/gitmail/nodes/blob", blob), ("refs/gitmail/nodes/tree", tree)):
+        assert git_run("--git-dir", bad_hub, "update-ref", ref, target).returncode == 0
+
+    report = sync_project(here.store, PROJECT)
+    bad, good = report.results
+    assert bad.error is None and good.error is None, report.lines()
+    assert [(item["path"], item["reason"], item["source"]) for item in bad.quarantined] == [
+        ("refs/gitmail/nodes/blob", "names a blob, not a commit", "bad/nodes/blob"),
+        ("refs/gitmail/nodes/tree", "names a tree, not a commit", "bad/nodes/tree")]
+    assert all("git update-ref -d refs/gitmail/nodes/" in item["advice"] for item in bad.quarantined)
+    assert bad.quarantine_ref is None and report.exit_code == 1
+    assert "refused from bad/nodes/blob: refs/gitmail/nodes/blob: names a blob, not a commit" in report.lines()[1]
+    assert not any("kept aside" in line for line in report.lines())
+    files = tree_files(here.store)
+    assert message_path(through_bad) in files and message_path(through_good) in files
+
+
 # -- fsck ----------------------------------------------------------------------------------------
 
 def test_fsck_reports_entries_that_are_not_plain_records(tmp_path):

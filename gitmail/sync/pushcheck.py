@@ -47,13 +47,13 @@ def check_update(checker: Checker, main: str | None, old: str, new: str, ref: st
             return [Rejection(ref, "deleting main would delete the whole archive for everyone",
                               "nothing to do: main is never deleted")]
         return []
-    commit = _commit(checker.repo[new])
+    commit = commit_of(checker.repo[new])
     if commit is None:
         return [Rejection(ref, f"names a {checker.repo[new].type_str}, not a commit", "push commits only")]
     return checker.check_commit(str(commit.id), main)
 
 
-def _commit(obj: pygit2.Object) -> pygit2.Commit | None:
+def commit_of(obj: pygit2.Object) -> pygit2.Commit | None:
     """The commit an object names (a tag is followed), or None for a tree or blob."""
     try:
         return obj.peel(pygit2.Commit)

@@ -54,10 +54,10 @@ import pygit2
 from gitmail.coord.context import Context
 from gitmail.index import indexer_for
 from gitmail.mail import relay
-from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError
+from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
 from gitmail.model.records import role_of
 from gitmail.storage.engine import MAIN, Archive, Change
-from gitmail.storage.recordcheck import Checker
+from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_changes
 from gitmail.storage.store import Store
 
@@ -70,6 +70,7 @@ from .findings import (
 )
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits
+from .pushcheck import commit_of
 from .quarantine import Checked, check_tip, keep_aside
 from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
 from .status import record_attempt, record_outcome
@@ -152,7 +153,7 @@ class SyncResult:
                        f"{second['agent']} holds {second['path_pattern']!r}, granted apart; both were notified")
         for item in self.quarantined:
             out.append(f"  refused from {item['source']}: {item['path']}: {item['reason']}")
-        if self.quarantined:
+        if self.quarantine_ref:
             out.append(f"  the refused changes are kept aside in {self.quarantine_ref}; once the remote is fixed "
                        f"they go away, or run `gitmail repair {self.project} --remote {self.remote}`")
         return out
@@ -379,6 +380,9 @@ def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_r
     except (OSError, subprocess.SubprocessError) as exc:
         result.error = GitmailError(SYNC_FAILED, f"syncing with {remote!r} failed: {exc}; check the remote and "
                                     "this machine's disk, then sync again", {"remote": remote}).to_dict()
+    except Exception as exc:  # noqa: BLE001 - an unforeseen failure with one remote must not stop the others
+        _log.exception("sync of %s with %s failed unexpectedly", slug, remote)
+        result.error = coded(exc).to_dict()
     result.seconds = round(time.monotonic() - started, 4)
     if result.error is not None:
         _log.warning("sync of %s with %s failed: [%s] %s", slug, remote, result.error["code"],
@@ -402,15 +406,18 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         step("fetch")
         theirs, nodes = fetch_remote(archive, remote)
         step("check")
-        tips = [(f"{remote}/main", theirs)] if theirs else []
-        tips += [(f"{remote}/nodes/{node}", tip) for node, tip in sorted(nodes.items()) if node != store.node]
-        checked = [_check(archive, checker, tip, label) for label, tip in tips]
+        tips = [(f"{remote}/main", MAIN, theirs)] if theirs else []
+        tips += [(f"{remote}/nodes/{node}", node_ref(node), tip) for node, tip in sorted(nodes.items())
+                 if node != store.node]
+        commits, refused = _commits_only(repo, tips)
+        theirs = commits.get(f"{remote}/main")
+        checked = [_check(archive, checker, tip, label) for label, tip in commits.items()]
         step("merge")
         for item in checked:
             integrate(store, archive, item.merge, item.label, result)
         result.quarantine_ref = keep_aside(archive, remote, checked)
-        result.quarantined = [{**rejection.to_dict(), "source": item.label}
-                              for item in checked for rejection in item.rejected]
+        result.quarantined = refused + [{**rejection.to_dict(), "source": item.label}
+                                        for item in checked for rejection in item.rejected]
         _findings(store, archive, before, result)
         ours = archive.tip()
         result.tip = ours
@@ -432,6 +439,29 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
     raise GitmailError(RETRY_EXHAUSTED, f"this machine's own ref on {remote!r} kept moving during {max_rounds} "
                        "rounds (does another store share this node name?); nothing was lost locally",
                        {"remote": remote})
+
+
+def _commits_only(repo: pygit2.Repository,
+                  tips: list[tuple[str, str, str]]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The fetched tips that name commits (a tag is followed), by label; a refusal for each that names no commit.
+
+    ``tips`` holds (label, the ref on the remote, fetched id). A ref on a
+    hostile or broken remote may name a blob or a tree, which nothing can
+    merge: it is left out and reported, and the rest of the remote syncs.
+    """
+    commits: dict[str, str] = {}
+    refused: list[dict[str, Any]] = []
+    for label, ref, tip in tips:
+        obj = repo[tip]
+        commit = commit_of(obj)
+        if commit is not None:
+            commits[label] = str(commit.id)
+            continue
+        refused.append({**Rejection(ref, f"names a {obj.type_str}, not a commit",
+                                    f"whoever can write to the remote deletes that ref there (git update-ref -d "
+                                    f"{ref}) or points it at a commit; until then every sync leaves it out").to_dict(),
+                        "source": label})
+    return commits, refused
 
 
 def _check(archive: Archive, checker: Checker, tip: str, label: str) -> Checked:
