@@ -41,7 +41,7 @@ from gitmail.sync.remotes import add_remote
 from gitmail.sync.repair import repair
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
+from .conftest import git_run, refused
 from .mcp_harness import ServerProcess, call, child_env, run
 from .sync_helpers import PROJECT, Machine, tree_files
 from .test_mcp_mail import pair
@@ -265,3 +265,27 @@ def test_fsck_reports_entries_that_are_not_plain_records(tmp_path):
     found = {problem.path: problem.reason for problem in check_archive(archive, run_git=False)}
     for path, reason in expected.items():
         assert reason in found.get(path, ""), (path, found)
+
+
+# -- the MCP door's own limit --------------------------------------------------------------------
+
+def test_the_sender_side_limit_can_be_lowered_but_never_raised_past_the_doors(ctx, store, tmp_path, monkeypatch):
+    """A server set to take larger attachments would store what every other door then refuses to carry."""
+    root = tmp_path / "files"
+    root.mkdir()
+    with open(root / "big.bin", "wb") as handle:
+        handle.truncate(MAX_ATTACHMENT_BYTES + 1)
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_ROOTS", str(root))
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", str(2 * MAX_ATTACHMENT_BYTES))
+    mail = Mail(store)
+    mail.ensure_project(PROJECT)
+    for name in ("BlueLake", "GreenCastle"):
+        mail.register_agent(PROJECT, "p", "m", name=name)
+    mail.set_contact_policy(PROJECT, "GreenCastle", "open")
+    error = refused(store, PROJECT, "ATTACHMENT_TOO_LARGE", mail.send_message, PROJECT, "BlueLake", ["GreenCastle"],
+                    "too big", "see attached", attachment_paths=[str(root / "big.bin")])
+    assert error.data["limit"] == MAX_ATTACHMENT_BYTES and "smaller file or a link" in error.message
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", "1000")
+    error = refused(store, PROJECT, "ATTACHMENT_TOO_LARGE", mail.send_message, PROJECT, "BlueLake", ["GreenCastle"],
+                    "too big", "see attached", attachment_paths=[str(root / "big.bin")])
+    assert error.data["limit"] == 1000

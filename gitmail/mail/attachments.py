@@ -48,6 +48,7 @@ from gitmail.model.errors import (
     GitmailError,
     invalid,
 )
+from gitmail.model.limits import MAX_ATTACHMENT_BYTES
 from gitmail.model.records import ATTACHMENT_POLICIES, ATTACHMENT_RE, MAX_BODY_BYTES, attachment_path
 from gitmail.storage.snapshot import Snapshot
 
@@ -64,7 +65,7 @@ class Settings:
     """Limits and defaults for attachments; one per server or CLI invocation."""
 
     inline_max_bytes: int = 64 * 1024
-    max_file_bytes: int = 25 * 1024 * 1024
+    max_file_bytes: int = MAX_ATTACHMENT_BYTES  # lowered by the setting, never raised: the doors refuse more
     max_pixels: int = 40_000_000
     keep_originals: bool = False
     webp_quality: int = 80
@@ -73,7 +74,8 @@ class Settings:
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
         """Settings from the environment: ``GITMAIL_ATTACHMENT_ROOTS``, ``GITMAIL_INLINE_MAX_BYTES``,
-        ``GITMAIL_ATTACHMENT_MAX_BYTES`` and ``GITMAIL_KEEP_ORIGINAL_IMAGES`` (1 to keep originals)."""
+        ``GITMAIL_ATTACHMENT_MAX_BYTES`` (at most :data:`MAX_ATTACHMENT_BYTES`, which every door of every
+        archive holds attachments to) and ``GITMAIL_KEEP_ORIGINAL_IMAGES`` (1 to keep originals)."""
         env = os.environ
         roots = [r for r in env.get(ROOTS_ENV, "").split(os.pathsep) if r.strip()]
         settings = cls(roots=roots)
@@ -81,6 +83,7 @@ class Settings:
                            ("GITMAIL_ATTACHMENT_MAX_BYTES", "max_file_bytes")):
             if env.get(name, "").strip().isdigit():
                 setattr(settings, attr, int(env[name]))
+        settings.max_file_bytes = min(settings.max_file_bytes, MAX_ATTACHMENT_BYTES)
         settings.keep_originals = env.get("GITMAIL_KEEP_ORIGINAL_IMAGES", "").strip().lower() in ("1", "true", "yes")
         for key, value in overrides.items():
             setattr(settings, key, value)
