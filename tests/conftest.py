@@ -110,10 +110,16 @@ def ctx(store):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store."""
+    """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store.
+
+    Its operator lets agents install the commit guard in repositories under
+    the tests' temporary folder (``GITMAIL_GUARD_ROOTS``), where the tests
+    that guard a repository over MCP make it.
+    """
     from .mcp_harness import ServerProcess
 
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")))
+    proc = ServerProcess(str(tmp_path_factory.mktemp("home")),
+                         env={"GITMAIL_GUARD_ROOTS": str(tmp_path_factory.getbasetemp())})
     yield proc
     proc.stop()
 

@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -66,7 +67,7 @@ class World:
 
     def __init__(self, server: ServerProcess, base: str):
         self.server = server
-        self.p = os.path.join(base, "p-repo")  # P's key is a real git repository: the guard may go there
+        self.p = os.path.join(base, "p-repo")  # P's key is a real git repository, as a project's usually is
         os.makedirs(self.p)
         subprocess.run(["git", "init", "-q", self.p], check=True)
         self.q = os.path.join(base, "q-" + uuid.uuid4().hex[:8])
@@ -304,29 +305,54 @@ def test_whois_shows_recent_commits_only_to_a_member(world):
     assert any("hello walk" in c["summary"] for c in inside["recent_commits"])
 
 
-@pytest.mark.slow
-def test_guard_paths_are_the_projects_own_or_the_operators_roots(tmp_path):
-    allowed_root = tmp_path / "allowed"
-    repos = {name: str(allowed_root / name) if name == "inside" else str(tmp_path / name)
-             for name in ("key", "inside", "elsewhere")}
-    for path in repos.values():
+async def _guard_calls(server: ServerProcess, key: str, repos: dict[str, str]) -> dict[str, Any]:
+    """Install, then remove, the guard in each repository over MCP, as an agent of the project at ``key``."""
+    async with server.client() as client:
+        await call(client, "ensure_project", human_key=key)
+        await call(client, "register_agent", project_key=key, program="p", model="m", name="Alice")
+        out: dict[str, Any] = {}
+        for name, path in repos.items():
+            for tool in ("install_precommit_guard", "uninstall_precommit_guard"):
+                result = await client.call_tool(tool, {"project_key": key, "code_repo_path": path},
+                                                raise_on_error=False)
+                out[f"{tool.split('_')[0]} {name}"] = error_body(result) if result.is_error else "OK"
+        return out
+
+
+@pytest.mark.slow  # two gitmail serve processes, and the CLI
+def test_agents_touch_the_guard_only_under_the_operators_roots(tmp_path):
+    """Not even in the project's own repository by default: hooks run as whoever commits there."""
+    allowed = tmp_path / "allowed"
+    repos = {"key": str(tmp_path / "key"), "inside": str(allowed / "inside"), "elsewhere": str(tmp_path / "else"),
+             "climbing out": str(allowed / ".." / "else"), "linked out": str(allowed / "link")}
+    for path in (repos["key"], repos["inside"], repos["elsewhere"]):
         os.makedirs(path)
         subprocess.run(["git", "init", "-q", path], check=True)
-    server = ServerProcess(str(tmp_path / "home"), env={"GITMAIL_GUARD_ROOTS": str(allowed_root)})
-    try:
-        async def scenario():
-            async with server.client() as client:
-                await call(client, "ensure_project", human_key=repos["key"])
-                await call(client, "register_agent", project_key=repos["key"], program="p", model="m", name="Alice")
-                out = {}
-                for name, path in repos.items():
-                    result = await client.call_tool("install_precommit_guard",
-                                                    {"project_key": repos["key"], "code_repo_path": path},
-                                                    raise_on_error=False)
-                    out[name] = error_body(result)["code"] if result.is_error else "OK"
-                return out
-
-        assert run(scenario()) == {"key": "OK", "inside": "OK", "elsewhere": "UNAUTHORIZED"}
-        assert not os.path.exists(os.path.join(repos["elsewhere"], ".git", "hooks", "pre-commit"))
-    finally:
-        server.stop()
+    os.symlink(repos["elsewhere"], repos["linked out"])
+    hook = os.path.join(repos["key"], ".git", "hooks", "pre-commit")
+    outcomes = {}
+    for setting in (None, str(allowed)):
+        server = ServerProcess(str(tmp_path / f"home-{bool(setting)}"),
+                               env={"GITMAIL_GUARD_ROOTS": setting} if setting else None)
+        try:
+            outcomes[setting] = run(_guard_calls(server, repos["key"], repos))
+        finally:
+            server.stop()
+        assert not os.path.exists(hook) and not os.path.exists(os.path.join(repos["elsewhere"], ".git", "hooks",
+                                                                           "pre-commit"))
+    by_default, with_roots = outcomes[None], outcomes[str(allowed)]
+    assert all(body != "OK" and body["code"] == "PATH_NOT_ALLOWED" for body in by_default.values()), by_default
+    assert {name for name, body in with_roots.items() if body == "OK"} == {"install inside", "uninstall inside"}
+    assert all(body["code"] == "PATH_NOT_ALLOWED" for body in with_roots.values() if body != "OK"), with_roots
+    refusal = by_default["install key"]
+    assert "GITMAIL_GUARD_ROOTS" in refusal["message"] and "lists no folder on this server" in refusal["message"]
+    assert f"`gitmail guard install {repos['key']} {repos['key']}`" in refusal["message"]
+    assert refusal["data"]["setting"] == "GITMAIL_GUARD_ROOTS"
+    assert f"`gitmail guard uninstall {repos['key']}`" in by_default["uninstall key"]["message"]
+    assert "lists no folder that holds" in with_roots["install elsewhere"]["message"]
+    # The operator is unaffected: the command the refusal names installs the guard.
+    home = str(tmp_path / "home-False")
+    cli = subprocess.run([sys.executable, "-m", "gitmail", "--home", home, "guard", "install", repos["key"],
+                          repos["key"]], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    assert os.path.exists(hook)

@@ -188,7 +188,7 @@ def test_attachments_over_mcp(server):
 
 def test_guard_installed_through_mcp_blocks_a_real_commit(server, tmp_path):
     repo = str(tmp_path / "code")
-    project = repo  # agents may install the guard in the repository at the project's own path
+    project = repo  # under the tests' temporary folder, where the server lets agents install the guard
     os.makedirs(repo)
     env = dict(os.environ, GITMAIL_HOME=server.home, GIT_AUTHOR_NAME="Dev", GIT_AUTHOR_EMAIL="d@example.org",
                GIT_COMMITTER_NAME="Dev", GIT_COMMITTER_EMAIL="d@example.org", AGENT_NAME="Green")

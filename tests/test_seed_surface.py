@@ -105,7 +105,7 @@ CLIENTS = {"mcp2": lambda: sys.executable, "mcp1": mcp1.ensure}
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_the_documented_surface_over_http(client, repo, tmp_path):
     python = CLIENTS[client]()
-    server = ServerProcess(str(tmp_path / "home"))
+    server = ServerProcess(str(tmp_path / "home"), env={"GITMAIL_GUARD_ROOTS": os.path.dirname(repo)})
     try:
         steps = drive(python, "http", server.url, repo, home=server.home)
     finally:
@@ -121,7 +121,8 @@ def test_the_documented_surface_over_stdio(client, repo, tmp_path):
     home = str(tmp_path / "home")
     env = child_env(home)
     steps = drive(python, "stdio", repo, "--", sys.executable, "-c",
-                  f"import sys; sys.path.insert(0, {ROOT!r}); from gitmail.cli import main; "
+                  f"import os, sys; os.environ['GITMAIL_GUARD_ROOTS'] = {os.path.dirname(repo)!r}; "
+                  f"sys.path.insert(0, {ROOT!r}); from gitmail.cli import main; "
                   "sys.argv = ['gitmail', '--home', " + repr(home) + ", 'serve', '--stdio']; main()",
                   home=env["GITMAIL_HOME"])
     check(steps)

@@ -41,8 +41,7 @@ from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 
 from gitmail.mail.facade import Mail
-from gitmail.model.errors import NOT_FOUND, UNAUTHORIZED, GitmailError, invalid
-from gitmail.model.names import normalize_human_key
+from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, UNAUTHORIZED, GitmailError, invalid
 from gitmail.storage.store import Store
 
 from .identity import Identities
@@ -50,7 +49,7 @@ from .identity import Identities
 TOKEN_ALIAS = "registration_token"
 ACTING_AS = "acting_as"
 GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
-"""Folders (separated by ``:``) under which agents may install or remove the commit guard in any repository."""
+"""Folders (separated by ``:``) under which agents may install or remove the commit guard (none by default)."""
 
 OPEN, AGENT, MEMBER, PRODUCT = "open", "agent", "member", "product"
 
@@ -268,20 +267,28 @@ class Access:
         return slugs[0] if len(slugs) == 1 else None
 
     # -- the commit guard ------------------------------------------------------
-    def require_guard_path(self, project: str, code_repo_path: object) -> None:
-        """Agents may touch hooks only in the repository at the project's key, or under GITMAIL_GUARD_ROOTS."""
+    def require_guard_path(self, project: str, code_repo_path: object, *, removing: bool = False) -> None:
+        """Agents touch hooks only in repositories under the folders the operator lists in GITMAIL_GUARD_ROOTS.
+
+        None by default: a repository's hooks run as whoever commits there,
+        so which repositories agents may change them in is the operator's
+        decision, not the caller's (not even the project's own key path).
+        """
         if not isinstance(code_repo_path, str) or not code_repo_path.strip():
             raise invalid("code_repo_path must be the path of a git repository", field="code_repo_path")
         target = os.path.realpath(os.path.expanduser(code_repo_path))
-        human_key = self.mail.human_key(project)
-        allowed = [os.path.realpath(normalize_human_key(human_key))]
         roots = [os.path.realpath(r) for r in os.environ.get(GUARD_ROOTS_ENV, "").split(os.pathsep) if r.strip()]
-        if target in allowed or any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        if any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
             return
+        where = ("lists no folder on this server" if not roots
+                 else f"lists no folder that holds {code_repo_path}")
+        command = (f"gitmail guard uninstall {code_repo_path}" if removing
+                   else f"gitmail guard install {self.mail.human_key(project)} {code_repo_path}")
         raise GitmailError(
-            UNAUTHORIZED,
-            f"agents may install or remove the commit guard only in the repository at the project's key "
-            f"({human_key}) or under the folders the operator allows in {GUARD_ROOTS_ENV}; {code_repo_path} is "
-            f"neither. On this machine the operator can run `gitmail guard install {human_key} {code_repo_path}`",
-            {"code_repo_path": code_repo_path, "project": human_key, "setting": GUARD_ROOTS_ENV},
+            PATH_NOT_ALLOWED,
+            f"agents install and remove the commit guard only in repositories under the folders the operator "
+            f"lists in {GUARD_ROOTS_ENV} (separated by ':'), and it {where}. Ask the operator to run "
+            f"`{command}` on this machine, or to add a folder holding the repository to {GUARD_ROOTS_ENV} "
+            "and restart the server",
+            {"code_repo_path": code_repo_path, "setting": GUARD_ROOTS_ENV, "command": command},
         )

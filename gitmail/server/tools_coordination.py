@@ -156,8 +156,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
     def install_precommit_guard(
         project_key: ProjectKey,
         code_repo_path: Annotated[str, Field(description=(
-            "Absolute path of the git repository to guard: the project's own path (its project_key), or a "
-            "repository under a folder the operator allows in GITMAIL_GUARD_ROOTS."))],
+            "Absolute path of the git repository to guard; it must be under a folder the operator lists in "
+            "GITMAIL_GUARD_ROOTS (none by default)."))],
         agent_name: ProverName = None,
         agent_token: AgentToken = None,
         format: OutputFormat = None,
@@ -168,7 +168,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         refused; set AGENT_NAME when committing, GITMAIL_GUARD_MODE=warn to only
         warn, GITMAIL_GUARD_BYPASS=1 to skip once. An existing hook is kept and
         runs first. Needs proof of an agent of the project. Returns {hook, hooks,
-        chained, hooks_dir, project}.
+        chained, hooks_dir, project}. Only in repositories under the folders the
+        operator lists in GITMAIL_GUARD_ROOTS (none by default): elsewhere
+        PATH_NOT_ALLOWED, and the operator installs it with `gitmail guard
+        install PROJECT REPO`.
         """
         rt.access.require_guard_path(project_key, code_repo_path)
         return formatted(mail.install_precommit_guard(project_key, code_repo_path), format)
@@ -191,7 +194,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         repository rule as install_precommit_guard.
         """
         assert project_key is not None  # the access rule found it
-        rt.access.require_guard_path(project_key, code_repo_path)
+        rt.access.require_guard_path(project_key, code_repo_path, removing=True)
         return formatted(mail.uninstall_precommit_guard(code_repo_path), format)
 
     @tool(mcp, WRITE, access=itself)
