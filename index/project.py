@@ -86,6 +86,7 @@ class ProjectIndex:
         self._sync_lock = threading.Lock()
         self._changed = threading.Condition()
         self._version = 0  # bumped (under _changed) each time the metadata store moves
+        self._listeners: list[Callable[[], None]] = []  # told after each bump (see subscribe)
         self._known_tip: str | None = None  # the tip the metadata store is known to reflect
         self._known_generation = self.meta.generation  # ...as that store file was (see Meta.generation)
         self._trees = Trees()  # the trees the last catch-up visited, where the next one starts
@@ -223,6 +224,12 @@ class ProjectIndex:
             with self._changed:
                 self._version += 1
                 self._changed.notify_all()
+                listeners = list(self._listeners)
+            for listener in listeners:
+                try:
+                    listener()
+                except Exception:  # noqa: BLE001 - a listener's failure must not stop a catch-up
+                    _log.exception("an index listener of %s failed", self.archive.path)
         return reached
 
     def _recover(self, exc: Exception, target: str | None) -> str | None:
@@ -309,6 +316,25 @@ class ProjectIndex:
             with self._changed:
                 if self._version == seen:  # nothing moved since we looked: sleep until something does
                     self._changed.wait(min(poll, remaining))
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` each time the metadata store moves, from the thread that moved it; returns the undo.
+
+        What :meth:`wait` does for a thread, this does for a waiter that
+        holds none (an asyncio task hands the call to its event loop). The
+        store moves when a read or the background catch-up takes in a new
+        tip: a commit of this process at once, an outside one once someone
+        looks (a read, :meth:`high_watermark`, the watcher's poke).
+        """
+        with self._changed:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._changed:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
 
     def _catch_up_history(self) -> None:
         with self._history_lock:

@@ -11,6 +11,7 @@ past the required arguments are keyword-only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
@@ -239,6 +240,10 @@ class Mail:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
+
+    def watch_feed(self, project_key: str, listener: Callable[[], None]) -> feed.FeedWatch:
+        """Call ``listener`` (from any thread) each time the project's feed may have moved, until closed."""
+        return feed.watch(self.ctx, project_key, listener)
 
     def fetch_outbox(self, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
                      since_ts: str | float | None = None) -> dict[str, Any]:

@@ -9,7 +9,11 @@ it; nothing is stored per reader and reading changes no read state.
 - :func:`catch_up` shows the newest few arrivals, oldest first, and hands
   out a cursor that skips everything older (older mail stays searchable).
 - :func:`read_messages` returns the arrivals after a cursor, oldest first,
-  and can wait a bounded time for the next one (a long poll).
+  and can wait a bounded time for the next one (a long poll), holding the
+  calling thread while it waits.
+- :func:`watch` is for a waiter that holds no thread (the MCP server's long
+  polls, :mod:`gitmail.server.longpoll`): it hears of every move of the
+  project's feed and reads again with ``wait_seconds=0``.
 
 A cursor beyond this machine's high watermark belongs to another machine or
 to an index that was rebuilt: it is refused (``CURSOR_AHEAD``) rather than
@@ -21,6 +25,7 @@ caller's part, as :mod:`gitmail.server.pages` does for MCP.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gitmail.coord.context import Context
@@ -35,6 +40,32 @@ from gitmail.model.limits import (
     FEED_MAX_WAIT,
 )
 from gitmail.model.records import Message, message_path
+
+
+class FeedWatch:
+    """Calls a listener, from whichever thread moved it, each time a project's feed may have moved; until closed.
+
+    The feed moves when the project's index takes in a new tip: at once for
+    this process's own commits, and for outside ones (a push, another
+    process) when the watcher reports them or when someone looks
+    (:meth:`look`, which is how a waiter notices what nobody announced).
+    """
+
+    def __init__(self, index: ProjectIndex, listener: Callable[[], None]):
+        self._index = index
+        self._stop = index.subscribe(listener)
+
+    def look(self) -> None:
+        """Take in the archive's tip now if it moved (the listener hears of it)."""
+        self._index.high_watermark()
+
+    def close(self) -> None:
+        self._stop()
+
+
+def watch(ctx: Context, project_key: str, listener: Callable[[], None]) -> FeedWatch:
+    """Have ``listener`` called each time the feed of ``project_key`` may have moved (see :class:`FeedWatch`)."""
+    return FeedWatch(indexer_for(ctx.store).project(project_key), listener)
 
 
 def _whole(value: object, field: str, low: int, high: int) -> int:

@@ -30,6 +30,10 @@ CATCH_UP_MAX = 12
 FEED_DEFAULT_LIMIT = 100
 FEED_MAX_LIMIT = 200
 FEED_MAX_WAIT = 25
+# Reads that wait at once on one server: per agent, and in all (GITMAIL_MAX_WAITS_PER_AGENT and
+# GITMAIL_MAX_WAITS change them). A waiting read holds no worker thread, only its request.
+FEED_MAX_WAITS_PER_AGENT = 4
+FEED_MAX_WAITS = 128
 
 # Build slots: how long a holding lasts unless renewed, and how many may share one slot.
 DEFAULT_SLOT_TTL = 3600

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -91,27 +92,39 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
         token_argument = next((t for t in TOKEN_ARGUMENTS if t in signature.parameters), None)
         delegable = access.kind == AGENT and token_argument is not None
 
-        @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                if token_argument is not None:
-                    _merge_alias(kwargs, token_argument)
-                below = kwargs.pop(ACTING_AS, None) if delegable else None
-                ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
-                access.check(kwargs, ctx)
-                if below is not None:
-                    access.act_as(kwargs, below)
-                result = fn(*args, **kwargs)
-            except GitmailError as exc:
-                return error_result(exc)
-            except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
-                return error_result(log_failure(fn.__name__, exc))
-            if isinstance(result, list) and not result:
-                # FastMCP would send an empty list as no content block at all, and clients that read the
-                # first block's text (as agent-mail clients do) would fail on an empty inbox
-                return ToolResult(content="[]", structured_content={"result": []},
-                                  meta={"fastmcp": {"wrap_result": True}})
-            return result
+        def check(kwargs: dict[str, Any]) -> None:
+            """The access rule, on the call's arguments (which it may rewrite for acting_as)."""
+            if token_argument is not None:
+                _merge_alias(kwargs, token_argument)
+            below = kwargs.pop(ACTING_AS, None) if delegable else None
+            ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
+            access.check(kwargs, ctx)
+            if below is not None:
+                access.act_as(kwargs, below)
+
+        guarded: Callable[..., Any]
+        if inspect.iscoroutinefunction(fn):
+            # A tool that awaits (a waiting read) runs on the event loop; its checks read the archive,
+            # so they run in a worker thread, as a synchronous tool's whole body does.
+            @functools.wraps(fn)
+            async def guarded(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    await anyio.to_thread.run_sync(check, kwargs)
+                    return _shown(await fn(*args, **kwargs))
+                except GitmailError as exc:
+                    return error_result(exc)
+                except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
+                    return error_result(log_failure(fn.__name__, exc))
+        else:
+            @functools.wraps(fn)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    check(kwargs)
+                    return _shown(fn(*args, **kwargs))
+                except GitmailError as exc:
+                    return error_result(exc)
+                except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
+                    return error_result(log_failure(fn.__name__, exc))
 
         if token_argument is not None:
             added = [inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
@@ -129,6 +142,15 @@ def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
         return fn
 
     return decorate
+
+
+def _shown(result: Any) -> Any:
+    """A tool's result as sent: an empty list still gets its text block."""
+    if isinstance(result, list) and not result:
+        # FastMCP would send an empty list as no content block at all, and clients that read the
+        # first block's text (as agent-mail clients do) would fail on an empty inbox
+        return ToolResult(content="[]", structured_content={"result": []}, meta={"fastmcp": {"wrap_result": True}})
+    return result
 
 
 def _merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:

@@ -12,6 +12,7 @@ from gitmail.storage.store import Store
 
 from .access import Access
 from .identity import Identities
+from .longpoll import LongPolls
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Runtime:
     mail: Mail
     identities: Identities
     listen: Listen = field(default_factory=Listen)
+    long_polls: LongPolls = field(default_factory=LongPolls.from_env)
     started: float = field(default_factory=time.time)
     access: Access = field(init=False)
 

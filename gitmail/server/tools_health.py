@@ -67,6 +67,9 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         without remotes) and `remotes` lists each one's last attempt, last
         success, last error code, ahead/behind and refused changes kept aside
         (sync_status shows a project's remotes in full to its agents).
+        `long_polls` counts the reads waiting for mail now (read_messages with
+        wait_seconds) and the caps they are held to.
         """
         return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
-                "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt)}
+                "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
+                "long_polls": rt.long_polls.state()}

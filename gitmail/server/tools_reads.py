@@ -5,13 +5,17 @@ messages, :mod:`gitmail.mail.feed`, through the facade): a message pulled
 from a teammate today is new even if it was written yesterday. The cursor is
 a number the caller keeps; the server stores no per-reader position and reads
 change no read state. What is added here is the sizing for a context window:
-previews and byte budgets (:mod:`gitmail.server.pages`).
+previews and byte budgets (:mod:`gitmail.server.pages`); and a read that
+waits does so on the event loop, holding no worker thread
+(:mod:`gitmail.server.longpoll`).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
+import anyio
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
@@ -56,7 +60,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         return ToolResult(content=pages.dumps(doc))
 
     @tool(mcp, READ, access=itself)
-    def read_messages(
+    async def read_messages(
         ctx: Context,
         project_key: ProjectKey,
         agent_name: AgentName,
@@ -81,9 +85,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         cut: if the first message alone exceeds the budget the page is empty, the
         cursor stays, and `recovery` says how to read it. A cursor beyond
         high_watermark fails with CURSOR_AHEAD. Changes no read state (use
-        mark_message_read / acknowledge_message). Text-only result.
+        mark_message_read / acknowledge_message). Text-only result. A server
+        holds a few waiting reads per agent and a bounded number in all; past
+        either, a read with wait_seconds fails with TOO_MANY_WAITS.
         """
-        found = rt.mail.read_messages(project_key, agent_name, after=after, limit=limit, wait_seconds=wait_seconds)
+        read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
+        found = await anyio.to_thread.run_sync(read)
+        if not found["messages"] and wait_seconds > 0:
+            found = await rt.long_polls.wait(rt.mail, project_key, found["agent"], read, wait_seconds)
         text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
                                  found["high_watermark"], max_output_bytes)
         return ToolResult(content=text)
