@@ -292,6 +292,27 @@ def test_consecutive_authors_get_their_own_commits(archive):
     assert "A" in git("--git-dir", archive.git_dir, "log", "--author=A", "--format=%an")
 
 
+def test_a_group_of_transactions_is_one_move_of_main_with_a_commit_per_author_and_date(archive):
+    seen = []
+    archive.add_listener(lambda old, new: seen.append(new))
+
+    def by(author, when, path, sees=None):
+        def fn(snap):
+            assert sees is None or snap.read(sees) == b"x"  # each function sees the edits queued before it
+            return Change(f"{author} wrote {path}", author=author, when=when, result=path).put(path, b"x")
+        return fn
+
+    done = archive.transact_many([by("A", 1_600_000_000, "a1"), by("A", 1_600_000_000, "a2", sees="a1"),
+                                  by("A", 1_600_000_100, "a3"), by("B", None, "b1", sees="a3")])
+    assert [item.result for item in done] == ["a1", "a2", "a3", "b1"]
+    assert seen == [archive.tip()] and done[-1].commit == archive.tip()  # one compare-and-swap for all four
+    log = git("--git-dir", archive.git_dir, "log", "--format=%an %at %ct").splitlines()
+    assert [line.split()[:2] for line in log[1:]] == [["A", "1600000100"], ["A", "1600000000"]]
+    author, authored, committed = log[0].split()
+    assert author == "B" and authored == committed  # no date of its own: the time of the commit
+    assert archive.transact_many([]) == []
+
+
 def test_unexpected_exception_reaches_only_its_caller(archive):
     def broken(snap):
         raise RuntimeError("bug")

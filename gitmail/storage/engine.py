@@ -67,6 +67,7 @@ class Change:
     edits: dict[str, bytes | None] = field(default_factory=dict)
     result: Any = None
     merge_parent: str | None = None  # a second parent: the commit this change merges in
+    when: int | None = None  # the author's time (seconds since the epoch); default: now. An import gives the original
 
     def put(self, path: str, content: bytes | Record) -> Change:
         self.edits[check_path(path)] = content.to_bytes() if isinstance(content, Record) else content
@@ -241,13 +242,28 @@ class Archive:
     # -- the write path -------------------------------------------------------
     def transact(self, fn: Transaction) -> Committed:
         """Run ``fn`` against the tip and commit its change; see the module docs."""
-        pending = _Pending(fn)
+        return self.transact_many([fn])[0]
+
+    def transact_many(self, fns: list[Transaction]) -> list[Committed]:
+        """Run several transactions in order as one group: one pack, one compare-and-swap of main.
+
+        Each function sees the edits of those before it, and consecutive
+        changes by one author share a commit, as in any group commit (a bulk
+        writer such as an import uses it to write a run of commits by
+        different authors at the cost of one). Every function's outcome is
+        returned in order; if one raised, its error is raised here after the
+        others were committed.
+        """
+        pendings = [_Pending(fn) for fn in fns]
+        if not pendings:
+            return []
+        last = pendings[-1]
         with self._queue_lock:
-            self._queue.append(pending)
-            while not pending.done and self._leader_active:
+            self._queue.extend(pendings)
+            while not last.done and self._leader_active:
                 self._wakeups.wait()
-            if pending.done:
-                return self._outcome(pending)
+            if last.done:
+                return [self._outcome(pending) for pending in pendings]
             # Lead: everything queued so far (our own item included) goes into
             # the next commit. Items queued meanwhile wait for the next leader.
             self._leader_active = True
@@ -262,7 +278,7 @@ class Archive:
             with self._queue_lock:
                 self._leader_active = False
                 self._wakeups.notify_all()
-        return self._outcome(pending)
+        return [self._outcome(pending) for pending in pendings]
 
     @staticmethod
     def _outcome(pending: _Pending) -> Committed:
@@ -336,7 +352,9 @@ class Archive:
             tree = editor.flush()
             author = group[0][1].author or SYSTEM_AUTHOR
             message = _commit_message(author, [change for _, change in group])
-            signature = Signature(author, group[0][1].author_email or f"{author}@gitmail", now)
+            when = group[-1][1].when
+            signature = Signature(author, group[0][1].author_email or f"{author}@gitmail",
+                                  now if when is None else when)
             committer = Signature("gitmail", f"gitmail@{self.node}", now)
             parents = [parent] if parent else []
             merged = group[-1][1].merge_parent
@@ -465,11 +483,12 @@ def _lookup(repo: pygit2.Repository) -> pygit2.Reference | None:
 
 
 def _by_author(items: list[tuple[_Pending, Change]]) -> list[list[tuple[_Pending, Change]]]:
-    """Consecutive changes by one author share a commit; a merge is a commit of its own."""
+    """Consecutive changes by one author share a commit; a merge, or a change dated otherwise, is one of its own."""
     groups: list[list[tuple[_Pending, Change]]] = []
     for item, change in items:
         last = groups[-1][-1][1] if groups else None
-        if (last is not None and (last.author, last.author_email) == (change.author, change.author_email)
+        if (last is not None and (last.author, last.author_email, last.when)
+                == (change.author, change.author_email, change.when)
                 and not last.merge_parent and not change.merge_parent):
             groups[-1].append((item, change))
         else:
