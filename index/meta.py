@@ -48,7 +48,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "5"  # of all derived state: part of its folder name, and checked in each file
+FORMAT = "6"  # of all derived state: part of its folder name, and checked in each file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -105,6 +105,12 @@ CREATE TABLE IF NOT EXISTS reservations (
 );
 CREATE INDEX IF NOT EXISTS reservations_open ON reservations (released, expires_ts);
 CREATE TABLE IF NOT EXISTS pending (stamp INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS imported (
+    imported_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    PRIMARY KEY (imported_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS imported_message ON imported (message_id);
 """
 
 _ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
@@ -399,6 +405,9 @@ class Meta:
         )
         db.execute("UPDATE copies SET created_ts = ? WHERE message_id = ?", (fields["created_ts"], mid))
         db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (mid,))
+        db.execute("DELETE FROM imported WHERE message_id = ?", (mid,))
+        if fields["imported_id"] is not None:
+            db.execute("INSERT OR IGNORE INTO imported VALUES (?, ?)", (fields["imported_id"], mid))
 
     def _put_copy(self, db: sqlite3.Connection, change: RecordChange, agent: str, mid: str, data: bytes,
                   stamp: str) -> None:
@@ -419,6 +428,7 @@ class Meta:
     def _forget(db: sqlite3.Connection, role: str, parts: list[str], name: str) -> None:
         if role == "message":
             db.execute("DELETE FROM messages WHERE id = ?", (name,))
+            db.execute("DELETE FROM imported WHERE message_id = ?", (name,))
             db.execute("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", (name,))
         elif role in ("inbox", "outbox"):
             db.execute("DELETE FROM copies WHERE agent = ? AND box = ? AND message_id = ?", (parts[1], role, name))

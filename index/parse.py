@@ -19,7 +19,7 @@ from gitmail.model import codec
 from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import id_time, is_id
-from gitmail.model.records import MAX_IMPORTANCE, Record
+from gitmail.model.records import IMPORTED_ID, MAX_IMPORTANCE, Record
 
 if TYPE_CHECKING:  # the C loader has the same interface
     _Base = yaml.SafeLoader
@@ -139,7 +139,16 @@ def message_fields(data: bytes, message_id: str) -> dict[str, Any]:
         "reply_to": _optional_text(fields, "reply_to"),
         "attachments": _maps(fields.get("attachments")),
         "body": body,
+        "imported_id": _imported_id(fields.get(IMPORTED_ID)),
     }
+
+
+def _imported_id(value: Any) -> str | None:
+    """The id an imported message had in its source (a number there), as text; None for gitmail's own."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    text = str(value).strip()
+    return text if text and len(text) <= 64 else None
 
 
 def id_ts(record_id: str) -> str:

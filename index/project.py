@@ -473,6 +473,10 @@ class ProjectIndex:
         return self._cached(("message", message_id, viewer),
                             lambda: reads.message(self.meta, message_id, self._body, viewer))
 
+    def imported(self, imported_id: str) -> list[str]:
+        """The IDs of the messages that had ``imported_id`` in the store they were imported from."""
+        return self._cached(("imported", imported_id), lambda: reads.imported(self.meta, imported_id))
+
     def message_ids_below(self, below: str, *, commit: str | None) -> list[str]:
         """IDs of the messages at ``commit`` that sort before ``below`` (older ones: IDs sort by time), oldest first.
 

@@ -208,6 +208,12 @@ def topic(meta: Meta, topic: str, *, viewer: str | None = None, since_ts: str | 
     return [_view(message_row(row), body_of) for row in meta.read(" ".join(sql), args)]
 
 
+def imported(meta: Meta, imported_id: str) -> list[str]:
+    """The IDs of the messages imported from a message whose id in its source was ``imported_id``."""
+    return [row[0] for row in meta.read("SELECT message_id FROM imported WHERE imported_id = ? ORDER BY message_id",
+                                        (imported_id,))]
+
+
 def message(meta: Meta, message_id: str, body_of: BodyReader, viewer: str | None = None) -> dict[str, Any] | None:
     """One message with its body, or None; its sender (as ``viewer``) also sees ``bcc`` from its outbox copy."""
     rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))

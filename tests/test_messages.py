@@ -148,6 +148,8 @@ def test_reply_errors(store):
     open_agents(mail, "GreenCastle", "BlueLake")
     original = send(mail, "GreenCastle", ["BlueLake"])
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
+        mail.reply_message(PROJECT, "12ab", "BlueLake", "x")
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):  # a number names a message imported from mcp_agent_mail
         mail.reply_message(PROJECT, "1234", "BlueLake", "x")
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.reply_message(PROJECT, "0" * 23, "BlueLake", "x")

@@ -47,6 +47,8 @@ def test_receipt_errors(store):
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.acknowledge_message(PROJECT, "GreenCastle", msg["id"])  # the sender is not a recipient
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
+        mail.mark_message_read(PROJECT, "BlueLake", "no-such-id")
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):  # a number names a message imported from mcp_agent_mail
         mail.mark_message_read(PROJECT, "BlueLake", "42")
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.acknowledge_message(PROJECT, "Nobody", msg["id"])

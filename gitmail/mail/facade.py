@@ -208,7 +208,7 @@ class Mail:
         return sending.send_message(self.ctx, SendRequest(project_key=project_key, sender_name=sender_name, to=to,
                                                           subject=subject, body_md=body_md, **options))
 
-    def reply_message(self, project_key: str, message_id: str, sender_name: str, body_md: str,
+    def reply_message(self, project_key: str, message_id: str | int, sender_name: str, body_md: str,
                       **options: Any) -> dict[str, Any]:
         """Reply in a thread; ``options`` are the optional fields of :class:`gitmail.mail.sending.ReplyRequest`."""
         return sending.reply_message(self.ctx, ReplyRequest(project_key=project_key, message_id=message_id,
@@ -254,7 +254,8 @@ class Mail:
                       include_bodies: bool = False) -> dict[str, Any]:
         return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies)
 
-    def get_message(self, project_key: str, message_id: str, *, agent_name: str | None = None) -> dict[str, Any]:
+    def get_message(self, project_key: str, message_id: str | int, *,
+                    agent_name: str | None = None) -> dict[str, Any]:
         found = mailbox.get_message(self.ctx, project_key, message_id, agent_name=agent_name)
         if found.get("attachments"):  # each stored file is checked against the hash the message records
             found["attachments"] = attachments.mark_verified(self.ctx.archive(project_key).snapshot(),
@@ -314,11 +315,11 @@ class Mail:
         return overview.history(self.ctx, project_key, paths, limit=limit)
 
     # -- receipts -------------------------------------------------------------
-    def mark_message_read(self, project_key: str, agent_name: str, message_id: str, *,
+    def mark_message_read(self, project_key: str, agent_name: str, message_id: str | int, *,
                           seat: str | None = None) -> dict[str, Any]:
         return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat=seat)
 
-    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str, *,
+    def acknowledge_message(self, project_key: str, agent_name: str, message_id: str | int, *,
                             seat: str | None = None) -> dict[str, Any]:
         return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat=seat)
 

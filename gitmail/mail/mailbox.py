@@ -96,6 +96,31 @@ def check_message_id(message_id: object, field: str = "message_id") -> str:
     return message_id
 
 
+def resolve_message_id(ctx: Context, project_key: str, message_id: object, field: str = "message_id") -> str:
+    """A message ID as given, or the gitmail ID of the message imported from one whose id in its source was that.
+
+    An agent moved from mcp_agent_mail may still name a message by the
+    number it had there: the index knows each imported message by it
+    (``x-agent-mail-id``). INVALID_ARGUMENT for anything else, NOT_FOUND for
+    a number no message here was imported with.
+    """
+    if is_id(message_id):
+        return message_id
+    old = str(message_id).strip() if isinstance(message_id, (int, str)) and not isinstance(message_id, bool) else ""
+    if not old.isdigit() or len(old) > 20:
+        raise invalid(f"{field} {message_id!r} is not a message ID (23 lowercase letters and digits, as returned "
+                      "by send_message or fetch_inbox; or the number a message imported from mcp_agent_mail had "
+                      "there)", field=field)
+    found = indexer_for(ctx.store).project(project_key).imported(old)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise not_found(f"no message in this project was imported from mcp_agent_mail with the id {old}; give the "
+                        "message's ID (23 characters, as fetch_inbox lists them)", field=field, message_id=old)
+    raise invalid(f"{field} {old} names {len(found)} messages imported here from different stores "
+                  f"({', '.join(found[:5])}); give the gitmail ID of the one you mean", field=field)
+
+
 def load_message(snap: Snapshot, message_id: str) -> Message:
     message = snap.load(message_path(message_id), Message)
     if message is None:
@@ -282,14 +307,16 @@ def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]]
         item["commit"] = commits.get(paths[item["id"]])
 
 
-def get_message(ctx: Context, project_key: str, message_id: str, *, agent_name: str | None = None) -> dict[str, Any]:
+def get_message(ctx: Context, project_key: str, message_id: str | int, *,
+                agent_name: str | None = None) -> dict[str, Any]:
     """One message with its body (the sender also sees its blind copies).
 
     Answered by the index (one row and one blob); a message it does not hold
     is looked up in the snapshot, which says whether it was purged.
     """
     snap, project, name = _open(ctx, project_key, agent_name)
-    found = indexer_for(ctx.store).project(project_key).message(check_message_id(message_id), viewer=name)
+    message_id = resolve_message_id(ctx, project_key, message_id)
+    found = indexer_for(ctx.store).project(project_key).message(message_id, viewer=name)
     return {"project": project.human_key, **(found if found is not None else message(snap, message_id, name))}
 
 

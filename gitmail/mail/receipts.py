@@ -17,12 +17,12 @@ from gitmail.model.records import Receipt, inbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .mailbox import check_message_id
+from .mailbox import resolve_message_id
 
 
-def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str, ack: bool,
+def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str | int, ack: bool,
           seat: str | None = None) -> Receipt:
-    check_message_id(message_id)
+    message_id = resolve_message_id(ctx, project_key, message_id)
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
@@ -48,14 +48,14 @@ def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str, ack:
     return receipt
 
 
-def mark_message_read(ctx: Context, project_key: str, agent_name: str, message_id: str,
+def mark_message_read(ctx: Context, project_key: str, agent_name: str, message_id: str | int,
                       *, seat: str | None = None) -> dict[str, Any]:
     """Record that the agent read a message it received."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=False, seat=seat)
     return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
 
 
-def acknowledge_message(ctx: Context, project_key: str, agent_name: str, message_id: str,
+def acknowledge_message(ctx: Context, project_key: str, agent_name: str, message_id: str | int,
                         *, seat: str | None = None) -> dict[str, Any]:
     """Acknowledge a message the agent received (which also marks it read)."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=True, seat=seat)

@@ -54,7 +54,7 @@ from gitmail.storage.snapshot import Snapshot
 
 from . import addresses, attachments, contacts, idempotency, relay
 from .delivery import commit_line, compose, message_view, put_message
-from .mailbox import check_message_id, load_message
+from .mailbox import load_message, resolve_message_id
 
 MAX_THREAD_ID = 128
 
@@ -111,7 +111,7 @@ class ReplyRequest(Delivery):
     """
 
     project_key: str
-    message_id: str
+    message_id: str | int  # a gitmail ID, or the id an imported message had in its source
     sender_name: str
     body_md: str
     to: list[str] | None = None
@@ -560,12 +560,12 @@ def reply_subject(subject: str, prefix: str) -> str:
 
 def reply_message(ctx: Context, request: ReplyRequest) -> dict[str, Any]:
     """Answer a message in its thread; by default to its sender, with its importance and ack flag."""
-    check_message_id(request.message_id)
+    message_id = resolve_message_id(ctx, request.project_key, request.message_id)
     check_agent_name(request.sender_name, "sender_name")
     prefix = request.subject_prefix
     if not isinstance(prefix, str) or "\n" in prefix or len(prefix) > 32:
         raise invalid("subject_prefix must be a short single line such as 'Re:'", field="subject_prefix")
-    original = load_message(ctx.archive(request.project_key).snapshot(), request.message_id)
+    original = load_message(ctx.archive(request.project_key).snapshot(), message_id)
     out = Outgoing(sender=request.sender_name, to=_names(request.to, "to") if request.to else [original.sender],
                    cc=_names(request.cc, "cc"), bcc=_names(request.bcc, "bcc"),
                    subject=reply_subject(original.subject, prefix.strip()), body=_body(request.body_md),
@@ -577,7 +577,7 @@ def reply_message(ctx: Context, request: ReplyRequest) -> dict[str, Any]:
                    replying_to=original.sender, seat=request.seat)
     _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
     _flag(request.hold_if_blocked, "hold_if_blocked")
-    fingerprint = {"op": "reply", "sender": request.sender_name.lower(), "message_id": request.message_id,
+    fingerprint = {"op": "reply", "sender": request.sender_name.lower(), "message_id": message_id,
                    "to": request.to, "cc": out.cc, "bcc": out.bcc, "prefix": prefix, "body": out.body,
                    "importance": request.importance, "ack_required": request.ack_required,
                    **_options_fingerprint(request)}

@@ -33,6 +33,8 @@ MAX_SHORT = 512
 MAX_TEXT = 64 * 1024
 MAX_LIST = 1000
 
+# A record imported from an mcp_agent_mail server keeps the id it had there under this key (see gitmail.importers).
+IMPORTED_ID = "x-agent-mail-id"
 IMPORTANCE = ("low", "normal", "high", "urgent")  # the known levels; high and urgent drive the urgent views
 MAX_IMPORTANCE = 32  # importance is free form: other values are stored as given, one short line
 AGENT_STATUS = ("active", "retired", "deregistered")

@@ -24,8 +24,9 @@ WindowUuid = Annotated[str | None, Field(max_length=64, description=(
 SenderToken = Annotated[str | None, Field(
     description="Proof that you are sender_name: the registration_token returned when it registered. "
                 "Not needed in the MCP session that registered the agent.")]
-MessageId = Annotated[str, Field(
-    description="A message ID (23 characters, as returned by send_message or fetch_inbox).")]
+MessageId = Annotated[str | int, Field(
+    description="A message ID (23 characters, as returned by send_message or fetch_inbox), or the number a message "
+                "imported from mcp_agent_mail had there.")]
 Recipients = Annotated[list[str] | None, Field(description=(
     "Agent names in the project (name@project for an agent of another project of this server)."))]
 Importance = Annotated[str, Field(max_length=32, description=(
