@@ -200,3 +200,27 @@ def test_hybrid_clock_orders_events_and_survives_parsing():
     with pytest.raises(ValueError):
         HLC.parse("garbage")
     assert b.tick().node == "b"
+
+
+# Characters that change how YAML writes a scalar: indicators, separators, number and flag look-alikes.
+_TRICKY = st.text(st.sampled_from(list("aZy0917._-:# ,[]{}?!&*'\"%|>@`=+~/\\\té\n")), max_size=12)
+_ASCII = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
+_SCALARS = names | _TRICKY | _ASCII | st.sampled_from([
+    "yes", "No", "on", "null", "1:20", "0x1f", "0o17", "1_000", ".inf", "3.14", "2026-01-05T09:00:00.000Z",
+    "Re: plan", "a #b", "x:", "-1", "+1", "True"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(names, _SCALARS | st.booleans() | st.integers(-10, 10**12) | st.lists(_SCALARS, max_size=3),
+                       min_size=1, max_size=5))
+def test_records_are_written_alike_with_or_without_the_yaml_emitter(fields):
+    """The short way of writing plain mappings gives the emitter's bytes, or leaves the mapping to it."""
+    import yaml
+
+    from gitmail.model import codec
+
+    fast = codec._dump_plain(fields)
+    slow = yaml.dump(fields, Dumper=codec._Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                     width=10_000).encode("utf-8")
+    assert fast is None or fast == slow
+    assert codec.dump_yaml(fields) == slow

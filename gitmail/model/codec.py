@@ -8,6 +8,7 @@ parse back to the same values and serialize to the same bytes.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -88,7 +89,71 @@ def load_yaml(data: bytes) -> dict[str, Any]:
     return value
 
 
+# A string the YAML emitter writes as it is (a plain scalar), whatever the dialect's resolvers say of it:
+# a letter or digit first, then ASCII without quotes, comment or flow markers, a colon or a space only inside
+# and before another such character, at most 1,000 characters (far below the line width).
+_PLAIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.@/+=-]|[: ](?=[A-Za-z0-9_.@/+=-])){0,999}")
+# One it writes in single quotes: printable ASCII on one line that it cannot write plain, because it reads
+# as another type (see _implicit) or has what marks the end of a plain scalar (an indicator first, ': ' or
+# ' #' inside, a colon last, a space first or last).
+_QUOTABLE = re.compile(r"[ -~]{0,1000}")
+_NOT_PLAIN = re.compile(r"^[-?:](?: |$)|^[#,\[\]{}&*!|>'\"%@`]|^---|^\.\.\.|: | #|:$|^ | $")
+_IMPLICIT = _Dumper.yaml_implicit_resolvers
+
+
+def _implicit(text: str) -> bool:
+    """Whether ``text`` written plain would read back as something else (a number, a flag, null...)."""
+    for _, pattern in _IMPLICIT.get(text[:1], ()):
+        if pattern.match(text):
+            return True
+    return False
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` is written as a plain scalar that reads back as this same string."""
+    return _PLAIN.fullmatch(text) is not None and (text[0] not in _IMPLICIT or not _implicit(text))
+
+
+def _scalar(text: str) -> str | None:
+    """How the emitter writes ``text`` as a value: plain, or in single quotes; None when it is not sure which."""
+    if _plain(text):
+        return text
+    if _QUOTABLE.fullmatch(text) and (_implicit(text) or _NOT_PLAIN.search(text)):
+        return "'" + text.replace("'", "''") + "'"
+    return None
+
+
+def _dump_plain(value: dict[str, Any]) -> bytes | None:
+    """The bytes :func:`dump_yaml` gives a mapping of one-line ASCII strings, flags, whole numbers and lists of
+    such strings, written without the emitter (most records are such mappings); None for anything else."""
+    lines = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not _plain(key):
+            return None
+        if isinstance(item, bool):
+            lines.append(f"{key}: {'true' if item else 'false'}")
+        elif isinstance(item, int):
+            lines.append(f"{key}: {item}")
+        elif isinstance(item, str):
+            written = _scalar(item)
+            if written is None:
+                return None
+            lines.append(f"{key}: {written}")
+        elif isinstance(item, list) and item and all(isinstance(x, str) for x in item):
+            items = [_scalar(x) for x in item]
+            if None in items:
+                return None
+            lines.append(f"{key}:")
+            lines += [f"- {x}" for x in items]
+        else:
+            return None
+    return ("\n".join(lines) + "\n").encode("ascii") if lines else None
+
+
 def dump_yaml(value: dict[str, Any]) -> bytes:
+    plain = _dump_plain(value)
+    if plain is not None:
+        return plain
     text = yaml.dump(
         value,
         Dumper=_Dumper,
