@@ -2,7 +2,7 @@
 
 gitmail is built in layers, and a layer imports only the layers to its left::
 
-    hooks, model <- storage <- index <- coord <- mail <- sync <- web <- server <- cli
+    hooks, model <- storage <- index <- coord <- mail <- sync <- importers <- web <- server <- cli
 
 ``hooks`` (scripts shipped as data) and ``model`` import nothing of ours but
 ``model`` itself. ``index`` (installed as ``gitmail.index``) sits right after
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 # The installed package name of each top-level source folder.
 ROOTS = {"gitmail": "gitmail", "gitmail.index": "index", "gitmail.hooks": "hooks"}
 
-LAYERS = ("hooks", "model", "storage", "index", "coord", "mail", "sync", "web", "server", "cli")
+LAYERS = ("hooks", "model", "storage", "index", "coord", "mail", "sync", "importers", "web", "server", "cli")
 TOP = "top"  # the package root (gitmail/__init__.py, the public API) and gitmail/__main__.py
 
 # What each layer may import: itself and every layer to its left. Spelled out

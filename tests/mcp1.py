@@ -2,18 +2,17 @@
 
 gitmail's own environment holds mcp 2.x (FastMCP 4 needs it), so the 1.x
 client lives in a venv of its own under ``build/mcp1-venv`` (ignored by git,
-reused while its ``mcp`` matches :data:`SPEC`). It is built from the package
-index with the ordinary pip, under a file lock so parallel test workers
-build it once. ``python -m tests.mcp1`` builds it ahead of a test run (CI
-does, so a failure to fetch it shows on its own line).
+reused while its ``mcp`` matches :data:`SPEC`), built by :mod:`tests.venvs`.
+``python -m tests.mcp1`` builds it ahead of a test run (CI does, so a
+failure to fetch it shows on its own line).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
-import sys
+
+from . import venvs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = "mcp>=1.20,<2"
@@ -32,16 +31,7 @@ def installed_version() -> str | None:
 
 def ensure() -> str:
     """Build the venv if needed; the path of its python."""
-    os.makedirs(os.path.dirname(VENV), exist_ok=True)
-    with open(VENV + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if installed_version() is None:
-            subprocess.run([sys.executable, "-m", "venv", "--clear", VENV], check=True)
-            subprocess.run([PYTHON, "-m", "pip", "install", "-q", "--disable-pip-version-check", SPEC], check=True)
-        version = installed_version()
-        if version is None:
-            raise RuntimeError(f"{VENV} has no working mcp 1.x after installing {SPEC!r}")
-    return PYTHON
+    return venvs.ensure(VENV, (SPEC,), lambda: installed_version() is not None, "the mcp 1.x client")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ AGENT_EXPIRED = "AGENT_EXPIRED"  # the agent's expires_at has passed
 IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and the other registration kept it
 SLOT_NOT_STALE = "SLOT_NOT_STALE"  # force release of a build slot refused: its holder is still active
 TOO_MANY_WAITS = "TOO_MANY_WAITS"  # a waiting read past the agent's or the server's cap on waiting reads
+SOURCE_LOCKED = "SOURCE_LOCKED"  # another program holds a lock on a database being imported
 
 
 class GitmailError(Exception):
