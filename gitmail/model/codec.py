@@ -123,12 +123,26 @@ def _scalar(text: str) -> str | None:
     return None
 
 
+_PLAIN_KEYS: dict[str, bool] = {}  # field names seen, and whether each is plain (records have few)
+
+
+def _plain_key(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    known = _PLAIN_KEYS.get(key)
+    if known is None:
+        known = _plain(key)
+        if len(_PLAIN_KEYS) < 4096:
+            _PLAIN_KEYS[key] = known
+    return known
+
+
 def _dump_plain(value: dict[str, Any]) -> bytes | None:
     """The bytes :func:`dump_yaml` gives a mapping of one-line ASCII strings, flags, whole numbers and lists of
     such strings, written without the emitter (most records are such mappings); None for anything else."""
     lines = []
     for key, item in value.items():
-        if not isinstance(key, str) or not _plain(key):
+        if not _plain_key(key):
             return None
         if isinstance(item, bool):
             lines.append(f"{key}: {'true' if item else 'false'}")

@@ -15,6 +15,7 @@ few small trees.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -173,8 +174,10 @@ class Record:
 
     # -- validation ---------------------------------------------------------
     @classmethod
-    def _fields(cls) -> list[dataclasses.Field]:
-        return [f for f in dataclasses.fields(cls) if f.metadata.get("kind") not in (None, "body", "extra")]
+    @functools.cache
+    def _fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The record's own fields (not the body or a human's extra fields), computed once per class."""
+        return tuple(f for f in dataclasses.fields(cls) if f.metadata.get("kind") not in (None, "body", "extra"))
 
     def validate(self) -> Record:
         """Check every field, normalizing values; raise INVALID_ARGUMENT on bad input."""
