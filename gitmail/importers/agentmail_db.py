@@ -20,6 +20,7 @@ and left out.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import os
 import sqlite3
@@ -387,28 +388,38 @@ class SourceDatabase:
     def message_count(self, project_id: int, agent_ids: list[int]) -> int:
         if not self.has("messages"):
             return 0
-        scope, args = self._message_scope(project_id, agent_ids)
-        return int(self.db.execute(f"SELECT count(*) FROM messages WHERE {scope}", args).fetchone()[0])
+        return sum(int(self.db.execute(f"SELECT count(*) FROM messages WHERE {where}", args).fetchone()[0])
+                   for where, args in self._message_scopes(project_id, agent_ids))
 
     @staticmethod
-    def _message_scope(project_id: int, agent_ids: list[int]) -> tuple[str, tuple[Any, ...]]:
-        """Messages kept in a project's archive: those to it, and those its agents sent to another project."""
-        if not agent_ids:
-            return "project_id = ?", (project_id,)
-        return f"(project_id = ? OR sender_id IN ({', '.join('?' * len(agent_ids))}))", (project_id, *agent_ids)
+    def _message_scopes(project_id: int, agent_ids: list[int]) -> list[tuple[str, tuple[Any, ...]]]:
+        """Messages kept in a project's archive: those to it, and those its agents sent to another project.
+
+        Two conditions rather than one with OR, so each can follow an index on
+        the project (or the sender) and the creation time.
+        """
+        scopes: list[tuple[str, tuple[Any, ...]]] = [("project_id = ?", (project_id,))]
+        if agent_ids:
+            scopes.append((f"project_id != ? AND sender_id IN ({', '.join('?' * len(agent_ids))})",
+                           (project_id, *agent_ids)))
+        return scopes
 
     def messages(self, project_id: int, agent_ids: list[int]) -> Iterator[SourceMessage]:
         """The messages of a project's archive, oldest first, each with its recipients (read in chunks)."""
         if not self.has("messages"):
             return
-        scope, args = self._message_scope(project_id, agent_ids)
+        streams = [self._messages_where(where, args) for where, args in self._message_scopes(project_id, agent_ids)]
+        yield from heapq.merge(*streams, key=lambda message: (message.created, message.id))
+
+    def _messages_where(self, scope: str, args: tuple[Any, ...]) -> Iterator[SourceMessage]:
+        """The messages that match ``scope``, by creation time, a page at a time (each page after the last row)."""
         where, page_args = f"WHERE {scope}", args
         while True:
             rows = list(self._rows("messages", where, page_args, f"ORDER BY created_ts, id LIMIT {CHUNK}"))
             if not rows:
                 return
             last = rows[-1]
-            where = f"WHERE {scope} AND (created_ts > ? OR (created_ts = ? AND id > ?))"
+            where = f"WHERE {scope} AND created_ts >= ? AND (created_ts > ? OR id > ?)"  # a range on the time
             page_args = (*args, last["created_ts"], last["created_ts"], last["id"])
             recipients = self._recipients([row["id"] for row in rows])
             for row in rows:
