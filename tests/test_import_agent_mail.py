@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import json
 import shutil
 import sqlite3
 
@@ -362,3 +363,24 @@ def test_the_index_knows_imported_ids_through_rebuilds_and_removals(imported, st
 
     archive.transact(purge)
     assert index.imported("4") == [] and index.imported("1") == [by_old[1].id]
+
+
+def test_attachments_are_read_only_from_inside_the_archive_folder(store, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the archive")
+    archive = shutil.copytree(ARCHIVE, tmp_path / "archive")
+    folder = archive / "projects" / "data-team-frontend"
+    (folder / "attachments" / "link.webp").symlink_to(secret)
+    database = shutil.copy(DATABASE, tmp_path / "storage.sqlite3")
+    refs = [str(secret), "../secret.txt", "projects/data-team-frontend/../../../secret.txt",
+            "projects/data-team-frontend/attachments/link.webp"]
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE messages SET attachments = ? WHERE id = 3",
+                   (json.dumps([{"type": "file", "media_type": "image/webp", "path": ref} for ref in refs]),))
+    report = import_agent_mail(store, str(database), archive=str(archive), catch_up=False)
+    front = store.archive(FRONT).snapshot()
+    assert messages_by_old_id(front)[3].attachments == []
+    assert not any(b"not for the archive" == front.read(path) for path in front.walk("attachments"))
+    examples = " ".join(report.problems["attachment_unreadable"].examples)
+    assert report.problems["attachment_unreadable"].count == 5  # the four refused here, and message 7's lost file
+    assert "is not a path inside the archive" in examples and "is not in the archive folder" in examples
