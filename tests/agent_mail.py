@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 
 from . import venvs
+from .mcp_harness import stop_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = ("mcp-agent-mail==0.1.0", "fastmcp==2.13.0.2")
@@ -88,13 +89,7 @@ class AgentMailServer:
 
     def stop(self) -> None:
         """Stop the server the way an operator would (Ctrl-C), and wait for it."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, signal.SIGINT, 60)
         self.log.close()
 
 

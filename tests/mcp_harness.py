@@ -83,14 +83,19 @@ class ServerProcess:
         return Client(self.url, auth=auth, mode=mode, timeout=60)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
         self.log.close()
+
+
+def stop_process(proc: subprocess.Popen, how: int = signal.SIGTERM, grace: float = 10.0) -> None:
+    """Send ``how`` to a child still running and wait for it to end; kill it after ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(how)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def stdio_client(home: str) -> Client:

@@ -61,7 +61,6 @@ from gitmail.model.records import (
     ProductLink,
     Project,
     Receipt,
-    Record,
     Relay,
     Reservation,
     Summary,
@@ -147,7 +146,11 @@ def usable_name(name: str) -> bool:
     return bool(AGENT_NAME_RE.match(name)) and not is_reserved_name(name)
 
 
-def _entry(plan: Plan, what: str, record: Record, *, when_ms: int, phase: int, author: str, email: str | None,
+Single = Agent | Contact | ProductLink | Project | Receipt | Reservation | Summary | Window
+"""A record an entry holds alone (a message comes with its copies)."""
+
+
+def _entry(plan: Plan, what: str, record: Single, *, when_ms: int, phase: int, author: str, email: str | None,
            kind: str, line: str, mutable: bool = False, also: str | None = None) -> Entry | None:
     """An entry holding one record, or None (reported) when the record breaks a rule."""
     try:
