@@ -7,7 +7,8 @@ messages, 20 agents, messages spread over 100 days), then measures:
 
 - full rebuild (metadata + search index) time and messages/s; index size; RSS
 - search p50/p95 (limit 20) for a common term, a rare term, a phrase, a
-  prefix, a field-filtered query, and a prefix + recipient filter
+  prefix, a field-filtered query, a prefix + recipient filter, and a
+  boolean query (OR, AND, NOT and grouping together)
 - inbox page p50: served from the cache (same commit) and computed (new commit)
 - send → indexed: a message committed through the engine with the background
   indexer attached, until the Whoosh index holds it; and the latency of a
@@ -61,6 +62,7 @@ QUERIES = {
     "prefix": "migrat*",
     "field filter": "from:Agent03 plan",
     "prefix + to: filter": "to:Agent07 migrat*",
+    "boolean": "(plan OR migrat*) AND NOT from:Agent03",
 }
 
 

@@ -1,0 +1,141 @@
+"""Benchmark at archive sizes up to a million messages: history, reindex, search.
+
+Run: ``python benchmarks/bench_scale.py`` (10k and 100k messages), or
+``--sizes 10000,100000,1000000`` for the million column, or ``--messages N``
+for one size. For each size it builds a history with
+``benchmarks/scale_history.py`` (90 days, 50 agents, threads, receipts,
+reservations, written with ``git fast-import``), then measures:
+
+- the history build: seconds and messages/s (or "kept" when reused);
+- ``reindex`` from nothing (derived state deleted first): wall seconds,
+  CPU seconds of this process and of its worker processes, documents per
+  wall second, and CPU milliseconds per document, for the whole reindex and
+  for its two phases (the metadata store from the tree, then the search
+  index);
+- search in process, each query kind of ``benchmarks/bench_index.py``:
+  p50 wall and p50 CPU of the searching thread (limit 20, the default
+  ranking: best match first over the newest matches).
+
+The machine may be shared: CPU figures are the ones to compare between
+runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
+in ``DIR/<size>`` and leaves it there; ``--reuse DIR`` uses a history kept
+there by an earlier run (building it if there is none). Prints a table (one
+column per size), then one JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_index import QUERIES, time_queries
+from scale_history import PROJECT, History, kept_or_built
+
+from gitmail import Store
+from gitmail.index import indexer_for
+
+
+def cpu_now() -> tuple[float, float]:
+    """(this process's CPU seconds, its finished children's CPU seconds)."""
+    times = os.times()
+    return times.user + times.system, times.children_user + times.children_system
+
+
+def reindex(home: str) -> dict[str, Any]:
+    """``reindex`` of the project from nothing: wall and CPU, whole and by phase."""
+    store = Store(home, background=False, durable=False)
+    shutil.rmtree(store.paths(store.resolve(PROJECT)).derived, ignore_errors=True)
+    index = indexer_for(store).project(PROJECT)
+    marks: dict[str, tuple[float, tuple[float, float]]] = {}
+
+    def search_started(done: int, total: int) -> None:
+        marks.setdefault("search", (time.perf_counter(), cpu_now()))
+
+    start, cpu0 = time.perf_counter(), cpu_now()
+    count = index.reindex(progress=search_started)
+    end, cpu1 = time.perf_counter(), cpu_now()
+    mid, cpu_mid = marks.get("search", (end, cpu1))
+    phases = {"records": (start, cpu0, mid, cpu_mid), "search": (mid, cpu_mid, end, cpu1),
+              "total": (start, cpu0, end, cpu1)}
+    out: dict[str, Any] = {"documents": count}
+    for name, (t0, c0, t1, c1) in phases.items():
+        wall, own, children = t1 - t0, c1[0] - c0[0], c1[1] - c0[1]
+        out[name] = {"wall_s": round(wall, 2), "cpu_s": round(own, 2), "workers_cpu_s": round(children, 2),
+                     "docs_per_s": round(count / wall) if wall else None,
+                     "cpu_ms_per_doc": round(1000 * (own + children) / max(count, 1), 3)}
+    out["search_queries"] = {name: {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "cpu_p50_ms": round(cpu, 2)}
+                             for name, (p50, p95, cpu) in time_queries(index, 30).items()}
+    indexer_for(store).close()
+    return out
+
+
+def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
+    kept = History.load(home) if reuse else None
+    history = kept_or_built(home, size, reuse=reuse)
+    result: dict[str, Any] = {"messages": size, "history": {
+        "kept": kept is not None and kept.messages == size, "seconds": history.seconds,
+        "msgs_per_s": round(size / history.seconds) if history.seconds else None, "receipts": history.receipts,
+        "reservations": history.reservations, "commits": history.commits}}
+    result["reindex"] = reindex(home)
+    return result
+
+
+ROWS: list[tuple[str, Any]] = [
+    ("history build s", lambda r: "kept" if r["history"]["kept"] else r["history"]["seconds"]),
+    ("history msg/s", lambda r: "kept" if r["history"]["kept"] else r["history"]["msgs_per_s"]),
+    ("reindex wall s", lambda r: r["reindex"]["total"]["wall_s"]),
+    ("reindex docs/s (wall)", lambda r: r["reindex"]["total"]["docs_per_s"]),
+    ("reindex CPU ms/doc", lambda r: r["reindex"]["total"]["cpu_ms_per_doc"]),
+    ("  records: wall s", lambda r: r["reindex"]["records"]["wall_s"]),
+    ("  records: CPU ms/doc", lambda r: r["reindex"]["records"]["cpu_ms_per_doc"]),
+    ("  search: wall s", lambda r: r["reindex"]["search"]["wall_s"]),
+    ("  search: docs/s (wall)", lambda r: r["reindex"]["search"]["docs_per_s"]),
+    ("  search: CPU ms/doc (workers)", lambda r: f"{r['reindex']['search']['cpu_ms_per_doc']} "
+                                                f"({r['reindex']['search']['workers_cpu_s']} s)"),
+]
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    width = 22
+    lines = [f"{'figure':<34}" + "".join(f"{r['messages']:>{width},}" for r in results)]
+    for label, get in ROWS:
+        lines.append(f"{label:<34}" + "".join(f"{get(r)!s:>{width}}" for r in results))
+    lines.append(f"{'search p50 ms (CPU p50 ms)':<34}")
+    for name in QUERIES:
+        cells = [f"{q['p50_ms']} ({q['cpu_p50_ms']})" for q in (r["reindex"]["search_queries"][name] for r in results)]
+        lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated message counts (default 10000,100000)")
+    parser.add_argument("--messages", type=int, help="one size only (overrides --sizes)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--keep", metavar="DIR", help="build each size in DIR/<size> and leave it there")
+    where.add_argument("--reuse", metavar="DIR", help="use the histories kept in DIR/<size> (built if missing)")
+    args = parser.parse_args()
+    sizes = [args.messages] if args.messages else [int(size) for size in args.sizes.split(",")]
+    root = args.keep or args.reuse or tempfile.mkdtemp(prefix="bench-scale-")
+    results = []
+    try:
+        for size in sizes:
+            results.append(measure(os.path.join(root, str(size)), size, reuse=bool(args.reuse)))
+    finally:
+        if not (args.keep or args.reuse):
+            shutil.rmtree(root, ignore_errors=True)
+    print(table(results))
+    load = os.getloadavg()
+    print(json.dumps({"bench": "scale", "load_average": [round(x, 2) for x in load], "results": results}))
+
+
+if __name__ == "__main__":
+    main()
