@@ -28,7 +28,6 @@ more than a commit.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
@@ -354,9 +353,9 @@ class Meta:
         return todo
 
     def _seq(self, db: sqlite3.Connection, change: RecordChange, stamp: str) -> int:
-        db.execute("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
-                   "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob", (change.path, change.blob, stamp))
-        return db.execute("SELECT seq FROM seen WHERE path = ?", (change.path,)).fetchone()[0]
+        return db.execute("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
+                          "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob RETURNING seq",
+                          (change.path, change.blob, stamp)).fetchone()[0]
 
     def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str) -> None:
         parts = change.path.split("/")
@@ -367,11 +366,12 @@ class Meta:
             self._forget(db, role, parts, name)
             return
         try:
+            if role in ("inbox", "outbox"):  # read only if it differs from the canonical file (a bcc)
+                self._put_copy(db, repo, change, change.blob, parts[1], name, stamp)
+                return
             data = blob_data(repo, change.blob)
             if role == "message":
                 self._put_message(db, change, name, parse.message_fields(data, name), stamp)
-            elif role in ("inbox", "outbox"):
-                self._put_copy(db, change, parts[1], name, data, stamp)
             elif role == "receipt":
                 fields = parse.yaml_fields(data)
                 db.execute("INSERT OR REPLACE INTO receipts VALUES (?, ?, ?, ?)",
@@ -409,14 +409,14 @@ class Meta:
         if fields["imported_id"] is not None:
             db.execute("INSERT OR IGNORE INTO imported VALUES (?, ?)", (fields["imported_id"], mid))
 
-    def _put_copy(self, db: sqlite3.Connection, change: RecordChange, agent: str, mid: str, data: bytes,
-                  stamp: str) -> None:
+    def _put_copy(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, blob: str,
+                  agent: str, mid: str, stamp: str) -> None:
         box = change.role
         canonical = db.execute("SELECT blob, created_ts FROM messages WHERE id = ?", (mid,)).fetchone()
         created = canonical[1] if canonical else parse.id_ts(mid)
         bcc = None
-        if box == "outbox" and (canonical is None or canonical[0] != change.blob):
-            fields = parse.message_fields(data, mid)
+        if box == "outbox" and (canonical is None or canonical[0] != blob):
+            fields = parse.message_fields(blob_data(repo, blob), mid)
             bcc = json.dumps(fields["bcc"]) if fields["bcc"] else None
             created = created if canonical else fields["created_ts"]
         seq = self._seq(db, change, stamp)
@@ -472,15 +472,14 @@ class Meta:
         summary = message_row(rows[0])
         return summary, summary["blob"], agents
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[tuple[str | None, int, int, Iterator[tuple[dict[str, Any], str, list[str]]]]]:
-        """What a rebuild starts from: (watermark, last queued stamp, message count, sources).
+    def rebuild_point(self) -> tuple[str | None, int, int]:
+        """What a rebuild starts from: (watermark, last queued stamp, message count), read together.
 
-        Sources are every message as :meth:`search_source` gives it, in
-        sequence order, read in chunks of :data:`READ_CHUNK` with no lock held
+        The rebuild then reads :meth:`sources`, in chunks with no lock held
         in between (a rebuild takes its time; catch-ups go on meanwhile).
-        Queue entries up to the stamp are reflected in them; whatever changes
-        later is queued after the stamp, and the next drain takes it in.
+        Queue entries up to the stamp are reflected in what it reads;
+        whatever changes later is queued after the stamp, and the next drain
+        takes it in.
         """
         db = self.db
         db.execute("BEGIN")
@@ -488,21 +487,27 @@ class Meta:
             watermark = db.execute("SELECT value FROM state WHERE key = 'watermark'").fetchone()
             stamp = db.execute("SELECT max(stamp) FROM pending").fetchone()[0] or 0
             total = db.execute("SELECT count(*) FROM messages").fetchone()[0]
-            visible: dict[str, list[str]] = {}
-            for agent, mid in db.execute("SELECT agent, message_id FROM copies"):
-                visible.setdefault(mid, []).append(agent)
         finally:
             db.execute("COMMIT")
+        return (watermark[0] or None) if watermark else None, stamp, total
 
-        def sources() -> Iterator[tuple[dict[str, Any], str, list[str]]]:
-            after = -1
-            while rows := self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq > ? ORDER BY m.seq "
-                                    "LIMIT ?", (after, READ_CHUNK)):
-                for row in rows:
-                    yield message_row(row), row[12], sorted(set(visible.get(row[0], [])))
-                after = rows[-1][1]
+    def sources(self, after: int = -1, upto: int | None = None) -> Iterator[tuple[dict[str, Any], str, list[str]]]:
+        """Every message with a sequence number in (after, upto], as :meth:`search_source` gives it, in order.
 
-        yield (watermark[0] or None) if watermark else None, stamp, total, sources()
+        One pass: READ_CHUNK messages per statement, and one more statement
+        for the agents holding copies of them.
+        """
+        bound = "" if upto is None else f" AND m.seq <= {int(upto)}"
+        while rows := self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq > ?{bound} ORDER BY m.seq "
+                                "LIMIT ?", (after, READ_CHUNK)):
+            visible: dict[str, set[str]] = {}
+            marks = ",".join("?" * len(rows))
+            for mid, agent in self.read(f"SELECT message_id, agent FROM copies WHERE message_id IN ({marks})",
+                                        [row[0] for row in rows]):
+                visible.setdefault(mid, set()).add(agent)
+            for row in rows:
+                yield message_row(row), row[12], sorted(visible.get(row[0], ()))
+            after = rows[-1][1]
 
     def done_up_to(self, stamp: int) -> None:
         """Drop queue entries up to ``stamp`` (a rebuild took them in)."""

@@ -113,7 +113,8 @@ class ProjectIndex:
                 if self._search_index is None:
                     from .search import SearchIndex
 
-                    self._search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob)
+                    self._search_index = SearchIndex(os.path.join(self.root, "search"), self.meta, self._blob,
+                                                     git_dir=self.archive.git_dir)
         return self._search_index
 
     def _blob(self, oid: str) -> bytes:

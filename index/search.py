@@ -42,9 +42,9 @@ from whoosh.filedb.filestore import RamStorage
 from whoosh.reading import SegmentReader
 from whoosh.writing import LockError
 
-from . import parse
+from . import bulk, parse
 from .meta import FORMAT, IndexUnavailable, Meta
-from .schema import SCHEMA, document
+from .schema import SCHEMA
 
 _log = logging.getLogger("gitmail.index")
 
@@ -339,10 +339,13 @@ class _Overlay:
 class SearchIndex:
     """The search side of one project's derived state."""
 
-    def __init__(self, root: str, meta: Meta, read_blob: BlobReader):
+    def __init__(self, root: str, meta: Meta, read_blob: BlobReader, *, git_dir: str | None = None):
+        """``git_dir`` (the archive's) lets a rebuild read messages in worker processes; without it, in this one."""
         self.root = root
         self.meta = meta
         self.read_blob = read_blob
+        self.git_dir = git_dir
+        self.building: tuple[int, int] | None = None  # (documents written, of) while a rebuild runs here
         os.makedirs(root, exist_ok=True)
         self._mu = threading.Lock()  # guards _reader
         self._reader: _Reader | None = None
@@ -441,21 +444,24 @@ class SearchIndex:
 
     # -- writing --------------------------------------------------------------
     def rebuild(self, progress: Progress | None = None) -> int:
-        """Build a new generation from the metadata store and swap it in."""
+        """Build a new generation from the metadata store and swap it in.
+
+        The segments are written by :func:`.bulk.build` (in worker processes
+        for a large archive) and listed in one commit; searches answer from
+        the old generation meanwhile.
+        """
         with self._write:
             gen_dir, lock_fd = self._new_generation()
             try:
                 ix = windex.create_in(os.path.join(gen_dir, "whoosh"), SCHEMA)
-                writer = ix.writer(limitmb=256, compound=False)
-                done = 0
+                watermark, covered, total = self.meta.rebuild_point()
+                self.building = (0, total)
+                segments = bulk.build(ix, meta=self.meta, git_dir=self.git_dir, read_blob=self.read_blob,
+                                      total=total, progress=self._built(progress),
+                                      workers=None if self.git_dir else 1)
+                writer = ix.writer(compound=False)
                 try:
-                    with self.meta.reading() as (watermark, covered, total, sources):
-                        for summary, blob, agents in sources:
-                            writer.add_document(**self._document(summary, blob, agents))
-                            done += 1
-                            if progress and done % 500 == 0:
-                                progress(done, total)
-                    writer.commit(optimize=True)
+                    writer.commit(mergetype=lambda _writer, existing: existing + segments)
                 except BaseException:
                     writer.cancel()
                     raise
@@ -469,10 +475,20 @@ class SearchIndex:
                 if progress:
                     progress(done, done)
             finally:
+                self.building = None
                 os.close(lock_fd)
         self.refresh()
         self.collect()
         return done
+
+    def _built(self, progress: Progress | None) -> Progress:
+        """A progress callback that also keeps :attr:`building` current."""
+        def report(done: int, total: int) -> None:
+            self.building = (done, total)
+            if progress:
+                progress(done, total)
+
+        return report
 
     def _write_info(self, gen_dir: str, watermark: str | None) -> None:
         tmp = os.path.join(gen_dir, "info.json.tmp")
@@ -481,12 +497,7 @@ class SearchIndex:
         os.replace(tmp, os.path.join(gen_dir, "info.json"))
 
     def _document(self, summary: dict[str, Any], blob: str, agents: list[str]) -> dict[str, Any]:
-        # The metadata store parsed this file already (an unreadable one has no summary).
-        try:
-            body = parse.body_of(self.read_blob(blob))
-        except KeyError:
-            body = ""
-        return document(summary, blob, body, agents)
+        return bulk.message_document(self.read_blob, summary, blob, agents)
 
     def _apply_pending(self, ix: windex.Index) -> int:
         """Take queued message changes into ``ix``, in batches; returns how many."""

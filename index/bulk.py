@@ -1,0 +1,368 @@
+"""Bulk builds of the search index: every message of a project into new segments, in parallel.
+
+A rebuild (``gitmail reindex``, a damaged or rewritten index, a large
+arrival from a sync) writes every message at once. Whoosh's writer does
+that through its general path, which costs a rebuild most of its time:
+
+- every posting is a tuple in an external sort (runs pickled to disk past
+  the writer's memory limit, then merged), although documents arrive in
+  number order, so each term's postings are already in order: only the
+  terms need sorting;
+- writing a term's postings looks every posting's field length up in the
+  segment's length column, one column read each.
+
+:class:`SegmentBuilder` is Whoosh's ``SegmentWriter`` with an in-memory
+posting table in place of the sorting pool and the field lengths read once
+per field; the segment it writes is the one Whoosh writes for the same
+documents (``tests/test_index_bulk.py`` compares them file by file). A
+segment is cut every SEGMENT_POSTINGS postings, so memory stays bounded
+whatever the archive's size.
+
+:func:`build` splits the messages into parts by sequence number and builds
+each part's segments in a worker process (on a machine with several cores
+the parts run at once, and the calling process, often a server, only waits);
+the caller lists the segments in document order in one commit, so document
+numbers keep the order in which this machine first saw the messages, which
+the newest-first ranking relies on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from whoosh import index as windex
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
+from whoosh.util.numeric import byte_to_length
+from whoosh.writing import SegmentWriter
+
+from gitmail.storage.handles import open_repository
+from gitmail.storage.snapshot import blob_data
+
+from . import parse
+from .meta import Meta
+from .schema import document
+
+SEGMENT_POSTINGS = 24_000_000  # postings held in memory before a segment is written (about 330k messages)
+PART_MIN = 20_000  # messages below which a build runs in the calling process, without workers
+PROGRESS_EVERY = 500  # documents between progress reports
+NICENESS = 5  # workers' scheduling priority below the caller's (a server answers meanwhile)
+
+Progress = Callable[[int, int], None]
+
+
+class _Table:
+    """The posting lists of the segment being built, in memory, by field and term.
+
+    Documents are added in number order, so each term's list is in order as
+    it grows; only the terms are sorted, once, when the segment is written.
+    A posting costs an array slot for its document, one for its weight, and
+    a reference to its value (equal values are often one object, see
+    :class:`.schema.WordPositions`). It stands in for Whoosh's posting pool,
+    whose ``cleanup`` the writer calls.
+    """
+
+    def __init__(self) -> None:
+        self.fields: dict[str, dict[bytes, tuple[array[int], array[float], list[bytes | None]]]] = {}
+        self.count = 0
+
+    def cleanup(self) -> None:
+        self.fields = {}
+
+
+def _lengths(perdoc: Any, fieldnames: Iterable[str]) -> dict[str, list[int]]:
+    """Every document's length in each of ``fieldnames``, read from the segment's length columns once."""
+    table = {}
+    for name in fieldnames:
+        reader = perdoc._cached_reader(_lenfield(name), LENGTHS_COLUMN)  # noqa: SLF001 - Whoosh's own reader
+        if reader is not None:
+            table[name] = [byte_to_length(b) if b else 0 for b in reader]
+    return table
+
+
+class SegmentBuilder(SegmentWriter):
+    """A Whoosh segment writer for a build from scratch: postings in memory, lengths read once.
+
+    It takes no index lock (the caller holds the search index's writer lock)
+    and commits nothing: :meth:`finish` writes the segment and returns it
+    for the caller to list in the index.
+    """
+
+    def __init__(self, ix: windex.Index) -> None:
+        super().__init__(ix, _lk=False, compound=False)
+        if any(field.vector or field.separate_spelling() for _, field in self.schema.items()):
+            raise ValueError("a bulk build writes no term vectors or spelling fields")
+        self.pool.cleanup()
+        self.pool: Any = _Table()
+
+    def add_document(self, **fields: Any) -> None:
+        """Whoosh's ``SegmentWriter.add_document`` for documents without boosts, vectors or spelling fields.
+
+        The same calls to the per-document writer in the same order, and the
+        same postings, straight into the posting table.
+        """
+        docnum, perdoc, schema, table = self.docnum, self.perdocwriter, self.schema, self.pool.fields
+        perdoc.start_doc(docnum)
+        added = 0
+        for name in sorted(fields):
+            value = fields[name]
+            if value is None:
+                continue
+            field = schema[name]
+            length = 0
+            if field.indexed:
+                terms = table.get(name)
+                if terms is None:
+                    terms = table[name] = {}
+                scorable = field.scorable
+                for text, freq, weight, data in field.index(value):
+                    entry = terms.get(text)
+                    if entry is None:
+                        entry = terms[text] = (array("I"), array("f"), [])
+                    entry[0].append(docnum)
+                    entry[1].append(weight)
+                    entry[2].append(data)
+                    added += 1
+                    if scorable:
+                        length += freq
+            perdoc.add_field(name, field, value if field.stored else None, length)
+            if field.column_type:
+                perdoc.add_column_value(name, field.column_type, field.to_column_value(value))
+        perdoc.finish_doc()
+        self.pool.count += added
+        self._added = True
+        self.docnum += 1
+
+    def full(self) -> bool:
+        return bool(self.pool.count >= SEGMENT_POSTINGS)
+
+    def _flush_segment(self) -> None:
+        """Write the posting lists term by term, a block at a time (Whoosh's writer goes posting by posting)."""
+        self.perdocwriter.close()
+        perdoc = self.per_document_reader()
+        try:
+            lengths = _lengths(perdoc, [name for name, field in self.schema.items() if field.scorable])
+        finally:
+            perdoc.close()
+        writer = self.fieldwriter
+        for field in sorted(self.pool.fields):
+            terms, column = self.pool.fields[field], lengths.get(field)
+            writer.start_field(field, self.schema[field])
+            for text in sorted(terms):
+                writer.start_term(text)
+                docs, weights, values = terms[text]
+                _fill(writer._postwriter, docs, weights, values, column)  # noqa: SLF001 - the term's postings writer
+                writer.finish_term()
+            writer.finish_field()
+        writer.close()
+
+    def finish(self) -> Any:
+        """Write the segment; the Whoosh segment object (None if no document was added)."""
+        try:
+            segment = self._finalize_segment() if self._added else None
+            if segment is None:
+                self._close_segment()
+        finally:
+            self._finish()
+        return segment
+
+
+def _fill(postings: Any, docs: array[int], weights: array[float], values: list[bytes | None],
+          lengths: list[int] | None) -> None:
+    """Hand one term's postings to Whoosh's postings writer a block at a time, as its ``add_posting`` would.
+
+    Whoosh writes a full block when the next posting arrives, and the last
+    block (full or not) when the term is finished; each block records its
+    highest weight and its shortest and longest document (zero lengths,
+    in fields without lengths, count as none).
+    """
+    limit = postings._blocklimit  # noqa: SLF001
+    count = len(docs)
+    for start in range(0, count, limit):
+        ids = docs[start:start + limit]
+        block_weights = weights[start:start + limit]
+        postings._ids, postings._weights = ids, block_weights  # noqa: SLF001
+        postings._values = [value for value in values[start:start + limit] if value]  # noqa: SLF001
+        postings._maxweight = max(0, max(block_weights))  # noqa: SLF001
+        if lengths is not None:
+            present = [length for length in (lengths[d] for d in ids) if length]
+            postings._minlength = min(present) if present else None  # noqa: SLF001
+            postings._maxlength = max(present) if present else 0  # noqa: SLF001
+        if start + limit < count:
+            postings._write_block()  # noqa: SLF001
+
+
+def write_segments(ix: windex.Index, documents: Iterable[dict[str, Any]],
+                   tick: Callable[[int], None] | None = None) -> list[Any]:
+    """Write ``documents`` into new segments of ``ix`` (none listed in it yet), in order; the segments."""
+    segments = []
+    builder = SegmentBuilder(ix)
+    try:
+        for count, doc in enumerate(documents, 1):
+            builder.add_document(**doc)
+            if tick is not None and count % PROGRESS_EVERY == 0:
+                tick(PROGRESS_EVERY)
+            if builder.full():
+                segments.append(builder.finish())
+                builder = SegmentBuilder(ix)
+    except BaseException:
+        builder.cancel()
+        raise
+    last = builder.finish()
+    return segments + ([last] if last is not None else [])
+
+
+def documents(meta: Meta, read_blob: Callable[[str], bytes], after: int, upto: int | None) -> Iterator[dict[str, Any]]:
+    """The search document of every message with a sequence number in (after, upto], in order."""
+    for summary, blob, agents in meta.sources(after, upto):
+        yield message_document(read_blob, summary, blob, agents)
+
+
+def message_document(read_blob: Callable[[str], bytes], summary: dict[str, Any], blob: str,
+                     agents: list[str]) -> dict[str, Any]:
+    """The search document of one message (the metadata store parsed its file already; the body comes from git)."""
+    try:
+        body = parse.body_of(read_blob(blob))
+    except KeyError:  # the blob is gone (history rewritten under us)
+        body = ""
+    return document(summary, blob, body, agents)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One worker's share of a build: the messages with a sequence number in (after, upto]."""
+
+    after: int
+    upto: int | None
+    count: int
+
+
+def plan(meta: Meta, total: int, workers: int) -> list[Part]:
+    """Split the messages into ``workers`` parts of about equal size, by sequence number."""
+    if total < 2 * PART_MIN or workers < 2:
+        return [Part(-1, None, total)]
+    parts, after = [], -1
+    for k in range(1, workers):
+        rows = meta.read("SELECT seq FROM messages ORDER BY seq LIMIT 1 OFFSET ?", (k * total // workers - 1,))
+        if not rows:
+            break
+        parts.append(Part(after, rows[0][0], k * total // workers - (total * (k - 1) // workers)))
+        after = rows[0][0]
+    parts.append(Part(after, None, total - sum(part.count for part in parts)))
+    return parts
+
+
+def build(ix: windex.Index, *, meta: Meta, git_dir: str | None, read_blob: Callable[[str], bytes], total: int,
+          progress: Progress | None = None, workers: int | None = None) -> list[Any]:
+    """The segments of every message in ``meta`` (``total`` of them), in document order, not yet listed in ``ix``.
+
+    With more than one part (see :func:`plan`; never without ``git_dir``),
+    each part is built in a worker process of its own; otherwise here.
+    """
+    parts = plan(meta, total, (workers or os.cpu_count() or 1) if git_dir else 1)
+    if len(parts) == 1:
+        done = 0
+
+        def tick(count: int) -> None:
+            nonlocal done
+            done += count
+            if progress:
+                progress(done, total)
+
+        return write_segments(ix, documents(meta, read_blob, -1, None), tick)
+    assert git_dir is not None
+    workers_ = [_Worker({"whoosh_dir": ix.storage.folder, "meta_path": meta.path, "git_dir": git_dir,
+                         "after": part.after, "upto": part.upto}) for part in parts]
+    try:
+        while not all(worker.finished.wait(0.2) for worker in workers_):
+            if any(worker.error for worker in workers_):
+                break
+            if progress:
+                progress(sum(worker.done for worker in workers_), total)
+        failed = [worker.error for worker in workers_ if worker.error]
+        if failed:
+            raise BulkBuildFailed(failed[0])
+        return [segment for worker in workers_ for segment in worker.segments]
+    finally:
+        for worker in workers_:
+            worker.stop()
+
+
+class BulkBuildFailed(Exception):
+    """A worker process of a bulk build failed (it said why, or it died)."""
+
+
+_WORKER = "from gitmail.index.bulk import worker_main; worker_main()"
+
+
+class _Worker:
+    """One worker process building one part, and a thread reading what it reports."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.done = 0
+        self.segments: list[Any] = []
+        self.error: str | None = None
+        self.finished = threading.Event()
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.close()
+        threading.Thread(target=self._read, name="gitmail-bulk-build", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                report = json.loads(line)
+                if "done" in report:
+                    self.done += report["done"]
+                elif "segments" in report:
+                    self.segments = pickle.loads(base64.b64decode(report["segments"]))  # noqa: S301 - our own child
+                else:
+                    self.error = report.get("error", "unknown failure")
+            if self.proc.wait() != 0 and self.error is None:
+                self.error = f"the bulk build worker exited with {self.proc.returncode}"
+        except (OSError, ValueError) as exc:
+            self.error = f"the bulk build worker's report was unreadable: {exc}"
+        finally:
+            self.finished.set()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.finished.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def worker_main() -> None:
+    """A worker process: one part's segments, as asked on stdin; progress and the result as JSON lines on stdout."""
+    request = json.loads(sys.stdin.readline())
+    out = sys.stdout
+
+    def report(**fields: Any) -> None:
+        out.write(json.dumps(fields) + "\n")
+        out.flush()
+
+    try:
+        os.nice(NICENESS)
+        repo = open_repository(request["git_dir"])
+        meta = Meta(request["meta_path"], check=False)
+        ix = windex.open_dir(request["whoosh_dir"])
+        docs = documents(meta, lambda oid: blob_data(repo, oid), request["after"], request["upto"])
+        segments = write_segments(ix, docs, lambda count: report(done=count))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, whose rebuild fails with it
+        report(error=f"{type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+    report(segments=base64.b64encode(pickle.dumps(segments)).decode())
