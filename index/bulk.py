@@ -142,8 +142,9 @@ class SegmentBuilder(SegmentWriter):
         self._added = True
         self.docnum += 1
 
-    def full(self) -> bool:
-        return bool(self.pool.count >= SEGMENT_POSTINGS)
+    def postings(self) -> int:
+        """Postings held so far."""
+        return int(self.pool.count)
 
     def _flush_segment(self) -> None:
         """Write the posting lists term by term, a block at a time (Whoosh's writer goes posting by posting)."""
@@ -164,6 +165,11 @@ class SegmentBuilder(SegmentWriter):
                 writer.finish_term()
             writer.finish_field()
         writer.close()
+
+    def _finish(self) -> None:
+        # Every writer of an index keeps its temporary files in one folder and deletes the folder when it
+        # ends; builders in other processes may still be using it. The commit listing the segments removes it.
+        self.is_closed = True
 
     def finish(self) -> Any:
         """Write the segment; the Whoosh segment object (None if no document was added)."""
@@ -201,9 +207,13 @@ def _fill(postings: Any, docs: array[int], weights: array[float], values: list[b
             postings._write_block()  # noqa: SLF001
 
 
-def write_segments(ix: windex.Index, documents: Iterable[dict[str, Any]],
-                   tick: Callable[[int], None] | None = None) -> list[Any]:
-    """Write ``documents`` into new segments of ``ix`` (none listed in it yet), in order; the segments."""
+def write_segments(ix: windex.Index, documents: Iterable[dict[str, Any]], tick: Callable[[int], None] | None = None,
+                   *, segment_postings: int | None = None) -> list[Any]:
+    """Write ``documents`` into new segments of ``ix`` (none listed in it yet), in order; the segments.
+
+    A segment is cut every ``segment_postings`` postings (default SEGMENT_POSTINGS).
+    """
+    limit = segment_postings or SEGMENT_POSTINGS
     segments = []
     builder = SegmentBuilder(ix)
     try:
@@ -211,7 +221,7 @@ def write_segments(ix: windex.Index, documents: Iterable[dict[str, Any]],
             builder.add_document(**doc)
             if tick is not None and count % PROGRESS_EVERY == 0:
                 tick(PROGRESS_EVERY)
-            if builder.full():
+            if builder.postings() >= limit:
                 segments.append(builder.finish())
                 builder = SegmentBuilder(ix)
     except BaseException:
@@ -243,22 +253,21 @@ class Part:
 
     after: int
     upto: int | None
-    count: int
 
 
 def plan(meta: Meta, total: int, workers: int) -> list[Part]:
-    """Split the messages into ``workers`` parts of about equal size, by sequence number."""
-    if total < 2 * PART_MIN or workers < 2:
-        return [Part(-1, None, total)]
-    parts, after = [], -1
-    for k in range(1, workers):
-        rows = meta.read("SELECT seq FROM messages ORDER BY seq LIMIT 1 OFFSET ?", (k * total // workers - 1,))
-        if not rows:
-            break
-        parts.append(Part(after, rows[0][0], k * total // workers - (total * (k - 1) // workers)))
-        after = rows[0][0]
-    parts.append(Part(after, None, total - sum(part.count for part in parts)))
-    return parts
+    """Split the messages into up to ``workers`` parts of about equal size, by sequence number.
+
+    Parts have at least PART_MIN messages: a worker costs a process start.
+    """
+    count = max(1, min(workers, total // PART_MIN))
+    bounds = []
+    for k in range(1, count):
+        rows = meta.read("SELECT seq FROM messages ORDER BY seq LIMIT 1 OFFSET ?", (k * total // count - 1,))
+        if rows:
+            bounds.append(rows[0][0])
+    edges = [-1, *bounds]
+    return [Part(after, upto) for after, upto in zip(edges, [*bounds, None], strict=True)]
 
 
 def build(ix: windex.Index, *, meta: Meta, git_dir: str | None, read_blob: Callable[[str], bytes], total: int,
@@ -281,13 +290,14 @@ def build(ix: windex.Index, *, meta: Meta, git_dir: str | None, read_blob: Calla
         return write_segments(ix, documents(meta, read_blob, -1, None), tick)
     assert git_dir is not None
     workers_ = [_Worker({"whoosh_dir": ix.storage.folder, "meta_path": meta.path, "git_dir": git_dir,
-                         "after": part.after, "upto": part.upto}) for part in parts]
+                         "after": part.after, "upto": part.upto, "segment_postings": SEGMENT_POSTINGS})
+                for part in parts]
     try:
-        while not all(worker.finished.wait(0.2) for worker in workers_):
-            if any(worker.error for worker in workers_):
-                break
+        while True:
             if progress:
                 progress(sum(worker.done for worker in workers_), total)
+            if all(worker.finished.wait(0.2) for worker in workers_) or any(worker.error for worker in workers_):
+                break
         failed = [worker.error for worker in workers_ if worker.error]
         if failed:
             raise BulkBuildFailed(failed[0])
@@ -361,7 +371,8 @@ def worker_main() -> None:
         meta = Meta(request["meta_path"], check=False)
         ix = windex.open_dir(request["whoosh_dir"])
         docs = documents(meta, lambda oid: blob_data(repo, oid), request["after"], request["upto"])
-        segments = write_segments(ix, docs, lambda count: report(done=count))
+        segments = write_segments(ix, docs, lambda count: report(done=count),
+                                  segment_postings=request["segment_postings"])
     except Exception as exc:  # noqa: BLE001 - reported to the parent, whose rebuild fails with it
         report(error=f"{type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
