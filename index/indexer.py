@@ -63,6 +63,12 @@ class Indexer:
         """Search a project's messages; see :meth:`ProjectIndex.search`."""
         return self.project(project_key).search(query, limit, agent_name, exhaustive=exhaustive)
 
+    def rebuilds(self) -> dict[str, tuple[int, int]]:
+        """The search-index rebuilds running in this process: project slug -> (messages indexed, of)."""
+        with self._lock:
+            projects = dict(self._projects)
+        return {slug: progress for slug, index in projects.items() if (progress := index.rebuild_progress())}
+
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until every project's background catch-up is idle."""
         with self._lock:

@@ -274,6 +274,11 @@ class ProjectIndex:
                     self.meta.set_state("search_rebuild", "0")
                 self._search_ready = True
 
+    def rebuild_progress(self) -> tuple[int, int] | None:
+        """(messages indexed, of) while this process rebuilds the search index; None otherwise."""
+        search = self._search_index
+        return search.building if search is not None else None
+
     def _rebuild_search(self, progress: Progress | None = None) -> int:
         count = self.search_index.rebuild(progress)
         self.meta.set_state("search_rebuild", "0")

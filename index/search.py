@@ -37,9 +37,10 @@ from typing import Any
 import whoosh.util
 from whoosh import index as windex
 from whoosh import query as wq
-from whoosh.codec.whoosh3 import W3PerDocReader
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
 from whoosh.filedb.filestore import RamStorage
 from whoosh.reading import SegmentReader
+from whoosh.util.numeric import byte_to_length
 from whoosh.writing import LockError
 
 from . import bulk, parse
@@ -73,7 +74,32 @@ def _lengths_column(self: Any, fieldname: str, column: Any) -> Any:
         return reader
 
 
+_BYTE_LENGTHS = [byte_to_length(code) for code in range(256)]
+
+
+def _doc_field_length(self: Any, docnum: int, fieldname: str, default: Any = 0) -> Any:
+    """A document's length in a field, from the segment's length column read into memory once.
+
+    Scoring a match asks for it once per matched word; Whoosh read one byte
+    from the file each time, a third of the cost of scoring a common word.
+    The answers are Whoosh's, including None for a document without that field.
+    """
+    if docnum > self._doccount:
+        raise IndexError(f"Asked for docnum {docnum} of {self._doccount}")
+    tables = self.__dict__.setdefault("_length_tables", {})
+    table = tables.get(fieldname, _ABSENT)
+    if table is _ABSENT:
+        reader = self._cached_reader(_lenfield(fieldname), LENGTHS_COLUMN)
+        table = tables[fieldname] = None if reader is None else reader._dbfile.get(reader._basepos, reader._count)
+    if table is None:
+        return default
+    code = table[docnum] if docnum < len(table) else 0
+    return _BYTE_LENGTHS[code] if code else None
+
+
+_ABSENT = object()
 W3PerDocReader._cached_reader = _lengths_column
+W3PerDocReader.doc_field_length = _doc_field_length
 
 BATCH = 2000  # documents per incremental commit
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
@@ -149,48 +175,83 @@ def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
     return [largest]
 
 
+def estimated_matches(query: wq.Query, reader: Any, total: int) -> float:
+    """About how many documents match ``query``, words taken as independent.
+
+    Whoosh estimates an intersection by its rarest part, which for a field
+    filter and a common word (``from:X plan``) is many times the matches:
+    the first window of the newest-first scan came out too narrow, and the
+    scan went on through windows four times as wide.
+    """
+    if isinstance(query, (wq.And, wq.Require, wq.Phrase)):
+        parts = ([wq.Term(query.fieldname, word) for word in query.words] if isinstance(query, wq.Phrase)
+                 else list(query.children()))
+        share = 1.0
+        for part in parts:
+            share *= min(1.0, estimated_matches(part, reader, total) / max(total, 1))
+        return total * share
+    if isinstance(query, wq.AndNot):
+        positive = estimated_matches(query.a, reader, total)
+        return positive * (1 - min(1.0, estimated_matches(query.b, reader, total) / max(total, 1)))
+    if isinstance(query, wq.Or):
+        return min(float(total), sum(estimated_matches(part, reader, total) for part in query.children()))
+    if isinstance(query, wq.Not):
+        return max(0.0, total - estimated_matches(query.query, reader, total))
+    return float(query.estimate_size(reader))
+
+
 def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:
     """Score the newest ``newest`` documents matching ``query``: ``[(score, docnum)]`` and whether that was bounded.
 
     Documents are numbered in the order this index took them in, so the
     highest numbers are the newest messages. The scan looks at windows of
-    document numbers from the top down, each WIDEN times wider than the one
-    before, and stops once it holds ``newest`` matches: the cost follows
-    the matches ranked, not how many documents match in the whole index.
-    The first window is sized from the query's estimated match count.
+    document numbers from the top down and stops once it holds ``newest``
+    matches: the cost follows the matches ranked, not how many documents
+    match in the whole index. The first window is sized from the query's
+    estimated match count, each further one from the share of documents
+    that matched so far (at most WIDEN times the one before), so the scan
+    scores few matches beyond the ones it keeps.
     Bounded is True when older documents were not looked at or matches
     beyond ``newest`` were left out (older matches may then exist).
     """
     context = searcher.context()
     total = searcher.doc_count_all()
     leaves = searcher.leaf_searchers()
-    estimate = max(1, query.estimate_size(searcher.reader()))
-    width = max(FIRST_WINDOW, newest * total // estimate * 5 // 4)
+    estimate = max(1.0, estimated_matches(query, searcher.reader(), total))
+    width = max(FIRST_WINDOW, int(newest * total / estimate * 1.25))
     found: list[tuple[int, float]] = []
     high = total
     low = total
     while high > 0 and len(found) < newest:
         low = max(0, high - width)
-        window: list[tuple[int, float]] = []
-        for leaf, offset in leaves:
-            size = leaf.doc_count_all()
-            if offset + size <= low or offset >= high:
-                continue
-            matcher = query.matcher(leaf, context)
-            start, stop = low - offset, high - offset
-            if start > 0 and matcher.is_active():
-                matcher.skip_to(start)
-            while matcher.is_active():
-                docnum = matcher.id()
-                if docnum >= stop:
-                    break
-                window.append((docnum + offset, matcher.score()))
-                matcher.next()
-        window.sort(reverse=True)
-        found.extend(window)  # newest first across windows
-        high, width = low, width * WIDEN
+        found.extend(_window(query, context, leaves, low, high))  # newest first across windows
+        scanned = total - low
+        wanted = (newest - len(found)) * scanned / len(found) * 1.25 if found else width * WIDEN
+        high, width = low, max(FIRST_WINDOW, min(width * WIDEN, int(wanted)))
     bounded = low > 0 or len(found) > newest
     return [(score, docnum) for docnum, score in found[:newest]], bounded
+
+
+def _window(query: wq.Query, context: Any, leaves: list[tuple[Any, int]], low: int,
+            high: int) -> list[tuple[int, float]]:
+    """Every document numbered in [low, high) that matches, with its score, newest first."""
+    window: list[tuple[int, float]] = []
+    for leaf, offset in leaves:
+        size = leaf.doc_count_all()
+        if offset + size <= low or offset >= high:
+            continue
+        matcher = query.matcher(leaf, context)
+        start, stop = low - offset, high - offset
+        if start > 0 and matcher.is_active():
+            matcher.skip_to(start)
+        while matcher.is_active():
+            docnum = matcher.id()
+            if docnum >= stop:
+                break
+            window.append((docnum + offset, matcher.score()))
+            matcher.next()
+    window.sort(reverse=True)
+    return window
 
 
 def _open_columns(searcher: Any) -> None:

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import signal
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -250,3 +251,33 @@ def _children() -> list[int]:
         with open(path, encoding="ascii") as handle:
             found += [int(pid) for pid in handle.read().split()]
     return found
+
+
+def test_reads_answer_and_progress_shows_while_a_rebuild_runs(store, small_parts):
+    """A rebuild holds no lock an inbox read needs, and says how far it got while it runs."""
+    corpus(store)
+    indexer = indexer_for(store)
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    assert indexer.rebuilds() == {}
+    midway, answered = threading.Event(), threading.Event()
+    seen: list[dict[str, tuple[int, int]]] = []
+
+    def hold(done: int, total: int) -> None:
+        if not midway.is_set() and done < total:
+            seen.append(indexer.rebuilds())
+            midway.set()
+            assert answered.wait(60), "no inbox page was answered while the rebuild ran"
+
+    rebuilding = threading.Thread(target=index.reindex, kwargs={"progress": hold})
+    rebuilding.start()
+    try:
+        assert midway.wait(60)
+        assert len(index.inbox("Green", limit=5)) == 5  # answered while the rebuild waits on us
+        answered.set()
+    finally:
+        answered.set()
+        rebuilding.join(120)
+    slug = store.resolve(PROJECT)
+    assert list(seen[0]) == [slug] and seen[0][slug][1] == COUNT
+    assert indexer.rebuilds() == {}

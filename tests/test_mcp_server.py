@@ -28,6 +28,7 @@ def test_health_check_reports_the_store(server):
     assert (health["transport"], health["http_host"], health["http_port"], health["http_path"]) == \
         ("http", "127.0.0.1", server.port, "/mcp")
     assert health["bearer_token_required"] is False
+    assert health["search_rebuilds"] == []  # each rebuild under way: project, messages indexed, of how many
 
 
 def test_every_tool_is_described_typed_and_annotated(server):

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from gitmail.index import indexer_for
 from gitmail.model.version import __version__
 from gitmail.sync.status import store_states
 
@@ -55,6 +56,17 @@ def sync_summary(rt: Runtime) -> dict[str, Any]:
     return {"status": worst, "remotes": states}
 
 
+def search_rebuilds(rt: Runtime) -> list[dict[str, Any]]:
+    """The search-index rebuilds this server is running: each project's messages indexed so far, of how many.
+
+    Inbox pages, threads and the other reads keep answering meanwhile (from
+    the metadata store, or the repository); searches answer from the index
+    as it was until the new one is swapped in.
+    """
+    return [{"project": slug, "indexed": done, "of": total}
+            for slug, (done, total) in sorted(indexer_for(rt.store).rebuilds().items())]
+
+
 def register(mcp: FastMCP, rt: Runtime) -> None:
     @tool(mcp, READ, access=rt.access.open())
     def health_check() -> dict[str, Any]:
@@ -68,8 +80,10 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         success, last error code, ahead/behind and refused changes kept aside
         (sync_status shows a project's remotes in full to its agents).
         `long_polls` counts the reads waiting for mail now (read_messages with
-        wait_seconds) and the caps they are held to.
+        wait_seconds) and the caps they are held to. `search_rebuilds` lists
+        the search-index rebuilds under way, each with the messages indexed
+        so far and how many there are.
         """
         return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
                 "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
-                "long_polls": rt.long_polls.state()}
+                "long_polls": rt.long_polls.state(), "search_rebuilds": search_rebuilds(rt)}
