@@ -50,7 +50,7 @@ from gitmail.storage.snapshot import blob_data
 
 from . import parse
 from .meta import Meta
-from .schema import document
+from .schema import WordPositions, document
 
 SEGMENT_POSTINGS = 24_000_000  # postings held in memory before a segment is written (about 330k messages)
 PART_MIN = 20_000  # messages below which a build runs in the calling process, without workers
@@ -72,7 +72,8 @@ class _Table:
     """
 
     def __init__(self) -> None:
-        self.fields: dict[str, dict[bytes, tuple[array[int], array[float], list[bytes | None]]]] = {}
+        # field -> term (bytes, or text in the text fields) -> (documents, weights, values)
+        self.fields: dict[str, dict[Any, tuple[array[int], array[float], list[bytes | None]]]] = {}
         self.count = 0
 
     def cleanup(self) -> None:
@@ -124,7 +125,10 @@ class SegmentBuilder(SegmentWriter):
                 if terms is None:
                     terms = table[name] = {}
                 scorable = field.scorable
-                for text, freq, weight, data in field.index(value):
+                # Words of the text fields are kept as text and encoded once per term when written.
+                words = isinstance(field.format, WordPositions)
+                items = field.format.word_values(value, field.analyzer, mode="index") if words else field.index(value)
+                for text, freq, weight, data in items:
                     entry = terms.get(text)
                     if entry is None:
                         entry = terms[text] = (array("I"), array("f"), [])
@@ -158,8 +162,8 @@ class SegmentBuilder(SegmentWriter):
         for field in sorted(self.pool.fields):
             terms, column = self.pool.fields[field], lengths.get(field)
             writer.start_field(field, self.schema[field])
-            for text in sorted(terms):
-                writer.start_term(text)
+            for text in sorted(terms):  # text sorts as its UTF-8 bytes do
+                writer.start_term(text.encode("utf-8") if isinstance(text, str) else text)
                 docs, weights, values = terms[text]
                 _fill(writer._postwriter, docs, weights, values, column)  # noqa: SLF001 - the term's postings writer
                 writer.finish_term()

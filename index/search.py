@@ -31,14 +31,16 @@ import shutil
 import threading
 import time
 import uuid
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
 import whoosh.util
 from whoosh import index as windex
 from whoosh import query as wq
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, W3PerDocReader, _lenfield
 from whoosh.filedb.filestore import RamStorage
+from whoosh.matching import ReadTooFar
 from whoosh.reading import SegmentReader
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import LockError
@@ -97,9 +99,31 @@ def _doc_field_length(self: Any, docnum: int, fieldname: str, default: Any = 0) 
     return _BYTE_LENGTHS[code] if code else None
 
 
+def _skip_to(self: Any, target: Any) -> None:
+    """Move a posting list to its first document at or after ``target``, finding it in the block by bisection.
+
+    Whoosh skips whole blocks by their last document, then stepped through
+    the block one posting at a time through two method calls each: in an
+    intersection of a rare word with a common one (``from:X plan``, a
+    phrase) most of the search was spent stepping through the common
+    word's postings.
+    """
+    if not self.is_active():
+        raise ReadTooFar
+    if target <= self.id():
+        return
+    if target > self.block_max_id():
+        self._skip_to_block(lambda: target > self.block_max_id())
+    if self.is_active():
+        if self._ids is None:
+            self._read_ids()
+        self._i = bisect_left(self._ids, target, self._i)  # within the block: its last document is >= target
+
+
 _ABSENT = object()
 W3PerDocReader._cached_reader = _lengths_column
 W3PerDocReader.doc_field_length = _doc_field_length
+W3LeafMatcher.skip_to = _skip_to
 
 BATCH = 2000  # documents per incremental commit
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
@@ -175,31 +199,6 @@ def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
     return [largest]
 
 
-def estimated_matches(query: wq.Query, reader: Any, total: int) -> float:
-    """About how many documents match ``query``, words taken as independent.
-
-    Whoosh estimates an intersection by its rarest part, which for a field
-    filter and a common word (``from:X plan``) is many times the matches:
-    the first window of the newest-first scan came out too narrow, and the
-    scan went on through windows four times as wide.
-    """
-    if isinstance(query, (wq.And, wq.Require, wq.Phrase)):
-        parts = ([wq.Term(query.fieldname, word) for word in query.words] if isinstance(query, wq.Phrase)
-                 else list(query.children()))
-        share = 1.0
-        for part in parts:
-            share *= min(1.0, estimated_matches(part, reader, total) / max(total, 1))
-        return total * share
-    if isinstance(query, wq.AndNot):
-        positive = estimated_matches(query.a, reader, total)
-        return positive * (1 - min(1.0, estimated_matches(query.b, reader, total) / max(total, 1)))
-    if isinstance(query, wq.Or):
-        return min(float(total), sum(estimated_matches(part, reader, total) for part in query.children()))
-    if isinstance(query, wq.Not):
-        return max(0.0, total - estimated_matches(query.query, reader, total))
-    return float(query.estimate_size(reader))
-
-
 def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:
     """Score the newest ``newest`` documents matching ``query``: ``[(score, docnum)]`` and whether that was bounded.
 
@@ -207,18 +206,20 @@ def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tu
     highest numbers are the newest messages. The scan looks at windows of
     document numbers from the top down and stops once it holds ``newest``
     matches: the cost follows the matches ranked, not how many documents
-    match in the whole index. The first window is sized from the query's
-    estimated match count, each further one from the share of documents
-    that matched so far (at most WIDEN times the one before), so the scan
-    scores few matches beyond the ones it keeps.
+    match in the whole index. The first window is sized from Whoosh's
+    estimate of the matches (for an intersection, its rarest part: too
+    many, so the window is too narrow rather than too wide), each further
+    one from the share of documents that matched so far (at most WIDEN
+    times the one before), so the scan scores few matches beyond the ones
+    it keeps.
     Bounded is True when older documents were not looked at or matches
     beyond ``newest`` were left out (older matches may then exist).
     """
     context = searcher.context()
     total = searcher.doc_count_all()
     leaves = searcher.leaf_searchers()
-    estimate = max(1.0, estimated_matches(query, searcher.reader(), total))
-    width = max(FIRST_WINDOW, int(newest * total / estimate * 1.25))
+    estimate = max(1, query.estimate_size(searcher.reader()))
+    width = max(FIRST_WINDOW, newest * total // estimate * 5 // 4)
     found: list[tuple[int, float]] = []
     high = total
     low = total

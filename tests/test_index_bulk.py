@@ -24,7 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from whoosh import index as windex
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN
 from whoosh.formats import Positions
+from whoosh.util.numeric import byte_to_length
 
 from gitmail import Change
 from gitmail.index import bulk, indexer_for, parse_query
@@ -281,3 +283,53 @@ def test_reads_answer_and_progress_shows_while_a_rebuild_runs(store, small_parts
     slug = store.resolve(PROJECT)
     assert list(seen[0]) == [slug] and seen[0][slug][1] == COUNT
     assert indexer.rebuilds() == {}
+
+
+def test_a_posting_list_skips_within_a_block_by_bisection(store):
+    """``skip_to`` lands on the first document at or after the target without stepping through the block.
+
+    (Whoosh stepped posting by posting: most of an intersection of a rare
+    word with a common one.) Checked against the list read from start to end.
+    """
+    corpus(store)
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    reader = windex.open_dir(os.path.join(index.search_index.live_dir(), "whoosh")).reader()
+    try:
+        every = list(reader.postings("text", b"alpha").all_ids())
+        assert len(every) > 128  # more than one block
+        rng = random.Random(5)
+        for _ in range(20):
+            matcher = reader.postings("text", b"alpha")
+            steps: list[int] = []
+            matcher.next = lambda real=matcher.next, steps=steps: steps.append(1) or real()
+            target = 0
+            while True:
+                target += rng.randint(1, 25)
+                expected = next((doc for doc in every if doc >= target), None)
+                if expected is None:
+                    break
+                matcher.skip_to(target)
+                assert matcher.id() == expected
+            assert steps == []
+    finally:
+        reader.close()
+
+
+def test_field_lengths_are_read_from_the_column_once(store):
+    corpus(store)
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    reader = windex.open_dir(os.path.join(index.search_index.live_dir(), "whoosh")).reader()
+    try:
+        perdoc = reader._perdoc  # noqa: SLF001 - the segment's per-document reader
+        column = perdoc._cached_reader("_text_len", LENGTHS_COLUMN)  # noqa: SLF001
+        expected = [byte_to_length(column[doc]) for doc in range(reader.doc_count_all())]
+        reads = []
+        real = column._dbfile.get
+        column._dbfile.get = lambda *args: reads.append(args) or real(*args)
+        lengths = [reader.doc_field_length(doc, "text") for doc in range(reader.doc_count_all())]
+    finally:
+        reader.close()
+    assert lengths == expected and min(lengths) > 0
+    assert len(reads) == 1  # the whole column, once
