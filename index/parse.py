@@ -45,6 +45,7 @@ class _NotFlat(Exception):
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\Z")
+_OTHER_BREAKS = re.compile("[\r\x85\u2028\u2029]")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _RESOLVERS = _Loader.yaml_implicit_resolvers
 _BOOL, _NULL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:int"
@@ -54,7 +55,7 @@ def _scalar(raw: str) -> Any:
     """The value of one plain or single-quoted scalar, as the YAML loader reads it (or _NotFlat)."""
     if raw[:1] == "'":
         inner = raw[1:-1]
-        if len(raw) < 2 or raw[-1] != "'" or "'" in inner.replace("''", ""):
+        if len(raw) < 2 or raw[-1] != "'" or "'" in inner.replace("''", "") or not inner.isprintable():
             raise _NotFlat
         return inner.replace("''", "'")
     if (not raw or raw[0] in _INDICATORS or raw[0].isspace() or raw[-1].isspace() or raw[-1] == ":"
@@ -85,6 +86,8 @@ def flat_mapping(text: str) -> dict[str, Any] | None:
     full parser; ``tests/test_index_parse.py`` holds the two to the same
     answers.
     """
+    if _OTHER_BREAKS.search(text):
+        return None  # YAML breaks lines there too
     out: dict[str, Any] = {}
     listing: tuple[str, list[Any]] | None = None
     try:
@@ -112,7 +115,7 @@ def flat_mapping(text: str) -> dict[str, Any] | None:
         return None
     if listing is not None:
         out[listing[0]] = listing[1] or None
-    return out
+    return out or None  # an empty document is no mapping: the loader says so
 
 
 def _load(text: str) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def _per_document(ix) -> list:
                  created[docnum]) for docnum in range(reader.doc_count_all())]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("abcXYZ éÉİıßẞ_*.-'0123456789\n\t\u0301ΣςΑ")), max_size=120))
 def test_text_is_analyzed_as_whoosh_analyzes_it(text):
     field = SCHEMA["text"]
