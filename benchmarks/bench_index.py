@@ -71,6 +71,20 @@ def words(rng: random.Random) -> list[str]:
     return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(8000)]
 
 
+def plant_query_words(rng: random.Random, body_words: list[str], rare: bool) -> list[str]:
+    """``body_words`` with the words QUERIES look for: ``plan`` in about 30% of messages, the phrase
+    ``build plan`` in 2%, a ``migrat*`` word in 5%, and ``quasar`` in the ``rare`` ones."""
+    if rng.random() < 0.3:
+        body_words.insert(rng.randrange(len(body_words)), "plan")
+    if rng.random() < 0.02:
+        body_words[rng.randrange(len(body_words)):0] = ["build", "plan"]
+    if rng.random() < 0.05:
+        body_words.insert(rng.randrange(len(body_words)), rng.choice(["migrate", "migration", "migrating"]))
+    if rare:
+        body_words.append("quasar")
+    return body_words
+
+
 def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], bool]]:
     """(id, canonical bytes, sender, recipients, has_bcc) for n messages."""
     rng = random.Random(seed)
@@ -87,15 +101,7 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
             thread = mid
         sender = rng.choice(AGENTS)
         to = rng.sample([a for a in AGENTS if a != sender], rng.randint(1, 3))
-        body_words = rng.choices(vocab, weights, k=rng.randint(30, 90))
-        if rng.random() < 0.3:
-            body_words.insert(rng.randrange(len(body_words)), "plan")
-        if rng.random() < 0.02:
-            body_words[rng.randrange(len(body_words)):0] = ["build", "plan"]
-        if rng.random() < 0.05:
-            body_words.insert(rng.randrange(len(body_words)), rng.choice(["migrate", "migration", "migrating"]))
-        if i in rare:
-            body_words.append("quasar")
+        body_words = plant_query_words(rng, rng.choices(vocab, weights, k=rng.randint(30, 90)), i in rare)
         subject = " ".join(rng.choices(vocab, weights, k=rng.randint(3, 7)))
         created = format_ts(dt.datetime.fromtimestamp(message_ms(i, n) / 1000, dt.UTC))
         importance = rng.choices(["normal", "high", "urgent", "low"], [80, 10, 5, 5])[0]

@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
+from bench_index import plant_query_words
+
 from gitmail import Store
 from gitmail.index import indexer_for
 from gitmail.mail.facade import Mail
@@ -123,17 +125,7 @@ class _Words:
         return self.rng.choices(self.vocab, cum_weights=self.cum, k=count)
 
     def body(self, rare: bool) -> str:
-        rng = self.rng
-        words = self.pick(rng.randint(30, 90))
-        if rng.random() < 0.3:
-            words.insert(rng.randrange(len(words)), "plan")
-        if rng.random() < 0.02:
-            words[rng.randrange(len(words)):0] = ["build", "plan"]
-        if rng.random() < 0.05:
-            words.insert(rng.randrange(len(words)), rng.choice(["migrate", "migration", "migrating"]))
-        if rare:
-            words.append("quasar")
-        return " ".join(words) + "\n"
+        return " ".join(plant_query_words(self.rng, self.pick(self.rng.randint(30, 90)), rare)) + "\n"
 
 
 @dataclasses.dataclass
