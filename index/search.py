@@ -41,6 +41,7 @@ from whoosh import query as wq
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, W3PerDocReader, _lenfield
 from whoosh.filedb.filestore import RamStorage
 from whoosh.matching import ReadTooFar
+from whoosh.query.spans import Span, SpanNear2
 from whoosh.reading import SegmentReader
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import LockError
@@ -120,7 +121,33 @@ def _skip_to(self: Any, target: Any) -> None:
         self._i = bisect_left(self._ids, target, self._i)  # within the block: its last document is >= target
 
 
+_whoosh_phrase_spans = SpanNear2.SpanNear2Matcher._get_spans
+
+
+def _phrase_spans(self: Any) -> list[Span]:
+    """The places in the current document where the words follow each other, as Whoosh's phrase matcher finds them.
+
+    For a phrase (next to each other, in order) Whoosh turned every position
+    of every word into a span object and compared them pairwise; this looks
+    each next word's position up in a set. Same spans, same order; other
+    span queries, and fields with character offsets, take Whoosh's way.
+    """
+    matchers = self.ms
+    if (self.slop != 1 or not self.ordered or self.mindist != 1
+            or not all(m.supports("positions") and not m.supports("characters") for m in matchers)):
+        return list(_whoosh_phrase_spans(self))
+    starts = matchers[0].value_as("positions")
+    for offset, matcher in enumerate(matchers[1:], 1):
+        if not starts:
+            return []
+        present = set(matcher.value_as("positions"))
+        starts = [start for start in starts if start + offset in present]
+    last = len(matchers) - 1
+    return [Span(start, start + last) for start in sorted(set(starts))]
+
+
 _ABSENT = object()
+SpanNear2.SpanNear2Matcher._get_spans = _phrase_spans
 W3PerDocReader._cached_reader = _lengths_column
 W3PerDocReader.doc_field_length = _doc_field_length
 W3LeafMatcher.skip_to = _skip_to

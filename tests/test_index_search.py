@@ -12,7 +12,7 @@ from whoosh import query as wq
 
 from gitmail import GitmailError
 from gitmail.index import indexer_for, search_messages
-from gitmail.index.schema import document
+from gitmail.index.schema import SCHEMA, document
 from gitmail.index.search import _Overlay
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND
 
@@ -273,3 +273,31 @@ def test_a_segment_looks_for_a_field_without_lengths_once(store, corpus):
         reader.close()
     assert all(length[0] == 0 and length[1] > 0 for length in lengths)  # IDs keep no lengths; text does
     assert sorted(looked) == ["_from_len", "_id_len", "_text_len"]  # each field looked for once, not per doc
+
+
+def test_phrases_match_where_whoosh_matches_them():
+    """The phrase matcher finds the same places as Whoosh's span comparison, in every document."""
+    import random
+
+    from whoosh.filedb.filestore import RamStorage
+
+    from gitmail.index.search import _phrase_spans, _whoosh_phrase_spans
+
+    rng = random.Random(3)
+    ix = RamStorage().create_index(SCHEMA)
+    writer = ix.writer()
+    for i in range(300):
+        writer.add_document(id=f"m{i}", text=" ".join(rng.choices("abc", k=rng.randint(1, 12))))
+    writer.commit()
+    compared = matched = 0
+    with ix.searcher() as searcher:
+        for words in (["a", "b"], ["b", "b"], ["a", "b", "c"], ["c", "a", "a", "b"], ["a", "a", "a"]):
+            matcher = wq.Phrase("text", words).matcher(searcher)
+            both = matcher.child  # every document holding all the words, phrase or not
+            while both.is_active():
+                ours, whooshs = _phrase_spans(matcher), _whoosh_phrase_spans(matcher)
+                assert ours == sorted(whooshs), (words, both.id())
+                compared += 1
+                matched += bool(ours)
+                both.next()
+    assert compared > matched > 50
