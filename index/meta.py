@@ -463,14 +463,29 @@ class Meta:
             raise
 
     # -- what search documents are made of -------------------------------------
+    def search_sources(self, message_ids: list[str]) -> dict[str, tuple[dict[str, Any], str, list[str]]]:
+        """:meth:`search_source` of each message that exists, READ_CHUNK at a time, in two statements a chunk."""
+        found: dict[str, tuple[dict[str, Any], str, list[str]]] = {}
+        for start in range(0, len(message_ids), READ_CHUNK):
+            chunk = message_ids[start:start + READ_CHUNK]
+            rows = self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id IN ({','.join('?' * len(chunk))})",
+                             chunk)
+            found.update((source[0]["id"], source) for source in self._with_agents(rows))
+        return found
+
     def search_source(self, message_id: str) -> tuple[dict[str, Any], str, list[str]] | None:
-        """A message's summary, its blob and every agent who may see it."""
-        rows = self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?", (message_id,))
-        if not rows:
-            return None
-        agents = [row[0] for row in self.read("SELECT DISTINCT agent FROM copies WHERE message_id = ?", (message_id,))]
-        summary = message_row(rows[0])
-        return summary, summary["blob"], agents
+        """A message's summary, its blob and every agent who may see it (None if there is no such message)."""
+        return self.search_sources([message_id]).get(message_id)
+
+    def _with_agents(self, rows: list[tuple[Any, ...]]) -> Iterator[tuple[dict[str, Any], str, list[str]]]:
+        """Message rows as search sources, with every agent holding a copy read in one statement."""
+        visible: dict[str, set[str]] = {}
+        if rows:
+            for mid, agent in self.read(f"SELECT message_id, agent FROM copies WHERE message_id IN "
+                                        f"({','.join('?' * len(rows))})", [row[0] for row in rows]):
+                visible.setdefault(mid, set()).add(agent)
+        for row in rows:
+            yield message_row(row), row[12], sorted(visible.get(row[0], ()))
 
     def rebuild_point(self) -> tuple[str | None, int, int]:
         """What a rebuild starts from: (watermark, last queued stamp, message count), read together.
@@ -500,13 +515,7 @@ class Meta:
         bound = "" if upto is None else f" AND m.seq <= {int(upto)}"
         while rows := self.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq > ?{bound} ORDER BY m.seq "
                                 "LIMIT ?", (after, READ_CHUNK)):
-            visible: dict[str, set[str]] = {}
-            marks = ",".join("?" * len(rows))
-            for mid, agent in self.read(f"SELECT message_id, agent FROM copies WHERE message_id IN ({marks})",
-                                        [row[0] for row in rows]):
-                visible.setdefault(mid, set()).add(agent)
-            for row in rows:
-                yield message_row(row), row[12], sorted(visible.get(row[0], ()))
+            yield from self._with_agents(rows)
             after = rows[-1][1]
 
     def done_up_to(self, stamp: int) -> None:

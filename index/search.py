@@ -153,6 +153,7 @@ W3PerDocReader.doc_field_length = _doc_field_length
 W3LeafMatcher.skip_to = _skip_to
 
 BATCH = 2000  # documents per incremental commit
+BULK_AT = 500  # queued messages from which a commit writes them with the bulk builder
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
 OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
@@ -589,22 +590,32 @@ class SearchIndex:
         return bulk.message_document(self.read_blob, summary, blob, agents)
 
     def _apply_pending(self, ix: windex.Index) -> int:
-        """Take queued message changes into ``ix``, in batches; returns how many."""
+        """Take queued message changes into ``ix``, in batches; returns how many.
+
+        A batch's messages are read in one pass; a batch of BULK_AT messages
+        or more (a sync's arrival) is written as a segment of its own by the
+        bulk builder, without merging (the background merge follows), so the
+        documents keep their order.
+        """
         applied = 0
         while True:
             items = self.meta.pending(BATCH)
             if not items:
                 return applied
+            sources = self.meta.search_sources([mid for _, mid in items])
+            docs = [self._document(*sources[mid]) for _, mid in items if mid in sources]
             writer = ix.writer(compound=False)
             try:
                 for _, mid in items:
-                    source = self.meta.search_source(mid)
-                    if source is None:
-                        writer.delete_by_term("id", mid)
-                    else:
-                        writer.update_document(**self._document(*source))
+                    writer.delete_by_term("id", mid)  # gone, or replaced below
                 merge = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
-                writer.commit(merge=merge)
+                if len(docs) >= BULK_AT:
+                    built = bulk.write_segments(ix, docs)
+                    writer.commit(mergetype=lambda _writer, existing, built=built: existing + built)
+                else:
+                    for doc in docs:
+                        writer.add_document(**doc)
+                    writer.commit(merge=merge)
             except BaseException:
                 writer.cancel()
                 raise
