@@ -5,8 +5,10 @@ a history of ``messages`` messages spread over DAYS days (ending at the build
 time, or at ``end``), sent among AGENTS agents: threads of replies, topics,
 cc and the odd bcc, read and acknowledgement receipts, and file
 reservations, taken and mostly released. Each commit holds the records of
-about COMMIT_EVERY messages in time order, authored by the agent who wrote
-most of them.
+COMMIT_EVERY messages in time order (or a day's worth, if more: a commit
+rewrites the folders of the days it touches, so fewer, larger commits keep
+a million-message build to minutes), authored by the agent who wrote most
+of them.
 
 Every path comes from :mod:`gitmail.model.records` (``message_path``,
 ``inbox_path``, ``receipt_path``, ...), so the history follows the archive's
@@ -56,7 +58,7 @@ from gitmail.model.records import (
 PROJECT = "/bench/scale"
 AGENTS = [f"Agent{i:02d}" for i in range(50)]
 DAYS = 90
-COMMIT_EVERY = 2000  # messages per commit
+COMMIT_EVERY = 2000  # messages per commit, or a day's messages if more (each commit rewrites its days' folders)
 NEW_THREAD = 0.35  # share of messages that start a thread; the rest reply to a recent one
 LIVE_THREADS = 400  # threads a reply may pick from (the most recent ones)
 READ_SHARE = 0.7  # share of received copies with a read receipt
@@ -279,6 +281,7 @@ def _write(importer: _Importer, gen: _Generator) -> tuple[int, int]:
     files: list[tuple[str, int]] = []
     authors: dict[str, int] = {}
     receipts = reservations = 0
+    per_commit = max(COMMIT_EVERY, gen.count // DAYS)
     for i in range(gen.count):
         msg = gen.message(i)
         data = msg.text(with_bcc=False)
@@ -303,7 +306,7 @@ def _write(importer: _Importer, gen: _Generator) -> tuple[int, int]:
                 _check(Reservation, text, reservation_path(rid))
             reservations += 1
         authors[msg.sender] = authors.get(msg.sender, 0) + 1
-        if len(authors) and (i % COMMIT_EVERY == COMMIT_EVERY - 1 or i == gen.count - 1):
+        if i % per_commit == per_commit - 1 or i == gen.count - 1:
             author = max(authors, key=lambda name: authors[name])
             importer.commit(author, msg.created_ms, f"{author} and others: {sum(authors.values())} messages", files)
             files, authors = [], {}
