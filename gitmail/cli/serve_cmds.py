@@ -21,10 +21,13 @@ from ._app import Context, command
               help=f"Bearer token every HTTP request must carry (default: ${TOKEN_ENV}).")
 @click.option("--sync-interval", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Every this many seconds, sync each project that has a remote (0: never; see `gitmail sync`).")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="Also answer requests for this host[:port] or from this origin (https://name[:port]); "
+                   "repeatable, added to $GITMAIL_ALLOWED_ORIGINS. Loopback names need no entry.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="uvicorn log level.")
 def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token: str | None,
-          sync_interval: float, log_level: str) -> tuple[object, str]:
+          sync_interval: float, allow_origins: tuple[str, ...], log_level: str) -> tuple[object, str]:
     """Run the MCP server on the store (default http://127.0.0.1:8765/mcp).
 
     Agents connect with any MCP client over Streamable HTTP, or launch
@@ -39,5 +42,5 @@ def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token:
         sys.exit(0)
     check_bind(host, token)
     serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level,
-               sync_interval=sync_interval)
+               sync_interval=sync_interval, allow_origins=allow_origins)
     return {"stopped": True, "transport": "http"}, "gitmail: server stopped"

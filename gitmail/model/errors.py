@@ -45,6 +45,8 @@ IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and th
 SLOT_NOT_STALE = "SLOT_NOT_STALE"  # force release of a build slot refused: its holder is still active
 TOO_MANY_WAITS = "TOO_MANY_WAITS"  # a waiting read past the agent's or the server's cap on waiting reads
 SOURCE_LOCKED = "SOURCE_LOCKED"  # another program holds a lock on a database being imported
+HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"  # an HTTP request named a host the server does not answer for
+ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"  # an HTTP request came from a web page of an origin not allowed
 
 
 class GitmailError(Exception):

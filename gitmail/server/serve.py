@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 
 import uvicorn
+from starlette.applications import Starlette
 from starlette.responses import RedirectResponse
 from starlette.routing import Mount, Route
 
@@ -31,6 +32,7 @@ from gitmail.web.events import Events
 
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
+from .origins import AllowedOrigins, OriginCheck
 from .runtime import Listen
 from .sessionless import serve_sessionless
 
@@ -87,21 +89,41 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
         indexer.close()
 
 
-def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None,
-               path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0) -> None:
-    """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token."""
-    check_bind(host, token)
-    mail = Mail.serving(store)
+def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | None = None,
+             path: str = DEFAULT_PATH, events: Events | None = None,
+             allowed: AllowedOrigins | None = None) -> Starlette:
+    """Everything ``gitmail serve`` answers over HTTP, as one application.
+
+    MCP at ``path`` (with a session, and session-less), the web view at
+    :data:`WEB_PATH`, ``/`` leading there; in front of all of it the
+    ``Host`` / ``Origin`` check (``allowed``; by default the loopback names,
+    the listening address and :data:`gitmail.server.origins.ORIGINS_ENV`).
+    """
     mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path))
     # Plain JSON responses instead of an event stream per call: no tool sends
     # progress or server requests mid-call, and on a small machine this halves
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
     app = mcp.http_app(path=path, json_response=True)
     serve_sessionless(app, path)
-    events = Events()
     # The overseer's web view, beside MCP in the same process (see docs/security.md for its access rules).
     app.router.routes.append(Mount(WEB_PATH, app=build_web(mail, token=token, events=events)))
     app.router.routes.append(Route("/", lambda request: RedirectResponse(WEB_PATH + "/")))
+    app.add_middleware(OriginCheck, allowed=allowed or AllowedOrigins.from_env(host, port), mcp_path=path)
+    return app
+
+
+def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None,
+               path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0,
+               allow_origins: tuple[str, ...] = ()) -> None:
+    """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token.
+
+    ``allow_origins`` adds hosts and origins the server answers beside its own names (see :mod:`.origins`).
+    """
+    check_bind(host, token)
+    allowed = AllowedOrigins.from_env(host, port, allow_origins)
+    mail = Mail.serving(store)
+    events = Events()
+    app = http_app(store, mail=mail, host=host, port=port, token=token, path=path, events=events, allowed=allowed)
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} and the web view at http://{shown}:{port}{WEB_PATH}/ "
           f"(store {store.home}{', bearer token required' if token else ''})", file=sys.stderr, flush=True)

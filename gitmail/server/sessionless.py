@@ -10,6 +10,13 @@ stateless mode), so it needs no handshake; it carries no session either, so
 every call that acts as an agent passes the agent's token. Requests that
 open or use a session go to the transport untouched.
 
+A session-less POST gets the same request-body limit as the transport
+gives a session's (4 MiB, the SDK's): a body declared larger, or one that
+grows past the limit while it streams in, is answered 413 before more of it
+is read. A body that does not parse (too deeply nested included) goes to
+the transport, which answers a JSON-RPC parse error as it does for a
+session.
+
 The endpoint answers on its path with and without a trailing slash
 (``/mcp`` and ``/mcp/``) instead of redirecting, since not every client
 follows a redirect of a POST.
@@ -21,6 +28,7 @@ import json
 from typing import Any
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
@@ -34,8 +42,8 @@ def _opens_session(body: bytes) -> bool:
     """Whether a request body is (or holds) ``initialize``, which opens a session."""
     try:
         parsed = json.loads(body)
-    except ValueError:
-        return True  # not JSON: let the transport give its own error
+    except (ValueError, RecursionError):
+        return True  # not JSON (or nested past what the parser follows): the transport answers a parse error
     items = parsed if isinstance(parsed, list) else [parsed]
     return any(isinstance(item, dict) and item.get("method") == "initialize" for item in items)
 
@@ -56,6 +64,14 @@ class Sessionless:
                 version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS):
             await self.inner(scope, receive, send)
             return
+        # the transport limits the body of a request it reads itself; this one is read here first
+        limit = self.inner.session_manager.max_request_body_size
+        await RequestBodyLimitMiddleware(self._post, limit)(scope, receive, send)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A POST without a session, its body within the limit: opens a session, or is served on its own."""
+        headers = dict(scope["headers"])
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode("ascii"))
         body, replay = await _buffered(receive)
         if _opens_session(body):
             await self.inner(scope, replay, send)
