@@ -34,11 +34,20 @@ def noisy_png(size=400) -> bytes:
     return out.getvalue()
 
 
+def stored(data: bytes, ext: str) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    return f"attachments/{digest[:2]}/{digest}.{ext}"
+
+
+SHOT, README = stored(png(), "png"), stored(b"hello\n", "txt")
+
+
 @pytest.fixture
 def snap(store):
+    """An archive holding a PNG and a text file as stored attachments (as an earlier message left them)."""
     make_project(store, KEY, "Blue")
     archive = store.archive(KEY)
-    archive.transact(lambda s: Change("add a screenshot").put("shots/a.png", png()).put("notes/readme.txt", b"hello\n"))
+    archive.transact(lambda s: Change("add a screenshot").put(SHOT, png()).put(README, b"hello\n"))
     return archive.snapshot()
 
 
@@ -50,10 +59,10 @@ def settings(tmp_path):
 
 
 def test_attachment_paths_are_converted_to_webp_and_content_addressed(snap, settings):
-    out = at.prepare(snap, "See attached.", ["shots/a.png", "notes/readme.txt"], settings=settings)
+    out = at.prepare(snap, "See attached.", [SHOT, README], settings=settings)
     assert out.body == "See attached."
     image, text = out.attachments
-    assert image["media_type"] == "image/webp" and image["type"] == "file" and image["name"] == "a.png"
+    assert image["media_type"] == "image/webp" and image["type"] == "file" and image["name"] == SHOT.rsplit("/", 1)[1]
     data = out.files[image["path"]]
     assert data[:4] == b"RIFF" and data[8:12] == b"WEBP"
     digest = hashlib.sha256(data).hexdigest()
@@ -68,7 +77,7 @@ def test_attachment_paths_are_converted_to_webp_and_content_addressed(snap, sett
 def test_small_body_images_are_inlined_and_large_ones_stored(snap, settings, tmp_path):
     big = tmp_path / "allowed" / "big.png"
     big.write_bytes(noisy_png(300))
-    body = "Small: ![s](shots/a.png)\nBig: ![b](" + str(big) + ' "title")\nWeb: ![w](https://example.org/x.png)'
+    body = f"Small: ![s]({SHOT})\nBig: ![b](" + str(big) + ' "title")\nWeb: ![w](https://example.org/x.png)'
     out = at.prepare(snap, body, settings=settings)
     small, large = out.attachments
     assert small["type"] == "inline" and large["type"] == "file"
@@ -87,18 +96,18 @@ def test_data_uri_images_and_agent_policy(snap, settings):
     out = at.prepare(snap, f"![dot]({uri})", settings=settings)
     assert out.attachments[0]["media_type"] == "image/webp" and "data:image/webp;base64," in out.body
     # convert_images=False stores the PNG as it is and inlines nothing ...
-    raw = at.prepare(snap, "![a](shots/a.png)", convert_images=False, settings=settings)
+    raw = at.prepare(snap, f"![a]({SHOT})", convert_images=False, settings=settings)
     assert raw.attachments[0]["media_type"] == "image/png" and raw.body.startswith("![a](attachments/")
     # ... unless the sender's own policy is inline or file, which always converts.
-    forced = at.prepare(snap, "![a](shots/a.png)", convert_images=False, agent_policy="file", settings=settings)
+    forced = at.prepare(snap, f"![a]({SHOT})", convert_images=False, agent_policy="file", settings=settings)
     assert forced.attachments[0]["media_type"] == "image/webp"
 
 
 def test_same_content_is_stored_once_and_originals_optionally_kept(snap, settings):
-    out = at.prepare(snap, "![a](shots/a.png) ![b](shots/a.png)", ["shots/a.png"], settings=settings)
+    out = at.prepare(snap, f"![a]({SHOT}) ![b]({SHOT})", [SHOT], settings=settings)
     assert len(out.attachments) == 1 and out.attachments[0]["type"] == "inline"
     settings.keep_originals = True
-    kept = at.prepare(snap, "x", ["shots/a.png"], settings=settings)
+    kept = at.prepare(snap, "x", [SHOT], settings=settings)
     entry = kept.attachments[0]
     assert kept.files[entry["original_path"]] == png()
     assert entry["original_path"].startswith("attachments/originals/") and entry["original_path"].endswith(".png")
@@ -107,12 +116,13 @@ def test_same_content_is_stored_once_and_originals_optionally_kept(snap, setting
 @pytest.mark.parametrize("refs, body, code", [
     (["/etc/passwd"], "x", "PATH_NOT_ALLOWED"),
     (["../outside.png"], "x", "PATH_NOT_ALLOWED"),
-    (["missing.png"], "x", "NOT_FOUND"),
+    (["missing.png"], "x", "PATH_NOT_ALLOWED"),
+    ([stored(b"never stored", "txt")], "x", "NOT_FOUND"),
     ([], "![x](/etc/hosts)", "PATH_NOT_ALLOWED"),
     ([], "![x](data:image/png,notbase64)", "INVALID_ARGUMENT"),
     ([], "![x](data:image/png;base64,@@@)", "INVALID_ARGUMENT"),
     ([], "![x](data:image/png;base64," + base64.b64encode(b"not an image").decode() + ")", "ATTACHMENT_UNDECODABLE"),
-    ("shots/a.png", "x", "INVALID_ARGUMENT"),
+    (SHOT, "x", "INVALID_ARGUMENT"),
 ])
 def test_bad_references_get_clear_errors(snap, settings, refs, body, code):
     with pytest.raises(GitmailError) as info:
@@ -141,7 +151,7 @@ def test_oversize_and_undecodable_files_in_allowed_roots(snap, settings, tmp_pat
 
 
 def test_reading_verifies_the_hash(store, snap, settings):
-    out = at.prepare(snap, "x", ["shots/a.png"], settings=settings)
+    out = at.prepare(snap, "x", [SHOT], settings=settings)
     entry = out.attachments[0]
     archive = store.archive(KEY)
     archive.transact(lambda s: Change("store").put(entry["path"], out.files[entry["path"]]))

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 
 import pytest
 from PIL import Image
 
 from gitmail.mail.attachments import read_attachment
-from gitmail.model.records import Message, inbox_path
+from gitmail.model.records import Message, contact_path, inbox_path, message_path, outbox_path, profile_path
 from gitmail.storage.fsck import check_archive
 
-from .conftest import fails_cleanly
+from .conftest import fails_cleanly, git_run
 from .mail_helpers import PROJECT, make_mail, open_agents, send
 
 
@@ -68,7 +69,8 @@ def test_per_agent_and_per_call_policy(mail, store, roots):
 
 @pytest.mark.parametrize("kwargs, code", [
     ({"attachment_paths": ["/etc/passwd"]}, "PATH_NOT_ALLOWED"),
-    ({"attachment_paths": ["nope.png"]}, "NOT_FOUND"),
+    ({"attachment_paths": ["nope.png"]}, "PATH_NOT_ALLOWED"),
+    ({"attachment_paths": ["attachments/00/" + "0" * 64 + ".png"]}, "NOT_FOUND"),
     ({"body": "![x](data:image/png;base64,aGVsbG8=)"}, "ATTACHMENT_UNDECODABLE"),
     ({"attachments_policy": "always"}, "INVALID_ARGUMENT"),
 ])
@@ -163,6 +165,63 @@ def test_overlapping_reservations_count_as_shared_context(store):
     mail.file_reservation_paths(PROJECT, "Ann", ["src/**/*.py"], exclusive=False)
     mail.file_reservation_paths(PROJECT, "Bob", ["src/api/*"], exclusive=False)
     assert send(mail, "Ann", ["Bob"])["to"] == ["Bob"]
+
+
+def spellings(path: str) -> list[str]:
+    """Ways to name ``path`` of the archive as a relative attachment path."""
+    return [path, f"./{path}", f"attachments/../{path}", f"attachments/ab/../../{path}", path.replace("/", "\\"),
+            path.upper(), path.lower(), f"attachments/{path}", f"attachments/./../{path}"]
+
+
+def test_no_record_of_the_archive_is_an_attachment_however_its_path_is_spelled(mail, store, roots):
+    (roots / "notes.txt").write_text("shared notes\n")
+    first = send(mail, "Blue", ["Green"], bcc=["Red"], attachment_paths=[str(roots / "notes.txt")])
+    mail.request_contact(PROJECT, "Green", "Red", reason="pairing")
+    records = [outbox_path("Blue", first["id"]), inbox_path("Green", first["id"]), message_path(first["id"]),
+               profile_path("Blue"), contact_path("Green", "Red"), "project.yaml"]
+    snap = store.archive(PROJECT).snapshot()
+    assert all(snap.exists(path) for path in records)
+    for path in records:
+        for ref in spellings(path):
+            for how in ({"attachment_paths": [ref]}, {"body": f"![x]({ref})"}):
+                body = how.get("body", "hello")
+                with fails_cleanly(store, "PATH_NOT_ALLOWED", PROJECT) as info:
+                    mail.send_message(PROJECT, "Green", ["Blue"], "S", body, attachments_policy="file",
+                                      attachment_paths=how.get("attachment_paths"))
+                assert "GITMAIL_ATTACHMENT_ROOTS" in info.value.message and "attachments/" in info.value.message
+            with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
+                mail.get_attachment(PROJECT, ref)
+    # A stored attachment carries on, however its path is spelled, and stays one file.
+    stored = first["attachments"][0]["path"]
+    again = send(mail, "Green", ["Blue"], attachment_paths=[f"./{stored}"], body=f"![again](attachments/../{stored})")
+    assert [a["path"] for a in again["attachments"]] == [stored]
+    assert mail.get_attachment(PROJECT, stored)["content_base64"]
+
+
+def test_a_symlink_at_an_attachment_path_is_not_an_attachment(mail, store, tmp_path):
+    """A link committed behind gitmail's back (as a hostile sync could bring it) is served as nothing."""
+    target = f"../../{profile_path('Blue')}"
+    digest = hashlib.sha256(target.encode()).hexdigest()
+    link_path = f"attachments/{digest[:2]}/{digest}.yaml"
+    git_dir = store.archive(PROJECT).git_dir
+    (tmp_path / "target").write_text(target)
+    env = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+
+    def plumbing(*args: str) -> str:
+        proc = git_run("--git-dir", git_dir, *args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    blob = plumbing("hash-object", "-w", str(tmp_path / "target"))
+    plumbing("read-tree", "main")
+    plumbing("update-index", "--add", "--cacheinfo", f"120000,{blob},{link_path}")
+    commit = plumbing("commit-tree", plumbing("write-tree"), "-p", "main", "-m", "a link")
+    plumbing("update-ref", "refs/heads/main", commit)
+    assert store.archive(PROJECT).snapshot().read(link_path) == target.encode()  # the link itself is there
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
+        mail.get_attachment(PROJECT, link_path)
+    with fails_cleanly(store, "NOT_FOUND", PROJECT):
+        mail.send_message(PROJECT, "Green", ["Blue"], "S", "b", attachment_paths=[link_path])
 
 
 def test_reading_a_message_verifies_its_attachments(mail, store, roots):

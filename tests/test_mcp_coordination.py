@@ -186,6 +186,43 @@ def test_attachments_over_mcp(server):
     run(scenario())
 
 
+def test_no_member_reads_records_of_the_archive_as_attachments(server):
+    """Another agent's outbox copy (with its bcc list), a profile (with its token hash) and a contact record
+    neither go out as attachments nor come back through get_attachment or the web view."""
+    from gitmail.model.records import contact_path, outbox_path, profile_path
+
+    from .test_mcp_mail import server_tip
+    from .test_web import _get
+
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as alice, server.client() as mallory:
+            tokens = await team(alice, project, "Alice", "Bob", "Carol")
+            sent = await call(alice, "send_message", project_key=project, sender_name="Alice", to=["Bob"],
+                              bcc=["Carol"], subject="private", body_md="for Bob", sender_token=tokens["Alice"])
+            await call(alice, "request_contact", project_key=project, from_agent="Bob", to_agent="Carol",
+                       agent_token=tokens["Bob"])
+            await call(mallory, "register_agent", project_key=project, program="p", model="m", name="Mallory")
+            slug = (await call(mallory, "ensure_project", human_key=project))["slug"]
+            paths = [outbox_path("Alice", sent["deliveries"][0]["payload"]["id"]), profile_path("Alice"),
+                     contact_path("Bob", "Carol"), "project.yaml"]
+            before = server_tip(server, slug)
+            refusals = [await fail(mallory, "send_message", project_key=project, sender_name="Mallory", to=["Bob"],
+                                   subject="s", body_md="b", attachment_paths=[path], attachments_policy="file")
+                        for path in paths]
+            reads = [await fail(mallory, "get_attachment", project_key=project, path=path) for path in paths]
+            return slug, paths, refusals, reads, before
+
+    slug, paths, refusals, reads, before = run(scenario())
+    assert [r["code"] for r in refusals] == ["PATH_NOT_ALLOWED"] * 4, refusals
+    assert [r["code"] for r in reads] == ["INVALID_ARGUMENT"] * 4, reads
+    assert server_tip(server, slug) == before
+    for path in paths:
+        status, body, _ = _get(f"http://127.0.0.1:{server.port}/ui/p/{slug}/file/{path}")
+        assert status == 400 and "token_hash" not in body and "bcc" not in body, (path, status, body)
+
+
 def test_guard_installed_through_mcp_blocks_a_real_commit(server, tmp_path):
     repo = str(tmp_path / "code")
     project = repo  # under the tests' temporary folder, where the server lets agents install the guard

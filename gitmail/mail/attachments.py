@@ -16,12 +16,20 @@ always inlines, ``file`` never does. The policy comes from the call, else from
 the sender's profile. Files listed in ``attachment_paths`` are always stored
 as files.
 
-Where files may come from: a relative path is read from the archive itself
-(at the tip), an absolute path only from inside the configured allowed roots
-(``GITMAIL_ATTACHMENT_ROOTS``, separated by ``os.pathsep``, or passed in). Any
-other path, a file over the size limit and an image Pillow cannot decode is
-refused with a clear error before anything is written: :func:`prepare` runs
-before the message's transaction and only returns bytes to commit with it.
+Where files may come from: a relative path names an attachment already
+stored in the archive (``attachments/<xx>/<sha256>.<ext>``, as a message's
+front matter lists it, read at the tip with its hash checked), so a message
+can carry on a file an earlier one brought; an absolute path is read only
+from inside the configured allowed roots (``GITMAIL_ATTACHMENT_ROOTS``,
+separated by ``os.pathsep``, or passed in). Nothing else in the archive
+(profiles, mailbox copies, contacts, any record) is ever read as an
+attachment, however the path is spelled (``./``, ``..``, a symlink, another
+case): the access model hides some of them. Any other path, a file over the
+size limit and an image Pillow cannot decode is refused with a clear error
+before anything is written: :func:`prepare` runs before the message's
+transaction and only returns bytes to commit with it. Reading a stored
+attachment (:func:`read_attachment`, behind ``get_attachment`` and the web
+view) serves only plain files at attachment paths, hash checked.
 """
 
 from __future__ import annotations
@@ -176,16 +184,17 @@ class _Loader:
         return data, os.path.basename(real), _media_type(real)
 
     def _in_archive(self, ref: str, field_name: str) -> tuple[bytes, str, str]:
+        """A stored attachment named by its path in the archive; nothing else there is readable."""
         path = posixpath.normpath(ref.replace("\\", "/"))
-        if path.startswith("../") or path == ".." or path.startswith("/"):
-            raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {ref} climbs out of the archive; "
-                               "name a file inside it or an absolute path inside an allowed root",
-                               {"field": field_name, "path": ref})
-        data = self.snapshot.read(path)
-        if data is None:
-            raise GitmailError(NOT_FOUND, f"{field_name}: {ref} is not a file in the project archive; relative paths "
-                               "are read from the archive, give an absolute path for other files",
-                               {"field": field_name, "path": ref})
+        if ATTACHMENT_RE.match(path) is None:
+            raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {_short(ref)} is not a stored attachment; a relative "
+                               "path names one (attachments/<xx>/<sha256>.<ext>, as a message's attachments list "
+                               f"it), any other file is attached by its absolute path inside {ROOTS_ENV}",
+                               {"field": field_name, "path": _short(ref)})
+        try:
+            data = read_attachment(self.snapshot, path)
+        except GitmailError as exc:
+            raise GitmailError(exc.code, f"{field_name}: {exc.message}", {"field": field_name, **exc.data}) from None
         if len(data) > self.settings.max_file_bytes:
             raise self._too_large(ref, len(data))
         return data, posixpath.basename(path), _media_type(path)
@@ -332,11 +341,11 @@ def set_agent_policy(ctx: Context, project_key: str, agent: str, policy: str, *,
 
 
 def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) -> bytes:
-    """The bytes of a stored attachment, after checking them against their hash."""
+    """The bytes of a stored attachment (a plain file at an attachment path), after checking them against their hash."""
     match = ATTACHMENT_RE.match(path) if isinstance(path, str) else None
     if match is None:
         raise invalid(f"{path!r} is not an attachment path (attachments/<xx>/<sha256>.<ext>)", field="path")
-    data = snapshot.read(path)
+    data = snapshot.read_regular(path)
     if data is None:
         raise GitmailError(NOT_FOUND, f"no attachment {path} in this project", {"path": path})
     digest = hashlib.sha256(data).hexdigest()

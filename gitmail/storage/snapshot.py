@@ -103,6 +103,15 @@ class Snapshot:
         obj = self._blob(path)
         return None if obj is None else obj.data
 
+    def read_regular(self, path: str) -> bytes | None:
+        """The bytes of the plain file at ``path``: None for a symlink, a submodule, a folder or nothing."""
+        if path in self._pending:
+            return self._pending[path]
+        obj = self._blob(path)
+        if obj is None or obj.filemode not in (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE):
+            return None
+        return obj.data
+
     def blob_id(self, path: str) -> str | None:
         """The blob id at ``path`` in the committed tree (pending edits excluded)."""
         obj = self._blob(path)
