@@ -6,7 +6,9 @@ unread, urgent, ack-required and ack-overdue lists); a thread with its
 messages; search; the board of reservations, build slots and seats; journals; the git
 history of a message, thread, agent or reservation with the ``git`` command
 that shows the same; compose and reply as the human overseer; attachments;
-and ``/ui/events``, the server-sent events that keep pages live.
+and ``/ui/events``, the server-sent events that keep pages live. Signing in
+and out: ``/ui/login`` and ``/ui/logout``. A query parameter a page cannot
+use (``?page=abc``) is a 400 page saying what it takes, never a server error.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gitmail.mail.facade import Mail
-from gitmail.model.errors import NOT_FOUND, GitmailError
+from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER
 from gitmail.sync.status import remote_states
 
 from . import render
-from .access import COOKIE, Session, Sessions, csrf_ok
+from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok
 from .events import Events
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,13 +64,33 @@ def _epoch(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def whole_number(request: Request, name: str, default: int, *, high: int = 10_000) -> int:
+    """Query parameter ``name`` as a whole number from 1 to ``high`` (``default`` when absent or empty)."""
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= high):
+        raise GitmailError(INVALID_ARGUMENT, f"{name} must be a whole number from 1 to {high}, not {raw[:40]!r}",
+                           {"parameter": name})
+    return int(raw)
+
+
+def _within_view(target: str) -> str:
+    """Where to go after signing in: a path of the view itself, never another site (``/ui/`` otherwise)."""
+    if (target == "/ui" or target.startswith("/ui/")) and "//" not in target and "\\" not in target \
+            and target.isprintable():
+        return target
+    return "/ui/"
+
+
 class WebView:
     """The pages over one :class:`Mail`; ``events`` is fed by the server's watcher."""
 
     def __init__(self, mail: Mail, *, token: str | None = None, events: Events | None = None):
         self.mail = mail
         self.store = mail.store
-        self.sessions = Sessions(token)
+        self.sessions = Sessions(token, clock=mail.store.clock.time)
+        self.logins = LoginLimit(clock=mail.store.clock.time)
         self.events = events or Events()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
@@ -155,7 +177,7 @@ class WebView:
     def project(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
-        page = max(1, int(request.query_params.get("page", "1") or 1))
+        page = whole_number(request, "page", 1)
         agents = [{**a, **self.mail.agent_counts(slug, a["name"])}
                   for a in self.mail.list_agents(slug, active_only=False)]
         threads = self.mail.recent_threads(slug, limit=PAGE + 1, offset=(page - 1) * PAGE)
@@ -214,7 +236,7 @@ class WebView:
     def search(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         query = request.query_params.get("q", "").strip()
-        page = max(1, int(request.query_params.get("page", "1") or 1))
+        page = whole_number(request, "page", 1)
         hits: list[dict[str, Any]] = []
         if query:
             found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
@@ -293,23 +315,44 @@ class WebView:
         return self.thread(request)
 
     # -- the rest -------------------------------------------------------------
+    def _login_page(self, request: Request, target: str, error: str | None = None, status: int = 200,
+                    headers: dict[str, str] | None = None) -> Response:
+        page = self.templates.get_template("login.html").render(error=error, next=target, login=True, csrf="",
+                                                               request_path=request.url.path)
+        return HTMLResponse(page, status_code=status, headers=headers)
+
     async def login(self, request: Request) -> Response:
-        target = request.query_params.get("next", "/ui/")
-        if not target.startswith("/ui"):
-            target = "/ui/"
+        target = _within_view(request.query_params.get("next", ""))
         if request.method == "GET":
-            page = self.templates.get_template("login.html").render(error=None, next=target, login=True, csrf="",
-                                                                   request_path=request.url.path)
-            return HTMLResponse(page)
+            return self._login_page(request, target)
+        address = request.client.host if request.client else "unknown"
+        retry = self.logins.retry_at(address)
+        if retry is not None:
+            wait = max(1, int(retry - self.store.clock.time()) + 1)
+            return self._login_page(
+                request, target, f"Too many wrong tokens from your address ({address}): sign-in from it is closed "
+                f"until {_epoch(int(retry) + 1)}. Try again then, with the server's token (GITMAIL_TOKEN).",
+                429, {"Retry-After": str(wait)})
         form = await request.form()
         offered = form.get("token")
         if not isinstance(offered, str) or not self.sessions.check_token(offered):
-            page = self.templates.get_template("login.html").render(
-                error="That is not the server's token (GITMAIL_TOKEN).", next=target, login=True, csrf="",
-                request_path=request.url.path)
-            return HTMLResponse(page, status_code=401)
+            self.logins.failed(address)
+            return self._login_page(request, target, "That is not the server's token (GITMAIL_TOKEN).", 401)
         response = RedirectResponse(target, status_code=303)
         self._cookie(response, self.sessions.open(signed_in=True))
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        """Ends the session (server side and cookie); a live session's form must carry its CSRF token."""
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        form = await request.form()
+        if session is not None and not csrf_ok(session, form.get("csrf")):
+            return HTMLResponse("This form is stale or did not come from this page: reload the page and send "
+                                "it again.", status_code=403)
+        if session is not None:
+            self.sessions.close(session)
+        response = RedirectResponse("/ui/login" if self.sessions.needs_login else "/ui/", status_code=303)
+        response.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")
         return response
 
     async def attachment(self, request: Request) -> Response:
@@ -351,6 +394,7 @@ class WebView:
         return [
             Route("/", self.page("projects.html", self.projects)),
             Route("/login", self.login, methods=["GET", "POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
             Route("/events", self.stream),
             Route(p, self.page("project.html", self.project)),
             Route(p + "/agents/{name}", self.page("agent.html", self.agent)),
