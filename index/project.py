@@ -432,13 +432,32 @@ class ProjectIndex:
         return self._cached(("unacked", older, after, limit),
                             lambda: reads.unacked(self.meta, older_than=older, after=after, limit=limit))
 
-    def thread(self, thread_id: str, *, limit: int = reads.MAX_LIMIT,
-               include_bodies: bool = True) -> list[dict[str, Any]]:
-        """The messages of one thread, oldest first, in the mail domain's shape."""
+    def thread(self, thread_id: str, *, limit: int = reads.MAX_LIMIT, include_bodies: bool = True,
+               after: str | None = None) -> list[dict[str, Any]]:
+        """The messages of one thread, oldest first, in the mail domain's shape; with ``after`` (the ID of one
+        of them), only those that come after it."""
         reads.check_limit(limit)
-        return self._cached(("thread", thread_id, limit, bool(include_bodies)),
-                            lambda: reads.thread(self.meta, thread_id, limit=limit,
-                                                 body_of=self._body if include_bodies else None))
+
+        def read() -> list[dict[str, Any]]:
+            start = None
+            if after is not None:
+                found = reads.place(self.meta, after)
+                if found is None or thread_id not in (found[1], found[2]):
+                    raise invalid(f"after={after!r} is not a message of thread {thread_id!r}: pass the next_after "
+                                  "of the previous page", field="after")
+                start = (found[0], found[1])
+            return reads.thread(self.meta, thread_id, limit=limit, after=start,
+                                body_of=self._body if include_bodies else None)
+
+        return self._cached(("thread", thread_id, limit, bool(include_bodies), after), read)
+
+    def body(self, message_id: str) -> str | None:
+        """The Markdown body of one message, read from its blob each time (never kept), or None if there is none."""
+        def read() -> str | None:  # the page's heads were read after catching up: no need to again
+            found = reads.place(self.meta, message_id)
+            return None if found is None else self._body(found[3])
+
+        return self._guarded(read)
 
     def recent_threads(self, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         """Threads by their latest message, newest first (see :func:`reads.recent_threads`)."""

@@ -139,11 +139,23 @@ def outbox(meta: Meta, agent: str, *, since_ts: str | None = None, limit: int = 
     return out
 
 
-def thread(meta: Meta, thread_id: str, *, limit: int, body_of: BodyReader | None = None) -> list[dict[str, Any]]:
-    """The messages of one thread (its first message included), oldest first."""
-    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? OR m.id = ? "
-                     "ORDER BY m.created_ts, m.id LIMIT ?", (thread_id, thread_id, limit))
+def thread(meta: Meta, thread_id: str, *, limit: int, body_of: BodyReader | None = None,
+           after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """The messages of one thread (its first message included), oldest first; with ``after``, those past that
+    (created_ts, id)."""
+    sql = f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE (m.thread_id = ? OR m.id = ?)"
+    args: list[Any] = [thread_id, thread_id]
+    if after is not None:
+        sql += " AND (m.created_ts, m.id) > (?, ?)"
+        args += list(after)
+    rows = meta.read(sql + " ORDER BY m.created_ts, m.id LIMIT ?", [*args, limit])
     return [_view(message_row(row), body_of) for row in rows]
+
+
+def place(meta: Meta, message_id: str) -> tuple[str, str, str, str] | None:
+    """(created_ts, id, thread_id, blob) of one message, or None: where it sorts, and where its body is."""
+    rows = meta.read("SELECT created_ts, id, thread_id, blob FROM messages WHERE id = ?", (message_id,))
+    return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
 
 def recent_threads(meta: Meta, *, limit: int, offset: int = 0) -> list[dict[str, Any]]:

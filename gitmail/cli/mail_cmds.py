@@ -318,7 +318,12 @@ def search(ctx: Context, project: str, query: str, limit: int, exhaustive: bool)
 def thread(ctx: Context, project: str, thread_id: str) -> tuple[object, str]:
     """Show every message of a thread, oldest first."""
     view = ctx.mail.get_thread(project, thread_id, include_bodies=True)
-    text = f"\n\n{'-' * 72}\n\n".join(render_message(m) for m in view["messages"])
+    messages = view["messages"]
+    while view["has_more"]:  # the library reads a thread a page (a byte budget) at a time
+        view = ctx.mail.get_thread(project, thread_id, include_bodies=True, after=view["next_after"])
+        messages += view["messages"]
+    view = {**view, "count": len(messages), "messages": messages, "has_more": False, "next_after": None}
+    text = f"\n\n{'-' * 72}\n\n".join(render_message(m) for m in messages)
     return view, text or "no messages in this thread"
 
 

@@ -26,6 +26,7 @@ from gitmail.model.limits import (
     DEFAULT_SLOT_TTL,
     DEFAULT_TTL,
     FEED_DEFAULT_LIMIT,
+    READ_BUDGET_DEFAULT,
 )
 from gitmail.storage.store import Store
 
@@ -226,10 +227,11 @@ class Mail:
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                     include_bodies: bool = False, since_ts: str | float | None = None, topic: str | None = None,
-                    unread_only: bool = False) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+        """The agent's inbox, newest first; bodies fit in ``max_bytes`` (see :mod:`gitmail.mail.budget`)."""
         return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit=limit, urgent_only=urgent_only,
                                    include_bodies=include_bodies, since_ts=since_ts, topic=topic,
-                                   unread_only=unread_only)
+                                   unread_only=unread_only, max_bytes=max_bytes)
 
     def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
@@ -246,13 +248,12 @@ class Mail:
         return feed.watch(self.ctx, project_key, listener)
 
     def fetch_outbox(self, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
-                     since_ts: str | float | None = None) -> dict[str, Any]:
+                     since_ts: str | float | None = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
         return mailbox.fetch_outbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies,
-                                    since_ts=since_ts)
+                                    since_ts=since_ts, max_bytes=max_bytes)
 
-    def fetch_mailbox(self, project_key: str, agent_name: str, *, limit: int = 20,
-                      include_bodies: bool = False) -> dict[str, Any]:
-        return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies)
+    def fetch_mailbox(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+        return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit=limit)
 
     def get_message(self, project_key: str, message_id: str | int, *,
                     agent_name: str | None = None) -> dict[str, Any]:
@@ -262,8 +263,11 @@ class Mail:
                                                              found["attachments"])
         return found
 
-    def get_thread(self, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
-        return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies=include_bodies)
+    def get_thread(self, project_key: str, thread_id: str, *, include_bodies: bool = True, after: str | None = None,
+                   max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+        """A thread, oldest first, a page of ``max_bytes`` at a time (``after``: the previous page's next_after)."""
+        return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies=include_bodies, after=after,
+                                  max_bytes=max_bytes)
 
     def search_messages(self, project_key: str, query: str, *, limit: int = 20, agent_name: str | None = None,
                         exhaustive: bool = False) -> list[dict[str, Any]]:
@@ -276,9 +280,10 @@ class Mail:
 
     def fetch_topic(self, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,
-                    unread_only: bool = False) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
         return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit=limit, include_bodies=include_bodies,
-                                   since_ts=since_ts, agent_name=agent_name, unread_only=unread_only)
+                                   since_ts=since_ts, agent_name=agent_name, unread_only=unread_only,
+                                   max_bytes=max_bytes)
 
     def view_urgent_unread(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
         return mailbox.view_urgent_unread(self.ctx, project_key, agent_name, limit=limit)

@@ -7,7 +7,9 @@ newest first walks the newest shards and stops as soon as it has enough (or
 reaches ``since_ts``).
 
 The operations below them (``fetch_*``, ``get_*``, ``view_*``) each open one
-snapshot of the tip for the project and the agent. Reads that would otherwise
+snapshot of the tip for the project and the agent. A read that carries bodies
+holds at most ``max_bytes`` of messages (:mod:`.budget`), and reads each body
+only as its page fills. Reads that would otherwise
 walk every message, or that every agent makes all the time, are answered by
 the project's index (:class:`gitmail.index.ProjectIndex`), which first
 catches up to the tip, so it sees every commit made before the call:
@@ -29,6 +31,7 @@ from gitmail.index import IndexUnavailable, indexer_for
 from gitmail.model.clock import UTC, format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
+from gitmail.model.limits import READ_BUDGET_DEFAULT
 from gitmail.model.names import check_topic
 from gitmail.model.records import (
     INBOX,
@@ -47,6 +50,7 @@ from gitmail.model.records import (
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
+from .budget import BodyOf, check_budget, newest_first, oldest_first
 from .delivery import message_view
 
 URGENT = ("high", "urgent")
@@ -243,49 +247,69 @@ def _listing(project: Project, agent: str, messages: list[dict[str, Any]]) -> di
     return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
 
 
+def body_reader(ctx: Context, project_key: str, snap: Snapshot | None = None) -> BodyOf:
+    """Reads the body of a listed message, one at a time: from the index, else from the snapshot (of the tip)."""
+    index = indexer_for(ctx.store).project(project_key)
+    snap = snap if snap is not None else ctx.archive(project_key).snapshot()
+
+    def body_of(head: dict[str, Any]) -> str | None:
+        try:
+            found = index.body(head["id"])
+        except IndexUnavailable:
+            found = None
+        if found is None:
+            message = snap.load(message_path(head["id"]), Message)
+            return None if message is None else message.body
+        return found
+
+    return body_of
+
+
 def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                 include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
-                unread_only: bool = False) -> list[dict[str, Any]]:
-    """The agent's received messages, newest first; reading marks nothing."""
+                unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+    """The agent's received messages, newest first; reading marks nothing. Bodies fit in ``max_bytes``."""
     check_limit(limit)
+    check_budget(max_bytes)
     since = parse_since(since_ts)
     if topic is not None and topic != "":
         check_topic(topic)
     snap, _, name = _open(ctx, project_key, agent_name)
+    filters: dict[str, Any] = dict(since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
+                                   topic=topic or None, limit=limit)
     # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it),
     # or from the repository itself while the cache cannot answer.
     try:
-        return indexer_for(ctx.store).project(project_key).inbox(
-            name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
-            topic=topic or None, limit=limit, include_bodies=include_bodies)
+        heads = indexer_for(ctx.store).project(project_key).inbox(name, **filters)
     except IndexUnavailable:
-        return inbox(snap, name, since_ts=since, urgent_only=urgent_only, unread_only=unread_only,
-                     topic=topic or None, limit=limit, include_bodies=include_bodies)
+        heads = inbox(snap, name, **filters)
+    return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
 
 
 def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
-                 since_ts: object = None) -> dict[str, Any]:
-    """What the agent sent, newest first, each with the commit that recorded it."""
+                 since_ts: object = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+    """What the agent sent, newest first, each with the commit that recorded it. Bodies fit in ``max_bytes``."""
     check_limit(limit)
+    check_budget(max_bytes)
     since = parse_since(since_ts)
     snap, project, name = _open(ctx, project_key, agent_name)
     # Answered by the index like fetch_inbox (the same answer as outbox() over a snapshot of the tip).
     try:
-        messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit,
-                                                                      include_bodies=include_bodies)
+        messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit)
     except IndexUnavailable:
-        messages = outbox(snap, name, since_ts=since, limit=limit, include_bodies=include_bodies)
+        messages = outbox(snap, name, since_ts=since, limit=limit)
+    if include_bodies:
+        messages = newest_first(messages, body_reader(ctx, project_key, snap), max_bytes)
     _with_commits(ctx, project_key, messages, lambda m: outbox_path(name, m["id"]))
     return _listing(project, name, messages)
 
 
-def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20,
-                  include_bodies: bool = False) -> dict[str, Any]:
-    """Received and sent messages together, newest first, with commit details."""
+def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+    """Received and sent messages together (without bodies), newest first, with commit details."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
-    received = inbox(snap, name, limit=limit, include_bodies=include_bodies)
-    sent = outbox(snap, name, limit=limit, include_bodies=include_bodies)
+    received = inbox(snap, name, limit=limit)
+    sent = outbox(snap, name, limit=limit)
     for item in received:
         item["direction"] = "inbound"
     for item in sent:
@@ -320,31 +344,46 @@ def get_message(ctx: Context, project_key: str, message_id: str | int, *,
     return {"project": project.human_key, **(found if found is not None else message(snap, message_id, name))}
 
 
-def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True) -> dict[str, Any]:
-    """Every message of a thread, oldest first, from the index."""
+def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True,
+               after: str | None = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+    """A thread's messages, oldest first, from the index: bodies fit in ``max_bytes``.
+
+    ``has_more`` says that the thread goes on past this page; ``after`` (the
+    ``next_after`` of a page) reads the messages after it.
+    """
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise invalid("thread_id must be a non-empty thread ID", field="thread_id")
-    _, project, _ = _open(ctx, project_key)
-    messages = indexer_for(ctx.store).project(project_key).thread(thread_id, include_bodies=include_bodies)
-    return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages}
+    if after is not None:
+        check_message_id(after, "after")
+    check_budget(max_bytes)
+    snap, project, _ = _open(ctx, project_key)
+    index = indexer_for(ctx.store).project(project_key)
+    heads = index.thread(thread_id, include_bodies=False, after=after)
+    messages, more = (oldest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies
+                      else (heads, False))
+    if not more and len(heads) == MAX_LIMIT:
+        more = bool(index.thread(thread_id, include_bodies=False, after=heads[-1]["id"], limit=1))
+    return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages,
+            "has_more": more, "next_after": messages[-1]["id"] if more and messages else None}
 
 
 def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
-                since_ts: object = None, agent_name: str | None = None,
-                unread_only: bool = False) -> list[dict[str, Any]]:
-    """Messages of the project tagged with a topic, newest first."""
+                since_ts: object = None, agent_name: str | None = None, unread_only: bool = False,
+                max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+    """Messages of the project tagged with a topic, newest first. Bodies fit in ``max_bytes``."""
     check_topic(topic_name, "topic_name")
     check_limit(limit)
+    check_budget(max_bytes)
     since = parse_since(since_ts)
     if unread_only and agent_name is None:
         raise invalid("unread_only needs agent_name: whose unread messages?", field="unread_only")
-    _, _, name = _open(ctx, project_key, agent_name)
+    snap, _, name = _open(ctx, project_key, agent_name)
     found = indexer_for(ctx.store).project(project_key).topic(topic_name, viewer=name, since_ts=since,
                                                               unread_only=unread_only, limit=limit,
-                                                              include_bodies=include_bodies)
+                                                              include_bodies=False)
     for item in found:
         item.pop("attachments", None)
-    return found
+    return newest_first(found, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else found
 
 
 def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:

@@ -21,12 +21,14 @@ from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record
 from gitmail.index import search_messages
 from gitmail.model.errors import invalid, not_found
+from gitmail.model.limits import READ_BUDGET_DEFAULT
 from gitmail.model.names import check_product_key
 from gitmail.model.records import PRODUCTS, Message, ProductLink, product_path
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from . import mailbox
+from .budget import check_budget, fill, kept_body, newest_first
 from .delivery import message_view
 from .summaries import thread_summary
 
@@ -184,17 +186,25 @@ def search_product(ctx: Context, product_key: str, query: str, *, slugs: list[st
 
 def fetch_inbox_product(ctx: Context, product_key: str, agent_name: str, *, slugs: list[str], limit: int = 20,
                         urgent_only: bool = False, include_bodies: bool = False, since_ts: object = None,
-                        topic: str | None = None, unread_only: bool = False) -> list[dict[str, Any]]:
-    """The agent's inbox in each of ``slugs``, newest first, each message naming its project."""
+                        topic: str | None = None, unread_only: bool = False,
+                        max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+    """The agent's inbox in each of ``slugs``, newest first, each message naming its project.
+
+    Bodies fit in ``max_bytes`` across the projects, by the rules of :mod:`.budget`.
+    """
     check_product_key(product_key)
+    check_budget(max_bytes)
     items = []
     for slug, key in _tag(ctx, slugs).items():
         for item in mailbox.fetch_inbox(ctx, slug, agent_name, limit=limit, urgent_only=urgent_only,
-                                        include_bodies=include_bodies, since_ts=since_ts, topic=topic,
-                                        unread_only=unread_only):
+                                        since_ts=since_ts, topic=topic, unread_only=unread_only):
             items.append({**item, "project": key, "project_slug": slug})
     items.sort(key=lambda m: (m.get("created_ts") or "", m["id"], m["project_slug"]), reverse=True)
-    return items[:limit]
+    items = items[:limit]
+    if not include_bodies:
+        return items
+    readers = {slug: mailbox.body_reader(ctx, slug) for slug in {item["project_slug"] for item in items}}
+    return newest_first(items, lambda head: readers[head["project_slug"]](head), max_bytes)
 
 
 def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, slugs: list[str],
@@ -222,5 +232,6 @@ def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, 
                      for m in messages],
     }
     if include_examples:
-        result["examples"] = [{**message_view(m), "projects": where[m.id]} for m in messages[:3]]
+        result["examples"] = fill([{**message_view(m), "projects": where[m.id]} for m in messages[:3]], kept_body,
+                                  READ_BUDGET_DEFAULT)
     return result

@@ -25,10 +25,12 @@ from gitmail.coord.lookup import agent_names, project_record
 from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
+from gitmail.model.limits import READ_BUDGET_DEFAULT
 from gitmail.model.records import SUMMARIES, Message, Summary
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
+from .budget import fill, kept_body
 from .delivery import message_view
 from .mailbox import message_of, thread_messages
 
@@ -169,7 +171,7 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
                             thread_id=ids[0])
         result: dict[str, Any] = {"thread_id": ids[0], "summary": thread_summary(messages[-per_thread_limit:])}
         if include_examples:
-            result["examples"] = [message_view(m) for m in messages[:3]]
+            result["examples"] = fill([message_view(m) for m in messages[:3]], kept_body, READ_BUDGET_DEFAULT)
         return result
     threads, everything = [], []
     for one in dict.fromkeys(ids):

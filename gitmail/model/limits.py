@@ -38,3 +38,11 @@ FEED_MAX_WAITS = 128
 # Build slots: how long a holding lasts unless renewed, and how many may share one slot.
 DEFAULT_SLOT_TTL = 3600
 DEFAULT_SLOT_EXTEND = 1800
+
+# Reads that carry message bodies (an inbox, outbox or topic with bodies, a
+# thread, a summary's examples, the web view's thread page): how many bytes of
+# messages one page holds. The default fits a message of the largest size
+# (1 MiB of body) with room for its escaping.
+READ_BUDGET_DEFAULT = 2 * 1024 * 1024
+READ_BUDGET_MIN = 1024
+READ_BUDGET_MAX = 8 * 1024 * 1024

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
+
 ProjectKey = Annotated[str, Field(
     description="The project: the absolute path of your working directory (e.g. '/data/projects/backend'), "
                 "as passed to ensure_project, or the project's slug.")]
@@ -42,9 +44,10 @@ TaskDescription = Annotated[str, Field(description="What the agent is working on
 TaskUpdate = Annotated[str | None, Field(description=(
     "What the agent is working on (shown in directory listings). Left out: an existing agent keeps its task."))]
 AttachmentPaths = Annotated[list[str] | None, Field(description=(
-    "Files to attach: paths inside the project archive (relative) or absolute paths inside the server's allowed "
-    "attachment roots. Images become WebP; every file is stored by its SHA-256 and listed in the message's "
-    "attachments with media type, size and hash."))]
+    "Files to attach: absolute paths inside the server's allowed attachment roots (GITMAIL_ATTACHMENT_ROOTS), or "
+    "an attachment already stored in the archive by its path (attachments/<xx>/<sha256>.<ext>, as a message's "
+    "attachments list it); no other file of the archive. Images become WebP; every file is stored by its "
+    "SHA-256 and listed in the message's attachments with media type, size and hash."))]
 ConvertImages = Annotated[bool | None, Field(description=(
     "false: store images as they are and inline nothing (default: convert to WebP). Ignored when your "
     "attachments policy is inline or file."))]
@@ -63,3 +66,9 @@ ActingAs = Annotated[str | None, Field(description=(
     "An agent below you (one you or an agent below you spawned) to make this one call as, with its narrower "
     "scopes: the call proves you (the agent named by the usual argument, with your token or session) and then "
     "acts as this agent. Its seat token is still needed while a session holds its seat."))]
+MaxBytes = Annotated[int, Field(ge=READ_BUDGET_MIN, le=READ_BUDGET_MAX, description=(
+    f"With bodies: at most this many bytes of messages (each as its JSON text) on the page (default "
+    f"{READ_BUDGET_DEFAULT}, {READ_BUDGET_MIN}-{READ_BUDGET_MAX}). The page is filled from the oldest of the "
+    "messages asked for; when newer ones do not fit, the first (newest) item carries more: {left_out, since_ts, "
+    "hint}, and calling again with that since_ts reads them. A message too large for the page on its own is "
+    "listed with body_omitted: true and body_bytes (read it with resource://message/{id}))."))]

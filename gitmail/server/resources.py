@@ -26,6 +26,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
+from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
 from gitmail.sync.status import remote_states
 
 from .access import OPEN, Rule
@@ -123,6 +124,11 @@ def number(value: str | int | None, default: int, name: str, low: int = 1, high:
     return parsed
 
 
+def budget(value: str | None) -> int:
+    """The ``max_bytes`` query parameter (see :mod:`gitmail.mail.budget`)."""
+    return number(value, READ_BUDGET_DEFAULT, "max_bytes", READ_BUDGET_MIN, READ_BUDGET_MAX)
+
+
 def since(value: str | None) -> str | float | None:
     """An ISO-8601 time, or epoch seconds as the query string may carry them."""
     if not value:
@@ -175,21 +181,26 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """One message of the project with its body, never its bcc list (the sender's own view aside)."""
         return mail.get_message(project, message_id, agent_name=agent_name)
 
-    @resource(mcp, "resource://thread/{thread_id}{?project,include_bodies,agent_name,agent_token}", access=member)
-    def thread(thread_id: str, project: str = "", include_bodies: str | None = None, agent_name: str | None = None,
+    @resource(mcp, "resource://thread/{thread_id}{?project,include_bodies,after,max_bytes,agent_name,agent_token}",
+              access=member)
+    def thread(thread_id: str, project: str = "", include_bodies: str | None = None, after: str | None = None,
+               max_bytes: str | None = None, agent_name: str | None = None,
                agent_token: str | None = None) -> dict[str, Any]:
-        """A thread's messages, oldest first."""
+        """A thread's messages, oldest first, at most max_bytes of them (default 2 MiB) per page: while has_more
+        is true, read on with after=next_after."""
         bodies = True if include_bodies is None else flag(include_bodies)
-        return mail.get_thread(project, thread_id, include_bodies=bodies)
+        return mail.get_thread(project, thread_id, include_bodies=bodies, after=after or None,
+                               max_bytes=budget(max_bytes))
 
-    @resource(mcp, "resource://inbox/{agent}{?project,since_ts,urgent_only,include_bodies,limit,agent_token}",
-              access=own)
+    @resource(mcp, "resource://inbox/{agent}{?project,since_ts,urgent_only,include_bodies,limit,max_bytes,"
+                   "agent_token}", access=own)
     def inbox(agent: str, project: str = "", since_ts: str | None = None, urgent_only: str | None = None,
-              include_bodies: str | None = None, limit: str | None = None,
+              include_bodies: str | None = None, limit: str | None = None, max_bytes: str | None = None,
               agent_token: str | None = None) -> dict[str, Any]:
-        """An agent's newest inbox messages (read state unchanged)."""
+        """An agent's newest inbox messages (read state unchanged); bodies fit in max_bytes as for fetch_inbox."""
         listed = mail.fetch_inbox(project, agent, limit=number(limit, 20, "limit"), urgent_only=flag(urgent_only),
-                                  include_bodies=flag(include_bodies), since_ts=since(since_ts))
+                                  include_bodies=flag(include_bodies), since_ts=since(since_ts),
+                                  max_bytes=budget(max_bytes))
         return {"project": mail.human_key(project), "agent": agent, "count": len(listed), "messages": listed}
 
     @resource(mcp, "resource://mailbox/{agent}{?project,limit,agent_token}", access=own)
@@ -198,12 +209,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         """An agent's inbox and outbox together, newest first, with the commit of each message."""
         return mail.fetch_mailbox(project, agent, limit=number(limit, 20, "limit"))
 
-    @resource(mcp, "resource://outbox/{agent}{?project,limit,include_bodies,since_ts,agent_token}", access=own)
+    @resource(mcp, "resource://outbox/{agent}{?project,limit,include_bodies,since_ts,max_bytes,agent_token}",
+              access=own)
     def outbox(agent: str, project: str = "", limit: str | None = None, include_bodies: str | None = None,
-               since_ts: str | None = None, agent_token: str | None = None) -> dict[str, Any]:
-        """Messages an agent sent, newest first, with their bcc lists."""
+               since_ts: str | None = None, max_bytes: str | None = None,
+               agent_token: str | None = None) -> dict[str, Any]:
+        """Messages an agent sent, newest first, with their bcc lists; bodies fit in max_bytes as for fetch_inbox."""
         return mail.fetch_outbox(project, agent, limit=number(limit, 20, "limit"), include_bodies=flag(include_bodies),
-                                 since_ts=since(since_ts))
+                                 since_ts=since(since_ts), max_bytes=budget(max_bytes))
 
     @resource(mcp, "resource://views/urgent-unread/{agent}{?project,limit,agent_token}", access=own)
     def urgent_unread(agent: str, project: str = "", limit: str | None = None,

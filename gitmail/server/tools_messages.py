@@ -7,6 +7,8 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.model.limits import READ_BUDGET_DEFAULT
+
 from .params import (
     AgentName,
     AgentToken,
@@ -14,6 +16,7 @@ from .params import (
     AttachmentsPolicy,
     ConvertImages,
     Importance,
+    MaxBytes,
     MessageId,
     ProjectKey,
     ProverName,
@@ -151,16 +154,22 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         since_ts: SinceTs = None,
         topic: Topic = None,
         unread_only: UnreadOnly = False,
+        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """List the newest messages in your inbox without changing read state.
 
         Each item: {id, subject, from, created_ts, importance, ack_required, kind,
         thread_id, topic, read_at, acked_at[, body_md]}; kind says whether you were
-        to, cc or bcc. For incremental reading prefer catch_up and read_messages.
+        to, cc or bcc. With include_bodies the list holds at most max_bytes of
+        messages: when the newest do not fit, the first item carries
+        more {left_out, since_ts, hint}: call again with that since_ts to read
+        them (nothing is skipped). For incremental reading prefer catch_up and
+        read_messages.
         """
         return mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
-                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only)
+                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only,
+                                max_bytes=max_bytes)
 
     @tool(mcp, READ, access=member)
     def fetch_topic(
@@ -175,17 +184,20 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
             "registered or proved in the project, when there is exactly one."))] = None,
         unread_only: Annotated[bool, Field(description=(
             "Only messages addressed to you that you have not marked read."))] = False,
+        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
         agent_token: AgentToken = None,
     ) -> list[dict[str, Any]]:
         """List the project's messages tagged with a topic, newest first, whoever they were sent to.
 
         Needs proof of an agent of the project (you see every message of the
-        project, as in search and threads); bcc lists are never shown.
+        project, as in search and threads); bcc lists are never shown. Bodies
+        fit in max_bytes as for fetch_inbox (the first item's more says what
+        did not fit and the since_ts that reads it).
         """
         viewer = rt.access.viewer(ctx, project_key, agent_name)
         return mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
                                 include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
-                                unread_only=unread_only)
+                                unread_only=unread_only, max_bytes=max_bytes)
 
     @tool(mcp, IDEMPOTENT, access=itself)
     def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,

@@ -7,7 +7,9 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from .params import AgentName, AgentToken, ProjectKey, ProverName, SinceTs
+from gitmail.model.limits import READ_BUDGET_DEFAULT
+
+from .params import AgentName, AgentToken, MaxBytes, ProjectKey, ProverName, SinceTs
 from .results import IDEMPOTENT, READ, tool
 from .runtime import Runtime
 from .tools_messages import IncludeBodies, Limit, Topic, UnreadOnly, UrgentOnly
@@ -106,6 +108,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         since_ts: SinceTs = None,
         topic: Topic = None,
         unread_only: UnreadOnly = False,
+        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
         agent_token: AgentToken = None,
     ) -> dict[str, Any]:
         """Your inbox across the projects of a product, newest first, without changing read state.
@@ -113,12 +116,14 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         Covers each linked project in which you proved agent_name (a registration
         there and its token, or this MCP session); the others are listed in
         not_read. Returns {product_key, projects_read, not_read, messages}; each
-        message is a fetch_inbox item plus project and project_slug.
+        message is a fetch_inbox item plus project and project_slug. Bodies fit
+        in max_bytes across the projects, as for fetch_inbox.
         """
         return with_left_out(ctx, product_key, agent_name, agent_token, lambda projects: {
             "messages": mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
                                                  urgent_only=urgent_only, include_bodies=include_bodies,
-                                                 since_ts=since_ts, topic=topic, unread_only=unread_only)})
+                                                 since_ts=since_ts, topic=topic, unread_only=unread_only,
+                                                 max_bytes=max_bytes)})
 
     @tool(mcp, READ, access=product)
     def summarize_thread_product(

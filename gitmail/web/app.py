@@ -218,7 +218,8 @@ class WebView:
     def thread(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
-        found = self.mail.get_thread(slug, request.path_params["thread_id"])
+        after = request.query_params.get("after") or None
+        found = self.mail.get_thread(slug, request.path_params["thread_id"], after=after)
         if not found["messages"]:
             raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
         base = f"/ui/p/{slug}/file"
@@ -226,7 +227,8 @@ class WebView:
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
                      "human": m["from"] in humans} for m in found["messages"]]
         return {"project": project, "thread_id": found["thread_id"], "messages": messages,
-                "subject": messages[0]["subject"], "overseer": OVERSEER}
+                "subject": messages[0]["subject"], "overseer": OVERSEER, "after": after,
+                "next_after": found["next_after"]}
 
     def message(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
