@@ -167,6 +167,22 @@ def test_overlapping_reservations_count_as_shared_context(store):
     assert send(mail, "Ann", ["Bob"])["to"] == ["Bob"]
 
 
+def test_lists_beyond_their_caps_are_refused_at_the_librarys_door_too(mail, store):
+    from gitmail.coord.reservations import MAX_PATHS
+    from gitmail.mail.attachments import MAX_ATTACHMENTS
+    from gitmail.mail.sending import MAX_RECIPIENTS
+
+    for field in ("to", "cc", "bcc"):
+        with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+            mail.send_message(PROJECT, "Blue", **{"to": ["Green"], field: ["Green"] * (MAX_RECIPIENTS + 1)},
+                              subject="S", body_md="b")
+        assert f"at most {MAX_RECIPIENTS}" in info.value.message
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", attachment_paths=["x"] * (MAX_ATTACHMENTS + 1))
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
+        mail.release_file_reservations(PROJECT, "Blue", file_reservation_ids=["0" * 23] * (MAX_PATHS + 1))
+
+
 def spellings(path: str) -> list[str]:
     """Ways to name ``path`` of the archive as a relative attachment path."""
     return [path, f"./{path}", f"attachments/../{path}", f"attachments/ab/../../{path}", path.replace("/", "\\"),

@@ -18,7 +18,7 @@ import pytest
 
 from gitmail import Mail, Store
 
-from .mcp_harness import ServerProcess
+from .mcp_harness import ServerProcess, run
 
 pytestmark = pytest.mark.slow  # each module-scoped server is a `gitmail serve` process
 
@@ -247,3 +247,40 @@ def test_the_bearer_guards_the_session_less_path_and_the_web_view_too(token_serv
     assert send("POST", url, {"cookie": cookie}, json=write).status_code == 401
     assert json.loads(send("POST", url, {"authorization": f"Bearer {TOKEN}"},
                            json=tool_call("health_check")).text)["result"]["isError"] is False
+
+
+def array_parameters(schema: dict[str, Any]) -> dict[str, int | None]:
+    """Each parameter of a tool's input schema that takes a list, and its maxItems."""
+    found = {}
+    for name, prop in schema.get("properties", {}).items():
+        for option in [prop, *prop.get("anyOf", [])]:
+            if option.get("type") == "array":
+                found[name] = option.get("maxItems")
+    return found
+
+
+def test_every_list_argument_is_capped_and_a_longer_list_is_refused_before_any_tool_runs(open_server):
+    server, slug = open_server
+    before = store_state(server.home)
+
+    async def scenario():
+        async with server.client() as client:
+            tools = await client.list_tools()
+            caps = {(tool.name, name): cap for tool in tools
+                    for name, cap in array_parameters(tool.input_schema).items()}
+            refusals = {}
+            for (tool, name), cap in caps.items():
+                if cap is None:
+                    continue
+                result = await client.call_tool(tool, {"project_key": PROJECT, name: ["x"] * (cap + 1)},
+                                                raise_on_error=False)
+                refusals[(tool, name)] = json.loads(result.content[0].text) if result.is_error else None
+            return caps, refusals
+
+    caps, refusals = run(scenario())
+    assert {"to", "cc", "bcc", "attachment_paths", "paths", "file_reservation_ids"} <= {name for _, name in caps}
+    assert {key: cap for key, cap in caps.items() if cap is None} == {}
+    for (tool, name), refused in refusals.items():
+        assert refused is not None and refused["code"] == "INVALID_ARGUMENT", (tool, name, refused)
+        assert any(p["argument"] == name and "at most" in p["problem"] for p in refused["data"]["problems"]), refused
+    assert store_state(server.home) == before

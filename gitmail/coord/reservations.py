@@ -90,6 +90,8 @@ def _ids(ids: object) -> list[str]:
         return []
     if isinstance(ids, str) or not isinstance(ids, list):
         raise invalid("file_reservation_ids must be a list of reservation IDs", field="file_reservation_ids")
+    if len(ids) > MAX_PATHS:
+        raise invalid(f"file_reservation_ids: at most {MAX_PATHS} IDs per call", field="file_reservation_ids")
     for item in ids:
         if not is_id(item):
             raise invalid(f"file_reservation_ids: {item!r} is not a reservation ID (23 characters, as returned "

@@ -57,6 +57,7 @@ from .delivery import commit_line, compose, message_view, put_message
 from .mailbox import load_message, resolve_message_id
 
 MAX_THREAD_ID = 128
+MAX_RECIPIENTS = 1000  # names in one of to, cc, bcc (broadcast and roles reach more)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +150,9 @@ def _names(value: object, field_name: str) -> list[str]:
         value = [value]
     if not isinstance(value, list):
         raise invalid(f"{field_name} must be a list of agent names", field=field_name)
+    if len(value) > MAX_RECIPIENTS:
+        raise invalid(f"{field_name}: at most {MAX_RECIPIENTS} recipients per field; use broadcast or a role "
+                      "(role:<capability>) to reach more", field=field_name)
     return [_recipient(name, field_name) for name in value]
 
 

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from gitmail.mail.attachments import MAX_ATTACHMENTS
+from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
 
 ProjectKey = Annotated[str, Field(
@@ -29,7 +31,7 @@ SenderToken = Annotated[str | None, Field(
 MessageId = Annotated[str | int, Field(
     description="A message ID (23 characters, as returned by send_message or fetch_inbox), or the number a message "
                 "imported from mcp_agent_mail had there.")]
-Recipients = Annotated[list[str] | None, Field(description=(
+Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
     "Agent names in the project (name@project for an agent of another project of this server)."))]
 Importance = Annotated[str, Field(max_length=32, description=(
     "How urgent: low, normal, high or urgent (high and urgent show in urgent-only views); any other short "
@@ -43,7 +45,7 @@ Model = Annotated[str, Field(description="The model behind the agent, e.g. 'opus
 TaskDescription = Annotated[str, Field(description="What the agent is working on (shown in directory listings).")]
 TaskUpdate = Annotated[str | None, Field(description=(
     "What the agent is working on (shown in directory listings). Left out: an existing agent keeps its task."))]
-AttachmentPaths = Annotated[list[str] | None, Field(description=(
+AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description=(
     "Files to attach: absolute paths inside the server's allowed attachment roots (GITMAIL_ATTACHMENT_ROOTS), or "
     "an attachment already stored in the archive by its path (attachments/<xx>/<sha256>.<ext>, as a message's "
     "attachments list it); no other file of the archive. Images become WebP; every file is stored by its "

@@ -39,8 +39,10 @@ Seat = Annotated[str | None, Field(max_length=128, description=(
 Paths = Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
     "Paths or globs relative to the repository root: 'src/api/' (a folder and everything below it), "
     "'src/*.py' (names directly in src), 'src/**/*.py' (at any depth), '?' and '[a-z]' also work."))]
-OptionalPaths = Annotated[list[str] | None, Field(description="Only reservations with exactly these patterns.")]
-ReservationIds = Annotated[list[str] | None, Field(description="Only reservations with these IDs.")]
+OptionalPaths = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
+    "Only reservations with exactly these patterns."))]
+ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
+    "Only reservations with these IDs."))]
 Lease = Annotated[int, Field(ge=MIN_LEASE_S, le=MAX_LEASE_S, description=(
     "How long the seat is yours before you must renew it, in seconds."))]
 

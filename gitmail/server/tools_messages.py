@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
 from .params import (
@@ -65,12 +66,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
         subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
         body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
-        to: Annotated[list[str] | None, Field(
-            description="Primary recipients (agent names; name@project for an agent of another project of this "
-                        "server, e.g. 'Bob@/data/projects/backend'). May be left out when cc, bcc or broadcast "
-                        "names the recipients.")] = None,
+        to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
+            "Primary recipients (agent names; name@project for an agent of another project of this server, e.g. "
+            "'Bob@/data/projects/backend'). May be left out when cc, bcc or broadcast names the recipients."))] = None,
         cc: Recipients = None,
-        bcc: Annotated[list[str] | None, Field(description=(
+        bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
             "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
         importance: Importance = "normal",
         ack_required: Annotated[bool, Field(description="Ask recipients to call acknowledge_message.")] = False,
@@ -113,7 +113,8 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         message_id: MessageId,
         sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
         body_md: Annotated[str, Field(description="The reply, GitHub-flavoured Markdown.")],
-        to: Annotated[list[str] | None, Field(description="Recipients; default: the original sender.")] = None,
+        to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
+            "Recipients; default: the original sender."))] = None,
         cc: Recipients = None,
         bcc: Recipients = None,
         subject_prefix: Annotated[str, Field(max_length=32, description=(
