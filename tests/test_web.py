@@ -8,6 +8,7 @@ real path: ref change, watcher, server-sent event, page refresh.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import urllib.error
@@ -198,3 +199,114 @@ def test_with_a_token_the_view_asks_for_it_once(tmp_path, browser):
         context.close()
     finally:
         server.stop()
+
+
+HOSTILE = "<img src=x onerror=window.__owned=1>"
+SHORT = "<svg onload=window.__owned=1>"  # within the 32 characters an importance may have
+BODY = "\n\n".join([
+    "<script>window.__owned = 1</script>", HOSTILE, "<svg><script>window.__owned=1</script></svg>",
+    "[link](javascript:window.__owned=1)", "[entity](&#106;avascript:window.__owned=1)",
+    "<a href=\"javascript:window.__owned=1\">raw</a>",
+    "[page](data:text/html,<script>window.__owned=1</script>)", "<javascript:window.__owned=1>",
+    "<iframe srcdoc=\"<script>parent.__owned=1</script>\"></iframe>", "<details open ontoggle=window.__owned=1>x",
+    "<form action=\"javascript:window.__owned=1\"><button>go</button></form>", "<style>body{display:none}</style>",
+    "<meta http-equiv=\"refresh\" content=\"0;url=javascript:window.__owned=1\">", "<base href=\"javascript:/\">",
+    "`<script>window.__owned=1</script>`", "<object data=\"javascript:window.__owned=1\"></object>",
+])
+DOM_PROBLEMS = """() => {
+  const found = [];
+  if (window.__owned) { found.push('a payload ran'); }
+  for (const el of document.querySelectorAll('*')) {
+    for (const attr of el.attributes) {
+      const value = attr.value.trim().toLowerCase();
+      if (attr.name.startsWith('on')) { found.push(el.tagName + ' has ' + attr.name); }
+      if (['href', 'src', 'action', 'formaction', 'data', 'srcdoc'].includes(attr.name)
+          && (value.startsWith('javascript:') || value.startsWith('data:text') || attr.name === 'srcdoc')) {
+        found.push(el.tagName + ' ' + attr.name + '=' + value.slice(0, 40));
+      }
+    }
+  }
+  for (const el of document.querySelectorAll('script')) {
+    if (el.getAttribute('src') !== '/ui/static/app.js') { found.push('script: ' + el.outerHTML.slice(0, 60)); }
+  }
+  for (const tag of ['iframe', 'object', 'embed', 'base', 'meta[http-equiv]', 'main style', 'main form[action^=j]']) {
+    if (document.querySelector(tag)) { found.push('a ' + tag + ' element'); }
+  }
+  return found;
+}"""
+
+
+def hostile_seed(home: str, files: str) -> dict[str, str]:
+    """A project whose every field a page shows holds markup or script, as agents could write it."""
+    key = f"/work/{HOSTILE}"
+    mail = Mail(Store(home, background=False))
+    mail.ensure_project(key)
+    mail.register_agent(key, HOSTILE, HOSTILE, name="BlueLake", task_description=HOSTILE)
+    mail.register_agent(key, "p", "m", name="GreenHill", task_description=BODY)
+    for name in ("BlueLake", "GreenHill"):
+        mail.set_contact_policy(key, name, "open")
+    with open(os.path.join(files, f"{HOSTILE}.txt"), "w") as handle:
+        handle.write(BODY)
+    sent = mail.send_message(key, "BlueLake", ["GreenHill"], HOSTILE, BODY, importance=SHORT, ack_required=True,
+                             topic="x", attachment_paths=[os.path.join(files, f"{HOSTILE}.txt")])
+    first = sent["deliveries"][0]["payload"]
+    mail.reply_message(key, first["id"], "GreenHill", BODY)
+    reservation = mail.file_reservation_paths(key, "BlueLake", [f"src/{HOSTILE}"], reason=BODY)["granted"][0]
+    mail.acquire_build_slot(key, "GreenHill", "test-db", reason=HOSTILE)
+    mail.journal(key, "BlueLake", BODY)
+    mail.request_contact(key, "GreenHill", "BlueLake", reason=HOSTILE)
+    return {"slug": Store(home, background=False).resolve(key), "thread": first["thread_id"], "message": first["id"],
+            "reservation": reservation["id"]}
+
+
+def test_no_script_runs_on_any_page_whatever_the_agents_wrote(tmp_path, browser, monkeypatch):
+    home, files = str(tmp_path / "home"), tmp_path / "files"
+    files.mkdir()
+    monkeypatch.setenv("GITMAIL_ATTACHMENT_ROOTS", str(files))
+    seeded = hostile_seed(home, str(files))
+    server = ServerProcess(home, env={"GITMAIL_ATTACHMENT_ROOTS": str(files)})
+    context = browser.new_context()
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
+    tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    tab.on("dialog", lambda dialog: (problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    root, slug = base(server), seeded["slug"]
+    quoted = urllib.parse.quote(HOSTILE)
+    pages = [
+        "/", f"/p/{slug}", f"/p/{slug}/thread/{seeded['thread']}", f"/p/{slug}/search?q={quoted}",
+        f"/p/{slug}/search?q=owned", f"/p/{slug}/board?all=1", f"/p/{slug}/journals?agent=BlueLake",
+        f"/p/{slug}/journals?agent={quoted}", f"/p/{slug}/compose", f"/p/{slug}/history?kind={quoted}&key={quoted}",
+        f"/p/{slug}/history?kind=agent&key={quoted}", f"/p/{slug}/history?kind=thread&key={seeded['thread']}",
+        f"/p/{slug}/history?kind=reservation&key={seeded['reservation']}", f"/p/{quoted}",
+        f"/p/{slug}/agents/{quoted}", f"/p/{slug}/thread/{quoted}", f"/login?next={quoted}",
+        f"/p/{slug}/m/{seeded['message']}", "/static/../" + quoted,
+        *[f"/p/{slug}/agents/{name}?view={view}" for name in ("BlueLake", "GreenHill")
+          for view in ("inbox", "outbox", "unread", "urgent", "ack", "overdue", quoted)],
+    ]
+    visited = {}
+    try:
+        for path in pages:
+            tab.goto(root + path)
+            visited[path] = tab.evaluate(DOM_PROBLEMS)
+        # What a person types comes back in the form after a refused send.
+        tab.goto(f"{root}/p/{slug}/compose")
+        tab.fill("input[name=to]", HOSTILE)
+        tab.fill("input[name=subject]", HOSTILE)
+        tab.fill("textarea[name=body]", BODY)
+        tab.get_by_role("button", name="Send").click()
+        tab.locator("p.error").wait_for()
+        visited["compose, refused"] = tab.evaluate(DOM_PROBLEMS)
+        assert HOSTILE in tab.locator("input[name=subject]").input_value()
+        # The thread shows the body's text, escaped, with the harmless Markdown still rendered.
+        tab.goto(f"{root}/p/{slug}/thread/{seeded['thread']}")
+        body = tab.locator("article.message .body").first.inner_text()
+        assert "<script>window.__owned = 1</script>" in body and tab.locator("article.message").count() == 2
+    finally:
+        context.close()
+        server.stop()
+    assert {path: found for path, found in visited.items() if found} == {}
+    assert len(visited) >= 19
+    # Error pages (an unknown project, agent or history kind) answer 400 or 404, which Chromium logs as such.
+    expected = re.compile(r"console error: Failed to load resource: the server responded with a status of 40[04]")
+    assert [p for p in problems if not expected.match(p)] == [], problems

@@ -170,7 +170,8 @@ class _Loader:
         if not any(os.path.commonpath([real, root]) == root for root in self.roots):
             roots = ", ".join(self.roots) or f"none configured; set {ROOTS_ENV}"
             raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {ref} is outside the folders attachments may be read "
-                               f"from ({roots}); move it into one of them or give a path inside the archive",
+                               f"from ({roots}); move it into one of them, or name an attachment already stored in the "
+                               "archive (attachments/<xx>/<sha256>.<ext>)",
                                {"field": field_name, "path": ref, "roots": self.roots})
         if not os.path.isfile(real):
             raise GitmailError(NOT_FOUND, f"{field_name}: no file at {ref}", {"field": field_name, "path": ref})
