@@ -19,14 +19,14 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench_mcp import free_port, rss_mib, wait_listening  # noqa: E402
 
 from gitmail.mail.facade import Mail  # noqa: E402
 from gitmail.storage.store import Store  # noqa: E402
@@ -50,30 +50,17 @@ def seed(home: str, count: int) -> str:
 
 
 def serve(home: str, source: str) -> tuple[subprocess.Popen[bytes], int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, GITMAIL_HOME=home, PYTHONPATH=source)
     env.pop("GITMAIL_TOKEN", None)
     proc = subprocess.Popen([sys.executable, "-m", "gitmail", "serve", "--port", str(port)], cwd=source, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the server did not start")
+    wait_listening(proc, port)
+    return proc, port
 
 
 def peak_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_mib(pid, "VmHWM")
 
 
 def big_post(port: int, megabytes: int) -> tuple[int, int]:

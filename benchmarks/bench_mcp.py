@@ -88,21 +88,28 @@ def start_server(home: str) -> tuple[subprocess.Popen, str]:
     env.pop("GITMAIL_TOKEN", None)
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "benchmarks", "serve_with_floor.py"), str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(proc, port)
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def wait_listening(proc: subprocess.Popen, port: int) -> None:
+    """Return once a server just started listens on ``port`` (ends it and the run if it never does)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"http://127.0.0.1:{port}/mcp"
+                return
         except OSError:
             time.sleep(0.05)
     proc.kill()
     raise SystemExit("the server did not start")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory now (``VmRSS``) or at its peak (``VmHWM``), in MiB."""
     with open(f"/proc/{pid}/status") as handle:
         for line in handle:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
