@@ -205,6 +205,16 @@ def test_a_session_less_body_over_the_limit_is_refused_before_it_is_read(open_se
     assert after.status_code == 200 and after.json()["result"]["isError"] is False
 
 
+def test_a_web_form_over_the_limit_is_refused_too(open_server):
+    server, slug = open_server
+    before = store_state(server.home)
+    huge = {"to": "BlueLake", "subject": "s", "body": "x" * (5 * 1024 * 1024), "csrf": "x"}
+    for path in ("/ui/login", f"/ui/p/{slug}/compose", "/ui/logout"):
+        assert send("POST", base(server) + path, {}, data=huge).status_code == 413, path
+    assert send("GET", base(server) + "/ui/", {}).status_code == 200
+    assert store_state(server.home) == before
+
+
 def test_a_deeply_nested_body_is_a_parse_error_on_both_paths(open_server):
     server, _ = open_server
     url = f"{base(server)}/mcp"

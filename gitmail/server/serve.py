@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 
 import uvicorn
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
 from starlette.applications import Starlette
 from starlette.responses import RedirectResponse
 from starlette.routing import Mount, Route
@@ -105,8 +106,10 @@ def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | Non
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
     app = mcp.http_app(path=path, json_response=True)
     serve_sessionless(app, path)
-    # The overseer's web view, beside MCP in the same process (see docs/security.md for its access rules).
-    app.router.routes.append(Mount(WEB_PATH, app=build_web(mail, token=token, events=events)))
+    # The overseer's web view, beside MCP in the same process (see docs/security.md for its access rules);
+    # its forms get the body limit MCP requests have.
+    web = RequestBodyLimitMiddleware(build_web(mail, token=token, events=events), DEFAULT_MAX_REQUEST_BODY_SIZE)
+    app.router.routes.append(Mount(WEB_PATH, app=web))
     app.router.routes.append(Route("/", lambda request: RedirectResponse(WEB_PATH + "/")))
     app.add_middleware(OriginCheck, allowed=allowed or AllowedOrigins.from_env(host, port), mcp_path=path)
     return app
