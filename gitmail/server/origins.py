@@ -35,7 +35,7 @@ ORIGINS_ENV = "GITMAIL_ALLOWED_ORIGINS"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARDS = ("", "0.0.0.0", "::", "[::]", "*")
 _HOST = r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?"
-_ENTRY_RE = re.compile(rf"^(?P<scheme>https?://)?(?P<host>{_HOST})/?$")
+_ENTRY_RE = re.compile(rf"^(?P<scheme>https?://)?(?P<host>{_HOST})/?$", re.IGNORECASE)
 
 
 def _bracketed(host: str) -> str:

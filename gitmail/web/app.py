@@ -75,6 +75,12 @@ def whole_number(request: Request, name: str, default: int, *, high: int = 10_00
     return int(raw)
 
 
+def _stale_form() -> Response:
+    """The answer to a form without its session's CSRF token."""
+    return HTMLResponse("This form is stale or did not come from this page: reload the page and send it again.",
+                        status_code=403)
+
+
 def _within_view(target: str) -> str:
     """Where to go after signing in: a path of the view itself, never another site (``/ui/`` otherwise)."""
     if (target == "/ui" or target.startswith("/ui/")) and "//" not in target and "\\" not in target \
@@ -145,8 +151,7 @@ class WebView:
             session = self.sessions.get(request.cookies.get(COOKIE))
             form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
             if session is None or not csrf_ok(session, form.get("csrf")):
-                return HTMLResponse("This form is stale or did not come from this page: reload the page and send "
-                                    "it again.", status_code=403)
+                return _stale_form()
             try:
                 target = await run_in_threadpool(run, request, form)
             except GitmailError as exc:
@@ -317,7 +322,7 @@ class WebView:
         return self.thread(request)
 
     # -- the rest -------------------------------------------------------------
-    def _login_page(self, request: Request, target: str, error: str | None = None, status: int = 200,
+    def _login_page(self, request: Request, target: str, error: str | None = None, *, status: int = 200,
                     headers: dict[str, str] | None = None) -> Response:
         page = self.templates.get_template("login.html").render(error=error, next=target, login=True, csrf="",
                                                                request_path=request.url.path)
@@ -334,12 +339,12 @@ class WebView:
             return self._login_page(
                 request, target, f"Too many wrong tokens from your address ({address}): sign-in from it is closed "
                 f"until {_epoch(int(retry) + 1)}. Try again then, with the server's token (GITMAIL_TOKEN).",
-                429, {"Retry-After": str(wait)})
+                status=429, headers={"Retry-After": str(wait)})
         form = await request.form()
         offered = form.get("token")
         if not isinstance(offered, str) or not self.sessions.check_token(offered):
             self.logins.failed(address)
-            return self._login_page(request, target, "That is not the server's token (GITMAIL_TOKEN).", 401)
+            return self._login_page(request, target, "That is not the server's token (GITMAIL_TOKEN).", status=401)
         response = RedirectResponse(target, status_code=303)
         self._cookie(response, self.sessions.open(signed_in=True))
         return response
@@ -349,8 +354,7 @@ class WebView:
         session = self.sessions.get(request.cookies.get(COOKIE))
         form = await request.form()
         if session is not None and not csrf_ok(session, form.get("csrf")):
-            return HTMLResponse("This form is stale or did not come from this page: reload the page and send "
-                                "it again.", status_code=403)
+            return _stale_form()
         if session is not None:
             self.sessions.close(session)
         response = RedirectResponse("/ui/login" if self.sessions.needs_login else "/ui/", status_code=303)
