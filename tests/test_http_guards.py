@@ -18,7 +18,7 @@ import pytest
 
 from gitmail import Mail, Store
 
-from .mcp_harness import ServerProcess, run
+from .mcp_harness import ServerProcess, call, run
 
 pytestmark = pytest.mark.slow  # each module-scoped server is a `gitmail serve` process
 
@@ -294,3 +294,35 @@ def test_every_list_argument_is_capped_and_a_longer_list_is_refused_before_any_t
         assert refused is not None and refused["code"] == "INVALID_ARGUMENT", (tool, name, refused)
         assert any(p["argument"] == name and "at most" in p["problem"] for p in refused["data"]["problems"]), refused
     assert store_state(server.home) == before
+
+
+def test_no_resource_or_tool_reads_a_file_by_a_path_that_climbs(open_server):
+    server, slug = open_server
+    climbs = ["../../../../etc/passwd", "..%2F..%2F..%2Fetc%2Fpasswd", "%2e%2e/%2e%2e/etc/passwd",
+              "..\\..\\etc\\passwd", "/etc/passwd"]
+
+    async def scenario():
+        seen = []
+        async with server.client() as client:
+            await call(client, "register_agent", project_key=PROJECT, program="p", model="m", name="Reader")
+            for path in climbs:
+                for uri in (f"resource://message/{path}?project={PROJECT}", f"resource://thread/{path}?project={PROJECT}",
+                            f"resource://project/{path}", f"resource://agents/{path}",
+                            f"resource://inbox/{path}?project={PROJECT}", f"resource://file_reservations/{path}",
+                            f"resource://thread/x?project={PROJECT}&after={path}"):
+                    try:
+                        seen.append((uri, json.dumps([c.text for c in await client.read_resource(uri)])))
+                    except Exception as exc:  # noqa: BLE001 - a refused read is what most of these must be
+                        seen.append((uri, str(exc)))
+                for name, arguments in (("get_attachment", {"project_key": PROJECT, "path": path}),
+                                        ("get_attachment", {"project_key": PROJECT, "path": f"attachments/{path}"}),
+                                        ("ensure_project", {"human_key": path}),
+                                        ("whois", {"project_key": path, "agent_name": "Reader"})):
+                    result = await client.call_tool(name, arguments, raise_on_error=False)
+                    seen.append((name, result.content[0].text))
+        return seen
+
+    seen = run(scenario())
+    assert len(seen) == len(climbs) * 11
+    for where, text in seen:
+        assert "root:x:" not in text and "human_key:" not in text, (where, text[:200])
