@@ -12,6 +12,7 @@ from collections import Counter
 
 from gitmail import Store
 from gitmail.model.records import (
+    LAYOUT,
     Agent,
     Message,
     Project,
@@ -56,11 +57,12 @@ class Machine:
 
         return self.archive.transact(fn).commit
 
-    def create_project(self) -> None:
+    def create_project(self, layout: int = LAYOUT) -> None:
         stamp = self.store.clock.now_ts()
         hlc = self.store.clock.tick()
         self.write("project created", None, lambda snap: [
-            Project(id=self.store.clock.new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc),
+            Project(id=self.store.clock.new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc,
+                    layout=layout),
             *[Agent(id=self.store.clock.new_id(), name=name, program="test", model="m", inception_ts=stamp, hlc=hlc)
               for name in AGENTS],
         ])

@@ -67,7 +67,7 @@ def test_attachment_paths_are_converted_to_webp_and_content_addressed(snap, sett
     assert data[:4] == b"RIFF" and data[8:12] == b"WEBP"
     digest = hashlib.sha256(data).hexdigest()
     assert image["sha256"] == digest and image["size"] == len(data)
-    assert image["path"] == f"attachments/{digest[:2]}/{digest}.webp"
+    assert image["path"] == f"attachments/{digest[:2]}/{digest[2:4]}/{digest}.webp"
     assert (image["width"], image["height"]) == (32, 32)
     # Other files are stored as they are.
     assert text["media_type"] == "text/plain" and out.files[text["path"]] == b"hello\n"

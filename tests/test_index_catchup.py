@@ -14,7 +14,7 @@ from whoosh import index as windex
 
 from gitmail import Store
 from gitmail.index import indexer_for, parse_query
-from gitmail.model.records import day_shard
+from gitmail.model.records import message_path
 from gitmail.storage.background import Debounced
 
 from .conftest import SteppedTime, git, wait_until
@@ -84,7 +84,7 @@ def test_outside_change_and_delete_are_applied(store, project, tmp_path):
     archive, index = project
     target = index.search("outage")[0]["id"]
     work = clone(store, tmp_path)
-    path = os.path.join(work, "messages", *message_day(target), f"{target}.md")
+    path = os.path.join(work, message_path(target))
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
     with open(path, "w", encoding="utf-8") as handle:
@@ -100,10 +100,6 @@ def test_outside_change_and_delete_are_applied(store, project, tmp_path):
     assert index.search("platypus") == []
     assert target not in ids(index.inbox("Blue"))
     assert target not in ids(index.search("NOT nothinglikethis"))
-
-
-def message_day(message_id: str) -> list[str]:
-    return day_shard(message_id).split("/")
 
 
 def tracked(work: str) -> list[str]:

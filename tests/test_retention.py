@@ -50,7 +50,7 @@ def test_purge_drops_expired_idempotency_keys(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="fresh")
-    stale = "agents/GreenCastle/idempotency/2001/01/01/" + "a" * 64 + ".yaml"
+    stale = "agents/GreenCastle/idempotency/2001/01/01/aa/aa/" + "a" * 64 + ".yaml"
     record = IdempotencyKey(key_hash="a" * 64, agent="GreenCastle", operation="send_message",
                             request_hash="b" * 64, created_at="2001-01-01T00:00:00.000Z", message_id=new_id())
     assert record.path() == stale

@@ -49,7 +49,8 @@ def test_three_agent_workflow_is_plain_git(store):
 
     # -- what a human sees with git alone -----------------------------------
     repo = store.paths(slug_for(PROJECT)).archive
-    shard = day_shard(plan["id"])
+    # The day, then two folders named by the ID's last two characters, then the file.
+    shard = f"{day_shard(plan['id'])}/{plan['id'][-2]}/{plan['id'][-1]}"
     canonical = f"messages/{shard}/{plan['id']}.md"
     tree = git("--git-dir", repo, "ls-tree", "-r", "main", canonical,
                f"agents/BlueLake/inbox/{shard}/{plan['id']}.md", f"agents/RedStone/inbox/{shard}/{plan['id']}.md",

@@ -1,4 +1,4 @@
-"""Commands about the store itself: checking archives."""
+"""Commands about the store itself: checking archives, moving them to the newest layout."""
 
 from __future__ import annotations
 
@@ -28,6 +28,23 @@ def fsck(ctx: Context, project: str | None) -> tuple[object, str, int]:
     total = sum(len(v) for v in report.values())
     summary = f"{len(slugs)} project(s) checked, {total} problem(s)"
     return {"projects": report, "problems": total}, "\n".join(lines + [summary]), 1 if total else 0
+
+
+@command(name="migrate")
+@click.argument("project")
+def migrate(ctx: Context, project: str) -> tuple[object, str]:
+    """Move PROJECT's archive to the newest layout, in one commit.
+
+    Each day's records move under two folders named by the last characters
+    of their IDs (their contents unchanged, so a sync carries only trees).
+    Running it again says there is nothing to do. A sync with a machine
+    already moved does the same by itself.
+    """
+    out = ctx.mail.migrate_project(project)
+    if out["commit"] is None:
+        return out, f"{out['project']}: at layout {out['layout']} already; nothing to do"
+    return out, (f"{out['project']}: moved from layout {out['layout_before']} to {out['layout']} in "
+                 f"{out['commit'][:12]}: {out['moved']} files moved, none changed")
 
 
 @command(name="checkout")

@@ -4,10 +4,11 @@ A message can carry files in two ways: ``attachment_paths`` (files listed
 beside the message) and image references in the Markdown body
 (``![alt](shots/a.png)`` or ``![alt](data:image/png;base64,...)``). Images are
 converted to WebP with Pillow; other files are stored as they are. Every
-stored file lives at ``attachments/<xx>/<sha256>.<ext>``, named by the SHA-256
-of the stored bytes, so the same content is stored once and any change to it
-is detectable. Each attachment's type, size, hash and stored path go into the
-message's front matter.
+stored file lives at ``attachments/<xx>/<yy>/<sha256>.<ext>`` (``<xx>/`` alone
+in an archive still at layout 1), named by the SHA-256 of the stored bytes, so
+the same content is stored once and any change to it is detectable. Each
+attachment's type, size, hash and stored path go into the message's front
+matter.
 
 An image referenced in the body is either inlined (the reference becomes a
 ``data:image/webp;base64,...`` URI) or replaced by its stored path, following
@@ -17,7 +18,7 @@ the sender's profile. Files listed in ``attachment_paths`` are always stored
 as files.
 
 Where files may come from: a relative path names an attachment already
-stored in the archive (``attachments/<xx>/<sha256>.<ext>``, as a message's
+stored in the archive (``attachments/<xx>/<yy>/<sha256>.<ext>``, as a message's
 front matter lists it, read at the tip with its hash checked), so a message
 can carry on a file an earlier one brought; an absolute path is read only
 from inside the configured allowed roots (``GITMAIL_ATTACHMENT_ROOTS``,
@@ -171,7 +172,7 @@ class _Loader:
             roots = ", ".join(self.roots) or f"none configured; set {ROOTS_ENV}"
             raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {ref} is outside the folders attachments may be read "
                                f"from ({roots}); move it into one of them, or name an attachment already stored in the "
-                               "archive (attachments/<xx>/<sha256>.<ext>)",
+                               "archive (attachments/<xx>/<yy>/<sha256>.<ext>)",
                                {"field": field_name, "path": ref, "roots": self.roots})
         if not os.path.isfile(real):
             raise GitmailError(NOT_FOUND, f"{field_name}: no file at {ref}", {"field": field_name, "path": ref})
@@ -189,7 +190,7 @@ class _Loader:
         path = posixpath.normpath(ref.replace("\\", "/"))
         if ATTACHMENT_RE.match(path) is None:
             raise GitmailError(PATH_NOT_ALLOWED, f"{field_name}: {_short(ref)} is not a stored attachment; a relative "
-                               "path names one (attachments/<xx>/<sha256>.<ext>, as a message's attachments list "
+                               "path names one (attachments/<xx>/<yy>/<sha256>.<ext>, as a message's attachments list "
                                f"it), any other file is attached by its absolute path inside {ROOTS_ENV}",
                                {"field": field_name, "path": _short(ref)})
         try:
@@ -278,13 +279,14 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
             entry.update(width=width, height=height)
             if settings.keep_originals and data is not original:
                 digest = hashlib.sha256(original).hexdigest()
-                original_path = attachment_path(digest, _ext_for(name, _media_type(name)), original=True)
+                original_path = attachment_path(digest, _ext_for(name, _media_type(name)), original=True,
+                                                layout=snapshot.layout)
                 files[original_path] = original
                 entry.update(original_path=original_path, original_sha256=digest)
         else:
             ext = _ext_for(name, media_type)
         digest = hashlib.sha256(data).hexdigest()
-        path = attachment_path(digest, ext)
+        path = attachment_path(digest, ext, layout=snapshot.layout)
         files[path] = data
         entry.update(media_type=media_type, size=len(data), sha256=digest, path=path)
         return entry, data
@@ -345,7 +347,7 @@ def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) ->
     """The bytes of a stored attachment (a plain file at an attachment path), after checking them against their hash."""
     match = ATTACHMENT_RE.match(path) if isinstance(path, str) else None
     if match is None:
-        raise invalid(f"{path!r} is not an attachment path (attachments/<xx>/<sha256>.<ext>)", field="path")
+        raise invalid(f"{path!r} is not an attachment path (attachments/<xx>/<yy>/<sha256>.<ext>)", field="path")
     data = snapshot.read_regular(path)
     if data is None:
         raise GitmailError(NOT_FOUND, f"no attachment {path} in this project", {"path": path})

@@ -80,6 +80,9 @@ class Mail:
     def archive_project(self, project_key: str) -> dict[str, Any]:
         return projects.archive_project(self.ctx, project_key)
 
+    def migrate_project(self, project_key: str) -> dict[str, Any]:
+        return projects.migrate_project(self.ctx, project_key)
+
     def unarchive_project(self, project_key: str) -> dict[str, Any]:
         return projects.unarchive_project(self.ctx, project_key)
 

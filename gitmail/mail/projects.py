@@ -1,7 +1,8 @@
 """Projects: create on first use, archive and restore, delete for good.
 
 A project is one git repository in the store. ``project.yaml`` at its root
-holds the descriptor (id, slug, human key, creation time, archive mark).
+holds the descriptor (id, slug, human key, creation time, archive mark, and
+the layout its records are filed by: new projects get the newest).
 Archiving only hides a project from the active list; deleting removes the
 repository from this machine, which is why it needs a confirmation phrase.
 """
@@ -15,8 +16,9 @@ from gitmail.coord.context import Context
 from gitmail.coord.lookup import profiles, project_record
 from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
 from gitmail.model.names import normalize_human_key
-from gitmail.model.records import PROJECT_PATH, Project
+from gitmail.model.records import LAYOUT, PROJECT_PATH, Project
 from gitmail.storage.engine import Change
+from gitmail.storage.layout import migrate
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import is_slug, slug_for
 
@@ -53,7 +55,7 @@ def ensure_project(ctx: Context, human_key: str) -> dict[str, Any]:
         existing = snap.load(PROJECT_PATH, Project)
         if existing is not None:
             return Change("", result=existing)
-        project = Project(id=project_id, slug=slug, human_key=key, created_at=created_at, hlc=hlc)
+        project = Project(id=project_id, slug=slug, human_key=key, created_at=created_at, hlc=hlc, layout=LAYOUT)
         return Change(f"Create project {key}", result=project).put_record(project)
 
     return project_view(archive.transact(fn).result)
@@ -99,6 +101,16 @@ def hard_delete_project(ctx: Context, project_key: str, *, confirmation: str) ->
         "note": "the project's repository was removed from this machine; copies already pushed to "
                 "git remotes or cloned elsewhere are not touched",
     }
+
+
+def migrate_project(ctx: Context, project_key: str) -> dict[str, Any]:
+    """Move the project's archive to the newest layout in one commit (nothing to do when it is there already).
+
+    Derived state and the checkout follow the commit as they follow any
+    other: a record that moved with its content unchanged is the same record.
+    """
+    archive = ctx.archive(project_key)
+    return {"project": ctx.slug(project_key), **migrate(archive).to_dict()}
 
 
 def list_projects(ctx: Context, *, include_archived: bool = False) -> list[dict[str, Any]]:

@@ -47,6 +47,7 @@ TOO_MANY_WAITS = "TOO_MANY_WAITS"  # a waiting read past the agent's or the serv
 SOURCE_LOCKED = "SOURCE_LOCKED"  # another program holds a lock on a database being imported
 HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"  # an HTTP request named a host the server does not answer for
 ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"  # an HTTP request came from a web page of an origin not allowed
+LAYOUT_UNSUPPORTED = "LAYOUT_UNSUPPORTED"  # the archive is at a layout newer than this version of gitmail knows
 
 
 class GitmailError(Exception):

@@ -8,8 +8,9 @@ empty fields left out), so a file gitmail wrote parses and re-serializes to the
 same bytes.
 
 Paths are sharded by day (``YYYY/MM/DD``) using the UTC time encoded in the
-record's ID, so no directory grows without bound and a commit rewrites only a
-few small trees.
+record's ID, and under each day fanned out over two levels of folders named by
+the last characters of the file's name (its random bits), so no folder a write
+rewrites grows with the day's traffic: see *Layouts* below.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from . import codec
 from .clock import HLC, format_ts, parse_ts
 from .controls import NUL, first_nul
 from .errors import CORRUPT_RECORD, GitmailError, invalid
-from .ids import id_time, is_id
+from .ids import ID_LENGTH, id_time, is_id
 from .names import ADDRESS_RE, AGENT_NAME_RE, PRODUCT_KEY_RE, TOPIC_RE
 
 MAX_SUBJECT = 512
@@ -63,6 +64,20 @@ def _spec(kind: str, *, default: Any = dataclasses.MISSING, key: str | None = No
 def day_shard(record_id: str) -> str:
     """``YYYY/MM/DD`` of the UTC day an ID was minted."""
     return id_time(record_id).strftime("%Y/%m/%d")
+
+
+def fan_out(name: str) -> str:
+    """The two folders between a day folder and the file named ``name`` (an ID, or a key's hex hash).
+
+    They are named by the name's last characters, which are random bits (an
+    ID counts up from its random part within one millisecond, so its last
+    characters also spread a burst): for an ID its last two characters (32
+    ways each, 1,024 folders a day), for a hash its last four hex digits,
+    two per level (256 ways each).
+    """
+    if len(name) == ID_LENGTH:
+        return f"{name[-2]}/{name[-1]}"
+    return f"{name[-4:-2]}/{name[-2:]}"
 
 
 class FieldError(ValueError):
@@ -288,9 +303,10 @@ class Record:
         return None
 
     def _check_consistency(self, path: str) -> None:
-        """The file must sit where its own fields say it lives."""
-        if path != "<record>" and path != self.path():
-            raise FieldError(self.LOCATED_BY, f"does not match the file's location (expected {self.path()})")
+        """The file must sit where its own fields say it lives (in either layout: see :func:`placed`)."""
+        if path != "<record>" and path != self.path() and placed(path, LAYOUT) != self.path():
+            expected = placed(self.path(), path_layout(path) or LAYOUT)
+            raise FieldError(self.LOCATED_BY, f"does not match the file's location (expected {expected})")
 
 
 def _required(f: dataclasses.Field) -> bool:
@@ -306,9 +322,15 @@ class Project(Record):
     created_at: str = _spec("ts")
     hlc: HLC = _spec("hlc")
     archived_at: str | None = _spec("ts", default=None)
+    # Where the dated records sit (see *Layouts* below); absent in archives made before there were two.
+    layout: int = _spec("int", default=1, omit_default=True)
 
     def path(self) -> str:
         return PROJECT_PATH
+
+    def _check_body(self) -> None:
+        if isinstance(self.layout, int) and not isinstance(self.layout, bool) and self.layout < 1:
+            raise FieldError("layout", f"must be 1 or more; got {self.layout}")
 
 
 @dataclass
@@ -411,7 +433,7 @@ class Message(Record):
     def _check_consistency(self, path: str) -> None:
         if path == "<record>":
             return
-        if not path.endswith(f"/{day_shard(self.id)}/{self.id}.md"):
+        if not placed(path, LAYOUT).endswith(f"/{day_shard(self.id)}/{fan_out(self.id)}/{self.id}.md"):
             raise FieldError("id", f"does not match the file's location ({path})")
 
 
@@ -831,8 +853,23 @@ class Escalation(Record):
 # -- paths --------------------------------------------------------------------
 # Where each record lives is written down here once: every other module asks
 # these functions (and PATH_TYPES below answers the reverse question, what a
-# path holds). Folders sharded by day are ``<folder>/YYYY/MM/DD/<id>.<ext>``,
-# by the UTC day of the ID.
+# path holds). Folders sharded by day are ``<folder>/YYYY/MM/DD/<a>/<b>/<name>.<ext>``,
+# by the UTC day of the ID and the fan-out of the name (:func:`fan_out`).
+#
+# -- layouts ------------------------------------------------------------------
+# An archive's layout is the ``layout`` field of its ``project.yaml`` (absent:
+# 1). Layout 1 kept dated records straight in their day folder
+# (``messages/2026/12/01/<id>.md``), so a busy day's folder held every record
+# of the day and each commit rewrote it whole; layout 2 puts the two fan-out
+# folders in between (``messages/2026/12/01/<a>/<b>/<id>.md``). The path
+# functions below answer in the newest layout (:data:`LAYOUT`); an archive
+# still at an older one keeps its records at :func:`placed` of those paths,
+# which the snapshot reads through and the engine writes through, so no other
+# module needs to know which layout an archive is at. ``gitmail migrate``
+# moves an archive to the newest layout (:mod:`gitmail.storage.layout`).
+
+LAYOUT = 2  # the newest layout: new archives are made at it, and ``gitmail migrate`` moves older ones to it
+LAYOUTS = (1, 2)
 
 PROJECT_PATH = "project.yaml"
 AGENTS = "agents"
@@ -870,20 +907,25 @@ def seat_path(agent: str) -> str:
     return f"{agent_dir(agent)}/seat.yaml"
 
 
+def _dated(folder: str, record_id: str, ext: str) -> str:
+    """``<folder>/YYYY/MM/DD/<a>/<b>/<id>.<ext>`` for a record named by its ID."""
+    return f"{folder}/{day_shard(record_id)}/{fan_out(record_id)}/{record_id}.{ext}"
+
+
 def message_path(message_id: str) -> str:
-    return f"{MESSAGES}/{day_shard(message_id)}/{message_id}.md"
+    return _dated(MESSAGES, message_id, "md")
 
 
 def inbox_path(agent: str, message_id: str) -> str:
-    return f"{agent_folder(agent, INBOX)}/{day_shard(message_id)}/{message_id}.md"
+    return _dated(agent_folder(agent, INBOX), message_id, "md")
 
 
 def outbox_path(agent: str, message_id: str) -> str:
-    return f"{agent_folder(agent, OUTBOX)}/{day_shard(message_id)}/{message_id}.md"
+    return _dated(agent_folder(agent, OUTBOX), message_id, "md")
 
 
 def receipt_path(agent: str, message_id: str) -> str:
-    return f"{agent_folder(agent, RECEIPTS)}/{day_shard(message_id)}/{message_id}.yaml"
+    return _dated(agent_folder(agent, RECEIPTS), message_id, "yaml")
 
 
 def message_files(message_id: str, agents: Iterable[str]) -> list[str]:
@@ -895,7 +937,7 @@ def message_files(message_id: str, agents: Iterable[str]) -> list[str]:
 
 
 def journal_path(agent: str, entry_id: str) -> str:
-    return f"{agent_folder(agent, JOURNAL)}/{day_shard(entry_id)}/{entry_id}.md"
+    return _dated(agent_folder(agent, JOURNAL), entry_id, "md")
 
 
 def contact_path(requester: str, target: str) -> str:
@@ -903,11 +945,11 @@ def contact_path(requester: str, target: str) -> str:
 
 
 def reservation_path(reservation_id: str) -> str:
-    return f"{RESERVATIONS}/{day_shard(reservation_id)}/{reservation_id}.yaml"
+    return _dated(RESERVATIONS, reservation_id, "yaml")
 
 
 def escalation_path(message_id: str, agent: str) -> str:
-    return f"{ESCALATIONS}/{day_shard(message_id)}/{message_id}/{agent}.yaml"
+    return f"{ESCALATIONS}/{day_shard(message_id)}/{fan_out(message_id)}/{message_id}/{agent}.yaml"
 
 
 def build_slot_path(slot: str) -> str:
@@ -926,19 +968,20 @@ def conflict_path(file: str, other_blob: str) -> str:
 
 
 def tombstone_path(message_id: str) -> str:
-    return f"{TOMBSTONES}/{day_shard(message_id)}/{message_id}.yaml"
+    return _dated(TOMBSTONES, message_id, "yaml")
 
 
 def repair_path(repair_id: str) -> str:
-    return f"{REPAIRS}/{day_shard(repair_id)}/{repair_id}.yaml"
+    return _dated(REPAIRS, repair_id, "yaml")
 
 
 def idempotency_path(agent: str, created_at: str, key_hash: str) -> str:
-    return f"{agent_folder(agent, IDEMPOTENCY)}/{parse_ts(created_at).strftime('%Y/%m/%d')}/{key_hash}.yaml"
+    day = parse_ts(created_at).strftime("%Y/%m/%d")
+    return f"{agent_folder(agent, IDEMPOTENCY)}/{day}/{fan_out(key_hash)}/{key_hash}.yaml"
 
 
 def held_path(agent: str, message_id: str) -> str:
-    return f"{agent_folder(agent, HELD)}/{day_shard(message_id)}/{message_id}.md"
+    return _dated(agent_folder(agent, HELD), message_id, "md")
 
 
 def product_path(product: str) -> str:
@@ -946,48 +989,133 @@ def product_path(product: str) -> str:
 
 
 def relay_path(project_slug: str, message_id: str) -> str:
-    return f"{RELAYS}/{project_slug}/{day_shard(message_id)}/{message_id}.yaml"
+    return _dated(f"{RELAYS}/{project_slug}", message_id, "yaml")
 
 
 def summary_path(summary_id: str) -> str:
-    return f"{SUMMARIES}/{day_shard(summary_id)}/{summary_id}.yaml"
+    return _dated(SUMMARIES, summary_id, "yaml")
 
 
 # Attachments are named by the SHA-256 of the stored bytes (originals of
-# converted images, when kept, under ``attachments/originals/``).
-ATTACHMENT_RE = re.compile(r"^attachments/(originals/)?([0-9a-f]{2})/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
+# converted images, when kept, under ``attachments/originals/``), in folders
+# named by its first hex digits: two at layout 1, two levels of two at layout
+# 2. An attachment never moves (messages name its path), so an archive moved
+# to layout 2 keeps its older attachments where they are.
+ATTACHMENT_RE = re.compile(
+    r"^attachments/(originals/)?([0-9a-f]{2}(?:/[0-9a-f]{2})?)/([0-9a-f]{64})\.([a-z0-9]{1,10})$")
 
 
-def attachment_path(digest: str, ext: str, *, original: bool = False) -> str:
-    return f"{ATTACHMENTS}/{'originals/' if original else ''}{digest[:2]}/{digest}.{ext}"
+def attachment_path(digest: str, ext: str, *, original: bool = False, layout: int = LAYOUT) -> str:
+    """Where an attachment with this hash is stored in an archive at ``layout``."""
+    folder = digest[:2] if layout < 2 else f"{digest[:2]}/{digest[2:4]}"
+    return f"{ATTACHMENTS}/{'originals/' if original else ''}{folder}/{digest}.{ext}"
+
+
+# The folders whose records are dated (a day folder under each), and how a
+# dated path splits: the day folder, the fan-out (absent at layout 1), the
+# file's name (an ID, or a key hash), and the rest (the extension, or for an
+# escalation ``/<agent>.yaml``).
+_DATED_FOLDERS = (r"(?:messages|reservations|tombstones|summaries|repairs|escalations|relays/[^/]+"
+                  r"|agents/[^/]+/(?:inbox|outbox|receipts|journal|held|idempotency))")
+_DATED_PATH = re.compile(rf"^({_DATED_FOLDERS}/\d{{4}}/\d{{2}}/\d{{2}})/"
+                         r"((?:[0-9a-z]/[0-9a-z]|[0-9a-f]{2}/[0-9a-f]{2})/)?([0-9a-z]{23}|[0-9a-f]{64})([./].*)$")
+_DAY_FOLDER = re.compile(rf"^{_DATED_FOLDERS}/\d{{4}}/\d{{2}}/\d{{2}}$")
+_ABOVE_DAYS = re.compile(rf"^(?:|agents|agents/[^/]+|relays|{_DATED_FOLDERS}(?:/\d{{4}}(?:/\d{{2}})?)?)$")
+_NAMED = re.compile(r"^([0-9a-z]{23}|[0-9a-f]{64})(?:\.[a-z]+)?$")
+_ATTACHMENT_LAYOUT = re.compile(r"^attachments/(?:originals/)?[0-9a-f]{2}/(?:([0-9a-f]{2})/)?[^/]+$")
+
+
+def path_layout(path: str) -> int | None:
+    """The layout a path belongs to: 1 or 2 for a dated record or an attachment, None for paths every layout shares."""
+    match = _DATED_PATH.match(path)
+    if match is not None:
+        return 1 if match.group(2) is None else 2
+    if path.startswith(ATTACHMENTS + "/"):
+        found = _ATTACHMENT_LAYOUT.match(path)
+        return None if found is None else (1 if found.group(1) is None else 2)
+    return None
+
+
+def placed(path: str, layout: int) -> str:
+    """Where the record at ``path`` (in any layout) sits in an archive at ``layout``.
+
+    Only dated records move between layouts; every other path (and an
+    attachment's, which never moves) is returned as it is.
+    """
+    match = _DATED_PATH.match(path)
+    if match is None:
+        return path
+    day, fan, name, rest = match.groups()
+    if layout < 2:
+        return f"{day}/{name}{rest}" if fan is not None else path
+    return f"{day}/{fan_out(name)}/{name}{rest}" if fan is None else path
+
+
+def is_day_folder(path: str) -> bool:
+    """Whether the folder at ``path`` is a day folder of dated records (``messages/2026/12/01``)."""
+    return _DAY_FOLDER.match(path) is not None
+
+
+def holds_day_folders(path: str) -> bool:
+    """Whether the folder at ``path`` (``""``: the root) may hold day folders of dated records further down."""
+    return _ABOVE_DAYS.match(path) is not None
+
+
+def dated_name(entry: str) -> str | None:
+    """The name (an ID or a key hash) an entry of a day folder is filed by at layout 1, or None for any other entry.
+
+    A file is ``<name>.<ext>``; an escalation's folder is ``<name>`` itself.
+    """
+    match = _NAMED.match(entry)
+    return match.group(1) if match else None
+
+
+def layout_moves(gone: Iterable[str], arrived: Iterable[str]) -> dict[str, str]:
+    """Records that moved to the newest layout: path arrived -> the older layout's path it left, for the same record."""
+    landed = set(arrived)
+    moves = {}
+    for path in gone:
+        record = placed(path, LAYOUT)
+        if record != path and record in landed:
+            moves[record] = path
+    return moves
+
+
+def layout_forms(path: str) -> list[str]:
+    """Every path the record at ``path`` has had in some layout, newest layout first (for its history)."""
+    forms = [placed(path, layout) for layout in reversed(LAYOUTS)]
+    return list(dict.fromkeys(forms))
 
 
 _DAY = r"\d{4}/\d{2}/\d{2}"
 _ID = r"[0-9a-z]{23}"
+_BY_ID = r"(?:/[0-9a-z]/[0-9a-z])?"  # layout 2's fan-out of a file named by an ID (absent at layout 1)
+_BY_HASH = r"(?:/[0-9a-f]{2}/[0-9a-f]{2})?"  # ... and of one named by a hash
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _SLUG = r"[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}"
 PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^project\.yaml$"), Project, "project"),
-    (re.compile(rf"^messages/{_DAY}/{_ID}\.md$"), Message, "message"),
+    (re.compile(rf"^messages/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "message"),
     (re.compile(rf"^agents/{_NAME}/profile\.yaml$"), Agent, "agent"),
-    (re.compile(rf"^agents/{_NAME}/inbox/{_DAY}/{_ID}\.md$"), Message, "inbox"),
-    (re.compile(rf"^agents/{_NAME}/outbox/{_DAY}/{_ID}\.md$"), Message, "outbox"),
-    (re.compile(rf"^agents/{_NAME}/receipts/{_DAY}/{_ID}\.yaml$"), Receipt, "receipt"),
+    (re.compile(rf"^agents/{_NAME}/inbox/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "inbox"),
+    (re.compile(rf"^agents/{_NAME}/outbox/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "outbox"),
+    (re.compile(rf"^agents/{_NAME}/receipts/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Receipt, "receipt"),
     (re.compile(rf"^agents/{_NAME}/seat\.yaml$"), Seat, "seat"),
-    (re.compile(rf"^agents/{_NAME}/journal/{_DAY}/{_ID}\.md$"), JournalEntry, "journal"),
+    (re.compile(rf"^agents/{_NAME}/journal/{_DAY}{_BY_ID}/{_ID}\.md$"), JournalEntry, "journal"),
     (re.compile(rf"^contacts/{_NAME}(@{_SLUG})?/{_NAME}\.yaml$"), Contact, "contact"),
-    (re.compile(rf"^reservations/{_DAY}/{_ID}\.yaml$"), Reservation, "reservation"),
+    (re.compile(rf"^reservations/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Reservation, "reservation"),
     (re.compile(r"^conflicts/.+/[0-9a-f]{40}\.yaml$"), Conflict, "conflict"),
-    (re.compile(rf"^tombstones/{_DAY}/{_ID}\.yaml$"), Tombstone, "tombstone"),
-    (re.compile(rf"^agents/{_NAME}/idempotency/{_DAY}/[0-9a-f]{{64}}\.yaml$"), IdempotencyKey, "idempotency"),
-    (re.compile(rf"^agents/{_NAME}/held/{_DAY}/{_ID}\.md$"), HeldMessage, "held"),
-    (re.compile(rf"^summaries/{_DAY}/{_ID}\.yaml$"), Summary, "summary"),
+    (re.compile(rf"^tombstones/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Tombstone, "tombstone"),
+    (re.compile(rf"^agents/{_NAME}/idempotency/{_DAY}{_BY_HASH}/[0-9a-f]{{64}}\.yaml$"), IdempotencyKey,
+     "idempotency"),
+    (re.compile(rf"^agents/{_NAME}/held/{_DAY}{_BY_ID}/{_ID}\.md$"), HeldMessage, "held"),
+    (re.compile(rf"^summaries/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Summary, "summary"),
     (re.compile(r"^windows/[A-Za-z0-9][A-Za-z0-9-]{7,63}\.yaml$"), Window, "window"),
-    (re.compile(rf"^repairs/{_DAY}/{_ID}\.yaml$"), Repair, "repair"),
+    (re.compile(rf"^repairs/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Repair, "repair"),
     (re.compile(r"^products/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), ProductLink, "product"),
-    (re.compile(rf"^relays/{_SLUG}/{_DAY}/{_ID}\.yaml$"), Relay, "relay"),
+    (re.compile(rf"^relays/{_SLUG}/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Relay, "relay"),
     (re.compile(r"^build_slots/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), BuildSlot, "build_slot"),
-    (re.compile(rf"^escalations/{_DAY}/{_ID}/{_NAME}\.yaml$"), Escalation, "escalation"),
+    (re.compile(rf"^escalations/{_DAY}{_BY_ID}/{_ID}/{_NAME}\.yaml$"), Escalation, "escalation"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
@@ -1004,6 +1132,22 @@ GITATTRIBUTES = (
     f"*.yaml merge={MERGE_DRIVER}\n"
     f"*.md merge={MERGE_DRIVER}\n"
 ).encode()
+
+
+def layout_of(project_yaml: bytes | None) -> int:
+    """The layout of an archive whose ``project.yaml`` holds these bytes (None: no project record yet).
+
+    An archive without a project record is new, so it is made at the newest
+    layout; a project record without the field is from layout 1. A record
+    that does not parse is read for its ``layout:`` line alone.
+    """
+    if project_yaml is None:
+        return LAYOUT
+    try:
+        return Project.from_bytes(project_yaml).layout
+    except GitmailError:
+        match = re.search(rb"^layout: *([0-9]+) *$", project_yaml, re.MULTILINE)
+        return int(match.group(1)) if match else 1
 
 
 def classify(path: str) -> tuple[str, type[Record] | None] | None:

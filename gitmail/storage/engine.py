@@ -59,7 +59,11 @@ _jitter = random.Random()  # backoff jitter of our own: the shared generator is 
 
 @dataclass
 class Change:
-    """What a transaction wants committed, and what its caller gets back."""
+    """What a transaction wants committed, and what its caller gets back.
+
+    Paths name records as the newest layout does (the record path functions);
+    the engine writes each one where the archive's layout keeps it.
+    """
 
     message: str
     author: str | None = None
@@ -327,9 +331,11 @@ class Archive:
         for item in batch:
             item.error, item.change = None, None
             try:
-                change = item.fn(Snapshot(repo, base, overlay.copy() if overlay else None))
+                snapshot = Snapshot(repo, base, overlay.copy() if overlay else None)
+                change = item.fn(snapshot)
                 if not isinstance(change, Change):
                     raise TypeError(f"a transaction must return a Change, not {type(change).__name__}")
+                change.edits = snapshot.place(change.edits)  # where this archive's layout keeps each record
             except BaseException as exc:  # noqa: BLE001 - reported to that caller only
                 item.error = exc
                 continue

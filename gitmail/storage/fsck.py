@@ -3,9 +3,9 @@
 What is checked: every file passes the record checker's file rules
 (:func:`gitmail.storage.recordcheck.inspect_file`, the same that pushes and
 fetches pass: a plain file, not a submodule link, symbolic link or
-executable; a path gitmail knows, parsing as the record that lives there,
-IDs and names agreeing with the path, no NUL in a record; attachments
-matching their hash and within their size limit);
+executable; a path gitmail knows, at the archive's layout, parsing as the
+record that lives there, IDs and names agreeing with the path, no NUL in a
+record; attachments matching their hash and within their size limit);
 every inbox and outbox copy is the canonical message (the outbox copy may add
 the sender's bcc list); every copy's owner is a party of the message; and
 references (reply, thread, attachments, the message an escalation is about)
@@ -36,12 +36,13 @@ from gitmail.model.records import (
     Relay,
     Tombstone,
     message_path,
+    placed,
     profile_path,
     role_of,
 )
 
 from .engine import Archive
-from .recordcheck import inspect_file, mode_problem, path_problem
+from .recordcheck import inspect_file, misplaced, mode_problem, path_problem
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     agents: list[Agent] = []
     for path, mode in snap.entries():
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
+        wrong = misplaced(path, snap.layout)
+        if problem is None and wrong is not None:
+            problem = f"{wrong[0]}; {wrong[1]}"
         if problem is not None:
             problems.append(Problem(path, problem))
             continue
@@ -93,7 +97,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             escalations.append((path, record))
     for path, role, copy in copies:
         owner = path.split("/")[1]
-        canonical_path = message_path(copy.id)
+        canonical_path = placed(message_path(copy.id), snap.layout)
         canonical = messages.get(copy.id)
         if canonical is None:
             problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
@@ -117,7 +121,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
         elif not any(name.endswith("@" + relay.project) for name in relayed.to + relayed.cc):
             problems.append(Problem(path, f"message {relay.message_id} has no recipient in {relay.project}"))
     for message in messages.values():
-        path = message_path(message.id)
+        path = placed(message_path(message.id), snap.layout)
         local = "@" not in message.sender  # a copy from another project: its thread and reply live there
         if local and message.reply_to and message.reply_to not in messages and message.reply_to not in removed:
             problems.append(Problem(path, f"reply_to {message.reply_to} is not in the archive"))

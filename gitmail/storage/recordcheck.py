@@ -32,6 +32,12 @@ the same :func:`file_problem`, so one set of rules holds at every door:
 - an agent's folder never differs from another's only in case: names are
   unique without regard to case, so ``agents/bluelake/`` beside
   ``agents/BlueLake/`` would be a second agent under the same name;
+- a record sits where the archive's layout (``project.yaml``) keeps it: in an
+  archive moved to a newer layout, a new record at an older layout's path is
+  refused, naming the path it belongs at; a record moved by a migration with
+  its content unchanged is no change at all (see
+  :func:`gitmail.storage.layout.changed_records`), and the layout never goes
+  back;
 - nothing is deleted without the record that explains it: a tombstone purges
   a message with its copies and receipts; a deleted profile takes its agent's
   folder, contacts and reservations along; held messages and idempotency
@@ -67,22 +73,28 @@ from gitmail.model.records import (
     GITATTRIBUTES,
     GITATTRIBUTES_PATH,
     IMMUTABLE_ROLES,
+    LAYOUT,
     PLAIN_FILES,
     Agent,
     BuildSlot,
     Contact,
+    Project,
     Record,
     Relay,
     Repair,
     Reservation,
     classify,
     conflict_path,
+    layout_forms,
+    path_layout,
+    placed,
     profile_path,
     role_of,
     tombstone_path,
 )
 
-from .snapshot import blob_data, blob_in, tree_delta
+from .layout import record_delta
+from .snapshot import blob_data, blob_in, tree_layout
 
 DOORS = ("hub", "archive", "fetch")  # a shared hub's push, a push into an archive, a sync's fetch
 _ID_STEM = re.compile(r"/([0-9a-z]{23})\.(?:md|yaml)$")
@@ -224,11 +236,11 @@ def _attachment_problem(path: str, size: int, data: Callable[[], bytes]) -> str 
     """Why the ``size`` bytes ``data()`` returns cannot be the attachment at ``path`` (read only if in bounds)."""
     match = ATTACHMENT_RE.match(path)
     if not match:
-        return "not a valid attachment name (attachments/<xx>/<sha256>.<ext>)"
+        return "not a valid attachment name (attachments/<xx>/<yy>/<sha256>.<ext>)"
     if size > MAX_ATTACHMENT_BYTES:
         return f"{size} bytes, over the limit of {MAX_ATTACHMENT_BYTES} bytes for an attachment"
     digest = hashlib.sha256(data()).hexdigest()
-    if digest != match.group(3) or not digest.startswith(match.group(2)):
+    if digest != match.group(3) or not digest.startswith(match.group(2).replace("/", "")):
         return f"content hash is {digest}, not the one in the file name"
     return None
 
@@ -267,6 +279,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Relay) and isinstance(new, Relay) and old.delivered_at and not new.delivered_at:
         return (f"marks message {old.message_id} as not yet delivered to {old.project}, which it already was "
                 "(a delivery is final)"), _RESTORE
+    if isinstance(old, Project) and isinstance(new, Project) and new.layout < old.layout:
+        return (f"moves the archive back from layout {old.layout} to layout {new.layout}; an archive's layout only "
+                "moves forward (gitmail migrate)"), _RESTORE
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE
@@ -377,16 +392,17 @@ class Checker:
         only in case from one there either); ``before`` names the base in
         the advice given.
         """
-        delta = tree_delta(base, new)
+        delta = record_delta(base, new)
         changes = {path: blob for path, (blob, _) in delta.items()}
         repairs = self._repairs(changes, new_commit)
         removed_agents = {match.group(1) for path, blob in changes.items()
                           if blob is None and (match := _AGENT_PROFILE.match(path))}
         gone = self._gone_registrations(changes, base)
         spelled = self._second_spellings(base, new, main)
+        was, layout = tree_layout(base), tree_layout(new)
         problems: list[Rejection] = []
         for path, blob in sorted(changes.items()):
-            old, mode = _entry(base, path), delta[path][1]
+            old, mode = _entry(base, placed(path, was)), delta[path][1]
             folder = path.split("/")[1] if path.startswith(AGENTS + "/") and path.count("/") > 1 else None
             if folder in spelled:
                 problems.append(Rejection(path, f"the agent folder {folder} differs only in case from the agent "
@@ -400,7 +416,7 @@ class Checker:
             elif blob is None:
                 problem = self._deletion(path, old, base, new, removed_agents, repairs)
             else:
-                problem = self._addition(path, blob, old, new, repairs, gone)
+                problem = misplaced(path, layout) or self._addition(path, blob, old, new, repairs, gone)
             if problem is not None:
                 reason, advice = problem
                 problems.append(Rejection(path, reason, advice.format(path=path, before=before),
@@ -514,7 +530,7 @@ class Checker:
             return None  # a held message leaves when delivered; idempotency keys expire
         if role in _PURGEABLE:
             match = _ID_STEM.search(path)
-            if match and _entry(new, tombstone_path(match.group(1))) is not None:
+            if match and _entry(new, placed(tombstone_path(match.group(1)), tree_layout(new))) is not None:
                 return None
         if old is not None and _repaired(repairs, path, old, None):
             return None
@@ -544,7 +560,7 @@ class Checker:
                 continue
             record = self._record(path, blob)
             if isinstance(record, Repair) and self._repair_holds(record, new_commit):
-                out[record.file] = record
+                out[placed(record.file, LAYOUT)] = record  # the file it names, at whatever layout it was
         return out
 
     def _repair_holds(self, repair: Repair, new_commit: str | None) -> bool:
@@ -563,7 +579,8 @@ class Checker:
         try:
             if not self.repo.descendant_of(new_commit, repair.restored_from):
                 return False
-            earlier = _entry(self._tree(repair.restored_from), repair.file)
+            then = self._tree(repair.restored_from)
+            earlier = next((found for form in layout_forms(repair.file) if (found := _entry(then, form))), None)
         except (KeyError, ValueError, pygit2.GitError):
             return False
         return earlier is not None and str(earlier) == repair.restored_blob
@@ -576,21 +593,42 @@ def _entry(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None:
 
 
 def _parked(tree: pygit2.Tree | None, path: str, old: pygit2.Oid) -> bool:
-    """Whether a merge parked the version ``old`` of ``path`` under ``conflicts/`` in ``tree``."""
-    return _entry(tree, conflict_path(path, str(old))) is not None
+    """Whether a merge parked the version ``old`` of ``path`` (at any layout) under ``conflicts/`` in ``tree``."""
+    return any(_entry(tree, conflict_path(form, str(old))) is not None for form in layout_forms(path))
 
 
 def _parked_any(tree: pygit2.Tree | None, path: str) -> bool:
     """Whether some version of ``path`` is parked under ``conflicts/`` in ``tree`` (a clash made visible)."""
     if tree is None:
         return False
-    try:
-        return tree[f"{CONFLICTS}/{path}"].type == pygit2.GIT_OBJECT_TREE
-    except KeyError:
-        return False
+    for form in layout_forms(path):
+        try:
+            if tree[f"{CONFLICTS}/{form}"].type == pygit2.GIT_OBJECT_TREE:
+                return True
+        except KeyError:
+            continue
+    return False
+
+
+def misplaced(path: str, layout: int) -> tuple[str, str] | None:
+    """Why a file added at ``path`` is not where an archive at ``layout`` keeps it (None when it is).
+
+    An attachment keeps the path its message names, so one from before a
+    migration may still be added to an archive moved on since.
+    """
+    found = path_layout(path)
+    if found is None or found == layout or (found < layout and path.startswith(ATTACHMENTS + "/")):
+        return None
+    belongs = placed(path, layout)
+    if found < layout:
+        return (f"sits where layout {found} kept records, but this archive is at layout {layout}, which keeps it at "
+                f"{belongs}"), f"move it there (git mv {path} {belongs}) and commit"
+    return (f"sits where layout {found} keeps records, but this archive is still at layout {layout}, which keeps it "
+            f"at {belongs}"), (f"move it there (git mv {path} {belongs}) and commit, or move the archive to layout "
+                               f"{found} first (gitmail migrate PROJECT)")
 
 
 def _repaired(repairs: dict[str, Repair], path: str, old: pygit2.Oid, new: pygit2.Oid | None) -> bool:
-    repair = repairs.get(path)
+    repair = repairs.get(placed(path, LAYOUT))
     return (repair is not None and repair.removed_blob == str(old)
             and repair.restored_blob == (None if new is None else str(new)))

@@ -8,23 +8,31 @@ queued before it, so validation always sees the state it will commit onto.
 Parsed records are remembered by blob id and path (a blob never changes), so
 the profiles and project record that every call consults are parsed once, not
 on every call; each caller gets its own copy to change.
+
+Callers name records by the paths of the newest layout
+(:mod:`gitmail.model.records`); a snapshot of an archive still at an older
+layout reads each one where that layout keeps it, and the engine writes
+there (:meth:`Snapshot.place`), so callers never ask which layout they read.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Iterator
 from typing import TypeVar, cast
 
 import pygit2
 
+from gitmail.model.errors import LAYOUT_UNSUPPORTED, GitmailError
 from gitmail.model.ids import is_id
-from gitmail.model.records import Record
+from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, placed
 
 R = TypeVar("R", bound=Record)
 
 _PARSED_MAX = 4096
 _parsed: dict[tuple[type, str, bytes], Record] = {}
+_layouts: dict[bytes, int] = {}  # project.yaml blob id -> the layout it declares
 
 
 def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
@@ -76,12 +84,58 @@ def tree_delta(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, tu
     return out
 
 
+def tree_layout(tree: pygit2.Tree | None) -> int:
+    """The layout of the archive whose tip has tree ``tree`` (see :func:`gitmail.model.records.layout_of`)."""
+    blob = blob_in(tree, PROJECT_PATH)
+    if blob is None:
+        return LAYOUT
+    found = _layouts.get(blob.id.raw)
+    if found is None:
+        found = layout_of(blob.data)
+        if len(_layouts) >= _PARSED_MAX:
+            _layouts.clear()
+        _layouts[blob.id.raw] = found
+    return found
+
+
+def unsupported_layout(layout: int) -> GitmailError:
+    return GitmailError(LAYOUT_UNSUPPORTED, f"this archive is at layout {layout}, newer than this version of gitmail "
+                        f"knows (up to {LAYOUT}); upgrade gitmail on this machine to read or write it",
+                        {"layout": layout, "known": list(LAYOUTS)})
+
+
 class Snapshot:
     def __init__(self, repo: pygit2.Repository, commit: str | None, pending: dict[str, bytes | None] | None = None):
         self.repo = repo
         self.commit = commit
         self._tree = repo[commit].peel(pygit2.Tree) if commit else None
         self._pending = pending if pending is not None else {}
+        self._layout: int | None = None
+
+    @property
+    def layout(self) -> int:
+        """The archive's layout at this snapshot (queued edits of ``project.yaml`` included)."""
+        if self._layout is None:
+            if PROJECT_PATH in self._pending:
+                self._layout = layout_of(self._pending[PROJECT_PATH])
+            else:
+                self._layout = tree_layout(self._tree)
+        return self._layout
+
+    def _at(self, path: str) -> str:
+        """Where the record named by ``path`` (a newest-layout path) sits in this archive."""
+        layout = self.layout
+        if layout == LAYOUT:
+            return path
+        if layout not in LAYOUTS:
+            raise unsupported_layout(layout)
+        return placed(path, layout)
+
+    def place(self, edits: dict[str, bytes | None]) -> dict[str, bytes | None]:
+        """``edits`` named by newest-layout paths, at the paths this archive keeps them (what the engine writes)."""
+        if self.layout == LAYOUT:
+            return edits
+        return {self._at(path): data for path, data in edits.items()}
 
     def _entry(self, path: str) -> pygit2.Object | None:
         if self._tree is None:
@@ -98,6 +152,7 @@ class Snapshot:
 
     def read(self, path: str) -> bytes | None:
         """The bytes of the file at ``path``, or None if there is none."""
+        path = self._at(path)
         if path in self._pending:
             return self._pending[path]
         obj = self._blob(path)
@@ -105,6 +160,7 @@ class Snapshot:
 
     def read_regular(self, path: str) -> bytes | None:
         """The bytes of the plain file at ``path``: None for a symlink, a submodule, a folder or nothing."""
+        path = self._at(path)
         if path in self._pending:
             return self._pending[path]
         obj = self._blob(path)
@@ -114,17 +170,19 @@ class Snapshot:
 
     def blob_id(self, path: str) -> str | None:
         """The blob id at ``path`` in the committed tree (pending edits excluded)."""
-        obj = self._blob(path)
+        obj = self._blob(self._at(path))
         return None if obj is None else str(obj.id)
 
     def exists(self, path: str) -> bool:
         """Whether a file (not a folder) is at ``path``."""
+        path = self._at(path)
         if path in self._pending:
             return self._pending[path] is not None
         return self._blob(path) is not None
 
     def load(self, path: str, record_type: type[R]) -> R | None:
         """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable."""
+        path = self._at(path)
         if path in self._pending:
             data = self._pending[path]
             return None if data is None else record_type.from_bytes(data, path)
@@ -172,12 +230,14 @@ class Snapshot:
         return {path: data for path, data in self._pending.items() if path.startswith(prefix)}
 
     def day_files(self, folder: str, since: str | None = None) -> Iterator[tuple[str, str]]:
-        """``(id, path)`` of the records in a day-sharded ``folder`` (``YYYY/MM/DD/<id>.<ext>``), newest first.
+        """``(id, path)`` of the records in a day-sharded ``folder``, newest first.
 
         IDs sort by time, so walking the newest days first and each day's
-        names from the last gives newest first, and a caller that wants the
+        records from the last gives newest first, and a caller that wants the
         newest few stops early. With ``since`` (a timestamp), days before
-        its day are not visited. Files not named by an ID are skipped.
+        its day are not visited. Files not named by an ID are skipped. A day
+        folder holds its files (layout 1) or the fan-out folders above them
+        (layout 2); either is read.
         """
         floor = since[:10].replace("-", "/") if since else None
         for year in reversed(self.listdir(folder)):
@@ -190,10 +250,25 @@ class Snapshot:
                     shard = f"{year}/{month}/{day}"
                     if floor and shard < floor:
                         return
-                    for name in reversed(self.listdir(f"{folder}/{shard}")):
-                        stem = name.rsplit(".", 1)[0]
-                        if is_id(stem):
-                            yield stem, f"{folder}/{shard}/{name}"
+                    yield from self._day(f"{folder}/{shard}")
+
+    def _day(self, day: str) -> Iterator[tuple[str, str]]:
+        """``(id, path)`` of the files named by an ID in one day folder, newest first, whatever its layout."""
+        direct: list[tuple[str, str]] = []
+        fanned: list[list[tuple[str, str]]] = []
+        for name in reversed(self.listdir(day)):
+            stem = name.rsplit(".", 1)[0]
+            if is_id(stem):
+                direct.append((stem, f"{day}/{name}"))
+                continue
+            for inner in self.listdir(f"{day}/{name}"):
+                found = [(leaf.rsplit(".", 1)[0], f"{day}/{name}/{inner}/{leaf}")
+                         for leaf in reversed(self.listdir(f"{day}/{name}/{inner}"))]
+                fanned.append([item for item in found if is_id(item[0])])
+        if not fanned:
+            yield from direct
+            return
+        yield from heapq.merge(direct, *fanned, key=lambda item: item[0], reverse=True)
 
     def day_shards_until(self, folder: str, until: str) -> Iterator[str]:
         """The day folders (``YYYY/MM/DD``) of a day-sharded ``folder`` up to ``until``'s day, oldest first.

@@ -34,6 +34,7 @@ from gitmail.model.clock import HLC
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import (
     AGENTS,
+    LAYOUT,
     TOMBSTONES,
     Agent,
     BuildSlot,
@@ -51,11 +52,13 @@ from gitmail.model.records import (
     Seat,
     Window,
     message_files,
+    placed,
     role_of,
     tombstone_path,
 )
+from gitmail.storage.layout import changed_records
 from gitmail.storage.objects import BLOB, object_id
-from gitmail.storage.snapshot import blob_data, blob_in, tree_changes
+from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
@@ -374,12 +377,23 @@ def _blob(tree: pygit2.Tree | None, path: str) -> bytes | None:
 
 
 def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
-    """Merge commit ``theirs`` into commit ``ours`` by the record rules."""
+    """Merge commit ``theirs`` into commit ``ours`` by the record rules.
+
+    The three trees may be at different layouts (a merge base from before a
+    migration): records are compared wherever each tree keeps them, and the
+    edits name them by the newest layout's paths (the engine writes them where
+    ``ours`` keeps them), so records the other side wrote at an older layout's
+    paths arrive at ours. ``ours`` must be at a layout at least as new as
+    ``theirs`` (a sync migrates it first).
+    """
     base_oid = repo.merge_base(ours, theirs)
     base = str(base_oid) if base_oid is not None else None
     base_tree, ours_tree, theirs_tree = _tree(repo, base), _tree(repo, ours), _tree(repo, theirs)
-    ours_changed = tree_changes(base_tree, ours_tree)
-    theirs_changed = tree_changes(base_tree, theirs_tree)
+    if tree_layout(ours_tree) < tree_layout(theirs_tree):
+        raise ValueError(f"{ours[:12]} is at an older layout than {theirs[:12]}: migrate it before merging")
+    was, now = tree_layout(base_tree), tree_layout(ours_tree)
+    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT)
+    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT)
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)
@@ -389,8 +403,9 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
         else:
             if ours_changed[path] == theirs_id:
                 continue
-            ours_data = _blob(ours_tree, path)
-            result = merge_file(path, _blob(base_tree, path), ours_data, theirs_data)
+            here = placed(path, now)  # where ours keeps it: a conflict record names the file there
+            ours_data = _blob(ours_tree, here)
+            result = merge_file(here, _blob(base_tree, placed(path, was)), ours_data, theirs_data)
             if result.conflict is not None:
                 merge.conflicts.append(result.conflict)
                 conflict_path = result.conflict.path()
@@ -413,10 +428,12 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
             or any(role_of(path) == "tombstone" for path in merge.edits)):
         return  # nothing was ever purged: the common case costs three lookups
 
+    ours_layout, theirs_layout = tree_layout(ours_tree), tree_layout(theirs_tree)
+
     def present(path: str) -> bool:
         if path in merge.edits:
             return merge.edits[path] is not None
-        return _exists(ours_tree, path)
+        return _exists(ours_tree, placed(path, ours_layout))
 
     purged: set[str] = set()  # message ids
     for changed in (ours_changed, theirs_changed):
@@ -429,7 +446,7 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
         message_id = _record_id(path)
         if message_id not in purged:
             stone = tombstone_path(message_id)
-            if present(stone) or _exists(theirs_tree, stone):
+            if present(stone) or _exists(theirs_tree, placed(stone, theirs_layout)):
                 purged.add(message_id)
     if not purged:
         return

@@ -30,10 +30,11 @@ import pygit2
 
 from gitmail.model import codec
 from gitmail.model.errors import GitmailError
+from gitmail.model.records import placed
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
-from gitmail.storage.recordcheck import Checker, Rejection
-from gitmail.storage.snapshot import blob_data, blob_in
+from gitmail.storage.recordcheck import Checker, Rejection, misplaced
+from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 from gitmail.storage.treeedit import TreeEditor
 
 QUARANTINE_REFS = "refs/gitmail/quarantine"
@@ -81,12 +82,16 @@ def _when(repo: pygit2.Repository, commit: str) -> int:
 def _valid_part(archive: Archive, base: str | None, tip: str, rejected: list[Rejection], label: str) -> str | None:
     """A commit on ``base`` holding ``tip``'s tree with every refused change undone (None: nothing valid)."""
     repo = archive.repo
-    base_tree = _tree(repo, base)
+    base_tree, tip_tree = _tree(repo, base), repo[tip].peel(pygit2.Tree)
+    was, layout = tree_layout(base_tree), tree_layout(tip_tree)
     pack = PackBuffer()
-    editor = TreeEditor(repo, repo[tip].peel(pygit2.Tree).id.raw, pack)
+    editor = TreeEditor(repo, tip_tree.id.raw, pack)
     try:
         for item in rejected:
-            base_blob = blob_in(base_tree, item.path)
+            # Put back what the base held for that record, wherever the base's layout kept it; a file
+            # the tip's own layout has no place for simply goes.
+            wrong = misplaced(item.path, layout) is not None
+            base_blob = None if wrong else blob_in(base_tree, placed(item.path, was))
             editor.set(item.path, base_blob.data if base_blob is not None else None)
     except GitmailError:
         return None  # a path the editor cannot even name: take nothing from this tip

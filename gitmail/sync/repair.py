@@ -33,7 +33,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
-from gitmail.model.records import Repair
+from gitmail.model.records import Repair, layout_forms
 from gitmail.storage.engine import Change
 from gitmail.storage.recordcheck import inspect_file
 from gitmail.storage.snapshot import Snapshot, blob_data
@@ -158,14 +158,19 @@ def _record(change: Change, clock: Any, path: str, reason: str, removed: str | N
 
 
 def _blob_at(tree: pygit2.Tree | None, path: str) -> str | None:
-    """The id at ``path`` in ``tree`` unless a folder is there: a file's blob, or the commit a submodule link names."""
+    """The id of the record at ``path`` in ``tree``, wherever the tree's layout keeps it, unless a folder is there.
+
+    A file's blob, or the commit a submodule link names.
+    """
     if tree is None:
         return None
-    try:
-        found = tree[path]
-    except KeyError:
-        return None
-    return None if isinstance(found, pygit2.Tree) else str(found.id)
+    for form in layout_forms(path):
+        try:
+            found = tree[form]
+        except KeyError:
+            continue
+        return None if isinstance(found, pygit2.Tree) else str(found.id)
+    return None
 
 
 def _blob_at_commit(repo: pygit2.Repository, commit: str | None, path: str) -> str | None:

@@ -57,8 +57,9 @@ from gitmail.mail import relay
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
 from gitmail.model.records import role_of
 from gitmail.storage.engine import MAIN, Archive, Change
+from gitmail.storage.layout import changed_records, migrate
 from gitmail.storage.recordcheck import Checker, Rejection
-from gitmail.storage.snapshot import Snapshot, blob_data, tree_changes
+from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
 
 from .findings import (
@@ -102,6 +103,7 @@ class SyncResult:
     conflicts: list[dict[str, Any]] = field(default_factory=list)  # conflict records that entered main
     quarantined: list[dict[str, Any]] = field(default_factory=list)  # incoming changes refused and kept aside
     quarantine_ref: str | None = None
+    migrated: dict[str, Any] | None = None  # the migration this sync made of the local archive (see integrate)
     overlaps: list[dict[str, Any]] = field(default_factory=list)  # overlapping exclusive reservations that arrived
     fast_forwards: int = 0
     merges: int = 0
@@ -138,6 +140,9 @@ class SyncResult:
         if self.pushed_to == "node":
             text += "; pushed to this machine's own ref (main had just moved; others merge it on their next sync)"
         out = [text]
+        if self.migrated is not None:
+            out.append(f"  moved this archive to layout {self.migrated['layout']} first, as the remote's is "
+                       f"({self.migrated['moved']} files moved, none changed; what gitmail migrate does)")
         for item in self.conflicts:
             if item["kind"] == "identity":
                 kept, parked = item.get("kept", {}), item.get("parked", {})
@@ -218,16 +223,24 @@ def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oi
 
 
 def integrate(store: Store, archive: Archive, theirs: str | None, label: str, result: SyncResult) -> None:
-    """Bring the commit ``theirs`` (named ``label`` in the merge commit) into the local main."""
+    """Bring the commit ``theirs`` (named ``label`` in the merge commit) into the local main.
+
+    When the two are at different layouts, the older side moves to the newer
+    one: the local archive by a migration commit of its own before the merge
+    (exactly what ``gitmail migrate`` makes), the other side within the merge,
+    which takes what it wrote in at the newer layout's paths and so migrates
+    it when pushed.
+    """
     repo = archive.repo
+    if theirs is None:
+        return
+    newer = tree_layout(_commit_tree(repo, theirs))
     for _ in range(MAX_INTEGRATE_TRIES):
-        if theirs is None:
-            return
         ours = archive.tip()
         if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
             return
         if ours is None or repo.descendant_of(theirs, ours):
-            changes = tree_changes(_commit_tree(repo, ours), _commit_tree(repo, theirs))
+            changes = changed_records(_commit_tree(repo, ours), _commit_tree(repo, theirs))
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -236,10 +249,16 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
                 result.fast_forwards += 1
                 return
             continue  # main moved under us: look again
+        if tree_layout(_commit_tree(repo, ours)) < newer:
+            moved = migrate(archive)
+            if moved.commit is not None:
+                result.migrated = moved.to_dict()
+            continue
 
         def merge(snapshot: Snapshot) -> Change:
             tip, here = snapshot.commit, snapshot.repo  # fn may run in another writer's thread
-            if tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip):
+            if (tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip)
+                    or snapshot.layout < newer):
                 return Change("nothing to merge", result=None)  # settled by the caller's next look
             merged = merge_commits(here, tip, theirs)
             subject = f"Merge {label}: {sum(merged.incoming.values())} files in"
@@ -432,7 +451,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
                 time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
-        changes = tree_changes(_commit_tree(repo, theirs), _commit_tree(repo, ours))
+        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours))
         result.records_out, result.messages_out = _count(changes)
         result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
         return
@@ -478,7 +497,7 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     after = archive.tip()
     if after == before:
         return
-    entered = tree_changes(_commit_tree(repo, before), _commit_tree(repo, after))
+    entered = changed_records(_commit_tree(repo, before), _commit_tree(repo, after))
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
     if not arrived:
