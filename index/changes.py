@@ -5,16 +5,22 @@ changed or deleted between the commit the index reflects (its watermark) and
 the tip. Unchanged subtrees (whole day shards, other agents' folders) are
 skipped by their tree id, so catching up after one commit touches a handful
 of entries whatever the archive's size.
+
+A record that a migration moved to the newest layout leaves its old path and
+arrives at its new one in the same diff: it comes out as one change at the
+new path that names the old one (``moved_from``), so derived state renames
+what it holds and keeps the record's sequence number; with its content
+unchanged, nothing else happens to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pygit2
 
-from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify
+from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify, layout_moves
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
@@ -29,6 +35,18 @@ class RecordChange:
     path: str
     role: str
     blob: str | None  # None: the file is gone
+    moved_from: str | None = None  # the older layout's path the record left in the same change
+
+
+def fold_moves(changes: Iterable[RecordChange]) -> list[RecordChange]:
+    """``changes`` with each record that moved between layouts as one change at its new path (see the module docs)."""
+    changes = list(changes)
+    moves = layout_moves([c.path for c in changes if c.blob is None], [c.path for c in changes if c.blob is not None])
+    if not moves:
+        return changes
+    left = set(moves.values())
+    return [RecordChange(c.path, c.role, c.blob, moves[c.path]) if c.path in moves else c
+            for c in changes if c.path not in left]
 
 
 def _root(repo: pygit2.Repository, commit: str | None) -> bytes | None:
@@ -100,7 +118,7 @@ def _tree(repo: pygit2.Repository, oid: bytes, trees: Trees | None, *, remember:
 
 
 def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
-         trees: Trees | None = None) -> Iterator[RecordChange]:
+         trees: Trees | None = None) -> list[RecordChange]:
     """Record changes turning the tree of ``old`` into the tree of ``new``.
 
     Walks both trees together and skips every subtree whose id is unchanged,
@@ -112,7 +130,7 @@ def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
     """
     if trees is not None:
         trees.turn()
-    return _compare(repo, _root(repo, old), _root(repo, new), "", trees)
+    return fold_moves(_compare(repo, _root(repo, old), _root(repo, new), "", trees))
 
 
 def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: str) -> list[RecordChange] | None:
@@ -141,10 +159,10 @@ def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: s
         role = relevant_role(path) if before != after else None
         if role is not None:
             changes.append(RecordChange(path, role, after.hex() if after else None))
-    return changes
+    return fold_moves(changes)
 
 
-def listing(repo: pygit2.Repository, commit: str | None) -> Iterator[RecordChange]:
+def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     """Every record at ``commit``, as if all were just added."""
     return diff(repo, None, commit)
 

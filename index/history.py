@@ -10,7 +10,10 @@ history page is one indexed query.
 A commit is compared with its first parent. A merge commit adds only the
 files whose merged content is in none of its parents (a resolution); what the
 other side brought in is recorded by that side's own commits, which the walk
-visits too. Catching up walks the commits that are new since the last one it
+visits too. A record a migration moved to the newest layout with its content
+unchanged is no row (a history asks for every path the record has had, see
+:func:`gitmail.model.records.layout_forms`); one that moved and changed is
+one row at its new path. Catching up walks the commits that are new since the last one it
 recorded (its own watermark, ``history_tip``); when history was rewritten
 under it, the table starts afresh.
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 import pygit2
 
+from gitmail.model.records import layout_forms, layout_moves
 from gitmail.storage.history import journal_owner
 from gitmail.storage.treeedit import changed_files
 
@@ -59,10 +63,13 @@ def _changed(repo: pygit2.Repository, old: bytes | None,
 
 
 def _blob_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes | None:
-    try:
-        return bytes(commit.tree[path].id.raw)
-    except KeyError:
-        return None
+    """The blob of the record at ``path`` in ``commit``, wherever its layout keeps it."""
+    for form in layout_forms(path):
+        try:
+            return bytes(commit.tree[form].id.raw)
+        except KeyError:
+            continue
+    return None
 
 
 Known = Callable[[str], "list[tuple[str, bytes | None, bytes | None]] | None"]
@@ -81,7 +88,13 @@ def commit_rows(repo: pygit2.Repository, commit: pygit2.Commit, known: Known | N
     summary = commit.message.split("\n", 1)[0][:200]
     rows = []
     recorded = known(str(commit.id)) if known is not None and len(parents) <= 1 else None
-    changes = recorded if recorded is not None else _changed(repo, old, commit.tree_id.raw)
+    changes = list(recorded if recorded is not None else _changed(repo, old, commit.tree_id.raw))
+    moves = layout_moves([path for path, _, b in changes if b is None], [path for path, a, _ in changes if a is None])
+    if moves:
+        before = {path: a for path, a, _ in changes}
+        left = set(moves.values())
+        changes = [(path, before[moves[path]] if path in moves else a, b) for path, a, b in changes
+                   if path not in left and not (path in moves and before[moves[path]] == b)]
     for path, a, b in changes:
         if len(parents) > 1 and any(_blob_at(repo, other, path) == b for other in parents[1:]):
             continue  # brought in by the merged side, whose own commits are recorded

@@ -40,6 +40,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.errors import INDEX_UNAVAILABLE, GitmailError
+from gitmail.model.records import LAYOUT, placed
 from gitmail.storage.snapshot import blob_data
 
 from . import parse
@@ -319,7 +320,9 @@ class Meta:
                 todo = list(changes)
                 if full:
                     todo = self._against_store(db, todo)
-                todo.sort(key=lambda change: (_ORDER[change.role], change.path))
+                # By name within each folder, whatever the layout: records first seen together are
+                # numbered in the order of their IDs, which is the order they were written.
+                todo.sort(key=lambda change: (_ORDER[change.role], placed(change.path, 1)))
                 for done, change in enumerate(todo, 1):
                     self._apply_one(db, repo, change, seen_ts)
                     if progress and (done % 1000 == 0 or done == len(todo)):
@@ -341,10 +344,20 @@ class Meta:
 
     @staticmethod
     def _against_store(db: sqlite3.Connection, present: list[RecordChange]) -> list[RecordChange]:
-        """Turn a full listing into the changes from what the store holds."""
-        held = dict(db.execute("SELECT path, blob FROM seen").fetchall())
-        todo = [change for change in present if held.pop(change.path, None) != change.blob]
-        for path in held:
+        """Turn a full listing into the changes from what the store holds.
+
+        A record the store holds under another layout's path is the same
+        record: it is renamed, keeping its sequence number.
+        """
+        held = {placed(path, LAYOUT): (path, blob) for path, blob in db.execute("SELECT path, blob FROM seen")}
+        todo = []
+        for change in present:
+            was = held.pop(placed(change.path, LAYOUT), None)
+            if was is not None and was[0] != change.path:
+                todo.append(RecordChange(change.path, change.role, change.blob, moved_from=was[0]))
+            elif was is None or was[1] != change.blob:
+                todo.append(change)
+        for path, _ in held.values():
             role = relevant_role(path)
             if role is not None:
                 todo.append(RecordChange(path, role, None))
@@ -361,6 +374,11 @@ class Meta:
         parts = change.path.split("/")
         name = parts[-1].rsplit(".", 1)[0]
         role = change.role
+        if change.moved_from is not None:  # the same record at its new layout's path: keep its number
+            was = db.execute("SELECT blob FROM seen WHERE path = ?", (change.moved_from,)).fetchone()
+            db.execute("UPDATE OR REPLACE seen SET path = ? WHERE path = ?", (change.path, change.moved_from))
+            if was is not None and was[0] == change.blob:
+                return
         if change.blob is None:
             db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
             self._forget(db, role, parts, name)

@@ -28,7 +28,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.clock import format_ts, parse_ts
-from gitmail.model.records import RESERVATIONS, Reservation, reservation_path
+from gitmail.model.records import LAYOUT, RESERVATIONS, Reservation, placed, reservation_path
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from .meta import Meta, MetaCorrupt
@@ -83,7 +83,7 @@ def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: floa
         elif isinstance(obj, pygit2.Blob):
             entry = _entry(path, obj.data, horizon)
             if entry is not None:
-                out[path] = entry
+                out[placed(path, LAYOUT)] = entry
 
 
 class ActiveReservations:
@@ -99,6 +99,8 @@ class ActiveReservations:
 
     def at(self, snapshot: Snapshot, now: float) -> dict[str, Entry]:
         """Path -> entry for every unreleased reservation ``snapshot`` sees, less those expired by ``now``.
+
+        Paths are the newest layout's, whatever the archive's layout.
 
         ``now`` (POSIX seconds, from the caller's clock) only prunes what
         expired before it; callers test :meth:`Entry.active_at` for the
@@ -118,9 +120,9 @@ class ActiveReservations:
         for path, data in pending.items():
             entry = _entry(path, data, horizon)
             if entry is None:
-                entries.pop(path, None)
+                entries.pop(placed(path, LAYOUT), None)
             else:
-                entries[path] = entry
+                entries[placed(path, LAYOUT)] = entry
         return entries
 
     def _load(self, repo: pygit2.Repository, horizon: float) -> None:
@@ -153,14 +155,16 @@ class ActiveReservations:
             _scan(repo, tree, RESERVATIONS, horizon, entries)
         elif tree is not None and old_tree is not None:
             entries = {path: e for path, e in self._entries.items() if e.expires > horizon}
-            for delta in old_tree.diff_to_tree(tree).deltas:
+            # Deletions first: a reservation a migration moved leaves one path and arrives at another.
+            deltas = sorted(old_tree.diff_to_tree(tree).deltas, key=lambda d: d.status != pygit2.GIT_DELTA_DELETED)
+            for delta in deltas:
                 if delta.status == pygit2.GIT_DELTA_DELETED:
-                    entries.pop(f"{RESERVATIONS}/{delta.old_file.path}", None)
+                    entries.pop(placed(f"{RESERVATIONS}/{delta.old_file.path}", LAYOUT), None)
                     continue
                 path = f"{RESERVATIONS}/{delta.new_file.path}"
                 entry = _entry(path, blob_data(repo, delta.new_file.id), horizon)
                 if entry is None:
-                    entries.pop(path, None)
+                    entries.pop(placed(path, LAYOUT), None)
                 else:
-                    entries[path] = entry
+                    entries[placed(path, LAYOUT)] = entry
         self._commit, self._tree_id, self._entries = commit, tree_id, entries

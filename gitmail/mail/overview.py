@@ -14,6 +14,7 @@ from gitmail.coord.context import Context
 from gitmail.coord.lookup import require_agent
 from gitmail.index import indexer_for
 from gitmail.model.records import (
+    layout_forms,
     message_files,
     message_path,
     profile_path,
@@ -68,7 +69,8 @@ def record_paths(ctx: Context, project_key: str, kind: str, key: str) -> list[st
 def history(ctx: Context, project_key: str, paths: list[str], *, limit: int = 100) -> list[dict[str, Any]]:
     """The commits that changed ``paths``, newest first, each file with its unified diff."""
     archive = ctx.archive(project_key)
-    found = indexer_for(ctx.store).project(project_key).file_history(paths, limit)
+    forms = [form for path in paths for form in layout_forms(path)]  # a record keeps its history across layouts
+    found = indexer_for(ctx.store).project(project_key).file_history(forms, limit)
     repo = archive.repo
     for commit in found:
         for change in commit["files"]:
