@@ -13,7 +13,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.clock import format_ts
-from gitmail.model.records import role_of
+from gitmail.model.records import layout_forms, role_of
 
 from .engine import Archive
 from .treeedit import changed_files
@@ -77,17 +77,20 @@ def adding_commits(archive: Archive, paths: list[str], max_commits: int = 2000) 
 
     Walks history newest first until every path is placed (or ``max_commits``);
     a path is added by the commit that has it while its first parent does not.
+    A record counts as present at any layout's path (:func:`layout_forms`), so
+    the commit that moved it to a newer layout did not add it.
     """
     pending, found = set(paths), {}
+    forms = {path: layout_forms(path) for path in paths}
     for i, commit in enumerate(_commits(archive)):
         if not pending or i >= max_commits:
             break
         parent = commit.parents[0].tree if commit.parents else None
         for path in list(pending):
-            if path not in commit.tree:
+            if not any(form in commit.tree for form in forms[path]):
                 pending.discard(path)  # not on this line of history
                 continue
-            if parent is None or path not in parent:
+            if parent is None or not any(form in parent for form in forms[path]):
                 found[path] = {"commit": str(commit.id), "summary": commit.message.split("\n", 1)[0],
                                "author": commit.author.name, "committed_ts": _when(commit)}
                 pending.discard(path)
