@@ -158,7 +158,7 @@ _ALWAYS_EDITABLE = frozenset({"extra", "hlc"})
 _THROUGH_GITMAIL = {
     "agent": "gitmail register, gitmail sleep / wake, gitmail agents reset-token",
     "reservation": "gitmail release, gitmail renew, gitmail reserve",
-    "seat": "gitmail seat", "receipt": "gitmail read --as, gitmail ack",
+    "seat": "gitmail seat", "receipt": "gitmail read --as, gitmail ack", "project": "gitmail migrate for its layout",
 }
 
 
@@ -620,12 +620,12 @@ def misplaced(path: str, layout: int) -> tuple[str, str] | None:
     if found is None or found == layout or (found < layout and path.startswith(ATTACHMENTS + "/")):
         return None
     belongs = placed(path, layout)
+    move = f"move it there (mkdir -p {belongs.rsplit('/', 1)[0]} && git mv {path} {belongs}) and commit"
     if found < layout:
         return (f"sits where layout {found} kept records, but this archive is at layout {layout}, which keeps it at "
-                f"{belongs}"), f"move it there (git mv {path} {belongs}) and commit"
+                f"{belongs}"), move
     return (f"sits where layout {found} keeps records, but this archive is still at layout {layout}, which keeps it "
-            f"at {belongs}"), (f"move it there (git mv {path} {belongs}) and commit, or move the archive to layout "
-                               f"{found} first (gitmail migrate PROJECT)")
+            f"at {belongs}"), f"{move}, or move the archive to layout {found} first (gitmail migrate PROJECT)"
 
 
 def _repaired(repairs: dict[str, Repair], path: str, old: pygit2.Oid, new: pygit2.Oid | None) -> bool:

@@ -26,7 +26,7 @@ import pygit2
 
 from gitmail.model.errors import LAYOUT_UNSUPPORTED, GitmailError
 from gitmail.model.ids import is_id
-from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, placed
+from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, path_layout, placed
 
 R = TypeVar("R", bound=Record)
 
@@ -123,18 +123,29 @@ class Snapshot:
         return self._layout
 
     def _at(self, path: str) -> str:
-        """Where the record named by ``path`` (a newest-layout path) sits in this archive."""
+        """Where the record named by ``path`` (a newest-layout path) sits in this archive.
+
+        In an archive at a layout this version does not know, only the paths
+        every layout shares (``project.yaml``, profiles) can be read.
+        """
         layout = self.layout
         if layout == LAYOUT:
             return path
         if layout not in LAYOUTS:
-            raise unsupported_layout(layout)
+            if path_layout(path) is not None:
+                raise unsupported_layout(layout)
+            return path
         return placed(path, layout)
 
     def place(self, edits: dict[str, bytes | None]) -> dict[str, bytes | None]:
-        """``edits`` named by newest-layout paths, at the paths this archive keeps them (what the engine writes)."""
+        """``edits`` named by newest-layout paths, at the paths this archive keeps them (what the engine writes).
+
+        Nothing is written into an archive at a layout this version does not know.
+        """
         if self.layout == LAYOUT:
             return edits
+        if self.layout not in LAYOUTS and edits:
+            raise unsupported_layout(self.layout)
         return {self._at(path): data for path, data in edits.items()}
 
     def _entry(self, path: str) -> pygit2.Object | None:
