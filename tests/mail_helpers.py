@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from gitmail import Store
+from gitmail import Change, Project, Store
 from gitmail.mail.facade import Mail
+from gitmail.model.records import LAYOUT
+from gitmail.storage.store import slug_for
 
 PROJECT = "/data/projects/backend"
 
 
-def make_mail(store: Store) -> Mail:
+def make_mail(store: Store, *, layout: int = LAYOUT) -> Mail:
+    """The facade over ``store`` with the project made; an older ``layout`` makes it as an earlier version did."""
+    if layout != LAYOUT:
+        project = Project(id=store.clock.new_id(), slug=slug_for(PROJECT), human_key=PROJECT,
+                          created_at=store.clock.now_ts(), hlc=store.clock.tick(), layout=layout)
+        store.archive(PROJECT, create=True).transact(lambda snap: Change("Create project").put_record(project))
     mail = Mail(store)
     mail.ensure_project(PROJECT)
     return mail
