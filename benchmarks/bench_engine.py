@@ -60,7 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gitmail.model.clock import HybridClock, format_ts
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.ids import ALPHABET, id_time, is_id, new_id
-from gitmail.model.records import Agent, Message, Project, inbox_path, message_path, outbox_path
+from gitmail.model.records import LAYOUT, Agent, Message, Project, inbox_path, message_path, outbox_path
 from gitmail.storage.engine import Archive, Change
 from gitmail.storage.maintenance import PACK_LIMIT, Maintainer, consolidate, pack_count
 
@@ -152,7 +152,7 @@ def setup_records(when: dt.datetime) -> dict[str, bytes]:
     clock = HybridClock(NODE)
     ts = format_ts(when)
     files = {"project.yaml": Project(id=new_id(), slug="bench-000000000000", human_key="/bench/project",
-                                     created_at=ts, hlc=clock.tick()).to_bytes()}
+                                     created_at=ts, hlc=clock.tick(), layout=LAYOUT).to_bytes()}
     for name in AGENTS:
         agent = Agent(id=new_id(), name=name, program="claude-code", model="opus", inception_ts=ts,
                       hlc=clock.tick(), task_description=f"{name} works on the {random.choice(WORDS)}")

@@ -47,7 +47,7 @@ from gitmail.index import indexer_for, parse_query, reads
 from gitmail.mail.facade import Mail
 from gitmail.model.clock import format_ts
 from gitmail.model.ids import IdMinter, new_id
-from gitmail.model.records import day_shard, inbox_path, outbox_path
+from gitmail.model.records import inbox_path, message_path, outbox_path
 
 AGENTS = [f"Agent{i:02d}" for i in range(20)]
 PROJECT = "/bench/index"
@@ -111,7 +111,7 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, bytes, str, list[str], b
                 + ("topic: ops\n" if i % TOPIC_EVERY == 0 else "")
                 + "ack_required: false\n---\n\n" + " ".join(body_words) + "\n")
         out.append((mid, text.encode(), sender, to, False))
-    Message.from_bytes(out[0][1], f"messages/{day_shard(out[0][0])}/{out[0][0]}.md")  # the engine accepts them
+    Message.from_bytes(out[0][1], message_path(out[0][0]))  # the engine accepts them
     return out
 
 
@@ -134,7 +134,7 @@ def fast_import(git_dir: str, parent: str, msgs: list, per_commit: int = 5000) -
         for mid, data, sender, to, _ in chunk:
             mark += 1
             out.write(b"blob\nmark :%d\ndata %d\n" % (mark, len(data)) + data + b"\n")
-            files.append((mark, [f"messages/{day_shard(mid)}/{mid}.md", outbox_path(sender, mid)]
+            files.append((mark, [message_path(mid), outbox_path(sender, mid)]
                           + [inbox_path(name, mid) for name in to]))
         text = f"bench: {len(chunk)} messages".encode()
         out.write(b"commit refs/heads/main\ncommitter bench <bench@example.org> %d +0000\ndata %d\n" % (now, len(text))

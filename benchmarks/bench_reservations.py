@@ -38,6 +38,7 @@ from gitmail.coord.context import Context
 from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts
 from gitmail.model.ids import new_id
+from gitmail.model.records import LAYOUT
 from gitmail.storage.store import slug_for
 
 KEY = "/bench/reservations"
@@ -51,7 +52,7 @@ def setup(store: Store, active: int, agents: int) -> None:
     def fn(snap):
         change = Change(f"benchmark setup: {active} active reservations")
         change.put_record(Project(id=new_id(), slug=slug_for(KEY), human_key=KEY, created_at=store.clock.now_ts(),
-                                  hlc=store.clock.tick()))
+                                  hlc=store.clock.tick(), layout=LAYOUT))
         for name in names:
             change.put_record(Agent(id=new_id(), name=name, program="bench", model="bench",
                                     inception_ts=store.clock.now_ts(),

@@ -59,7 +59,7 @@ import pygit2
 
 from gitmail.index.indexer import indexer_for
 from gitmail.model.ids import new_id
-from gitmail.model.records import Agent, Message, Project, inbox_path, outbox_path
+from gitmail.model.records import LAYOUT, Agent, Message, Project, inbox_path, outbox_path
 from gitmail.storage.engine import Change
 from gitmail.storage.store import Store, slug_for
 from gitmail.sync.hookinstall import install_hub
@@ -90,7 +90,8 @@ def create_project(store: Store) -> None:
 
     def fn(snapshot):
         change = Change("project created")
-        change.put_record(Project(id=new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc))
+        change.put_record(Project(id=new_id(), slug=slug_for(PROJECT), human_key=PROJECT, created_at=stamp, hlc=hlc,
+                                  layout=LAYOUT))
         for name in AGENTS:
             change.put_record(Agent(id=new_id(), name=name, program="bench", model="m", inception_ts=stamp, hlc=hlc))
         return change
