@@ -7,10 +7,13 @@ with a hub still on layout 1 (which its push moves on), and both writing
 meanwhile (messages, acknowledgements of one message on both sides, a
 reservation released on the old side). Every way ends with the machines and
 the hub holding the same tree at layout 2, every message once, and each
-machine's index holding each arrival once.
+machine's index holding each arrival once. A hub poisoned at layout 1 is
+repaired from a machine at layout 2.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -23,12 +26,15 @@ from gitmail.model.records import (
     message_path,
     outbox_path,
     path_layout,
+    placed,
     receipt_path,
 )
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.layout import migrate
+from gitmail.storage.recordcheck import file_problem
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
+from gitmail.sync.repair import repair
 from gitmail.sync.syncer import sync_project
 
 from .conftest import git, git_run
@@ -146,3 +152,40 @@ def test_machines_on_both_layouts_writing_meanwhile_converge_with_nothing_lost(t
     reservation = next(Reservation.from_bytes(data) for path, data in files.items() if held in path)
     assert reservation.released_ts is not None
     assert not any(path.startswith("conflicts/") for path in files)
+
+
+def test_a_hub_poisoned_at_layout_1_is_repaired_from_a_machine_at_layout_2(tmp_path):
+    hub = str(tmp_path / "hub.git")
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    a, b, first = _pair(tmp_path, hub)  # no checks on the hub yet
+    kept = a.send("BlueLake", ["GreenCastle"], "kept")
+    _sync(a)
+    _sync(b)
+    clone = str(tmp_path / "poisoner")  # damage at layout-1 paths, pushed while the hub had no checks
+    assert git_run("clone", "-q", hub, clone).returncode == 0
+    with open(os.path.join(clone, placed(message_path(kept), 1)), "rb") as handle:
+        edited = handle.read().replace(b"kept from", b"edited from")
+    with open(os.path.join(clone, placed(message_path(kept), 1)), "wb") as handle:
+        handle.write(edited)
+    os.unlink(os.path.join(clone, placed(message_path(first), 1)))
+    assert git_run("commit", "-q", "-am", "damage", cwd=clone).returncode == 0
+    assert git_run("push", "-q", "origin", "main", cwd=clone).returncode == 0
+    install_hub(hub)
+    assert migrate(b.archive).commit is not None
+
+    refused = sync_project(b.store, PROJECT).results[0]
+    assert sorted(item["path"] for item in refused.quarantined) == sorted(
+        placed(message_path(mid), 1) for mid in (first, kept))  # named where the hub holds them
+    report = repair(b.store, PROJECT)
+
+    assert report.to_dict()["exit_code"] == 0, report.lines()
+    assert sorted(item["action"] for item in report.repaired) == ["put back", "restored"]
+    hub_files = {name: git_run("show", f"main:{name}", cwd=hub).stdout.encode()
+                 for name in git_run("ls-tree", "-r", "--name-only", "main", cwd=hub).stdout.split()}
+    assert not [path for path, data in hub_files.items() if file_problem(path, data)]
+    original = tree_files(a.store)
+    for mid in (first, kept):
+        assert hub_files[message_path(mid)] == original[placed(message_path(mid), 1)]  # back, at layout 2
+    _sync(a)
+    _sync(b)
+    _converged(hub, [a, b], [first, kept])

@@ -33,7 +33,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.errors import NOT_FOUND, GitmailError
-from gitmail.model.records import Repair, layout_forms
+from gitmail.model.records import LAYOUT, Repair, layout_forms, placed
 from gitmail.storage.engine import Change
 from gitmail.storage.recordcheck import inspect_file
 from gitmail.storage.snapshot import Snapshot, blob_data
@@ -112,7 +112,7 @@ def repair(store: Store, project: str, remote: str | None = None) -> RepairRepor
             removed = _blob_at(theirs_tree, path)
             if removed != entry.get("blob"):
                 continue  # the remote no longer holds this version: nothing to repair there
-            kept = snap.blob_id(path)
+            kept = snap.blob_id(placed(path, LAYOUT))  # ours, wherever our layout keeps that record
             restored_from = entry.get("base") if kept is not None and kept == _blob_at_commit(repo, entry.get("base"),
                                                                                             path) else None
             repaired.append(_record(change, clock, path, entry["reason"], removed, kept, restored_from,
