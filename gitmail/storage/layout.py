@@ -39,7 +39,7 @@ from gitmail.model.records import (
 
 from .engine import SYSTEM_AUTHOR, Archive
 from .objects import BLOB, COMMIT, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Signature, Tree, encode_commit
-from .snapshot import blob_in, tree_delta, tree_layout, unsupported_layout
+from .snapshot import blob_in, entry_id, tree_delta, tree_layout, unsupported_layout
 from .treeedit import read_tree
 
 MAX_ATTEMPTS = 16  # writers that move main while a migration is built: each retry only redoes what they changed
@@ -192,19 +192,9 @@ def record_delta(base: pygit2.Tree | None, new: pygit2.Tree | None, *,
         if record in seen:
             continue
         seen.add(record)
-        old, now = _blob_id(base, placed(record, before)), _blob_id(new, placed(record, after))
+        old, now = entry_id(base, placed(record, before)), entry_id(new, placed(record, after))
         if old != now:
             side = placed(record, after if now is not None else before)  # the entry the diff holds for it
             out[placed(record, at)] = (now, raw.get(side, (now, MODE_BLOB))[1])
     return out
 
-
-def _blob_id(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None:
-    """The id of the entry at ``path`` unless a folder is there (a file's blob, or a gitlink's commit)."""
-    if tree is None:
-        return None
-    try:
-        found = tree[path]
-    except KeyError:
-        return None
-    return None if isinstance(found, pygit2.Tree) else found.id

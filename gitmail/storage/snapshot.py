@@ -43,15 +43,27 @@ def blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid) -> bytes:
     return obj.data
 
 
-def blob_in(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
-    """The blob at ``path`` in ``tree``, or None if there is no tree, no such path, or a folder there."""
+def _file_at(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+    """The entry at ``path`` in ``tree``, or None if there is no tree, no such path, or a folder there."""
     if tree is None:
         return None
     try:
         obj = tree[path]
     except KeyError:
         return None
+    return None if isinstance(obj, pygit2.Tree) else obj
+
+
+def blob_in(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
+    """The blob at ``path`` in ``tree``, or None if there is no tree, no such path, or a folder there."""
+    obj = _file_at(tree, path)
     return obj if isinstance(obj, pygit2.Blob) else None
+
+
+def entry_id(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None:
+    """The id of the entry at ``path`` in ``tree`` unless a folder is there: a file's blob, or a gitlink's commit."""
+    obj = _file_at(tree, path)
+    return obj.id if obj is not None else None
 
 
 def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, pygit2.Oid | None]:

@@ -36,7 +36,7 @@ from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.records import LAYOUT, Repair, layout_forms, placed
 from gitmail.storage.engine import Change
 from gitmail.storage.recordcheck import inspect_file
-from gitmail.storage.snapshot import Snapshot, blob_data
+from gitmail.storage.snapshot import Snapshot, blob_data, entry_id
 from gitmail.storage.store import Store
 
 from .quarantine import read_quarantine
@@ -158,19 +158,9 @@ def _record(change: Change, clock: Any, path: str, reason: str, removed: str | N
 
 
 def _blob_at(tree: pygit2.Tree | None, path: str) -> str | None:
-    """The id of the record at ``path`` in ``tree``, wherever the tree's layout keeps it, unless a folder is there.
-
-    A file's blob, or the commit a submodule link names.
-    """
-    if tree is None:
-        return None
-    for form in layout_forms(path):
-        try:
-            found = tree[form]
-        except KeyError:
-            continue
-        return None if isinstance(found, pygit2.Tree) else str(found.id)
-    return None
+    """The id of the record at ``path`` in ``tree``, wherever the tree's layout keeps it (see :func:`entry_id`)."""
+    found = next((oid for form in layout_forms(path) if (oid := entry_id(tree, form)) is not None), None)
+    return str(found) if found is not None else None
 
 
 def _blob_at_commit(repo: pygit2.Repository, commit: str | None, path: str) -> str | None:
