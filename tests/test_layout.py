@@ -18,7 +18,7 @@ from collections import Counter
 import pygit2
 import pytest
 
-from gitmail import Change
+from gitmail import Change, Project
 from gitmail.index import indexer_for
 from gitmail.model.ids import IdMinter, new_id
 from gitmail.model.records import (
@@ -44,6 +44,7 @@ from gitmail.model.records import (
 from gitmail.storage.checkout import refresh
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.recordcheck import Checker
+from gitmail.storage.store import slug_for
 from gitmail.sync.merge import merge_file
 
 from .conftest import git, git_run, refused
@@ -471,3 +472,21 @@ def test_gitmail_migrate_from_the_shell(tmp_path):
     checkout = store.paths(slug).checkout
     assert os.path.exists(os.path.join(checkout, message_path(sent["id"])))  # the command left the checkout current
     assert gitmail("migrate", "/no/such/project").returncode == 2
+
+
+def test_an_import_into_a_project_an_earlier_version_made_moves_it_to_the_newest_layout_first(store):
+    from gitmail.importers.agentmail import import_agent_mail
+
+    from .agent_mail_fixture import ARCHIVE, DATABASE, FRONT
+
+    project = Project(id=store.clock.new_id(), slug=slug_for(FRONT), human_key=FRONT, created_at=store.clock.now_ts(),
+                      hlc=store.clock.tick())  # no layout: as an earlier version made it
+    store.archive(FRONT, create=True).transact(lambda snap: Change("Create project").put_record(project))
+    import_agent_mail(store, DATABASE, archive=ARCHIVE, catch_up=False)
+    archive = store.archive(FRONT)
+    snap = archive.snapshot()
+    assert snap.layout == LAYOUT
+    paths = list(snap.walk())
+    assert any(path.startswith("attachments/") for path in paths)  # named by layout-2 paths in the messages
+    assert all(path_layout(path) in (None, LAYOUT) for path in paths)
+    assert check_archive(archive) == []

@@ -13,6 +13,11 @@ An import can be run again: it adds what is new and leaves what it wrote
 before as it is (see :mod:`.timeline`), so a run that was killed is simply
 run again. ``dry_run`` reads everything and counts what would be written,
 writing nothing (and creating no project).
+
+Everything is written at the newest archive layout (messages name their
+attachments by layout-2 paths, and a message may go into several archives):
+a project made by an earlier version that the import writes into is first
+moved to it, as ``gitmail migrate`` would.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from gitmail.model.errors import GitmailError, not_found
 from gitmail.model.names import normalize_human_key
 from gitmail.model.records import AGENTS, MESSAGES, Agent, profile_path
 from gitmail.storage.engine import Archive
+from gitmail.storage.layout import migrate
 from gitmail.storage.operator import operator_identity
 from gitmail.storage.store import Store, slug_for
 
@@ -97,6 +103,10 @@ def import_agent_mail(store: Store, database: str, *, archive: str | None = None
         chosen = _chosen(projects, project, database)
         agents = db.agents()
         plan = _plan(store, report, projects, chosen, agents, files)
+        if not dry_run:
+            for key in plan.keys.values():
+                if store.exists(key):
+                    migrate(store.archive(key))
         first = db.first_activity()
         for source in chosen:
             if source.id in plan.keys:

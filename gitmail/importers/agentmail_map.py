@@ -53,6 +53,7 @@ from gitmail.model.records import (
     ATTACHMENT_POLICIES,
     CONTACT_POLICIES,
     CONTACT_STATUS,
+    LAYOUT,
     MAX_SHORT,
     WINDOW_UUID_RE,
     Agent,
@@ -167,7 +168,7 @@ def _entry(plan: Plan, what: str, record: Single, *, when_ms: int, phase: int, a
 def project_entry(plan: Plan, project: SourceProject, at: dt.datetime) -> Entry | None:
     key, slug = plan.keys[project.id], plan.slugs[project.id]
     record = Project(id=gid("project", at, key), slug=slug, human_key=key, created_at=_ts(at), hlc=_clock(at),
-                     archived_at=_ts(project.archived) if project.archived else None)
+                     archived_at=_ts(project.archived) if project.archived else None, layout=LAYOUT)
     record.extra = {ID_KEY: project.id}
     name, email = plan.operator
     return _entry(plan, f"project {project.id}", record, when_ms=ms(at), phase=SETUP, author=name, email=email,
