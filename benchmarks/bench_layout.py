@@ -22,6 +22,9 @@ commit:
 - the largest tree the commit wrote, and the entries of every tree it wrote
   (each a line of a tree object that was encoded and hashed again).
 
+At the end the layout-1 archive is moved to layout 2 as ``gitmail migrate``
+moves it, and the move is timed (CPU and wall).
+
 Ratios are layout 1 over layout 2 at the same size, in the same run.
 """
 
@@ -44,8 +47,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_engine import AGENTS, MailMaker, pct, send, setup_records  # noqa: E402
 from gitmail.model.ids import IdMinter  # noqa: E402
-from gitmail.model.records import Message, Project, inbox_path, message_path, outbox_path  # noqa: E402
+from gitmail.model.records import LAYOUT, Message, Project, inbox_path, message_path, outbox_path  # noqa: E402
 from gitmail.storage.engine import Archive, Change  # noqa: E402
+from gitmail.storage.layout import migrate  # noqa: E402
 
 DAY_MS = 1_796_126_400_000  # 2026-12-01T12:00:00Z: every ID of the run is minted on this day
 BATCH = 2000
@@ -125,16 +129,25 @@ def measure(archive: Archive, minter: IdMinter, writes: int, maker: MailMaker) -
             "tree_entries_p50": statistics.median(total for _, total in trees), "writes": writes}
 
 
-def run_layout(layout: int, sizes: list[int], writes: int, folder: str) -> dict[int, dict]:
-    """One layout's archive filled size after size, measured at each (in a process of its own)."""
+def run_layout(layout: int, sizes: list[int], writes: int, folder: str) -> dict[str, dict]:
+    """One layout's archive filled size after size, measured at each (in a process of its own).
+
+    The layout-1 archive is then moved to layout 2 (``gitmail migrate``), timed.
+    """
     archive = build(folder, layout)
     minter, rng, maker = IdMinter(), random.Random(7), MailMaker(7)
-    results: dict[int, dict] = {}
+    results: dict[str, dict] = {}
     held = 0
     for size in sizes:
         fill(archive, minter, size - held, rng)
-        results[size] = measure(archive, minter, writes, maker)
+        results[str(size)] = measure(archive, minter, writes, maker)
         held = size + writes
+    if layout < LAYOUT:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        moved = migrate(archive)
+        results["migration"] = {"messages": held, "files_moved": moved.moved,
+                                "cpu_s": round(time.process_time() - start_cpu, 2),
+                                "wall_s": round(time.perf_counter() - start, 2)}
     return results
 
 
@@ -163,7 +176,7 @@ def main() -> None:
         out, _ = child.communicate()
         if child.returncode != 0:
             raise SystemExit(f"layout {layout} failed")
-        found[layout] = {int(size): row for size, row in json.loads(out).items()}
+        found[layout] = {(int(size) if size.isdigit() else size): row for size, row in json.loads(out).items()}
     print(f"{'messages in the day':>20} {'layout':>6} {'CPU ms p50':>10} {'p95':>7} {'wall ms p50':>11} "
           f"{'largest tree':>12} {'entries written':>15}")
     for size in sizes:
@@ -180,11 +193,16 @@ def main() -> None:
               + ", ".join(f"{size:,}: {ratio}x" for size, ratio in ratios.items()))
     print(f"CPU per commit from {sizes[0]:,} to {sizes[-1]:,} in the day: "
           + ", ".join(f"layout {layout} {value}x" for layout, value in growth.items()))
+    migration = found.get(1, {}).get("migration")
+    if migration:
+        print(f"gitmail migrate of the layout-1 archive ({migration['messages']:,} messages, "
+              f"{migration['files_moved']:,} files moved): {migration['cpu_s']} s CPU, {migration['wall_s']} s")
     table = {str(size): {str(layout): found[layout][size] for layout in layouts} for size in sizes}
     print(json.dumps({"bench": "layout", "writes": args.writes, "load_average": [round(x, 2) for x in os.getloadavg()],
                       "results": table,
                       "cpu_ratio_layout1_over_layout2": {str(size): ratio for size, ratio in ratios.items()},
-                      "cpu_growth_smallest_to_largest": {str(layout): value for layout, value in growth.items()}}))
+                      "cpu_growth_smallest_to_largest": {str(layout): value for layout, value in growth.items()},
+                      "migration": migration}))
 
 
 if __name__ == "__main__":
