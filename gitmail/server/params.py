@@ -47,7 +47,7 @@ TaskUpdate = Annotated[str | None, Field(description=(
     "What the agent is working on (shown in directory listings). Left out: an existing agent keeps its task."))]
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description=(
     "Files to attach: absolute paths inside the server's allowed attachment roots (GITMAIL_ATTACHMENT_ROOTS), or "
-    "an attachment already stored in the archive by its path (attachments/<xx>/<sha256>.<ext>, as a message's "
+    "an attachment already stored in the archive by its path (attachments/<xx>/<yy>/<sha256>.<ext>, as a message's "
     "attachments list it); no other file of the archive. Images become WebP; every file is stored by its "
     "SHA-256 and listed in the message's attachments with media type, size and hash."))]
 ConvertImages = Annotated[bool | None, Field(description=(
