@@ -67,6 +67,7 @@ from .gitindex import put_entries
 from .handles import open_repository
 from .objects import MODE_BLOB
 from .treeedit import Entry, changed_files
+from .window import Window, day_of, fitting, folder_for, folders, newest_day
 
 _log = logging.getLogger("gitmail.storage.checkout")
 
@@ -75,6 +76,8 @@ _MAX_WAIT = 1.0  # ...or this long after the first commit of a burst
 STALE_LOCK_AGE = 3600.0  # seconds: where ownership cannot be seen, an index lock this old has no owner
 _MODE_EXEC = 0o100755
 _REFRESH_LOCK = "gitmail-refresh.lock"
+_WINDOW_KEY = "gitmail.window"  # the checkout's window (see window.py); absent: everything
+_NEWEST_KEY = "gitmail.newest"  # the newest day of the archive when the window's folders were last chosen
 # A split index (see gitindex.py); shared parts git has replaced go after five minutes, not two weeks.
 _SETTINGS = (("core.splitIndex", "true"), ("splitIndex.sharedIndexExpire", "5.minutes.ago"))
 # Variables that point git at a repository: a hook inherits them from the
@@ -98,29 +101,45 @@ def protect_archive(git_dir: str) -> None:
     _git("--git-dir", git_dir, "config", "receive.denyDeletes", "true")
 
 
-def refresh(archive_dir: str, checkout_dir: str) -> str:
-    """Bring the checkout up to the archive's main.
+def refresh(archive_dir: str, checkout_dir: str, *, window: Window | None = None) -> str:
+    """Bring the checkout up to the archive's main, holding ``window`` from now on if one is given.
 
     Returns ``"created"``, ``"updated"``, ``"current"``, ``"held"`` when the
     human has local commits there or has edited a file the update would
     change (nothing is touched then), or ``"busy"`` while a git command of
-    the human's holds the checkout's index (try again later).
+    the human's holds the checkout's index (try again later). A checkout
+    made without a ``window`` gets :func:`~.window.fitting`'s.
     """
     if not os.path.isdir(os.path.join(checkout_dir, ".git")):
-        return _create(archive_dir, checkout_dir)
+        return _create(archive_dir, checkout_dir, window)
     with _refresh_lock(checkout_dir):
+        if window is not None:
+            _choose(open_repository(checkout_dir), checkout_dir, window)
         return _refresh(archive_dir, checkout_dir)
 
 
-def _create(archive_dir: str, checkout_dir: str) -> str:
+def window_of(checkout_dir: str) -> Window:
+    """The window a checkout holds (everything for one made before windows, or by ``--all``)."""
+    config = open_repository(checkout_dir).config
+    return Window.parse(str(config[_WINDOW_KEY])) if _WINDOW_KEY in config else Window()
+
+
+def _create(archive_dir: str, checkout_dir: str, window: Window | None) -> str:
     try:
-        open_repository(archive_dir).references["refs/heads/main"]
+        archive = open_repository(archive_dir)
+        tip = archive.references["refs/heads/main"].target
     except KeyError:
         return "current"  # nothing committed yet
+    if window is None:
+        window = fitting(archive, archive[tip].peel(pygit2.Tree).id.raw)
     tmp = f"{checkout_dir}.tmp-{os.getpid()}-{threading.get_ident()}"
-    settings = [arg for key, value in _SETTINGS for arg in ("--config", f"{key}={value}")]
-    _git("clone", "-q", "--shared", "--branch", "main", *settings, archive_dir, tmp)
-    _git("update-index", "--split-index", cwd=tmp)  # a clone writes its first index whole
+    if window.everything:
+        settings = [arg for key, value in _SETTINGS for arg in ("--config", f"{key}={value}")]
+        _git("clone", "-q", "--shared", "--branch", "main", *settings, archive_dir, tmp)
+        _git("update-index", "--split-index", cwd=tmp)  # a clone writes its first index whole
+    else:
+        _git("clone", "-q", "--shared", "--sparse", "--branch", "main", archive_dir, tmp)  # the top files only
+        _narrow(open_repository(tmp), tmp, window)
     try:
         os.rename(tmp, checkout_dir)
     except OSError:  # another process created it first
@@ -165,6 +184,8 @@ def _refresh(archive_dir: str, checkout_dir: str) -> str:
     old_root = repo[head].peel(pygit2.Tree).id.raw
     new_root = repo[upstream].peel(pygit2.Tree).id.raw
     changes = list(changed_files(repo, old_root, new_root))
+    if not window_of(checkout_dir).everything:
+        return _follow_in_window(repo, checkout_dir, branch, str(head), str(upstream), changes)
     if any(entry is not None and entry[0] not in (MODE_BLOB, _MODE_EXEC) for _, _, entry in changes):
         return _merge_with_git(checkout_dir, str(upstream))  # links or submodules: git knows best
     if any(_edited(checkout_dir, path, old, new) for path, old, new in changes):
@@ -179,6 +200,72 @@ def _refresh(archive_dir: str, checkout_dir: str) -> str:
     except pygit2.GitError:
         return "held"
     return "updated"
+
+
+def _choose(repo: pygit2.Repository, checkout_dir: str, window: Window) -> None:
+    """Make the checkout hold ``window`` from now on: a plain checkout for everything, else a sparse one."""
+    if window.everything:
+        if window_of(checkout_dir).everything:
+            return
+        _git("sparse-checkout", "disable", cwd=checkout_dir)  # every file of the checkout's commit comes back
+        for key, value in _SETTINGS:
+            _git("config", key, value, cwd=checkout_dir)
+        _git("config", _WINDOW_KEY, window.text(), cwd=checkout_dir)
+        _git("update-index", "--split-index", cwd=checkout_dir)
+        return
+    if _git("config", "--get", "core.splitIndex", cwd=checkout_dir, check=False).stdout.strip() == b"true":
+        _git("config", "core.splitIndex", "false", cwd=checkout_dir)  # git cannot split a sparse index
+        _git("update-index", "--no-split-index", cwd=checkout_dir)
+    _narrow(repo, checkout_dir, window)
+
+
+def _narrow(repo: pygit2.Repository, checkout_dir: str, window: Window) -> None:
+    """Hold the folders of ``window`` in the checkout's commit (with a sparse index), and remember the window."""
+    tree = repo.head.peel(pygit2.Tree).id.raw
+    newest = newest_day(repo, tree)
+    paths = "".join(f"{path}\n" for path in folders(repo, tree, window.first_day(newest)))
+    _git("sparse-checkout", "set", "--cone", "--sparse-index", "--stdin", cwd=checkout_dir, stdin=paths.encode())
+    _git("config", _WINDOW_KEY, window.text(), cwd=checkout_dir)
+    _git("config", _NEWEST_KEY, newest or "", cwd=checkout_dir)
+
+
+def _follow_in_window(repo: pygit2.Repository, checkout_dir: str, branch: pygit2.Reference, head: str,
+                      upstream: str, changes: list[tuple[str, Entry | None, Entry | None]]) -> str:
+    """Fast-forward a sparse checkout: widen the window to new folders it should hold, then let git apply the change.
+
+    A record of a newer day slides a window of days (its folders are chosen
+    again, once a day); otherwise only the folders the change brings are
+    added. ``git read-tree -m -u`` applies the change: it walks the sparse
+    index (the window's files and one entry per folder outside it), writes
+    only the files that changed inside the window, and refuses, changing
+    nothing, when one of them holds an edit of the human's.
+    """
+    window = window_of(checkout_dir)
+    newest = str(repo.config[_NEWEST_KEY]) if _NEWEST_KEY in repo.config else ""
+    arrived = max((day or "" for day in (day_of(path) for path, _, new in changes if new is not None)), default="")
+    slides = window.days is not None and arrived > newest
+    if not slides:
+        first = window.first_day(newest or None)
+        _widen(checkout_dir, {folder_for(path, first) for path, _, new in changes if new is not None} - {None})
+    if _git("read-tree", "-m", "-u", head, upstream, cwd=checkout_dir, check=False).returncode != 0:
+        return "held"  # a file the change would write holds an edit of the human's, or is in the way
+    try:
+        branch.set_target(pygit2.Oid(hex=upstream), "gitmail: follow main")
+    except pygit2.GitError:
+        return "held"
+    if slides:
+        _narrow(repo, checkout_dir, window)  # chosen again on the new commit's tree
+    return "updated"
+
+
+def _widen(checkout_dir: str, wanted: set[str | None]) -> None:
+    """Add the folders of ``wanted`` the checkout does not hold yet to its window."""
+    if not wanted:
+        return
+    listed = set(_git("sparse-checkout", "list", cwd=checkout_dir).stdout.decode().splitlines())
+    missing = "".join(f"{path}\n" for path in sorted(str(path) for path in wanted) if path not in listed)
+    if missing:
+        _git("sparse-checkout", "add", "--stdin", cwd=checkout_dir, stdin=missing.encode())
 
 
 def _update_index(checkout_dir: str, changes: list[tuple[str, Entry | None, Entry | None]]) -> str:
@@ -254,6 +341,8 @@ def _merge_with_git(checkout_dir: str, upstream: str) -> str:
 def _configure(repo: pygit2.Repository) -> None:
     """Give a checkout made before the split index its settings (git splits the index at its next write)."""
     config = repo.config
+    if _WINDOW_KEY in config and config[_WINDOW_KEY] != "all":
+        return  # a sparse index, which git cannot split
     for key, value in _SETTINGS:
         if key not in config:
             config[key] = value
