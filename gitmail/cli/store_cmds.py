@@ -49,21 +49,34 @@ def migrate(ctx: Context, project: str) -> tuple[object, str]:
 
 @command(name="checkout")
 @click.argument("project", required=False)
+@click.option("--since", "since", metavar="WINDOW",
+              help="Hold only recent records from now on: 7d (the newest 7 days, sliding) or 2026-11-01 (from that "
+                   "day on).")
+@click.option("--all", "everything", is_flag=True, help="Hold every record from now on (a plain checkout).")
 @click.option("--archive", "archive_dir", type=click.Path(file_okay=False), hidden=True,
               help="The archive's folder (what the archive's post-receive hook passes).")
-def checkout(ctx: Context, project: str | None, archive_dir: str | None) -> tuple[object, str]:
+def checkout(ctx: Context, project: str | None, since: str | None, everything: bool,
+             archive_dir: str | None) -> tuple[object, str]:
     """Bring the human checkout of PROJECT (default: every project) up to main now, and say where it is.
 
     Every gitmail command and the server do this by themselves after they
     write, and a push into the archive does it from the archive's hook; this
-    is for a move of main they did not see. States: created, updated,
-    current, held (your own commits or edits are in the way) or busy (a git
-    command of yours holds the checkout's index).
+    is for a move of main they did not see, and to choose which records the
+    checkout holds. A checkout holds every record while the archive has at
+    most 100,000 files, else a window of the newest days that fit; --since
+    and --all choose for good. States: created, updated, current, held (your
+    own commits or edits are in the way) or busy (a git command of yours
+    holds the checkout's index).
     """
     import os
 
-    from gitmail.storage.checkout import refresh
+    from gitmail.model.errors import invalid
+    from gitmail.storage.checkout import refresh, window_of
+    from gitmail.storage.window import Window
 
+    if since is not None and everything:
+        raise invalid("--since and --all choose the window two ways; give one of them")
+    window = Window() if everything else Window.parse(since) if since is not None else None
     if archive_dir is not None:
         archive_dir = os.path.abspath(archive_dir)
         pairs = {os.path.basename(os.path.dirname(archive_dir)):
@@ -72,5 +85,10 @@ def checkout(ctx: Context, project: str | None, archive_dir: str | None) -> tupl
         store = ctx.store
         slugs = [store.resolve(project)] if project else store.slugs()
         pairs = {slug: (store.archive(slug).git_dir, store.paths(slug).checkout) for slug in slugs}
-    report = {slug: {"checkout": target, "state": refresh(source, target)} for slug, (source, target) in pairs.items()}
-    return report, "\n".join(f"{slug}: {item['state']}  {item['checkout']}" for slug, item in report.items())
+    report = {}
+    for slug, (source, target) in pairs.items():
+        state = refresh(source, target, window=window)
+        held = window_of(target).text() if os.path.isdir(target) else "all"
+        report[slug] = {"checkout": target, "state": state, "window": held}
+    return report, "\n".join(f"{slug}: {item['state']}  {item['checkout']}  (holds: {item['window']})"
+                             for slug, item in report.items())
