@@ -14,7 +14,11 @@ reservations, written with ``git fast-import``), then measures:
   index);
 - search in process, each query kind of ``benchmarks/bench_index.py``:
   p50 wall and p50 CPU of the searching thread (limit 20, the default
-  ranking: best match first over the newest matches).
+  ranking: best match first over the newest matches);
+- the human checkout made afresh with its default window (everything up to
+  100,000 files, else the newest days that fit): the window and its files,
+  seconds to make it, ``git status`` in it (median wall and CPU of seven
+  runs; target at 1M: 300 ms), and the refresh after ten new messages.
 
 The machine may be shared: CPU figures are the ones to compare between
 runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
@@ -29,6 +33,8 @@ import argparse
 import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,8 +45,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_index import QUERIES, time_queries
 from scale_history import PROJECT, History, kept_or_built
 
-from gitmail import Store
+from gitmail import Change, Store
 from gitmail.index import indexer_for
+from gitmail.model.ids import new_id
+from gitmail.model.records import inbox_path, message_path
+from gitmail.storage.checkout import refresh, window_of
 
 
 def cpu_now() -> tuple[float, float]:
@@ -77,6 +86,48 @@ def reindex(home: str) -> dict[str, Any]:
     return out
 
 
+def _timed(run: Any) -> tuple[Any, float, float]:
+    """(what ``run()`` returns, wall seconds, CPU seconds of this process and its children)."""
+    start, (own, children) = time.perf_counter(), cpu_now()
+    out = run()
+    end, (own2, children2) = time.perf_counter(), cpu_now()
+    return out, end - start, own2 - own + children2 - children
+
+
+def checkout(home: str) -> dict[str, Any]:
+    """The human checkout made afresh with its default window: making it, ``git status`` in it, one refresh.
+
+    ``git status`` runs seven times (median wall and CPU, git's CPU counted as
+    a child's). The refresh follows a commit of ten new messages (each with
+    an inbox copy), as a burst of mail brings.
+    """
+    store = Store(home, background=False, durable=False)
+    paths = store.paths(store.resolve(PROJECT))
+    shutil.rmtree(paths.checkout, ignore_errors=True)
+    state, made_wall, made_cpu = _timed(lambda: refresh(paths.archive, paths.checkout))
+    files = len(subprocess.run(["git", "ls-files", "-z"], cwd=paths.checkout, capture_output=True,
+                               check=True).stdout.split(b"\0")) - 1
+    runs = [_timed(lambda: subprocess.run(["git", "status", "--porcelain"], cwd=paths.checkout,
+                                          capture_output=True, check=True))[1:] for _ in range(7)]
+    archive = store.archive(PROJECT)
+    ids = [new_id() for _ in range(10)]
+
+    def ten(snap: Any) -> Change:
+        change = Change("ten messages", author="Agent00")
+        for mid in ids:
+            change.put(message_path(mid), b"a message\n").put(inbox_path("Agent01", mid), b"a message\n")
+        return change
+
+    archive.transact(ten)
+    refreshed, refresh_wall, refresh_cpu = _timed(lambda: refresh(paths.archive, paths.checkout))
+    return {"window": window_of(paths.checkout).text(), "state": state, "files": files,
+            "made_s": round(made_wall, 2), "made_cpu_s": round(made_cpu, 2),
+            "status_ms": round(1000 * statistics.median(wall for wall, _ in runs), 1),
+            "status_cpu_ms": round(1000 * statistics.median(cpu for _, cpu in runs), 1),
+            "refresh": refreshed, "refresh_ms": round(1000 * refresh_wall, 1),
+            "refresh_cpu_ms": round(1000 * refresh_cpu, 1)}
+
+
 def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
     kept = History.load(home) if reuse else None
     history = kept_or_built(home, size, reuse=reuse)
@@ -85,6 +136,7 @@ def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
         "msgs_per_s": round(size / history.seconds) if history.seconds else None, "receipts": history.receipts,
         "reservations": history.reservations, "commits": history.commits}}
     result["reindex"] = reindex(home)
+    result["checkout"] = checkout(home)
     return result
 
 
@@ -101,6 +153,15 @@ ROWS: list[tuple[str, Any]] = [
     ("  search: CPU ms/doc (workers)", lambda r: f"{r['reindex']['search']['cpu_ms_per_doc']} "
                                                 f"({r['reindex']['search']['workers_cpu_s']} s)"),
 ]
+
+
+ROWS.extend([
+    ("checkout window", lambda r: f"{r['checkout']['window']} ({r['checkout']['files']:,} files)"),
+    ("checkout: made s (CPU s)", lambda r: f"{r['checkout']['made_s']} ({r['checkout']['made_cpu_s']})"),
+    ("checkout: git status ms (CPU)", lambda r: f"{r['checkout']['status_ms']} ({r['checkout']['status_cpu_ms']})"),
+    ("checkout: refresh 10 msgs ms (CPU)", lambda r: f"{r['checkout']['refresh_ms']} "
+                                                     f"({r['checkout']['refresh_cpu_ms']})"),
+])
 
 
 def table(results: list[dict[str, Any]]) -> str:
