@@ -73,6 +73,7 @@ def test_a_window_of_days_holds_those_days_and_git_sees_nothing_else(four_days):
     assert {profile_path("BlueLake"), profile_path("GreenCastle")} <= held
     assert window_of(paths.checkout) == Window(days=2)
     assert git("config", "index.sparse", cwd=paths.checkout).strip() == "true"
+    assert git("config", "status.showUntrackedFiles", cwd=paths.checkout).strip() == "no"
     assert "messages/2026/11/01/" in git("ls-files", "--sparse", cwd=paths.checkout).splitlines()  # one entry
     assert git("status", "--porcelain", "--untracked-files=all", cwd=paths.checkout) == ""
     assert git("rev-parse", "HEAD", cwd=paths.checkout).strip() == archive.tip()
@@ -136,6 +137,7 @@ def test_all_makes_it_whole_again_and_since_narrows_it(four_days):
     assert refresh(paths.archive, paths.checkout, window=Window()) == "current"
     assert {message_path(ids[day]) for day in ids} <= _files(paths.checkout)
     assert git("config", "core.splitIndex", cwd=paths.checkout).strip() == "true"  # the plain checkout's index
+    assert git("config", "--default", "normal", "status.showUntrackedFiles", cwd=paths.checkout).strip() == "normal"
     assert git("status", "--porcelain", "--untracked-files=all", cwd=paths.checkout) == ""
     _message(archive, 4)
     assert refresh(paths.archive, paths.checkout) == "updated"  # by the plain checkout's own path

@@ -63,7 +63,7 @@ def checkout(ctx: Context, project: str | None, since: str | None, everything: b
     write, and a push into the archive does it from the archive's hook; this
     is for a move of main they did not see, and to choose which records the
     checkout holds. A checkout holds every record while the archive has at
-    most 100,000 files, else a window of the newest days that fit; --since
+    most 50,000 files, else a window of the newest days that fit; --since
     and --all choose for good. States: created, updated, current, held (your
     own commits or edits are in the way) or busy (a git command of yours
     holds the checkout's index).

@@ -78,6 +78,9 @@ _MODE_EXEC = 0o100755
 _REFRESH_LOCK = "gitmail-refresh.lock"
 _WINDOW_KEY = "gitmail.window"  # the checkout's window (see window.py); absent: everything
 _NEWEST_KEY = "gitmail.newest"  # the newest day of the archive when the window's folders were last chosen
+# A window's git status lists no untracked files (``git status -u`` does): at layout 2 a window holds more
+# folders than files, and looking for new files in each cost 2.7 of 3.2 s of CPU at 94k files (100k messages).
+_WINDOW_SETTINGS = (("status.showUntrackedFiles", "no"), ("core.untrackedCache", "true"))
 # A split index (see gitindex.py); shared parts git has replaced go after five minutes, not two weeks.
 _SETTINGS = (("core.splitIndex", "true"), ("splitIndex.sharedIndexExpire", "5.minutes.ago"))
 # Variables that point git at a repository: a hook inherits them from the
@@ -208,6 +211,8 @@ def _choose(repo: pygit2.Repository, checkout_dir: str, window: Window) -> None:
         if window_of(checkout_dir).everything:
             return
         _git("sparse-checkout", "disable", cwd=checkout_dir)  # every file of the checkout's commit comes back
+        for key, _ in _WINDOW_SETTINGS:
+            _git("config", "--unset", key, cwd=checkout_dir, check=False)
         for key, value in _SETTINGS:
             _git("config", key, value, cwd=checkout_dir)
         _git("config", _WINDOW_KEY, window.text(), cwd=checkout_dir)
@@ -225,8 +230,8 @@ def _narrow(repo: pygit2.Repository, checkout_dir: str, window: Window) -> None:
     newest = newest_day(repo, tree)
     paths = "".join(f"{path}\n" for path in folders(repo, tree, window.first_day(newest)))
     _git("sparse-checkout", "set", "--cone", "--sparse-index", "--stdin", cwd=checkout_dir, stdin=paths.encode())
-    _git("config", _WINDOW_KEY, window.text(), cwd=checkout_dir)
-    _git("config", _NEWEST_KEY, newest or "", cwd=checkout_dir)
+    for key, value in (*_WINDOW_SETTINGS, (_WINDOW_KEY, window.text()), (_NEWEST_KEY, newest or "")):
+        _git("config", key, value, cwd=checkout_dir)
 
 
 def _follow_in_window(repo: pygit2.Repository, checkout_dir: str, branch: pygit2.Reference, head: str,

@@ -26,6 +26,9 @@ plain checkout). A window of ``N`` days slides when records of a newer day
 arrive: the folders of the days that left go, once a day. A checkout made
 without a choice holds everything while the archive has at most
 :data:`BUDGET` files, else the newest days that fit in it (at least one).
+Its ``git status`` lists no untracked files (``git status -u`` does): at
+the archive's layout a window holds more folders than files, and looking
+through each for new files is most of what a full ``git status`` costs.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from gitmail.model.records import AGENTS, INBOX, holds_day_folders, is_day_folde
 from .objects import MODE_TREE
 from .treeedit import read_tree
 
-BUDGET = 100_000  # files a checkout holds at most when nobody chose its window
+BUDGET = 50_000  # files a checkout holds at most when nobody chose its window (git status: about 0.3 s of CPU)
 _DAYS = re.compile(r"^([1-9][0-9]{0,4})d$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _DAY_OF = re.compile(r"^(.*?/\d{4}/\d{2}/\d{2})(?:/|$)")  # the day folder a dated path sits in
