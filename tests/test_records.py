@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from gitmail import HLC, Agent, Contact, HybridClock, JournalEntry, Message, Project, Receipt, Reservation, Seat, new_id
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
-from gitmail.model.ids import ID_LENGTH, id_time, is_id
-from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, parse_path
+from gitmail.model.ids import ID_LENGTH, derived_id, id_time, is_id
+from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, day_shard, parse_path
 
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 line = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80)
@@ -224,3 +224,13 @@ def test_records_are_written_alike_with_or_without_the_yaml_emitter(fields):
                      width=10_000).encode("utf-8")
     assert fast is None or fast == slow
     assert codec.dump_yaml(fields) == slow
+
+
+def test_day_shard_is_the_utc_day_of_the_id_across_days_years_and_leap_days():
+    moments = [dt.datetime(2024, 2, 29, 23, 59, 59, 999000, tzinfo=dt.UTC), dt.datetime(2026, 12, 31, tzinfo=dt.UTC),
+               dt.datetime(1970, 1, 2, tzinfo=dt.UTC), dt.datetime(2100, 3, 1, 0, 0, 0, 1000, tzinfo=dt.UTC)]
+    for moment in moments:
+        ms = int(moment.timestamp() * 1000)
+        for offset in (-1, 0, 1):
+            record_id = derived_id(ms + offset, b"seed")
+            assert day_shard(record_id) == id_time(record_id).strftime("%Y/%m/%d")

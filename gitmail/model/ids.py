@@ -92,10 +92,14 @@ def is_id(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and bool(ID_PATTERN.match(text))
 
 
+def id_ms(record_id: str) -> int:
+    """The creation time encoded in an ID, in milliseconds since 1970 (UTC)."""
+    return _decode(record_id[:_TIME_CHARS])
+
+
 def id_time(record_id: str) -> _dt.datetime:
     """The creation time encoded in an ID (UTC)."""
-    ms = _decode(record_id[:_TIME_CHARS])
-    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
+    return _dt.datetime.fromtimestamp(id_ms(record_id) / 1000, tz=_dt.UTC)
 
 
 def first_id_at(moment: _dt.datetime) -> str:

@@ -16,6 +16,7 @@ rewrites grows with the day's traffic: see *Layouts* below.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,7 @@ from . import codec
 from .clock import HLC, format_ts, parse_ts
 from .controls import NUL, first_nul
 from .errors import CORRUPT_RECORD, GitmailError, invalid
-from .ids import ID_LENGTH, id_time, is_id
+from .ids import ID_LENGTH, id_ms, is_id
 from .names import ADDRESS_RE, AGENT_NAME_RE, PRODUCT_KEY_RE, TOPIC_RE
 
 MAX_SUBJECT = 512
@@ -63,7 +64,16 @@ def _spec(kind: str, *, default: Any = dataclasses.MISSING, key: str | None = No
 
 def day_shard(record_id: str) -> str:
     """``YYYY/MM/DD`` of the UTC day an ID was minted."""
-    return id_time(record_id).strftime("%Y/%m/%d")
+    return _day_folder(id_ms(record_id) // 86_400_000)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_folder(day: int) -> str:
+    """``YYYY/MM/DD`` of the ``day``-th day since 1970 (a check or merge names the same few days again and again)."""
+    return (_EPOCH + dt.timedelta(days=day)).strftime("%Y/%m/%d")
 
 
 def fan_out(name: str) -> str:
