@@ -112,3 +112,18 @@ def test_threads_let_go_of_packs_another_process_consolidated(tmp_path, no_cycle
         in_every_worker(pool, lambda barrier: commit_and_read(archive, 50_000 + barrier.wait(30)))
         assert held_deleted(pack_dir) == (0, 0)
     assert consolidate(archive.git_dir) is True
+
+
+def test_idle_threads_let_go_of_packs_this_process_consolidated_without_another_call(tmp_path, no_cycle_collector):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False)
+    assert archive.maintainer is not None
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for i in range(PACK_LIMIT + 8):
+            in_every_worker(pool, lambda barrier, i=i: commit_and_read(archive, i * WORKERS + barrier.wait(30)))
+        assert held_deleted(pack_dir) == (0, 0)
+        archive.maintainer.worker.poke()
+        assert archive.maintainer.worker.wait_idle(60)
+        assert pack_count(archive.git_dir) < PACK_LIMIT
+        # No worker has made a call since: their handles were dropped by the consolidation itself.
+        assert held_deleted(pack_dir) == (0, 0)
