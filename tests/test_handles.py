@@ -17,10 +17,11 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+import pygit2
 import pytest
 
 from gitmail import Archive, Change
-from gitmail.storage.handles import open_repository
+from gitmail.storage.handles import OBJECT_CACHE_BYTES, PACK_BYTES_MAPPED, PACK_FILES_OPEN, open_repository
 from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,3 +128,18 @@ def test_idle_threads_let_go_of_packs_this_process_consolidated_without_another_
         assert pack_count(archive.git_dir) < PACK_LIMIT
         # No worker has made a call since: their handles were dropped by the consolidation itself.
         assert held_deleted(pack_dir) == (0, 0)
+
+
+def test_the_native_caches_of_every_handle_are_bounded_for_the_whole_process(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    for i in range(40):  # trees of several sizes, each read back through a handle's cache
+        archive.transact(lambda snap, i=i: Change(f"note {i}").put(f"notes/{i % 7}/{i}.txt", b"note %d\n" % i))
+    handle = open_repository(archive.git_dir)
+    for commit in handle.walk(handle.head.target):
+        for entry in commit.tree:
+            handle[entry.id]
+    used, budget = pygit2.settings.cached_memory
+    assert budget == OBJECT_CACHE_BYTES < 256 << 20  # libgit2's default would be 256 MiB
+    assert 0 < used <= budget
+    assert pygit2.settings.mwindow_mapped_limit == PACK_BYTES_MAPPED
+    assert pygit2.settings.mwindow_file_limit == PACK_FILES_OPEN

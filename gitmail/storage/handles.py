@@ -20,7 +20,10 @@ small packs between consolidations, and the pages of every one that was read
 would count against the process. The first handle opened here sets tighter
 limits (:data:`PACK_FILES_OPEN`, :data:`PACK_BYTES_MAPPED`); libgit2 closes
 and unmaps the least recently used packs beyond them and reopens one when it
-is needed again.
+is needed again. It also sets the budget of libgit2's object cache
+(:data:`OBJECT_CACHE_BYTES`, shared by every handle of the process): its
+default, 256 MiB, is reached by a server that runs for days, and a write
+only ever rereads the few small trees on its paths, which a few MiB hold.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ _HELPERS = ("branches", "references", "remotes", "submodules")
 PACK_FILES_OPEN = 128  # pack files kept open at once, in the whole process
 PACK_BYTES_MAPPED = 64 << 20  # bytes of pack files mapped at once, in the whole process...
 PACK_WINDOW = 16 << 20  # ...in windows of at most this size
+OBJECT_CACHE_BYTES = 16 << 20  # libgit2's cache of parsed commits and trees, all handles of the process together
 _limited = False
 
 
@@ -70,5 +74,6 @@ def open_repository(path: str) -> pygit2.Repository:
         pygit2.settings.mwindow_file_limit = PACK_FILES_OPEN
         pygit2.settings.mwindow_mapped_limit = PACK_BYTES_MAPPED
         pygit2.settings.mwindow_size = PACK_WINDOW
+        pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
         _limited = True
     return _Handle(path)
