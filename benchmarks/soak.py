@@ -99,7 +99,7 @@ class Server:
 
     def stop(self) -> None:
         try:
-            os.kill(self.pid, signal.SIGINT)  # the server itself, so a profiler around it can write its report
+            os.kill(self.pid, signal.SIGTERM)  # the server itself, so a profiler around it can write its report
         except ProcessLookupError:
             pass
         try:
@@ -183,20 +183,23 @@ def rss_mb(pid: int | None) -> float:
 
 
 def find_process(pid: int, marker: bytes) -> int | None:
-    """The first of ``pid`` and its descendants whose command line contains ``marker``."""
-    pending = [pid]
+    """The deepest of ``pid`` and its descendants whose command line contains ``marker``.
+
+    The deepest, not the first: a profiler's wrapper names the program it runs in its own command line.
+    """
+    pending, found = [pid], None
     while pending:
         current = pending.pop(0)
         try:
             with open(f"/proc/{current}/cmdline", "rb") as handle:
                 if marker in handle.read():
-                    return current
+                    found = current
             for task in os.listdir(f"/proc/{current}/task"):
                 with open(f"/proc/{current}/task/{task}/children") as handle:
                     pending += [int(child) for child in handle.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return None
+    return found
 
 
 def helper_pid(pid: int) -> int | None:
