@@ -157,6 +157,7 @@ BULK_AT = 500  # queued messages from which a commit writes them with the bulk b
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
 OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
+WRITER_MB = 32  # MB of postings a drain or merge buffers before sorting runs to disk (Whoosh: 128)
 OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
 NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
 FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
@@ -549,7 +550,7 @@ class SearchIndex:
                 segments = bulk.build(ix, meta=self.meta, git_dir=self.git_dir, read_blob=self.read_blob,
                                       total=total, progress=self._built(progress),
                                       workers=None if self.git_dir else 1)
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB)
                 try:
                     writer.commit(mergetype=lambda _writer, existing: existing + segments)
                 except BaseException:
@@ -604,7 +605,7 @@ class SearchIndex:
                 return applied
             sources = self.meta.search_sources([mid for _, mid in items])
             docs = [self._document(*sources[mid]) for _, mid in items if mid in sources]
-            writer = ix.writer(compound=False)
+            writer = ix.writer(compound=False, limitmb=WRITER_MB)
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
@@ -679,7 +680,7 @@ class SearchIndex:
             if len(sizes) < 2:
                 return False
             try:
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB)
             except LockError:
                 return None
             try:

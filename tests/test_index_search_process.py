@@ -8,9 +8,11 @@ import signal
 import sys
 
 import pytest
+from whoosh.writing import SegmentWriter
 
 from gitmail.index import indexer_for
-from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed
+from gitmail.index.search import WRITER_MB
+from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed, write
 from gitmail.storage.maintenance import consolidate
 
 from .conftest import wait_until
@@ -221,3 +223,53 @@ def test_the_helper_lets_go_of_packs_consolidated_between_its_writes(store, arch
     finally:
         writer.close()
     assert len(index.search("armadillo", limit=50)) == 7
+
+
+def test_a_helper_grown_past_its_memory_limit_is_replaced_between_writes_and_nothing_is_lost(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()  # no background catch-up: this test moves the metadata by hand
+    index.drainer.stop()
+    writer = SearchWriter(rss_limit=1)  # any child is over the limit once it has written
+    try:
+        for i in range(2):
+            send(archive, message("Blue", ["Green"], f"Big {i}", f"a numbat grew{i}"))
+            index._sync()  # noqa: SLF001 - queue the message without draining it here
+            assert writer.run("drain", **paths(index)) == 1
+            assert writer.pid is None, "stopped after its write, before the next"
+        assert writer.replaced == 2
+    finally:
+        writer.close()
+    assert index.meta.pending_count() == 0
+    assert len(index.search("numbat", limit=10)) == 2
+    roomy = SearchWriter()
+    try:
+        send(archive, message("Blue", ["Green"], "Small", "a numbat stayed"))
+        index._sync()  # noqa: SLF001
+        assert roomy.run("drain", **paths(index)) == 1
+        assert roomy.pid is not None and roomy.replaced == 0, "a child within the limit is kept"
+    finally:
+        roomy.close()
+
+
+def test_drains_and_merges_buffer_a_bounded_share_of_postings_in_memory(store, archive, monkeypatch):
+    seen = []
+    built = SegmentWriter.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("limitmb"))
+        built(self, *args, **kwargs)
+
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()
+    index.drainer.stop()
+    index.merger.stop()
+    monkeypatch.setattr(SegmentWriter, "__init__", spy)
+    for i in range(2):
+        send(archive, message("Blue", ["Green"], f"Seg {i}", f"a quokka {i}"))
+        index._sync()  # noqa: SLF001 - queue the message without draining it here
+        assert write(index.search_index, "drain") == 1
+    assert write(index.search_index, "merge") is True
+    assert len(seen) == 3 and set(seen) == {WRITER_MB} and WRITER_MB < 128  # Whoosh's default is 128 MB
+    assert len(index.search("quokka", limit=10)) == 2
