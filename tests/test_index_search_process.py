@@ -8,6 +8,7 @@ import signal
 import sys
 
 import pytest
+from whoosh import index as windex
 from whoosh.writing import SegmentWriter
 
 from gitmail.index import indexer_for
@@ -273,3 +274,33 @@ def test_drains_and_merges_buffer_a_bounded_share_of_postings_in_memory(store, a
     assert write(index.search_index, "merge") is True
     assert len(seen) == 3 and set(seen) == {WRITER_MB} and WRITER_MB < 128  # Whoosh's default is 128 MB
     assert len(index.search("quokka", limit=10)) == 2
+
+
+def test_merges_keep_segment_sizes_doubling_and_leave_the_large_ones_alone(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()  # no background work: each drain below makes one segment
+    index.drainer.stop()
+    index.merger.stop()
+    search = index.search_index
+    n = 0
+    for size in (16, 4, 1):
+        send_many(archive, [message("Blue", ["Green"], f"Wallaby {n + k}", f"wallaby {n + k}") for k in range(size)])
+        n += size
+        index._sync()  # noqa: SLF001 - queue the messages without draining them here
+        assert write(search, "drain") == size
+    assert search.segment_count() == 3
+    assert write(search, "merge") is False, "16, 4, 1 already double: nothing to rewrite"
+    largest = max(segments(search), key=lambda seg: seg.doc_count_all()).segment_id()
+    send(archive, message("Blue", ["Green"], "Wallaby last", "wallaby last"))
+    index._sync()  # noqa: SLF001
+    assert write(search, "drain") == 1
+    assert write(search, "merge") is True
+    assert sorted(seg.doc_count_all() for seg in segments(search)) == [2, 4, 16], "the two single ones were folded"
+    assert largest in {seg.segment_id() for seg in segments(search)}, "the large segment was not rewritten"
+    assert len(index.search("wallaby", limit=50)) == 22
+
+
+def segments(search) -> list:
+    """The segments of the live generation of a search index."""
+    return windex.open_dir(os.path.join(search.live_dir(), "whoosh"))._segments()  # noqa: SLF001
