@@ -21,7 +21,13 @@ import pygit2
 import pytest
 
 from gitmail import Archive, Change
-from gitmail.storage.handles import OBJECT_CACHE_BYTES, PACK_BYTES_MAPPED, PACK_FILES_OPEN, open_repository
+from gitmail.storage.handles import (
+    MALLOC_ARENAS,
+    OBJECT_CACHE_BYTES,
+    PACK_BYTES_MAPPED,
+    PACK_FILES_OPEN,
+    open_repository,
+)
 from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,3 +149,36 @@ def test_the_native_caches_of_every_handle_are_bounded_for_the_whole_process(tmp
     assert 0 < used <= budget
     assert pygit2.settings.mwindow_mapped_limit == PACK_BYTES_MAPPED
     assert pygit2.settings.mwindow_file_limit == PACK_FILES_OPEN
+
+
+_ARENAS_USED = """
+import ctypes, sys, tempfile, threading
+from gitmail.storage.handles import open_repository
+open_repository(sys.argv[1])
+def work(barrier):
+    barrier.wait(30)  # all allocate at the same moment, each from its own thread
+    kept = [bytes(2000 + i) for i in range(2000)]
+    barrier.wait(30)
+barrier = threading.Barrier(8)
+threads = [threading.Thread(target=work, args=(barrier,)) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc = ctypes.CDLL("libc.so.6")
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    stream = ctypes.c_void_p(libc.fopen(out.name.encode(), b"w"))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    print(open(out.name).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas")
+def test_threads_allocating_at_once_share_a_few_malloc_arenas(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    run = subprocess.run([sys.executable, "-c", _ARENAS_USED, archive.git_dir], env=dict(os.environ, PYTHONPATH=ROOT),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert 1 <= int(run.stdout) <= MALLOC_ARENAS  # glibc's default gives each of the 8 threads its own
