@@ -169,13 +169,14 @@ def deleted_mappings(pid: int) -> int:
         return sum(1 for line in handle if line.rstrip().endswith("(deleted)"))
 
 
-def rss_mb(pid: int | None) -> float:
+def rss_mb(pid: int | None, field: str = "VmRSS") -> float:
+    """Resident memory in MB: all of it (``VmRSS``), or its anonymous part (``RssAnon``: heaps, not file mappings)."""
     if pid is None:
         return 0.0
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024 / 1e6
     except FileNotFoundError:
         pass
@@ -222,6 +223,7 @@ class Sample:
     deleted: int
     rss: float
     helper_rss: float
+    anon: float = 0.0  # the server's anonymous resident memory (the rest maps files: packs, libraries)
 
 
 @dataclass
@@ -239,7 +241,7 @@ class Run:
 def sample(pid: int, run: Run) -> None:
     try:
         run.samples.append(Sample(run.done, open_fds(pid), deleted_mappings(pid), rss_mb(pid),
-                                  rss_mb(helper_pid(pid))))
+                                  rss_mb(helper_pid(pid)), rss_mb(pid, "RssAnon")))
     except FileNotFoundError:
         pass  # the server is gone; the sends will say so
 
@@ -386,7 +388,7 @@ def deciles(run: Run) -> list[dict]:
             "p95_ms": round(pct(times, 0.95), 1) if times else None,
             "fds": end.fds, "fds_max": max((s.fds for s in inside), default=0),
             "deleted_maps": end.deleted, "deleted_maps_max": max((s.deleted for s in inside), default=0),
-            "rss_mb": round(end.rss, 1), "helper_rss_mb": round(end.helper_rss, 1),
+            "rss_mb": round(end.rss, 1), "anon_mb": round(end.anon, 1), "helper_rss_mb": round(end.helper_rss, 1),
         })
     return rows
 
@@ -424,12 +426,14 @@ CHECKS = [("errors", "errors_ok", "{errors} (target 0)"),
 
 def print_table(rows: list[dict], run: Run, result: dict) -> None:
     print(f"{'decile':>6} {'msgs':>7} {'msg/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'fds':>9} {'del.maps':>9} "
-          f"{'RSS MB':>7} {'helper':>7}")
+          f"{'RSS MB':>7} {'anon':>7} {'helper':>7}")
     for row in rows:
         print(f"{row['decile']:>6} {row['messages']:>7} {row['msg_per_s'] or '-':>7} {row['p50_ms'] or '-':>7} "
               f"{row['p95_ms'] or '-':>7} {row['fds']:>4}/{row['fds_max']:<4} "
-              f"{row['deleted_maps']:>4}/{row['deleted_maps_max']:<4} {row['rss_mb']:>7} {row['helper_rss_mb']:>7}")
-    print("(fds and del.maps: at the decile's end / largest during it; RSS at its end)")
+              f"{row['deleted_maps']:>4}/{row['deleted_maps_max']:<4} {row['rss_mb']:>7} {row['anon_mb']:>7} "
+              f"{row['helper_rss_mb']:>7}")
+    print("(fds and del.maps: at the decile's end / largest during it; RSS, its anonymous part and the helper's RSS "
+          "at its end)")
     for text in run.error_texts:
         print(f"error: {text}")
     for label, key, detail in CHECKS:
