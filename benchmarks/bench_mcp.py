@@ -17,7 +17,10 @@ takes it in before timing starts. Then:
    send throughput with 1, 8 and 16 concurrent sessions (one-line bodies).
 2. **Realistic**: ``--fill`` messages (default 1,000) sent through MCP by 10
    agents, each in its own session passing its own token, 512-byte bodies,
-   10 at once; then throughput again with 8 and 16 senders, 512-byte bodies.
+   10 at once; then throughput again with 1, 8 and 16 senders, 512-byte bodies.
+   Each send burst is followed by a burst of the no-op tool from as many
+   sessions, as many calls: server CPU per send over the floor's per call at
+   the same concurrency is the send's ``cpu_ratio``.
 3. **Every tool against the floor**, in the realistic state: each tool's
    calls alternate with calls of the no-op tool, so both p50s come from the
    same moments of a shared machine, and the ratio is tool p50 / floor p50.
@@ -28,9 +31,10 @@ takes it in before timing starts. Then:
 
 Targets: read tools (fetch_inbox, search_messages, summarize_thread,
 fetch_topic, whois, list_contacts) p50 ≤ 1.3× the floor's at 1k and 10k,
-≤ floor + 20 ms at 100k; send and acknowledge server CPU ≤ 2× the floor's;
-send p50 ≤ 1.6× the floor's; 8 senders ≥ 120 msg/s realistic and ≥ 200 light
-with no errors; 16 senders not slower than 8. Prints one table per size, the
+≤ floor + 20 ms at 100k; server CPU per send ≤ 3× the floor's at 1 sender
+and ≤ 2× at 8 (realistic bursts, the ``targets`` of each size); acknowledge
+server CPU ≤ 2× the floor's; send p50 ≤ 1.6× the floor's; 8 senders ≥ 120
+msg/s realistic and ≥ 200 light with no errors; 16 senders not slower than 8. Prints one table per size, the
 load average before and after, then one JSON line with every figure.
 """
 
@@ -73,6 +77,9 @@ BODY_BYTES = 512
 THREAD_LENGTH = 20
 FLOOR = "bench_noop"
 WORDS = ["migration", "schema", "deploy", "router", "cache", "review", "latency", "token", "index", "build"]
+SEND_CPU_RATIO_1 = 3.0  # server CPU per send at most this many times the floor's, one sender...
+SEND_CPU_RATIO_MANY = 2.0  # ...and at --clients senders
+SEND_RATE_MANY = 120.0  # messages per second at --clients senders (realistic bodies), with no errors
 READ_TOOLS = ("fetch_inbox", "search_messages", "summarize_thread", "fetch_topic", "whois", "list_contacts")
 
 
@@ -300,18 +307,33 @@ async def throughput(url: str, tokens: dict[str, str], total: int, clients: int,
     """Messages per second with ``clients`` sessions sending at once, each as its own agent with its own token.
 
     Connecting is not timed. Server CPU per message counts the burst and the
-    background work it left behind (until the server is idle again).
+    background work it left behind (until the server is idle again); the
+    floor's is measured the same way right after, with as many sessions
+    calling the no-op tool as often, and the ratio of the two is the send's
+    cost in units of a bare call at that concurrency.
     """
-    errors = 0
+    def send(k: int, i: int) -> tuple[str, dict]:
+        return "send_message", {"project_key": PROJECT, "sender_name": SENDERS[k], "to": [RECIPIENT],
+                                "subject": f"{tag} {k} {i}", "body_md": body(i), "sender_token": tokens[SENDERS[k]]}
+
     per = max(1, total // clients)
+    sent = await burst(url, clients, per, send, pid)
+    floor = await burst(url, clients, per, lambda k, i: (FLOOR, {}), pid)
+    return {"clients": clients, "messages": per * clients, "seconds": sent["seconds"],
+            "msg_per_s": round(per * clients / sent["seconds"], 1), "errors": sent["errors"],
+            "server_cpu_ms_per_msg": sent["cpu_ms_per_call"], "floor_cpu_ms_per_call": floor["cpu_ms_per_call"],
+            "cpu_ratio": round(sent["cpu_ms_per_call"] / max(floor["cpu_ms_per_call"], 1e-6), 2)}
+
+
+async def burst(url: str, clients: int, per: int, make: Callable[[int, int], tuple[str, dict]], pid: int) -> dict:
+    """``per`` calls from each of ``clients`` sessions at once; seconds, errors and server CPU per call."""
+    errors = 0
 
     async def run(k: int, client: Client) -> None:
         nonlocal errors
         for i in range(per):
             try:
-                await call(client, "send_message", {
-                    "project_key": PROJECT, "sender_name": SENDERS[k], "to": [RECIPIENT],
-                    "subject": f"{tag} {k} {i}", "body_md": body(i), "sender_token": tokens[SENDERS[k]]})
+                await call(client, *make(k, i))
             except Exception:  # noqa: BLE001 - counted and reported
                 errors += 1
 
@@ -325,9 +347,7 @@ async def throughput(url: str, tokens: dict[str, str], total: int, clients: int,
         cpu = cpu_seconds(pid) - cpu
     finally:
         await close(opened)
-    return {"clients": clients, "messages": per * clients, "seconds": round(seconds, 3),
-            "msg_per_s": round(per * clients / seconds, 1), "errors": errors,
-            "server_cpu_ms_per_msg": round(cpu * 1000 / (per * clients), 2)}
+    return {"seconds": round(seconds, 3), "errors": errors, "cpu_ms_per_call": round(cpu * 1000 / (per * clients), 2)}
 
 
 class Calls:
@@ -427,7 +447,7 @@ async def measure(url: str, tokens: dict[str, str], thread: str, args: argparse.
     # 2. Realistic: the fill through MCP by 10 agents with their own sessions and tokens, then bursts.
     out["fill"] = await throughput(url, tokens, args.fill, REALISTIC_AGENTS, pid, long_body, "fill")
     realistic = {}
-    for clients in (args.clients, 2 * args.clients):
+    for clients in (1, args.clients, 2 * args.clients):
         realistic[clients] = await throughput(url, tokens, args.burst, clients, pid, long_body, "burst")
     out["realistic"] = realistic
     # 3. Every tool against the floor, in the realistic state.
@@ -441,7 +461,19 @@ async def measure(url: str, tokens: dict[str, str], thread: str, args: argparse.
         raise SystemExit(f"only {len(ids)} unread messages for acknowledgements; raise --fill or --burst")
     calls = Calls(tokens, thread, ids[: need // 2], ids[need // 2:], long_body)
     out["tools"] = await tool_table(url, calls, args.samples, args.cpu_burst, pid)
+    out["targets"] = send_targets(out, args.clients)
     return out
+
+
+def send_targets(fig: dict, clients: int) -> dict:
+    """The send targets: server CPU per send over the floor's at 1 and ``clients`` senders, and the rate there."""
+    one, many = fig["realistic"][1], fig["realistic"][clients]
+    return {"send_cpu_ratio_1": one["cpu_ratio"], "send_cpu_ratio_1_ok": one["cpu_ratio"] <= SEND_CPU_RATIO_1,
+            f"send_cpu_ratio_{clients}": many["cpu_ratio"],
+            f"send_cpu_ratio_{clients}_ok": many["cpu_ratio"] <= SEND_CPU_RATIO_MANY,
+            f"msg_per_s_{clients}": many["msg_per_s"],
+            f"msg_per_s_{clients}_ok": many["msg_per_s"] >= SEND_RATE_MANY and many["errors"] == 0,
+            "errors": sum(t["errors"] for case in ("light", "realistic") for t in fig[case].values())}
 
 
 def report(fig: dict) -> list[str]:
@@ -452,10 +484,12 @@ def report(fig: dict) -> list[str]:
     for case in ("light", "realistic"):
         for clients, t in fig[case].items():
             lines.append(f"  {case:<9} send x{clients:<3} {t['msg_per_s']:>7} msg/s  ({t['messages']} in "
-                         f"{t['seconds']} s, {t['errors']} errors, server CPU {t['server_cpu_ms_per_msg']} ms/msg)")
+                         f"{t['seconds']} s, {t['errors']} errors, server CPU {t['server_cpu_ms_per_msg']} ms/msg, "
+                         f"floor {t['floor_cpu_ms_per_call']} ms/call, ratio {t['cpu_ratio']})")
     f = fig["fill"]
     lines.append(f"  fill: {f['messages']} messages by {f['clients']} agents, 512-byte bodies: {f['msg_per_s']} msg/s, "
                  f"{f['errors']} errors, server CPU {f['server_cpu_ms_per_msg']} ms/msg")
+    lines.append("  targets: " + ", ".join(f"{key} {value}" for key, value in fig["targets"].items()))
     lines.append(f"  {'tool':<24}{'p50 ms':>8}{'p95 ms':>8}{'floor p50':>10}{'ratio':>7}{'CPU ms':>8}"
                  f"{'floor CPU':>10}{'ratio':>7}")
     for name, t in fig["tools"].items():

@@ -24,6 +24,12 @@ starting afresh; so is the file being deleted or replaced while in use, which
 makes every thread reconnect. No transaction is held for long (a rebuild reads
 in short chunks), so readers and the catch-up never wait on each other for
 more than a commit.
+
+Each thread has a connection of its own, so each has its own page cache: a
+server's pool of threads at SQLite's default (2 MiB each) would hold tens of
+MiB of pages that any write by another connection makes stale anyway (a
+rollback-journal database is reread after another connection's commit).
+Connections here keep :data:`PAGE_CACHE_KIB` each.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts,
 N_MESSAGE_COLUMNS = 13
 
 
+PAGE_CACHE_KIB = 512  # each connection's page cache
 BUSY_SECONDS = 10.0  # a statement waits this long for another connection's transaction, then gives up
 READ_CHUNK = 1000  # messages a rebuild reads per statement
 
@@ -216,6 +223,7 @@ class Meta:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=False)
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         return conn
 
     @property

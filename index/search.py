@@ -46,6 +46,8 @@ from whoosh.reading import SegmentReader
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import LockError
 
+from gitmail.storage.maintenance import rollup_count
+
 from . import bulk, parse
 from .meta import FORMAT, IndexUnavailable, Meta
 from .schema import SCHEMA
@@ -155,8 +157,8 @@ W3LeafMatcher.skip_to = _skip_to
 BATCH = 2000  # documents per incremental commit
 BULK_AT = 500  # queued messages from which a commit writes them with the bulk builder
 MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
-OPTIMIZE_SHARE = 0.25  # consolidation merges everything once the small segments hold this share of the big one
 SNIPPET_CHARS = 160
+WRITER_MB = 32  # MB of postings a drain or merge buffers before sorting runs to disk (Whoosh: 128)
 OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
 NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
 FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
@@ -214,17 +216,22 @@ def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
     return ("…" if start else "") + " ".join(marked.split()) + ("…" if end < len(body) else "")
 
 
-def _merge_all_but_largest(writer: Any, segments: list[Any]) -> list[Any]:
-    """A Whoosh merge policy: fold every segment but the largest into the new one."""
-    if len(segments) < 2:
-        return segments
-    largest = max(segments, key=lambda seg: seg.doc_count_all())
-    for seg in segments:
-        if seg is not largest:
-            reader = SegmentReader(writer.storage, writer.schema, seg)
-            writer.add_reader(reader)
-            reader.close()
-    return [largest]
+def _merge_geometric(writer: Any, segments: list[Any]) -> list[Any]:
+    """A Whoosh merge policy: fold the smallest segments into the new one until the sizes at least double.
+
+    Folding every segment but the largest rewrote, at each merge, everything
+    since the last full merge: up to a quarter of the index every few
+    seconds under a steady stream of sends, so the helper's cost per message
+    grew with the index. Kept geometric, a segment's documents are rewritten
+    about log2(n) times over its life and the segments number about log2(n).
+    """
+    ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
+    count = rollup_count([seg.doc_count_all() for seg in ordered])
+    for seg in ordered[:count]:
+        reader = SegmentReader(writer.storage, writer.schema, seg)
+        writer.add_reader(reader)
+        reader.close()
+    return ordered[count:]
 
 
 def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:
@@ -549,7 +556,7 @@ class SearchIndex:
                 segments = bulk.build(ix, meta=self.meta, git_dir=self.git_dir, read_blob=self.read_blob,
                                       total=total, progress=self._built(progress),
                                       workers=None if self.git_dir else 1)
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB)
                 try:
                     writer.commit(mergetype=lambda _writer, existing: existing + segments)
                 except BaseException:
@@ -604,7 +611,7 @@ class SearchIndex:
                 return applied
             sources = self.meta.search_sources([mid for _, mid in items])
             docs = [self._document(*sources[mid]) for _, mid in items if mid in sources]
-            writer = ix.writer(compound=False)
+            writer = ix.writer(compound=False, limitmb=WRITER_MB)
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
@@ -661,12 +668,12 @@ class SearchIndex:
         return applied
 
     def consolidate(self, *, refresh: bool = True) -> bool | None:
-        """Merge small segments so queries stay as fast as on a fresh index.
+        """Merge small segments so a query reads few of them (about log2 of the documents at most).
 
-        Folds every segment but the largest into one; once those hold more
-        than OPTIMIZE_SHARE of the largest, merges everything. Meant for an
-        idle moment in the background. Returns None if a writer is busy (try
-        again later), False if there was nothing to merge.
+        Folds the smallest segments into one until their sizes at least
+        double from one to the next (see :func:`_merge_geometric`). Meant
+        for an idle moment in the background. Returns None if a writer is
+        busy (try again later), False if there was nothing to merge.
         """
         if not self._write.acquire(False):
             return None
@@ -676,17 +683,14 @@ class SearchIndex:
                 return False
             ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
             sizes = sorted(seg.doc_count_all() for seg in ix._segments())  # noqa: SLF001
-            if len(sizes) < 2:
+            if not rollup_count(sizes):
                 return False
             try:
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB)
             except LockError:
                 return None
             try:
-                if sum(sizes[:-1]) > OPTIMIZE_SHARE * sizes[-1]:
-                    writer.commit(optimize=True)
-                else:
-                    writer.commit(mergetype=_merge_all_but_largest)
+                writer.commit(mergetype=_merge_geometric)
             except BaseException:
                 writer.cancel()
                 raise

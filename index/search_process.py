@@ -15,6 +15,14 @@ so a metadata store or generation replaced by the owner is never written
 through a stale handle. A child found dead is replaced at the next write; if
 the child fails or dies during a write, the caller does the write itself.
 The queue is only emptied by a finished write, so nothing is lost either way.
+
+A child's memory only ever grows: Whoosh's merges build their postings in
+Python objects, and the interpreter rarely hands freed arenas back to the
+system, so the largest merge so far sets the child's size for good. Once
+its resident memory passes :data:`RSS_LIMIT` after a write, the child is
+stopped between writes and the next write starts a fresh one (a few hundred
+milliseconds of start-up, once in many merges), which bounds the helper's
+memory whatever the server's uptime.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ _log = logging.getLogger("gitmail.index")
 OPERATIONS = ("drain", "merge")
 _CHILD = "from gitmail.index.search_process import main; main()"
 NICENESS = 10  # the helper's scheduling priority below the server's, as for pack consolidation
+RSS_LIMIT = 96 << 20  # a child above this resident size after a write is replaced before the next one
 
 
 class SearchWriterFailed(Exception):
@@ -50,9 +59,14 @@ class SearchWriterFailed(Exception):
 class SearchWriter:
     """One child process doing search-index writes for every project of a store, one at a time."""
 
-    def __init__(self, command: list[str] | None = None) -> None:
-        """``command`` is the child's command line (default: this interpreter running :func:`main`)."""
+    def __init__(self, command: list[str] | None = None, *, rss_limit: int = RSS_LIMIT) -> None:
+        """``command`` is the child's command line (default: this interpreter running :func:`main`).
+
+        ``rss_limit`` is the resident size in bytes above which a child is replaced after its write.
+        """
         self.command = command or [sys.executable, "-c", _CHILD]
+        self.rss_limit = rss_limit
+        self.replaced = 0  # children stopped for their size, for reports and benchmarks
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -82,6 +96,7 @@ class SearchWriter:
                 if not kept:
                     raise
                 line = self._ask(request)  # a write may run twice: the queue empties only when one finishes
+            self._replace_if_large()
         reply = json.loads(line)
         if not reply["ok"]:
             raise SearchWriterFailed(reply["error"])
@@ -102,6 +117,15 @@ class SearchWriter:
             self._discard()
             raise SearchWriterFailed("the search writer process exited")
         return line
+
+    def _replace_if_large(self) -> None:
+        """Stop the child (idle now: it has answered) if it grew past the limit; the next write starts another."""
+        proc = self._proc
+        if proc is None or _resident_bytes(proc.pid) <= self.rss_limit:
+            return
+        self._proc = None
+        self.replaced += 1
+        _stop(proc, timeout=30.0)
 
     def _child(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is not None:
@@ -124,18 +148,31 @@ class SearchWriter:
         """Let the child finish the write in hand, then stop it."""
         with self._lock:
             proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        assert proc.stdin is not None
-        try:
-            proc.stdin.close()  # end of requests: the child exits
-            proc.wait(timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
-        finally:
-            if proc.stdout is not None:
-                proc.stdout.close()
+        if proc is not None:
+            _stop(proc, timeout)
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """End a child between requests: closing its input ends its loop (killed if it does not exit in time)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.close()
+        proc.wait(timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _resident_bytes(pid: int) -> int:
+    """A process's resident memory (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return 0
 
 
 def write(index: SearchIndex, op: str, *, refresh: bool = True) -> Any:

@@ -17,10 +17,17 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+import pygit2
 import pytest
 
 from gitmail import Archive, Change
-from gitmail.storage.handles import open_repository
+from gitmail.storage.handles import (
+    MALLOC_ARENAS,
+    OBJECT_CACHE_BYTES,
+    PACK_BYTES_MAPPED,
+    PACK_FILES_OPEN,
+    open_repository,
+)
 from gitmail.storage.maintenance import PACK_LIMIT, consolidate, pack_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,3 +119,66 @@ def test_threads_let_go_of_packs_another_process_consolidated(tmp_path, no_cycle
         in_every_worker(pool, lambda barrier: commit_and_read(archive, 50_000 + barrier.wait(30)))
         assert held_deleted(pack_dir) == (0, 0)
     assert consolidate(archive.git_dir) is True
+
+
+def test_idle_threads_let_go_of_packs_this_process_consolidated_without_another_call(tmp_path, no_cycle_collector):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False)
+    assert archive.maintainer is not None
+    pack_dir = os.path.join(archive.git_dir, "objects", "pack")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for i in range(PACK_LIMIT + 8):
+            in_every_worker(pool, lambda barrier, i=i: commit_and_read(archive, i * WORKERS + barrier.wait(30)))
+        assert held_deleted(pack_dir) == (0, 0)
+        archive.maintainer.worker.poke()
+        assert archive.maintainer.worker.wait_idle(60)
+        assert pack_count(archive.git_dir) < PACK_LIMIT
+        # No worker has made a call since: their handles were dropped by the consolidation itself.
+        assert held_deleted(pack_dir) == (0, 0)
+
+
+def test_the_native_caches_of_every_handle_are_bounded_for_the_whole_process(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    for i in range(40):  # trees of several sizes, each read back through a handle's cache
+        archive.transact(lambda snap, i=i: Change(f"note {i}").put(f"notes/{i % 7}/{i}.txt", b"note %d\n" % i))
+    handle = open_repository(archive.git_dir)
+    for commit in handle.walk(handle.head.target):
+        for entry in commit.tree:
+            handle[entry.id]
+    used, budget = pygit2.settings.cached_memory
+    assert budget == OBJECT_CACHE_BYTES < 256 << 20  # libgit2's default would be 256 MiB
+    assert 0 < used <= budget
+    assert pygit2.settings.mwindow_mapped_limit == PACK_BYTES_MAPPED
+    assert pygit2.settings.mwindow_file_limit == PACK_FILES_OPEN
+
+
+_ARENAS_USED = """
+import ctypes, sys, tempfile, threading
+from gitmail.storage.handles import open_repository
+open_repository(sys.argv[1])
+def work(barrier):
+    barrier.wait(30)  # all allocate at the same moment, each from its own thread
+    kept = [bytes(2000 + i) for i in range(2000)]
+    barrier.wait(30)
+barrier = threading.Barrier(8)
+threads = [threading.Thread(target=work, args=(barrier,)) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc = ctypes.CDLL("libc.so.6")
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    stream = ctypes.c_void_p(libc.fopen(out.name.encode(), b"w"))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    print(open(out.name).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas")
+def test_threads_allocating_at_once_share_a_few_malloc_arenas(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    run = subprocess.run([sys.executable, "-c", _ARENAS_USED, archive.git_dir], env=dict(os.environ, PYTHONPATH=ROOT),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert 1 <= int(run.stdout) <= MALLOC_ARENAS  # glibc's default gives each of the 8 threads its own

@@ -11,6 +11,7 @@ import pytest
 
 from gitmail import Change, GitmailError, Receipt, Reservation, new_id
 from gitmail.index import indexer_for
+from gitmail.index.meta import PAGE_CACHE_KIB, Meta
 from gitmail.model.clock import HLC, format_ts
 from gitmail.model.errors import INVALID_ARGUMENT
 
@@ -246,3 +247,21 @@ def test_attach_all_opens_every_project(setup, store):
     indexer = indexer_for(store)
     assert sorted(indexer.attach_all()) == sorted(store.slugs())
     assert indexer.project("/work/projects/other").agents()[0].name == "Solo"
+
+
+def test_each_threads_metadata_connection_keeps_a_small_page_cache(tmp_path):
+    meta = Meta(str(tmp_path / "meta.sqlite"))
+    sizes: list[int] = []
+    barrier = threading.Barrier(4)
+
+    def connect() -> None:
+        barrier.wait(timeout=30)  # all four threads hold their own connection at once
+        sizes.append(meta.db.execute("PRAGMA cache_size").fetchone()[0])
+
+    threads = [threading.Thread(target=connect) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sizes == [-PAGE_CACHE_KIB] * 4  # negative: KiB, not pages
+    assert PAGE_CACHE_KIB < 2000  # SQLite's default is 2,000 KiB a connection

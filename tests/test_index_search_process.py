@@ -8,9 +8,12 @@ import signal
 import sys
 
 import pytest
+from whoosh import index as windex
+from whoosh.writing import SegmentWriter
 
 from gitmail.index import indexer_for
-from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed
+from gitmail.index.search import WRITER_MB
+from gitmail.index.search_process import NICENESS, SearchWriter, SearchWriterFailed, write
 from gitmail.storage.maintenance import consolidate
 
 from .conftest import wait_until
@@ -221,3 +224,83 @@ def test_the_helper_lets_go_of_packs_consolidated_between_its_writes(store, arch
     finally:
         writer.close()
     assert len(index.search("armadillo", limit=50)) == 7
+
+
+def test_a_helper_grown_past_its_memory_limit_is_replaced_between_writes_and_nothing_is_lost(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()  # no background catch-up: this test moves the metadata by hand
+    index.drainer.stop()
+    writer = SearchWriter(rss_limit=1)  # any child is over the limit once it has written
+    try:
+        for i in range(2):
+            send(archive, message("Blue", ["Green"], f"Big {i}", f"a numbat grew{i}"))
+            index._sync()  # noqa: SLF001 - queue the message without draining it here
+            assert writer.run("drain", **paths(index)) == 1
+            assert writer.pid is None, "stopped after its write, before the next"
+        assert writer.replaced == 2
+    finally:
+        writer.close()
+    assert index.meta.pending_count() == 0
+    assert len(index.search("numbat", limit=10)) == 2
+    roomy = SearchWriter()
+    try:
+        send(archive, message("Blue", ["Green"], "Small", "a numbat stayed"))
+        index._sync()  # noqa: SLF001
+        assert roomy.run("drain", **paths(index)) == 1
+        assert roomy.pid is not None and roomy.replaced == 0, "a child within the limit is kept"
+    finally:
+        roomy.close()
+
+
+def test_drains_and_merges_buffer_a_bounded_share_of_postings_in_memory(store, archive, monkeypatch):
+    seen = []
+    built = SegmentWriter.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("limitmb"))
+        built(self, *args, **kwargs)
+
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()
+    index.drainer.stop()
+    index.merger.stop()
+    monkeypatch.setattr(SegmentWriter, "__init__", spy)
+    for i in range(2):
+        send(archive, message("Blue", ["Green"], f"Seg {i}", f"a quokka {i}"))
+        index._sync()  # noqa: SLF001 - queue the message without draining it here
+        assert write(index.search_index, "drain") == 1
+    assert write(index.search_index, "merge") is True
+    assert len(seen) == 3 and set(seen) == {WRITER_MB} and WRITER_MB < 128  # Whoosh's default is 128 MB
+    assert len(index.search("quokka", limit=10)) == 2
+
+
+def test_merges_keep_segment_sizes_doubling_and_leave_the_large_ones_alone(store, archive):
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    index.worker.stop()  # no background work: each drain below makes one segment
+    index.drainer.stop()
+    index.merger.stop()
+    search = index.search_index
+    n = 0
+    for size in (16, 4, 1):
+        send_many(archive, [message("Blue", ["Green"], f"Wallaby {n + k}", f"wallaby {n + k}") for k in range(size)])
+        n += size
+        index._sync()  # noqa: SLF001 - queue the messages without draining them here
+        assert write(search, "drain") == size
+    assert search.segment_count() == 3
+    assert write(search, "merge") is False, "16, 4, 1 already double: nothing to rewrite"
+    largest = max(segments(search), key=lambda seg: seg.doc_count_all()).segment_id()
+    send(archive, message("Blue", ["Green"], "Wallaby last", "wallaby last"))
+    index._sync()  # noqa: SLF001
+    assert write(search, "drain") == 1
+    assert write(search, "merge") is True
+    assert sorted(seg.doc_count_all() for seg in segments(search)) == [2, 4, 16], "the two single ones were folded"
+    assert largest in {seg.segment_id() for seg in segments(search)}, "the large segment was not rewritten"
+    assert len(index.search("wallaby", limit=50)) == 22
+
+
+def segments(search) -> list:
+    """The segments of the live generation of a search index."""
+    return windex.open_dir(os.path.join(search.live_dir(), "whoosh"))._segments()  # noqa: SLF001

@@ -26,6 +26,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,14 @@ class _Pending:
 CommitListener = Callable[[str | None, str], None]
 
 
+class _Slot:
+    """One thread's repository handle and the generation it was opened in."""
+
+    def __init__(self) -> None:
+        self.repo: pygit2.Repository | None = None
+        self.generation = -1
+
+
 class Archive:
     """One project's git repository, used as a database."""
 
@@ -142,6 +151,7 @@ class Archive:
         os.makedirs(self._pack_dir, exist_ok=True)
         self._generation = 0  # bumped when packs were removed: handles opened before are renewed
         self._generation_lock = threading.Lock()
+        self._slots: weakref.WeakSet[_Slot] = weakref.WeakSet()  # every thread's handle slot, to drop them at once
         self._packs_seen: frozenset[str] = frozenset()
         self._packs_checked = -float("inf")
         self._pack_check_interval = pack_check_interval
@@ -175,19 +185,34 @@ class Archive:
         its next call, and the old packs' files and memory are released as
         soon as the last handle on them is gone.
         """
-        local = self._local
         generation = self._current_generation()
-        repo = getattr(local, "repo", None)
-        if repo is None or local.generation != generation:
-            local.repo = None  # drop the old handle before opening the new one
-            repo = local.repo = open_repository(self.path)
-            local.generation = generation
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
+            with self._generation_lock:
+                self._slots.add(slot)
+        repo = slot.repo
+        if repo is None or slot.generation != generation:
+            slot.repo = None  # drop the old handle before opening the new one
+            repo = slot.repo = open_repository(self.path)
+            slot.generation = generation
         return repo
 
     def renew_handles(self) -> None:
-        """Have every thread open a fresh handle at its next call (packs were replaced)."""
+        """Drop every thread's handle now; each opens a fresh one at its next call (packs were replaced).
+
+        Dropped at once rather than at each thread's next call: a server's
+        pool has threads that may stay idle for hours, and each would keep
+        the removed packs open and mapped until then.
+        """
         with self._generation_lock:
-            self._generation += 1
+            self._bump()
+
+    def _bump(self) -> None:
+        """A new handle generation, every thread's handle dropped (the caller holds the generation lock)."""
+        self._generation += 1
+        for slot in list(self._slots):
+            slot.repo = None  # a call in flight keeps its own reference until it returns
 
     def _current_generation(self) -> int:
         """The handle generation, bumped (at most once an interval) if packs vanished meanwhile.
@@ -208,7 +233,7 @@ class Archive:
                 except FileNotFoundError:
                     packs = frozenset()
                 if self._packs_seen - packs:
-                    self._generation += 1
+                    self._bump()
                     self._packs_seen = packs
                 else:
                     self._packs_seen |= packs

@@ -64,24 +64,32 @@ def _packs(pack_dir: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def _rollup(packs: list[tuple[int, str]]) -> list[str]:
-    """The packs to merge so that the remaining sizes at least double from one to the next.
+def rollup_count(sizes: list[int]) -> int:
+    """How many of the smallest of ``sizes`` (ascending) to merge so that the rest at least double from one to the next.
 
-    ``packs`` is sorted by size. Walking down from the largest, the first pair
-    that breaks the doubling marks the packs that must merge; larger packs
-    join while they are smaller than twice what is merged so far.
+    Walking down from the largest, the first pair that breaks the doubling
+    marks the items that must merge; larger ones join while they are smaller
+    than twice what is merged so far. 0 when the sizes already double. Kept
+    up after every few additions, the items number about log2 of the total,
+    and each unit of size is rewritten about log2 times over its life. Packs
+    here and the search index's segments are kept this way.
     """
-    i = len(packs) - 1
-    while i > 0 and packs[i][0] >= 2 * packs[i - 1][0]:
+    i = len(sizes) - 1
+    while i > 0 and sizes[i] >= 2 * sizes[i - 1]:
         i -= 1
     if i == 0:
-        return []
-    total = sum(size for size, _ in packs[: i + 1])
+        return 0
+    total = sum(sizes[: i + 1])
     j = i + 1
-    while j < len(packs) and packs[j][0] < 2 * total:
-        total += packs[j][0]
+    while j < len(sizes) and sizes[j] < 2 * total:
+        total += sizes[j]
         j += 1
-    return [base for _, base in packs[:j]]
+    return j
+
+
+def _rollup(packs: list[tuple[int, str]]) -> list[str]:
+    """The packs (sorted by size) to merge so that the remaining sizes at least double from one to the next."""
+    return [base for _, base in packs[: rollup_count([size for size, _ in packs])]]
 
 
 def _object_ids(index_path: str) -> list[str]:
