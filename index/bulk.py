@@ -50,6 +50,7 @@ from gitmail.storage.snapshot import blob_data
 
 from . import parse
 from .meta import Meta
+from .postings import Codec
 from .schema import WordPositions, document
 
 SEGMENT_POSTINGS = 24_000_000  # postings held in memory before a segment is written (about 330k messages)
@@ -99,7 +100,7 @@ class SegmentBuilder(SegmentWriter):
     """
 
     def __init__(self, ix: windex.Index) -> None:
-        super().__init__(ix, _lk=False, compound=False)
+        super().__init__(ix, _lk=False, compound=False, codec=Codec())
         if any(field.vector or field.separate_spelling() for _, field in self.schema.items()):
             raise ValueError("a bulk build writes no term vectors or spelling fields")
         self.pool.cleanup()

@@ -48,6 +48,7 @@ from whoosh.writing import LockError
 
 from . import bulk, parse
 from .meta import FORMAT, IndexUnavailable, Meta
+from .postings import Codec
 from .schema import SCHEMA
 
 _log = logging.getLogger("gitmail.index")
@@ -549,7 +550,7 @@ class SearchIndex:
                 segments = bulk.build(ix, meta=self.meta, git_dir=self.git_dir, read_blob=self.read_blob,
                                       total=total, progress=self._built(progress),
                                       workers=None if self.git_dir else 1)
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, codec=Codec())
                 try:
                     writer.commit(mergetype=lambda _writer, existing: existing + segments)
                 except BaseException:
@@ -604,7 +605,7 @@ class SearchIndex:
                 return applied
             sources = self.meta.search_sources([mid for _, mid in items])
             docs = [self._document(*sources[mid]) for _, mid in items if mid in sources]
-            writer = ix.writer(compound=False)
+            writer = ix.writer(compound=False, codec=Codec())
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
@@ -679,7 +680,7 @@ class SearchIndex:
             if len(sizes) < 2:
                 return False
             try:
-                writer = ix.writer(compound=False)
+                writer = ix.writer(compound=False, codec=Codec())
             except LockError:
                 return None
             try:
