@@ -66,6 +66,7 @@ RESERVE_EVERY = 200  # one reservation per this many messages
 CHECK_EVERY = 5000  # every this many records of each kind are parsed back with the record classes
 MANIFEST = "scale-history.json"
 VOCABULARY = 8000
+POOL_WORDS = 1 << 20  # words drawn from the vocabulary once; texts are runs of them
 TOPICS = ["ops", "deploy", "review", "infra", "release"]
 
 
@@ -110,7 +111,12 @@ def _names(items: list[str]) -> str:
 
 
 class _Words:
-    """Message subjects and bodies drawn from one Zipf vocabulary, with the benchmark's query words planted."""
+    """Message subjects and bodies drawn from one Zipf vocabulary, with the benchmark's query words planted.
+
+    Words are drawn once into a pool of POOL_WORDS; a text is a run of the
+    pool from a random place (drawing each word costs a bisection, most of
+    the builder's time at a million messages).
+    """
 
     def __init__(self, rng: random.Random) -> None:
         letters = "abcdefghijklmnopqrstuvwxyz"
@@ -121,10 +127,11 @@ class _Words:
         for weight in weights:
             acc += weight / total
             cum.append(acc)
-        self.cum = cum
+        self.pool = rng.choices(self.vocab, cum_weights=cum, k=POOL_WORDS)
 
     def pick(self, count: int) -> list[str]:
-        return self.rng.choices(self.vocab, cum_weights=self.cum, k=count)
+        start = self.rng.randrange(POOL_WORDS - count)
+        return self.pool[start:start + count]
 
     def body(self, rare: bool) -> str:
         return " ".join(plant_query_words(self.rng, self.pick(self.rng.randint(30, 90)), rare)) + "\n"
