@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import tempfile
 from array import array
 
 import pytest
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from whoosh import fields
 from whoosh.codec.whoosh3 import W3Codec
-from whoosh.filedb.filestore import RamStorage
+from whoosh.filedb.filestore import FileStorage
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from gitmail.index import postings
@@ -39,8 +40,10 @@ KINDS = fields.Schema(
 )
 
 
-def _write(schema, docs, codec) -> object:
-    ix = RamStorage().create_index(schema)
+def _write(schema, docs, codec, folder: str) -> object:
+    # In a folder of its own: Whoosh's writer keeps its temporary files beside the index, under a random
+    # name that test processes seeding the shared random generator alike would otherwise share.
+    ix = FileStorage(folder).create_index(schema)
     writer = ix.writer(codec=codec)
     for doc in docs:
         writer.add_document(**doc)
@@ -71,18 +74,22 @@ def _every_term(schema, docs, seed: int) -> list:
     """For each codec: every term's walk, skips to random targets and all its documents; every posting."""
     answers = []
     for codec in (W3Codec(), Codec()):
-        ix = _write(schema, docs, codec)
-        rng = random.Random(seed)
-        found = []
-        with ix.reader() as reader:
-            for fieldname, text in reader.all_terms():
-                targets = sorted(rng.sample(range(len(docs) + 5), min(20, len(docs) + 5)))
-                found.append((fieldname, text, _walk(reader.postings(fieldname, text)),
-                              _skips(reader.postings(fieldname, text), targets),
-                              list(reader.postings(fieldname, text).all_ids())))
-            found.append(list(reader.iter_postings()))  # what a merge reads
-        answers.append(found)
+        with tempfile.TemporaryDirectory(prefix="gitmail-postings-") as folder:
+            answers.append(_read_every_term(_write(schema, docs, codec, folder), len(docs), seed))
     return answers
+
+
+def _read_every_term(ix, count: int, seed: int) -> list:
+    rng = random.Random(seed)
+    found = []
+    with ix.reader() as reader:
+        for fieldname, text in reader.all_terms():
+            targets = sorted(rng.sample(range(count + 5), min(20, count + 5)))
+            found.append((fieldname, text, _walk(reader.postings(fieldname, text)),
+                          _skips(reader.postings(fieldname, text), targets),
+                          list(reader.postings(fieldname, text).all_ids())))
+        found.append(list(reader.iter_postings()))  # what a merge reads
+    return found
 
 
 def _docs(draws: list[tuple[list[str], list[str], int]]) -> list[dict]:
