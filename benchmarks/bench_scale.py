@@ -19,6 +19,14 @@ reservations, written with ``git fast-import``), then measures:
   50,000 files, else the newest days that fit): the window and its files,
   seconds to make it, ``git status`` in it (median wall and CPU of seven
   runs; target at 1M: 300 ms), and the refresh after ten new messages.
+- reads and writes through the mail domain, in process: an inbox page, a
+  thread of six messages, its summary, and a send (one message to two
+  agents, committed), p50 wall and CPU, with each size's CPU p50 as a
+  ratio to the first size's (answers have the same size at every archive
+  size, so a flat cost shows as a ratio near 1);
+- a real ``gitmail serve`` on the archive: resident and peak resident
+  memory after it answered the web view's project, inbox, thread and
+  search pages.
 
 The machine may be shared: CPU figures are the ones to compare between
 runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
@@ -38,18 +46,21 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_index import QUERIES, time_queries
-from scale_history import PROJECT, History, kept_or_built
+from bench_mcp import start_server
+from scale_history import AGENTS, PROJECT, History, kept_or_built
 
 from gitmail import Change, Store
 from gitmail.index import indexer_for
 from gitmail.model.ids import new_id
 from gitmail.model.records import inbox_path, message_path
 from gitmail.storage.checkout import refresh, window_of
+from gitmail.mail.facade import Mail
 
 
 def cpu_now() -> tuple[float, float]:
@@ -127,6 +138,112 @@ def checkout(home: str) -> dict[str, Any]:
             "status_cpu_ms": round(1000 * statistics.median(cpu for _, cpu in runs), 1),
             "refresh": refreshed, "refresh_ms": round(1000 * refresh_wall, 1),
             "refresh_cpu_ms": round(1000 * refresh_cpu, 1)}
+READS = ("inbox page", "thread", "thread summary", "send")
+THREAD_LENGTH = 6  # the threads read have this many messages at every size
+READ_REPEATS = 30
+SERVER_ROUNDS = 5
+
+
+def _threads(index: Any) -> list[str]:
+    """The newest threads of THREAD_LENGTH messages: the same answer size at every archive size."""
+    rows = index.meta.read("SELECT thread_id FROM messages GROUP BY thread_id HAVING COUNT(*) = ? "
+                           "ORDER BY MAX(seq) DESC LIMIT 10", (THREAD_LENGTH,))
+    if not rows:
+        raise SystemExit(f"the history has no thread of {THREAD_LENGTH} messages to read")
+    return [row[0] for row in rows]
+
+
+def _fine_cpu() -> float:
+    """CPU seconds of this process (every thread, to the nanosecond) and of the programs it ran and reaped."""
+    return time.process_time() + cpu_now()[1]
+
+
+def reads_and_send(home: str) -> dict[str, dict[str, float]]:
+    """p50 wall and CPU of an inbox page, a thread, its summary and a send, through the mail domain.
+
+    CPU is this process's (every thread) and that of the programs it ran.
+
+    Each read is computed afresh (the project index's cache of answers at
+    one commit is emptied first, as the next commit would); a send is one
+    message from one agent to two, committed. The sends are taken back
+    afterwards (``main`` is set back to where it was), so a kept history
+    stays as built.
+    """
+    store = Store(home, background=False, durable=False)
+    mail = Mail(store)
+    index = indexer_for(store).project(PROJECT)
+    index.catch_up()
+    threads = _threads(index)
+    archive = store.archive(PROJECT)
+    tip = archive.tip()
+    calls = {
+        "inbox page": lambda k: mail.fetch_inbox(PROJECT, AGENTS[k % len(AGENTS)], limit=20),
+        "thread": lambda k: mail.get_thread(PROJECT, threads[k % len(threads)]),
+        "thread summary": lambda k: mail.summarize_thread(PROJECT, threads[k % len(threads)]),
+        "send": lambda k: mail.send_message(PROJECT, AGENTS[4 + k % 40], [AGENTS[k % 4], AGENTS[(k + 1) % 4]],
+                                            f"scale check {k}", f"plan for step {k} of the rollout"),
+    }
+    out = {}
+    try:
+        for name in AGENTS[:4]:  # the send's recipients take mail from anyone (taken back with the sends)
+            mail.set_contact_policy(PROJECT, name, "open")
+        for name in READS:
+            calls[name](0)  # warm
+            walls, cpus = [], []
+            for k in range(1, READ_REPEATS + 1):
+                index._memo_tip = None  # noqa: SLF001 - forget cached answers, as the next commit would
+                t, c = time.perf_counter(), _fine_cpu()
+                calls[name](k)
+                walls.append((time.perf_counter() - t) * 1000)
+                cpus.append((_fine_cpu() - c) * 1000)
+            out[name] = {"p50_ms": round(statistics.median(walls), 2), "cpu_p50_ms": round(statistics.median(cpus), 2)}
+    finally:
+        indexer_for(store).close()
+        if tip is not None:
+            subprocess.run(["git", "--git-dir", archive.git_dir, "update-ref", "refs/heads/main", tip], check=True)
+    return out
+
+
+def _memory_mib(pid: int) -> tuple[float, float]:
+    """(resident, peak resident) MiB of a process."""
+    found = {}
+    with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) / 1024
+    return round(found["VmRSS"], 1), round(found["VmHWM"], 1)
+
+
+def server_memory(home: str) -> dict[str, float]:
+    """A real ``gitmail serve`` on the archive: its memory after answering the web view's busiest pages.
+
+    The pages (the project, an agent's inbox, a thread, a search) are each
+    fetched SERVER_ROUNDS times; the index is already up to date, so the
+    figure is what serving costs, not what building the index costs.
+    """
+    store = Store(home, background=False, durable=False)
+    slug = store.resolve(PROJECT)
+    index = indexer_for(store).project(PROJECT)
+    thread = _threads(index)[0]
+    indexer_for(store).close()
+    proc, mcp_url = start_server(home)
+    try:
+        base = mcp_url.rsplit("/mcp", 1)[0] + f"/ui/p/{slug}"
+        started = _memory_mib(proc.pid)[0]
+        pages = [base, f"{base}/agents/{AGENTS[3]}", f"{base}/thread/{thread}", f"{base}/search?q=plan",
+                 f"{base}/search?q=%22build+plan%22"]
+        for _ in range(SERVER_ROUNDS):
+            for url in pages:
+                with urllib.request.urlopen(url, timeout=300) as response:
+                    response.read()
+                    if response.status != 200:
+                        raise SystemExit(f"{url} answered {response.status}")
+        rss, peak = _memory_mib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"started_mib": started, "rss_mib": rss, "peak_mib": peak}
 
 
 def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
@@ -138,6 +255,8 @@ def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
         "reservations": history.reservations, "commits": history.commits}}
     result["reindex"] = reindex(home)
     result["checkout"] = checkout(home)
+    result["reads"] = reads_and_send(home)
+    result["server"] = server_memory(home)
     return result
 
 
@@ -174,6 +293,18 @@ def table(results: list[dict[str, Any]]) -> str:
     for name in QUERIES:
         cells = [f"{q['p50_ms']} ({q['cpu_p50_ms']})" for q in (r["reindex"]["search_queries"][name] for r in results)]
         lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
+    first = results[0]
+    lines.append(f"{'p50 ms (CPU p50 ms) [CPU ratio to ' + format(first['messages'], ',') + ']':<34}")
+    for name in READS:
+        cells = []
+        for r in results:
+            fig = r["reads"][name]
+            ratio = fig["cpu_p50_ms"] / max(first["reads"][name]["cpu_p50_ms"], 1e-6)
+            cells.append(f"{fig['p50_ms']} ({fig['cpu_p50_ms']}) [{ratio:.2f}x]")
+        lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width + 6}}" for cell in cells))
+    lines.append(f"{'server RSS MiB (peak)':<34}"
+                 + "".join(f"{str(r['server']['rss_mib']) + ' (' + str(r['server']['peak_mib']) + ')':>{width}}"
+                           for r in results))
     return "\n".join(lines)
 
 

@@ -11,8 +11,10 @@ a million-message build to minutes), authored by the agent who wrote most
 of them.
 
 Every path comes from :mod:`gitmail.model.records` (``message_path``,
-``inbox_path``, ``receipt_path``, ...), so the history follows the archive's
-layout when that changes. The record bytes are made from templates for
+``inbox_path``, ``receipt_path``, ...) and is filed where the archive's own
+layout keeps it (``placed``, at the layout ``project.yaml`` says: new
+archives are at the newest, layout 2, whose day folders fan out by the end
+of each ID), so the history follows the archive's layout when that changes. The record bytes are made from templates for
 speed (a million messages in a few minutes), and a sample of them is parsed
 back with the record classes, which must accept each at its path and
 re-serialize it to the same bytes: a template that drifted from the record
@@ -45,12 +47,14 @@ from gitmail.mail.facade import Mail
 from gitmail.model.clock import format_ts
 from gitmail.model.ids import IdMinter
 from gitmail.model.records import (
+    LAYOUT,
     Message,
     Receipt,
     Reservation,
     inbox_path,
     message_path,
     outbox_path,
+    placed,
     receipt_path,
     reservation_path,
 )
@@ -66,6 +70,7 @@ RESERVE_EVERY = 200  # one reservation per this many messages
 CHECK_EVERY = 5000  # every this many records of each kind are parsed back with the record classes
 MANIFEST = "scale-history.json"
 VOCABULARY = 8000
+POOL_WORDS = 1 << 20  # words drawn from the vocabulary once; texts are runs of them
 TOPICS = ["ops", "deploy", "review", "infra", "release"]
 
 
@@ -82,6 +87,7 @@ class History:
     first_ts: str
     last_ts: str
     seconds: float
+    layout: int  # the archive's layout (a history kept at an older one is not reused)
 
     def save(self) -> None:
         with open(os.path.join(self.home, MANIFEST), "w", encoding="utf-8") as handle:
@@ -110,7 +116,12 @@ def _names(items: list[str]) -> str:
 
 
 class _Words:
-    """Message subjects and bodies drawn from one Zipf vocabulary, with the benchmark's query words planted."""
+    """Message subjects and bodies drawn from one Zipf vocabulary, with the benchmark's query words planted.
+
+    Words are drawn once into a pool of POOL_WORDS; a text is a run of the
+    pool from a random place (drawing each word costs a bisection, most of
+    the builder's time at a million messages).
+    """
 
     def __init__(self, rng: random.Random) -> None:
         letters = "abcdefghijklmnopqrstuvwxyz"
@@ -121,10 +132,11 @@ class _Words:
         for weight in weights:
             acc += weight / total
             cum.append(acc)
-        self.cum = cum
+        self.pool = rng.choices(self.vocab, cum_weights=cum, k=POOL_WORDS)
 
     def pick(self, count: int) -> list[str]:
-        return self.rng.choices(self.vocab, cum_weights=self.cum, k=count)
+        start = self.rng.randrange(POOL_WORDS - count)
+        return self.pool[start:start + count]
 
     def body(self, rare: bool) -> str:
         return " ".join(plant_query_words(self.rng, self.pick(self.rng.randint(30, 90)), rare)) + "\n"
@@ -182,10 +194,10 @@ def _reservation(rid: str, agent: str, created_ms: int, rng: random.Random) -> b
     return text.encode()
 
 
-def _check(kind: type[Any], data: bytes, path: str) -> None:
-    """The record class must accept ``data`` at ``path`` and write it back byte for byte."""
+def _check(kind: type[Any], data: bytes, path: str, layout: int) -> None:
+    """The record class must accept ``data`` at ``path`` (in an archive at ``layout``) and write it back as it was."""
     record = kind.from_bytes(data, path)
-    if record.to_bytes() != data or record.path() != path:
+    if record.to_bytes() != data or placed(record.path(), layout) != path:
         raise SystemExit(f"the history builder's {kind.__name__} template no longer matches the record format "
                          f"({path}); update benchmarks/scale_history.py")
 
@@ -276,8 +288,14 @@ class _Importer:
             raise SystemExit("git fast-import failed")
 
 
-def _write(importer: _Importer, gen: _Generator) -> tuple[int, int]:
-    """Every message, receipt and reservation, COMMIT_EVERY messages a commit; (receipts, reservations)."""
+def _write(importer: _Importer, gen: _Generator, layout: int) -> tuple[int, int]:
+    """Every message, receipt and reservation, COMMIT_EVERY messages a commit; (receipts, reservations).
+
+    Paths are where an archive at ``layout`` keeps each record.
+    """
+    def at(path: str) -> str:
+        return placed(path, layout)
+
     files: list[tuple[str, int]] = []
     authors: dict[str, int] = {}
     receipts = reservations = 0
@@ -286,24 +304,24 @@ def _write(importer: _Importer, gen: _Generator) -> tuple[int, int]:
         msg = gen.message(i)
         data = msg.text(with_bcc=False)
         mark = importer.blob(data)
-        files.append((message_path(msg.id), mark))
-        files += [(inbox_path(name, msg.id), mark) for name in msg.to + msg.cc + msg.bcc]
+        files.append((at(message_path(msg.id)), mark))
+        files += [(at(inbox_path(name, msg.id)), mark) for name in msg.to + msg.cc + msg.bcc]
         outbox = importer.blob(msg.text(with_bcc=True)) if msg.bcc else mark
-        files.append((outbox_path(msg.sender, msg.id), outbox))
+        files.append((at(outbox_path(msg.sender, msg.id)), outbox))
         if i % CHECK_EVERY == 0:
-            _check(Message, data, message_path(msg.id))
+            _check(Message, data, at(message_path(msg.id)), layout)
         for mid, agent, read, acked in gen.receipts(msg):
             text = _receipt(mid, agent, read, acked)
-            files.append((receipt_path(agent, mid), importer.blob(text)))
+            files.append((at(receipt_path(agent, mid)), importer.blob(text)))
             if receipts % CHECK_EVERY == 0:
-                _check(Receipt, text, receipt_path(agent, mid))
+                _check(Receipt, text, at(receipt_path(agent, mid)), layout)
             receipts += 1
         if i % RESERVE_EVERY == RESERVE_EVERY - 1:
             rid = gen.minter.mint(msg.created_ms)
             text = _reservation(rid, msg.sender, msg.created_ms, gen.rng)
-            files.append((reservation_path(rid), importer.blob(text)))
+            files.append((at(reservation_path(rid)), importer.blob(text)))
             if reservations % 50 == 0:
-                _check(Reservation, text, reservation_path(rid))
+                _check(Reservation, text, at(reservation_path(rid)), layout)
             reservations += 1
         authors[msg.sender] = authors.get(msg.sender, 0) + 1
         if i % per_commit == per_commit - 1 or i == gen.count - 1:
@@ -329,11 +347,12 @@ def build(home: str, messages: int, *, end: dt.datetime | None = None, seed: int
         span_ms = DAYS * 86_400_000
         gen = _Generator(messages, end_ms - span_ms, span_ms, seed)
         importer = _Importer(archive.git_dir, tip)
-        receipts, reservations = _write(importer, gen)
+        layout = archive.snapshot().layout
+        receipts, reservations = _write(importer, gen, layout)
         importer.close()
         history = History(home=home, project=PROJECT, messages=messages, receipts=receipts,
                           reservations=reservations, commits=importer.commits, first_ts=_ts(end_ms - span_ms),
-                          last_ts=_ts(end_ms), seconds=round(time.perf_counter() - started, 1))
+                          last_ts=_ts(end_ms), seconds=round(time.perf_counter() - started, 1), layout=layout)
     finally:
         indexer_for(store).close()
     history.save()
@@ -344,8 +363,9 @@ def kept_or_built(home: str, messages: int, *, reuse: bool) -> History:
     """The history kept in ``home`` (with ``reuse``, if it has ``messages`` messages), else a new one there."""
     if reuse:
         kept = History.load(home)
-        if kept is not None and kept.messages == messages:
+        if kept is not None and kept.messages == messages and kept.layout == LAYOUT:
             return kept
     if os.path.exists(home) and os.listdir(home):
-        raise SystemExit(f"{home} is not empty and holds no history of {messages} messages to reuse")
+        raise SystemExit(f"{home} is not empty and holds no history of {messages} messages at layout {LAYOUT} "
+                         f"to reuse; delete it to build one there")
     return build(home, messages)

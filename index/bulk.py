@@ -50,10 +50,12 @@ from gitmail.storage.snapshot import blob_data
 
 from . import parse
 from .meta import Meta
-from .schema import WordPositions, document
+from .postings import Codec
+from .schema import REPEATING, WordPositions, document
 
 SEGMENT_POSTINGS = 24_000_000  # postings held in memory before a segment is written (about 330k messages)
 PART_MIN = 20_000  # messages below which a build runs in the calling process, without workers
+ANALYZED_KEPT = 100_000  # values of repeating fields whose postings a builder remembers
 PROGRESS_EVERY = 500  # documents between progress reports
 NICENESS = 5  # workers' scheduling priority below the caller's (a server answers meanwhile)
 
@@ -99,11 +101,12 @@ class SegmentBuilder(SegmentWriter):
     """
 
     def __init__(self, ix: windex.Index) -> None:
-        super().__init__(ix, _lk=False, compound=False)
+        super().__init__(ix, _lk=False, compound=False, codec=Codec())
         if any(field.vector or field.separate_spelling() for _, field in self.schema.items()):
             raise ValueError("a bulk build writes no term vectors or spelling fields")
         self.pool.cleanup()
         self.pool: Any = _Table()
+        self._analyzed: dict[tuple[str, Any], list[Any]] = {}
 
     def add_document(self, **fields: Any) -> None:
         """Whoosh's ``SegmentWriter.add_document`` for documents without boosts, vectors or spelling fields.
@@ -125,10 +128,7 @@ class SegmentBuilder(SegmentWriter):
                 if terms is None:
                     terms = table[name] = {}
                 scorable = field.scorable
-                # Words of the text fields are kept as text and encoded once per term when written.
-                words = isinstance(field.format, WordPositions)
-                items = field.format.word_values(value, field.analyzer, mode="index") if words else field.index(value)
-                for text, freq, weight, data in items:
+                for text, freq, weight, data in self._postings_of(name, field, value):
                     entry = terms.get(text)
                     if entry is None:
                         entry = terms[text] = (array("I"), array("f"), [])
@@ -145,6 +145,24 @@ class SegmentBuilder(SegmentWriter):
         self.pool.count += added
         self._added = True
         self.docnum += 1
+
+    def _postings_of(self, name: str, field: Any, value: Any) -> Iterable[tuple[Any, int, float, Any]]:
+        """A field value's (term, frequency, weight, value) postings, as Whoosh's ``field.index`` gives them.
+
+        Words of the text fields are kept as text (encoded once per term when
+        written); the values of REPEATING fields are analyzed once per build.
+        """
+        if isinstance(field.format, WordPositions):
+            return field.format.word_values(value, field.analyzer, mode="index")
+        if name not in REPEATING:
+            return field.index(value)
+        key = (name, value)
+        items = self._analyzed.get(key)
+        if items is None:
+            items = list(field.index(value))
+            if len(self._analyzed) < ANALYZED_KEPT:
+                self._analyzed[key] = items
+        return items
 
     def postings(self) -> int:
         """Postings held so far."""

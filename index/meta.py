@@ -54,7 +54,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "6"  # of all derived state: part of its folder name, and checked in each file
+FORMAT = "7"  # of all derived state: part of its folder name, and checked in each file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);

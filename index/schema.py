@@ -89,6 +89,10 @@ SCHEMA = Schema(
     **{"from": ID(analyzer=_NAME)},
 )
 
+# Fields whose values recur from message to message (agents, threads): a bulk
+# build analyzes each distinct value once.
+REPEATING = frozenset({"from", "to", "thread", "topic", "importance", "visible"})
+
 
 def document(summary: dict[str, Any], blob: str, body: str, agents: list[str]) -> dict[str, Any]:
     """The Whoosh document for a message summary (as :mod:`.meta` gives it)."""

@@ -50,6 +50,7 @@ from gitmail.storage.maintenance import rollup_count
 
 from . import bulk, parse
 from .meta import FORMAT, IndexUnavailable, Meta
+from .postings import Codec
 from .schema import SCHEMA
 
 _log = logging.getLogger("gitmail.index")
@@ -556,7 +557,7 @@ class SearchIndex:
                 segments = bulk.build(ix, meta=self.meta, git_dir=self.git_dir, read_blob=self.read_blob,
                                       total=total, progress=self._built(progress),
                                       workers=None if self.git_dir else 1)
-                writer = ix.writer(compound=False, limitmb=WRITER_MB)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB, codec=Codec())
                 try:
                     writer.commit(mergetype=lambda _writer, existing: existing + segments)
                 except BaseException:
@@ -611,7 +612,7 @@ class SearchIndex:
                 return applied
             sources = self.meta.search_sources([mid for _, mid in items])
             docs = [self._document(*sources[mid]) for _, mid in items if mid in sources]
-            writer = ix.writer(compound=False, limitmb=WRITER_MB)
+            writer = ix.writer(compound=False, limitmb=WRITER_MB, codec=Codec())
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
@@ -686,7 +687,7 @@ class SearchIndex:
             if not rollup_count(sizes):
                 return False
             try:
-                writer = ix.writer(compound=False, limitmb=WRITER_MB)
+                writer = ix.writer(compound=False, limitmb=WRITER_MB, codec=Codec())
             except LockError:
                 return None
             try:

@@ -33,6 +33,7 @@ from gitmail import Change
 from gitmail.index import bulk, indexer_for, parse_query
 from gitmail.index import search as search_module
 from gitmail.index.meta import FORMAT
+from gitmail.index.postings import Codec
 from gitmail.index.schema import SCHEMA, TEXT_ANALYZER
 from gitmail.index.search import SearchIndex, newest_matches
 from gitmail.mail.delivery import put_message
@@ -150,7 +151,7 @@ def test_bulk_segments_are_whoosh_segments(store, tmp_path):
 
 
 def _whoosh_writes(ix, docs) -> None:
-    writer = ix.writer(compound=False)
+    writer = ix.writer(compound=False, codec=Codec())
     for doc in docs:
         writer.add_document(**doc)
     writer.commit()
