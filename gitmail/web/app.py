@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from gitmail.mail.facade import Mail
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
-from gitmail.model.names import OVERSEER
+from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
 
 from . import render
@@ -58,6 +58,16 @@ def _ago(ts: str | None) -> str:
         if abs(seconds) >= size:
             return f"{int(seconds // size)} {unit} ago"
     return "just now"
+
+
+UNBORN = "not created yet"  # the status shown for the overseer before its first message
+
+
+def _overseer_to_be() -> dict[str, Any]:
+    """What the overseer's page shows before its first message creates the profile (nothing has reached it)."""
+    return {"name": OVERSEER, "human": True, "program": "human", "model": "overseer", "status": UNBORN,
+            "task_description": "Created the first time you write as the overseer.", "contact_policy": "open",
+            "last_active_ts": None}
 
 
 def _epoch(seconds: int) -> str:
@@ -124,6 +134,12 @@ class WebView:
                                        "script-src 'self'; frame-ancestors 'none'; form-action 'self'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
 
+    def _error(self, request: Request, session: Session, exc: GitmailError) -> Response:
+        """The page for a refused read: 404 when what it names is not there, 400 when the address is malformed."""
+        missing = exc.code == NOT_FOUND
+        return self._render(request, session, "error.html", 404 if missing else 400, error=exc,
+                            title="Not found" if missing else "This address cannot be read")
+
     def page(self, name: str, build: Callable[[Request], dict[str, Any]]) -> Callable[[Request], Any]:
         """A GET route rendering template ``name`` with what ``build`` gathers (in a worker thread)."""
         async def endpoint(request: Request) -> Response:
@@ -134,8 +150,7 @@ class WebView:
                 values = await run_in_threadpool(build, request)
                 response = self._render(request, session, name, **values)
             except GitmailError as exc:
-                response = self._render(request, session, "error.html", 404 if exc.code == NOT_FOUND else 400,
-                                        error=exc)
+                response = self._error(request, session, exc)
             if fresh:
                 self._cookie(response, session)
             return response
@@ -198,11 +213,15 @@ class WebView:
             view = "inbox"
         profile = next((a for a in self.mail.list_agents(slug, active_only=False) if a["name"].lower() == name.lower()),
                        None)
+        if profile is None and is_reserved_name(name):
+            profile = _overseer_to_be()
         if profile is None:
             raise GitmailError(NOT_FOUND, f"no agent named {name!r} in this project", {"agent": name})
         name = profile["name"]
         messages: list[dict[str, Any]]
-        if view == "inbox":
+        if profile.get("status") == UNBORN:
+            messages = []  # the overseer's profile is made by its first message: nothing has reached it yet
+        elif view == "inbox":
             messages = self.mail.fetch_inbox(slug, name, limit=50)
         elif view == "outbox":
             messages = self.mail.fetch_outbox(slug, name, limit=50)["messages"]
@@ -216,8 +235,9 @@ class WebView:
             messages = self.mail.view_ack_overdue(slug, name, limit=50)["messages"]
         cards = {card["name"]: card for card in self.mail.list_capabilities(slug)["agents"]}
         card = cards.get(name, {})
+        seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
         return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
-                "counts": self.mail.agent_counts(slug, name), "seat": self.mail.seat_status(slug, name),
+                "counts": self.mail.agent_counts(slug, name), "seat": seat,
                 "capabilities": card.get("capabilities", []), "asleep": card.get("asleep", False)}
 
     def thread(self, request: Request) -> dict[str, Any]:
@@ -245,13 +265,20 @@ class WebView:
         query = request.query_params.get("q", "").strip()
         page = whole_number(request, "page", 1)
         hits: list[dict[str, Any]] = []
+        error = None
         if query:
-            found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+            try:
+                found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+            except GitmailError as exc:
+                if exc.code != INVALID_ARGUMENT:
+                    raise
+                error, found = exc, []  # a query the language cannot read: say so beside the query, kept as typed
             terms = render.query_terms(query)
             hits = [{**h, "subject_html": render.highlight(h["subject"], terms),
-                     "snippet_html": render.highlight(h.get("snippet", ""), terms)}
+                     "snippet_html": render.snippet(h.get("snippet", ""))}
                     for h in found[(page - 1) * PAGE:page * PAGE + 1]]
-        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE}
+        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE,
+                "error": error}
 
     def board(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -392,7 +419,7 @@ class WebView:
         try:
             values = await run_in_threadpool(self.message, request)
         except GitmailError as exc:
-            return self._render(request, session, "error.html", 404, error=exc)
+            return self._error(request, session, exc)
         return RedirectResponse(values["redirect"], status_code=303)
 
     def routes(self) -> list[Any]:

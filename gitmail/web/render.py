@@ -72,3 +72,17 @@ def highlight(text: str, terms: Iterable[str]) -> Markup:
         return Markup(escaped)  # noqa: S704 - escaped
     found = re.compile("|".join(patterns), re.IGNORECASE)
     return Markup(found.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))  # noqa: S704 - escaped text
+
+
+_MARKED = re.compile(r"\*\*([^*\s](?:[^*]*?[^*\s])?)\*\*")
+
+
+def snippet(text: str) -> Markup:
+    """A search hit's snippet escaped, the words the search marked ``**so**`` in ``<mark>`` and no ``**`` left.
+
+    The snippet is plain text cut from the body, so emphasis markers of the
+    body's own Markdown are dropped along with the search's.
+    """
+    plain = (text or "").replace("\0", "").replace("\1", "")  # the two stand-ins below are never the text's own
+    escaped = _MARKED.sub(lambda m: f"\0{m.group(1)}\1", html.escape(plain))
+    return Markup(escaped.replace("**", "").replace("\0", "<mark>").replace("\1", "</mark>"))  # noqa: S704
