@@ -1,11 +1,102 @@
 // Live lists: when the server reports a new commit in this page's project,
 // fetch the page again and swap in every element marked data-live.
+// Drafts: what is typed into a form marked data-draft is kept in the
+// browser's storage as it is typed, so neither a live swap nor a reload
+// loses it; sending the form forgets it.
 (function () {
   "use strict";
   var project = document.body.dataset.project;
   var badge = document.getElementById("live");
   var pending = null;
   var refreshes = 0;
+
+  // -- drafts ----------------------------------------------------------------
+  function draftKey(form) {
+    return "gitmail-draft:" + window.location.pathname + ":" + (form.getAttribute("action") || "");
+  }
+
+  function fields(form) {
+    return Array.prototype.filter.call(form.elements, function (el) {
+      return el.name && el.type !== "hidden" && el.type !== "submit" && el.type !== "button";
+    });
+  }
+
+  function storage() {
+    try { return window.localStorage; } catch (e) { return null; }
+  }
+
+  function saveDraft(form) {
+    var store = storage();
+    if (!store) { return; }
+    var values = {};
+    var typed = false;
+    fields(form).forEach(function (el) {
+      var value = (el.type === "checkbox" || el.type === "radio") ? el.checked : el.value;
+      values[el.name] = value;
+      if (el.tagName === "TEXTAREA" && value) { typed = true; }
+    });
+    var holder = form.closest("details");
+    values["\u0000open"] = holder ? holder.open : false;
+    if (typed || (holder && holder.open)) {
+      store.setItem(draftKey(form), JSON.stringify(values));
+    } else {
+      store.removeItem(draftKey(form));
+    }
+  }
+
+  function restoreDrafts(root) {
+    var store = storage();
+    if (!store) { return; }
+    root.querySelectorAll("form[data-draft]").forEach(function (form) {
+      var raw = store.getItem(draftKey(form));
+      if (!raw) { return; }
+      var values;
+      try { values = JSON.parse(raw); } catch (e) { return; }
+      fields(form).forEach(function (el) {
+        if (!(el.name in values)) { return; }
+        if (el.type === "checkbox" || el.type === "radio") { el.checked = Boolean(values[el.name]); }
+        else { el.value = values[el.name]; }
+      });
+      var holder = form.closest("details");
+      if (holder && values["\u0000open"]) { holder.open = true; }
+    });
+  }
+
+  function watchDrafts(root) {
+    root.querySelectorAll("form[data-draft]").forEach(function (form) {
+      if (form.dataset.watched) { return; }
+      form.dataset.watched = "1";
+      form.addEventListener("input", function () { saveDraft(form); });
+      form.addEventListener("change", function () { saveDraft(form); });
+      form.addEventListener("submit", function () {
+        var store = storage();
+        if (store) { store.removeItem(draftKey(form)); }
+      });
+      var holder = form.closest("details");
+      if (holder) { holder.addEventListener("toggle", function () { saveDraft(form); }); }
+    });
+  }
+
+  restoreDrafts(document);
+  watchDrafts(document);
+
+  // -- live refresh ----------------------------------------------------------
+  function focusOf() {
+    var el = document.activeElement;
+    if (!el || !el.name || !el.form || !el.form.hasAttribute("data-draft")) { return null; }
+    return { key: draftKey(el.form), name: el.name, start: el.selectionStart, end: el.selectionEnd };
+  }
+
+  function refocus(where) {
+    if (!where) { return; }
+    document.querySelectorAll("form[data-draft]").forEach(function (form) {
+      if (draftKey(form) !== where.key) { return; }
+      var el = form.elements.namedItem(where.name);
+      if (!el || !el.focus) { return; }
+      el.focus();
+      if (typeof where.start === "number" && el.setSelectionRange) { el.setSelectionRange(where.start, where.end); }
+    });
+  }
 
   function refresh() {
     pending = null;
@@ -14,12 +105,17 @@
       .then(function (text) {
         if (text === null) { return; }
         var fresh = new DOMParser().parseFromString(text, "text/html");
+        var where = focusOf();
+        document.querySelectorAll("form[data-draft]").forEach(saveDraft);
         document.querySelectorAll("[data-live]").forEach(function (old) {
           var replacement = fresh.querySelector('[data-live="' + old.dataset.live + '"]');
           if (replacement && replacement.innerHTML !== old.innerHTML) {
             old.innerHTML = replacement.innerHTML;
+            restoreDrafts(old);
+            watchDrafts(old);
           }
         });
+        refocus(where);
         refreshes += 1;
         document.body.dataset.refreshes = String(refreshes);
       })
