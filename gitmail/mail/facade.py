@@ -33,6 +33,7 @@ from gitmail.storage.store import Store
 from . import (
     agents,
     attachments,
+    attention,
     contacts,
     feed,
     identities,
@@ -521,3 +522,26 @@ class Mail:
 
     def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
+
+    # -- what needs the overseer (see :mod:`gitmail.mail.attention`) -----------
+    def needs_attention(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Attention:
+        """Everything in a project that waits for someone: acknowledgements, urgent mail, contacts, leases."""
+        return attention.attention(self.ctx, project_key, self.ack, limit=limit)
+
+    def owed_acknowledgements(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.owed_acknowledgements(self.ctx, project_key, self.ack, limit=limit)
+
+    def urgent_unread(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.urgent_unread(self.ctx, project_key, limit=limit)
+
+    def pending_contacts(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.pending_contacts(self.ctx, project_key, limit=limit)
+
+    def expiring_reservations(self, project_key: str, *, within_seconds: int = attention.EXPIRING_WITHIN_SECONDS,
+                              limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.expiring_reservations(self.ctx, project_key, within_seconds=within_seconds, limit=limit)
+
+    def message_receipts(self, project_key: str, message_ids: list[str], *,
+                         viewer: str | None = None) -> dict[str, list[attention.Delivery]]:
+        """Per message: its recipients (to, cc, and bcc for ``viewer``'s own), when each read and acknowledged it."""
+        return attention.message_receipts(self.ctx, project_key, message_ids, viewer=viewer)
