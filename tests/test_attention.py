@@ -3,6 +3,9 @@ held slots, the overseer's unread mail, and who read and acknowledged each messa
 
 from __future__ import annotations
 
+import pytest
+
+from gitmail import GitmailError
 from gitmail.mail.attention import Delivery, ExpiringReservation, HeldSlot, OwedAck, PendingContact
 
 from .mail_helpers import PROJECT, make_mail, open_agents, register, send
@@ -109,3 +112,33 @@ def test_receipts_say_who_read_and_acknowledged_and_bcc_only_to_its_sender(store
     assert [(d.agent, d.kind) for d in found[by_overseer]] == [("GreenHill", "to"), ("RedStone", "bcc")]
     blind = mail.message_receipts(PROJECT, [by_overseer], viewer="BlueLake")[by_overseer]
     assert [d.agent for d in blind] == ["GreenHill"]  # another viewer never learns of the blind copy
+
+
+def test_holders_of_a_file_by_the_guards_glob_rules(store):
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake", "GreenHill")
+    shared = mail.file_reservation_paths(PROJECT, "GreenHill", ["src/*.py"], exclusive=False)["granted"][0]["id"]
+    mine = mail.file_reservation_paths(PROJECT, "BlueLake", ["src/db/**"], reason="migration")["granted"][0]["id"]
+    assert [(h.reservation_id, h.agent, h.exclusive) for h in mail.holders_of(PROJECT, "src/db/schema.py")] == [
+        (mine, "BlueLake", True)]
+    assert [h.reservation_id for h in mail.holders_of(PROJECT, "src/app.py")] == [shared]
+    assert mail.holders_of(PROJECT, "docs/readme.md") == []
+    for bad in ("", "   ", "x" * 1025, "a\nb"):
+        with pytest.raises(GitmailError) as caught:
+            mail.holders_of(PROJECT, bad)
+        assert caught.value.code == "INVALID_ARGUMENT" and "path" in caught.value.message
+
+
+def test_the_overseer_releases_an_expired_reservation_and_not_a_live_one(store, wall, monkeypatch):
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Dana Operator")
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake")
+    held = mail.file_reservation_paths(PROJECT, "BlueLake", ["src/**"], ttl_seconds=600)["granted"][0]["id"]
+    with pytest.raises(GitmailError) as caught:
+        mail.force_release_as_overseer(PROJECT, held)
+    assert caught.value.code == "RESERVATION_NOT_STALE"
+    wall.advance(seconds=601)
+    done = mail.force_release_as_overseer(PROJECT, held, note="Taking it over for the release.")
+    assert done["released"] and done["notified"]
+    notice = mail.fetch_inbox(PROJECT, "BlueLake", include_bodies=True)[0]
+    assert notice["from"] == "Overseer" and "Taking it over" in notice["body_md"]

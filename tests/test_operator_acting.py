@@ -25,8 +25,8 @@ def test_writes_inside_the_block_name_the_operator_and_the_door(store, monkeypat
     with acting_as_operator("the web view", fallback_name=OVERSEER, node=store.node) as who:
         assert who == ("Dana Operator", "dana@example.org")
         mail.respond_contact(PROJECT, "GreenHill", "BlueLake", True)
-        assert _last_commit(store) == ("Dana Operator <dana@example.org>",
-                                       "GreenHill approved contact from BlueLake (by Dana Operator through the web view)")
+        approved = "GreenHill approved contact from BlueLake (by Dana Operator through the web view)"
+        assert _last_commit(store) == ("Dana Operator <dana@example.org>", approved)
         mail.retire_agent(PROJECT, "BlueLake")
         assert _last_commit(store)[0] == "Dana Operator <dana@example.org>"
     mail.unretire_agent(PROJECT, "BlueLake")  # outside the block: the agent's own name, as before

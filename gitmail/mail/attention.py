@@ -16,9 +16,11 @@ from typing import Any
 
 from gitmail.coord import buildslots, reservations
 from gitmail.coord.context import Context
+from gitmail.coord.globs import covers
 from gitmail.coord.lookup import find_agent, project_record
 from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.errors import invalid
 from gitmail.model.names import OVERSEER
 from gitmail.model.records import CONTACTS
 
@@ -27,6 +29,7 @@ from .contacts import contact_view, link_between
 
 DEFAULT_LIMIT = 50
 EXPIRING_WITHIN_SECONDS = 30 * 60
+MAX_PATH = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +203,34 @@ def expiring_reservations(ctx: Context, project_key: str, *, within_seconds: int
                                              expires_ts=record.expires_ts, seconds_left=left))
     found.sort(key=lambda r: (r.expires_ts, r.reservation_id))
     return _bounded(found, limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Holding:
+    """A reservation in force that covers a file: who holds it, how, and until when."""
+
+    reservation_id: str
+    agent: str
+    path_pattern: str
+    exclusive: bool
+    reason: str
+    expires_ts: str
+
+
+def holders_of(ctx: Context, project_key: str, path: str) -> list[Holding]:
+    """Every reservation in force covering the file ``path``, by the glob rules the commit guard applies.
+
+    Exclusive ones (which the guard would refuse a commit over) come first.
+    """
+    if not isinstance(path, str) or not path.strip() or len(path) > MAX_PATH or not path.isprintable():
+        raise invalid(f"name a file by its path in the repository (at most {MAX_PATH} characters), "
+                      "like src/db/schema.py", field="path")
+    at = ctx.clock.now()
+    found = [Holding(reservation_id=r.id, agent=r.agent, path_pattern=r.path_pattern, exclusive=r.exclusive,
+                     reason=r.reason, expires_ts=r.expires_ts)
+             for r in reservations.active(ctx, project_key, ctx.archive(project_key).snapshot(), at)
+             if covers(r.path_pattern, path.strip())]
+    return sorted(found, key=lambda h: (not h.exclusive, h.expires_ts, h.reservation_id))
 
 
 def held_slots(ctx: Context, project_key: str, *, limit: int = DEFAULT_LIMIT) -> Bounded:

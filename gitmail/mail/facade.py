@@ -12,6 +12,7 @@ past the required arguments are keyword-only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
@@ -28,6 +29,8 @@ from gitmail.model.limits import (
     FEED_DEFAULT_LIMIT,
     READ_BUDGET_DEFAULT,
 )
+from gitmail.model.names import OVERSEER
+from gitmail.storage.operator import acting_as_operator
 from gitmail.storage.store import Store
 
 from . import (
@@ -541,7 +544,20 @@ class Mail:
                               limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
         return attention.expiring_reservations(self.ctx, project_key, within_seconds=within_seconds, limit=limit)
 
+    def holders_of(self, project_key: str, path: str) -> list[attention.Holding]:
+        """The reservations in force covering a file, by the commit guard's glob rules."""
+        return attention.holders_of(self.ctx, project_key, path)
+
     def message_receipts(self, project_key: str, message_ids: list[str], *,
                          viewer: str | None = None) -> dict[str, list[attention.Delivery]]:
         """Per message: its recipients (to, cc, and bcc for ``viewer``'s own), when each read and acknowledged it."""
         return attention.message_receipts(self.ctx, project_key, message_ids, viewer=viewer)
+
+    def force_release_as_overseer(self, project_key: str, file_reservation_id: str, *,
+                                  note: str = "") -> dict[str, Any]:
+        """Release an abandoned reservation as the overseer (the force-release rules apply; the holder is told)."""
+        return overseer.force_release(self.ctx, project_key, file_reservation_id, note=note)
+
+    def acting_as_operator(self, door: str) -> AbstractContextManager[tuple[str, str]]:
+        """Within the block, every commit names the person at this machine, acting through ``door``."""
+        return acting_as_operator(door, fallback_name=OVERSEER, node=self.store.node)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gitmail.coord import reservations
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import find_agent, project_record
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError
@@ -77,3 +78,14 @@ def reply(ctx: Context, project_key: str, message_id: str, body_md: str, **optio
     ensure_overseer(ctx, project_key)
     return sending.reply_message(ctx, ReplyRequest(project_key=project_key, message_id=message_id,
                                                    sender_name=OVERSEER, body_md=body_md, **options))
+
+
+def force_release(ctx: Context, project_key: str, reservation_id: str, *, note: str = "") -> dict[str, Any]:
+    """Release another agent's abandoned reservation as the overseer, by the rules any agent meets.
+
+    The reservation must have expired or its holder must show no activity
+    for the default threshold (RESERVATION_NOT_STALE otherwise), and the
+    holder gets a notice in its inbox from the overseer.
+    """
+    ensure_overseer(ctx, project_key)
+    return reservations.force_release(ctx, project_key, OVERSEER, reservation_id, note=note, notify_previous=True)

@@ -157,18 +157,32 @@ class WebView:
         return endpoint
 
     def action(self, run: Callable[[Request, dict[str, str]], str], template: str,
-               again: Callable[[Request, dict[str, str]], dict[str, Any]]) -> Callable[[Request], Any]:
+               again: Callable[[Request, dict[str, str]], dict[str, Any]], *,
+               confirm: Callable[[Request, dict[str, str]], str] | None = None) -> Callable[[Request], Any]:
         """A POST route: checks the session and CSRF token, runs ``run``, redirects to the URL it returns.
 
+        ``run`` acts as the operator: every commit it makes names the person
+        at this machine (:meth:`Mail.acting_as_operator`). With ``confirm``, a
+        form without ``confirmed=yes`` only shows what would happen (the text
+        ``confirm`` returns) and a button that sends the same form confirmed.
         A refused write shows ``template`` again with the error and what was typed.
         """
+        def operated(request: Request, form: dict[str, str]) -> str:
+            with self.mail.acting_as_operator("the web view"):
+                return run(request, form)
+
         async def endpoint(request: Request) -> Response:
             session = self.sessions.get(request.cookies.get(COOKIE))
             form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
             if session is None or not csrf_ok(session, form.get("csrf")):
                 return _stale_form()
             try:
-                target = await run_in_threadpool(run, request, form)
+                if confirm is not None and form.get("confirmed") != "yes":
+                    what = await run_in_threadpool(confirm, request, form)
+                    fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
+                    return self._render(request, session, "confirm.html", what=what, fields=fields,
+                                        back=_within_view(form.get("back", "")))
+                target = await run_in_threadpool(operated, request, form)
             except GitmailError as exc:
                 values = await run_in_threadpool(again, request, form)
                 return self._render(request, session, template, 400, error=exc, form=form, **values)
