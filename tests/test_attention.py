@@ -8,6 +8,7 @@ import pytest
 from gitmail import GitmailError
 from gitmail.mail.attention import Delivery, ExpiringReservation, HeldSlot, OwedAck, PendingContact
 
+from .conftest import tip
 from .mail_helpers import PROJECT, make_mail, open_agents, register, send
 
 
@@ -134,9 +135,11 @@ def test_the_overseer_releases_an_expired_reservation_and_not_a_live_one(store, 
     mail = make_mail(store)
     open_agents(mail, "BlueLake")
     held = mail.file_reservation_paths(PROJECT, "BlueLake", ["src/**"], ttl_seconds=600)["granted"][0]["id"]
+    before = tip(store, PROJECT)
     with pytest.raises(GitmailError) as caught:
         mail.force_release_as_overseer(PROJECT, held)
     assert caught.value.code == "RESERVATION_NOT_STALE"
+    assert tip(store, PROJECT) == before  # not even the overseer's profile, which a release would have made
     wall.advance(seconds=601)
     done = mail.force_release_as_overseer(PROJECT, held, note="Taking it over for the release.")
     assert done["released"] and done["notified"]
