@@ -34,7 +34,8 @@ from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
 
 from . import render
-from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok
+from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok, within_view
+from .console import Console
 from .events import Events
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +47,22 @@ VIEWS = {  # an agent's lists: title, and how to fetch them
 KINDS = ("message", "thread", "agent", "reservation")
 
 
+def span(seconds: float) -> str:
+    """A length of time as a person says it: ``45 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``."""
+    seconds = int(abs(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(seconds // 3600, 24)
+    return f"{days} d" + (f" {hours} h" if hours else "")
+
+
 def _ago(ts: str | None) -> str:
+    """A moment relative to now: ``5 min ago``, ``in 2 h``, ``just now``."""
     if not ts:
         return "never"
     try:
@@ -54,10 +70,9 @@ def _ago(ts: str | None) -> str:
     except ValueError:
         return ts
     seconds = (dt.datetime.now(dt.UTC) - moment).total_seconds()
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if abs(seconds) >= size:
-            return f"{int(seconds // size)} {unit} ago"
-    return "just now"
+    if abs(seconds) < 60:
+        return "just now"
+    return f"{span(seconds)} ago" if seconds > 0 else f"in {span(seconds)}"
 
 
 UNBORN = "not created yet"  # the status shown for the overseer before its first message
@@ -91,14 +106,6 @@ def _stale_form() -> Response:
                         status_code=403)
 
 
-def _within_view(target: str) -> str:
-    """Where to go after signing in: a path of the view itself, never another site (``/ui/`` otherwise)."""
-    if (target == "/ui" or target.startswith("/ui/")) and "//" not in target and "\\" not in target \
-            and target.isprintable():
-        return target
-    return "/ui/"
-
-
 class WebView:
     """The pages over one :class:`Mail`; ``events`` is fed by the server's watcher."""
 
@@ -110,7 +117,7 @@ class WebView:
         self.events = events or Events()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
-        self.templates.filters.update(ago=_ago, epoch=_epoch)
+        self.templates.filters.update(ago=_ago, epoch=_epoch, span=span)
 
     # -- plumbing -------------------------------------------------------------
     def _session(self, request: Request) -> tuple[Session | None, bool]:
@@ -181,7 +188,7 @@ class WebView:
                     what = await run_in_threadpool(confirm, request, form)
                     fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
                     return self._render(request, session, "confirm.html", what=what, fields=fields,
-                                        back=_within_view(form.get("back", "")))
+                                        back=within_view(form.get("back", "")))
                 target = await run_in_threadpool(operated, request, form)
             except GitmailError as exc:
                 values = await run_in_threadpool(again, request, form)
@@ -251,6 +258,7 @@ class WebView:
         card = cards.get(name, {})
         seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
         return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
+                "overseer": OVERSEER,
                 "counts": self.mail.agent_counts(slug, name), "seat": seat,
                 "capabilities": card.get("capabilities", []), "asleep": card.get("asleep", False)}
 
@@ -301,8 +309,16 @@ class WebView:
         reservations = self.mail.list_file_reservations(slug, active_only=not show_all)
         seats = [self.mail.seat_status(slug, a["name"]) for a in self.mail.list_agents(slug)]
         build_slots = self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]
+        path = request.query_params.get("path", "").strip()
+        holders, lookup_error = [], None
+        if path:
+            try:
+                holders = self.mail.holders_of(slug, path)
+            except GitmailError as exc:
+                lookup_error = exc
         return {"project": project, "reservations": reservations["file_reservations"], "seats": seats,
-                "build_slots": build_slots, "show_all": show_all}
+                "build_slots": build_slots, "show_all": show_all, "path": path, "holders": holders,
+                "lookup_error": lookup_error}
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -370,7 +386,7 @@ class WebView:
         return HTMLResponse(page, status_code=status, headers=headers)
 
     async def login(self, request: Request) -> Response:
-        target = _within_view(request.query_params.get("next", ""))
+        target = within_view(request.query_params.get("next", ""))
         if request.method == "GET":
             return self._login_page(request, target)
         address = request.client.host if request.client else "unknown"
@@ -456,6 +472,7 @@ class WebView:
             Route(p + "/reply/{message_id}", self.action(self.reply, "thread.html", self._thread_again),
                   methods=["POST"]),
             Route(p + "/file/{path:path}", self.attachment),
+            *Console(self).routes(),
             Mount("/static", app=StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
         ]
 
