@@ -182,3 +182,60 @@ def test_every_operator_form_needs_the_sessions_csrf_token(site, store):
             answer = client.post(path, data=form, headers={"Origin": "http://evil.example"})
             assert answer.status_code in (403, 421), (path, answer.status_code)
     assert tip(store, PROJECT) == before
+
+
+def test_a_thread_shows_each_recipient_apart_with_read_and_acknowledged(site, tab, wall):
+    server, slug = site
+    sent = send(server.mail, "BlueLake", ["GreenHill"], "Plan", cc=["RedStone"], ack_required=True)
+    wall.advance(seconds=5)
+    server.mail.acknowledge_message(PROJECT, "GreenHill", sent["id"])
+    quiet = server.mail.send_as_overseer(PROJECT, ["GreenHill"], "Quiet", "x", thread_id=sent["thread_id"],
+                                         bcc=["RedStone"])["deliveries"][0]["payload"]
+    tab.goto(f"{server.base}/ui/p/{slug}/thread/{sent['thread_id']}")
+    first = [" ".join(t.split()) for t in tab.locator(f"#m-{sent['id']} ul.deliveries li").all_inner_texts()]
+    assert first[0].startswith("To GreenHill acknowledged ") and first[1:] == ["Cc RedStone unread"]
+    assert tab.locator(f"#m-{quiet['id']} ul.deliveries li.bcc").inner_text().split() == ["Bcc", "RedStone",
+                                                                                           "unread"]
+    assert tab.locator(f"#m-{sent['id']} ul.deliveries li.bcc").count() == 0
+
+
+def test_a_reply_with_changed_recipients_and_importance_after_a_preview(site, tab, store):
+    server, slug = site
+    sent = send(server.mail, "BlueLake", ["GreenHill"], "Plan", ack_required=True)
+    tab.goto(f"{server.base}/ui/p/{slug}/thread/{sent['thread_id']}")
+    reply = tab.locator(f"#m-{sent['id']} details.reply")
+    reply.locator("summary").click()
+    assert reply.get_by_label("To").input_value() == "BlueLake"  # the sender, unless changed
+    assert reply.get_by_label("Importance").input_value() == "normal"
+    assert reply.get_by_label("ask for an acknowledgement").is_checked()  # as the original asked
+    reply.get_by_label("To").fill("RedStone")
+    reply.get_by_label("Cc").fill("GreenHill")
+    reply.get_by_label("Importance").select_option("urgent")
+    reply.get_by_label("ask for an acknowledgement").uncheck()
+    reply.get_by_label("Reply (Markdown)").fill("Take **over** <script>window.__owned=1</script>")
+    reply.get_by_role("button", name="Preview").click()
+    shown = reply.locator(".preview")
+    shown.locator("strong").wait_for()
+    assert shown.locator("strong").inner_text() == "over" and shown.locator("script").count() == 0
+    reply.get_by_role("button", name="Send reply").click()
+    tab.wait_for_url(re.compile(r".*/thread/.*#m-.*"))
+    got = server.mail.fetch_inbox(PROJECT, "RedStone")[0]
+    assert (got["from"], got["to"], got["cc"], got["importance"], got["ack_required"]) == (
+        "Overseer", ["RedStone"], ["GreenHill"], "urgent", False)
+    assert got["id"] not in [m["id"] for m in server.mail.fetch_inbox(PROJECT, "BlueLake")]  # its sender left out
+    assert last_commit(store)[0] == OPERATOR
+
+
+def test_compose_into_an_existing_thread_with_copies(site, tab):
+    server, slug = site
+    sent = send(server.mail, "BlueLake", ["GreenHill"], "Deploy window")
+    tab.goto(f"{server.base}/ui/p/{slug}/compose")
+    tab.get_by_label("To", exact=True).fill("GreenHill")
+    tab.get_by_label("Cc", exact=True).fill("RedStone")
+    tab.get_by_label("Thread").select_option(label="In: Deploy window")
+    tab.get_by_label("Subject").fill("Window moved")
+    tab.get_by_label("Message (Markdown)").fill("Friday instead.")
+    tab.get_by_role("button", name="Send").click()
+    tab.wait_for_url(re.compile(rf".*/thread/{sent['thread_id']}#m-.*"))
+    got = server.mail.fetch_inbox(PROJECT, "RedStone")[0]
+    assert (got["thread_id"], got["cc"], got["subject"]) == (sent["thread_id"], ["RedStone"], "Window moved")

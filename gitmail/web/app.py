@@ -100,6 +100,11 @@ def whole_number(request: Request, name: str, default: int, *, high: int = 10_00
     return int(raw)
 
 
+def _names(value: str | None) -> list[str]:
+    """Agent names typed into a field, separated by commas or spaces."""
+    return [n for n in (value or "").replace(",", " ").split() if n]
+
+
 def _stale_form() -> Response:
     """The answer to a form without its session's CSRF token."""
     return HTMLResponse("This form is stale or did not come from this page: reload the page and send it again.",
@@ -271,8 +276,10 @@ class WebView:
             raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
         base = f"/ui/p/{slug}/file"
         humans = {a["name"] for a in self.mail.list_agents(slug, active_only=False) if a.get("human")}
+        receipts = self.mail.message_receipts(slug, [m["id"] for m in found["messages"]], viewer=OVERSEER)
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
-                     "human": m["from"] in humans} for m in found["messages"]]
+                     "human": m["from"] in humans, "deliveries": receipts.get(m["id"], []),
+                     "answer_to": m["to"] if m["from"] == OVERSEER else [m["from"]]} for m in found["messages"]]
         return {"project": project, "thread_id": found["thread_id"], "messages": messages,
                 "subject": messages[0]["subject"], "overseer": OVERSEER, "after": after,
                 "next_after": found["next_after"]}
@@ -348,23 +355,40 @@ class WebView:
     def compose(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         agents = [a["name"] for a in self.mail.list_agents(project["slug"]) if a["name"] != OVERSEER]
-        return {"project": project, "agents": agents, "form": {}, "error": None, "overseer": OVERSEER}
+        threads = self.mail.recent_threads(project["slug"], limit=PAGE)
+        return {"project": project, "agents": agents, "form": dict(request.query_params), "error": None,
+                "overseer": OVERSEER, "threads": threads}
 
     # -- writes -----------------------------------------------------------------
     def send(self, request: Request, form: dict[str, str]) -> str:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
-        names = [n.strip() for n in form.get("to", "").replace(",", " ").split() if n.strip()]
         result = self.mail.send_as_overseer(
-            slug, names, form.get("subject", ""), form.get("body", ""), importance=form.get("importance", "normal"),
-            ack_required=form.get("ack_required") == "on", broadcast=form.get("broadcast") == "on")
+            slug, _names(form.get("to")), form.get("subject", ""), form.get("body", ""),
+            importance=form.get("importance", "normal"), ack_required=form.get("ack_required") == "on",
+            broadcast=form.get("broadcast") == "on", cc=_names(form.get("cc")) or None,
+            bcc=_names(form.get("bcc")) or None, thread_id=form.get("thread_id") or None)
         payload = result["deliveries"][0]["payload"]
         return f"/ui/p/{slug}/thread/{payload['thread_id']}#m-{payload['id']}"
 
     def reply(self, request: Request, form: dict[str, str]) -> str:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
-        result = self.mail.reply_as_overseer(slug, request.path_params["message_id"], form.get("body", ""),
-                                             ack_required=form.get("ack_required") == "on")
+        result = self.mail.reply_as_overseer(
+            slug, request.path_params["message_id"], form.get("body", ""), to=_names(form.get("to")) or None,
+            cc=_names(form.get("cc")) or None, bcc=_names(form.get("bcc")) or None,
+            importance=form.get("importance") or None, ack_required=form.get("ack_required") == "on")
         return f"/ui/p/{slug}/thread/{result['thread_id']}#m-{result['id']}"
+
+    async def preview(self, request: Request) -> Response:
+        """A Markdown body as the thread will show it (the same renderer and sanitizer); writes nothing."""
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        form = await request.form()
+        if session is None or not csrf_ok(session, form.get("csrf")):
+            return _stale_form()
+        body = form.get("body")
+        html = render.markdown(body if isinstance(body, str) else "",
+                               attachment_base=f"/ui/p/{request.path_params['slug']}/file")
+        return HTMLResponse(str(html) or "<p class=\"empty\">Nothing to show yet.</p>",
+                            headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 
     def _compose_again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
         values = self.compose(request)
@@ -471,6 +495,7 @@ class WebView:
             Route(p + "/compose", self.action(self.send, "compose.html", self._compose_again), methods=["POST"]),
             Route(p + "/reply/{message_id}", self.action(self.reply, "thread.html", self._thread_again),
                   methods=["POST"]),
+            Route(p + "/preview", self.preview, methods=["POST"]),
             Route(p + "/file/{path:path}", self.attachment),
             *Console(self).routes(),
             Mount("/static", app=StaticFiles(directory=os.path.join(HERE, "static")), name="static"),

@@ -80,6 +80,22 @@
   restoreDrafts(document);
   watchDrafts(document);
 
+  // -- previews: the server renders the body with the thread's own sanitizer --
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button[data-preview]") : null;
+    if (!button) { return; }
+    var form = button.form;
+    var shown = form.querySelector(".preview");
+    fetch(button.dataset.preview, { method: "POST", credentials: "same-origin", body: new FormData(form) })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (html === null) { return; }
+        shown.innerHTML = html;
+        shown.hidden = false;
+      })
+      .catch(function () { /* nothing shown */ });
+  });
+
   // -- live refresh ----------------------------------------------------------
   function focusOf() {
     var el = document.activeElement;
