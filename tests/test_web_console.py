@@ -8,6 +8,7 @@ test on any console error or uncaught page error.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.parse
@@ -18,7 +19,7 @@ import pytest
 from gitmail import Store
 from gitmail.mail.facade import Mail
 
-from . import test_web
+from . import axe, test_web
 from .mcp_harness import ServerProcess
 from .test_web import base
 
@@ -32,6 +33,7 @@ LONG_WORD = "sha256-" + "0123456789abcdef" * 8
 TABLE = "| " + " | ".join(f"column {i} with words" for i in range(12)) + " |\n|" + "---|" * 12 + "\n| " + \
     " | ".join(f"value {i}" for i in range(12)) + " |"
 PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 800}
 
 
 def console_seed(home: str, files: str) -> dict[str, str]:
@@ -176,3 +178,44 @@ def test_an_unknown_message_is_a_not_found_page_and_a_malformed_id_a_400(site, b
         assert tab.locator("h1").inner_text() != "Not found"
     finally:
         context.close()
+
+
+# -- accessibility ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_every_page_has_no_serious_accessibility_violation(site, browser, viewport):
+    server, seeded = site
+    context = browser.new_context(viewport=viewport)
+    tab = context.new_page()
+    found = {}
+    try:
+        for path in [*every_page(seeded), f"/p/{seeded['slug']}/dashboard", "/dashboard",
+                     f"/p/{seeded['slug']}/board?path=src/db/x.py"]:
+            tab.goto(base(server) + path)
+            problems = axe.violations(tab)
+            headings = tab.evaluate("() => Array.from(document.querySelectorAll('h1,h2,h3,h4,h5,h6'))"
+                                    ".map(h => Number(h.tagName[1]))")
+            if headings.count(1) != 1:
+                problems.append({"rule": "one h1", "found": headings.count(1)})
+            skipped = [b for a, b in zip(headings, headings[1:]) if b > a + 1]
+            if skipped:
+                problems.append({"rule": "no skipped heading level", "levels": headings})
+            if problems:
+                found[path] = problems
+    finally:
+        context.close()
+    assert found == {}, json.dumps(found, indent=1)
+
+
+def test_tabs_say_which_is_current_and_a_skip_link_leads_to_the_content(site, page):
+    server, seeded = site
+    page.goto(f"{base(server)}/p/{seeded['slug']}/agents/GreenHill?view=ack")
+    assert page.locator("nav.tabs [aria-current=page]").all_inner_texts() == [page.locator("#tab-ack").inner_text()]
+    page.goto(f"{base(server)}/p/{seeded['slug']}/journals?agent=BlueLake")
+    assert page.locator("nav.tabs [aria-current=page]").all_inner_texts() == ["BlueLake"]
+    page.goto(f"{base(server)}/p/{seeded['slug']}/board")
+    assert page.locator("header nav [aria-current=page]").all_inner_texts() == ["Reservations & seats"]
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent") == "Skip to the content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "main"

@@ -46,7 +46,10 @@ def markdown(text: str, *, attachment_base: str) -> Markup:
     rendered = _md.render(text or "")
     clean = nh3.clean(rendered, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes={"http", "https", "mailto", "data"},
                       link_rel="noopener noreferrer nofollow", attribute_filter=_filter(attachment_base))
-    return Markup(clean)  # noqa: S704 - sanitized above
+    # What may scroll sideways gets the keyboard's focus, so it can be scrolled without a mouse.
+    framed = clean.replace("<table>", '<div class="wide" tabindex="0" role="region" aria-label="Table"><table>') \
+        .replace("</table>", "</table></div>").replace("<pre>", '<pre tabindex="0">')
+    return Markup(framed)  # noqa: S704 - sanitized above; the frames are our own markup
 
 
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}\*?")
