@@ -197,7 +197,7 @@ def test_every_page_has_no_serious_accessibility_violation(site, browser, viewpo
                                     ".map(h => Number(h.tagName[1]))")
             if headings.count(1) != 1:
                 problems.append({"rule": "one h1", "found": headings.count(1)})
-            skipped = [b for a, b in zip(headings, headings[1:]) if b > a + 1]
+            skipped = [b for a, b in zip(headings, headings[1:], strict=False) if b > a + 1]
             if skipped:
                 problems.append({"rule": "no skipped heading level", "levels": headings})
             if problems:
