@@ -49,9 +49,13 @@ def console_seed(home: str, files: str) -> dict[str, str]:
     attached = os.path.join(files, f"build-log-{LONG_WORD}.txt")
     with open(attached, "w") as handle:
         handle.write("a log\n")
+    from PIL import Image
+
+    Image.new("RGB", (40, 20), (200, 30, 30)).save(os.path.join(files, "diagram.png"))
     first = mail.send_message(
         PROJECT, "BlueLake", ["GreenHill"], "Schema migration plan",
-        f"Three **steps**, in this table:\n\n{TABLE}\n\nThe artefact: {LONG_WORD}\n\n```\n{LONG_WORD * 2}\n```",
+        f"Three **steps**, in this table:\n\n{TABLE}\n\nThe artefact: {LONG_WORD}\n\n```\n{LONG_WORD * 2}\n```"
+        f"\n\n- [ ] write the test\n- [x] plan it\n\n![diagram]({files}/diagram.png)",
         importance="high", ack_required=True, cc=["RedStone"], attachment_paths=[attached])["deliveries"][0]["payload"]
     mail.reply_message(PROJECT, first["id"], "GreenHill", "I take the **backfill**.")
     mail.send_message(PROJECT, "RedStone", ["BlueLake"], "Disk almost full", "The build host is at 97%.",
@@ -219,3 +223,57 @@ def test_tabs_say_which_is_current_and_a_skip_link_leads_to_the_content(site, pa
     assert page.evaluate("() => document.activeElement.textContent") == "Skip to the content"
     page.keyboard.press("Enter")
     assert page.evaluate("() => document.activeElement.id") == "main"
+
+
+# -- reading comfort -------------------------------------------------------------------------------------
+
+def test_a_message_reads_comfortably(site, page):
+    server, seeded = site
+    page.goto(f"{base(server)}/p/{seeded['slug']}/thread/{seeded['thread']}")
+    first = page.locator(f"#m-{seeded['message']}")
+    cell = first.locator(".body td").first
+    assert cell.evaluate("td => getComputedStyle(td).borderTopStyle") == "solid"
+    assert float(cell.evaluate("td => parseFloat(getComputedStyle(td).paddingLeft)")) > 0
+    boxes = first.locator("li.task .box")
+    assert [boxes.nth(i).get_attribute("aria-label") for i in range(boxes.count())] == ["not done", "done"]
+    assert "[ ]" not in first.locator(".body").first.inner_text()
+    assert first.locator("img").count() == 1  # the diagram, once, though it is also an attachment
+    names = first.locator("ul.attachments li").all_inner_texts()
+    assert any(n.startswith(f"build-log-{LONG_WORD}.txt") and "6 bytes" in n for n in names), names
+    when = first.locator("time.when")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT.*Z", when.get_attribute("title")) and "ago" in when.inner_text() or \
+        when.inner_text() == "just now"
+
+
+def test_the_dark_theme_follows_the_system(site, browser):
+    server, seeded = site
+    colours = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme)
+        tab = context.new_page()
+        tab.goto(f"{base(server)}/p/{seeded['slug']}")
+        colours[scheme] = tab.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        context.close()
+    assert colours["light"] == "rgb(251, 251, 253)" and colours["dark"] == "rgb(20, 23, 28)"
+
+
+def test_keyboard_shortcuts_move_reply_search_and_are_listed(site, page):
+    server, seeded = site
+    page.goto(f"{base(server)}/p/{seeded['slug']}/thread/{seeded['thread']}")
+    page.keyboard.press("?")
+    assert page.locator("dialog#help").is_visible()
+    assert "next / previous message" in page.locator("dialog#help").inner_text()
+    page.get_by_role("button", name="Close").click()
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("k")
+    assert page.locator("article.message.current").get_attribute("id") == f"m-{seeded['message']}"
+    page.keyboard.press("r")
+    assert page.evaluate("() => document.activeElement.name") == "body"
+    assert page.locator(f"#m-{seeded['message']} details.reply").get_attribute("open") is not None
+    page.locator("h1").click()  # out of the text box: shortcuts apply again
+    page.keyboard.press("/")
+    page.wait_for_url(re.compile(r".*/search$"))
+    page.keyboard.press("g")
+    page.keyboard.press("d")  # the search box has the focus: g d is typed, not followed
+    assert page.locator("input[name=q]").input_value() == "gd"

@@ -61,6 +61,15 @@ def span(seconds: float) -> str:
     return f"{days} d" + (f" {hours} h" if hours else "")
 
 
+def size(count: object) -> str:
+    """A number of bytes as a person reads it: ``512 bytes``, ``3.4 KiB``, ``1.2 MiB``."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        return ""
+    if count < 1024:
+        return f"{count} bytes"
+    return f"{count / 1024:.1f} KiB" if count < 1024 * 1024 else f"{count / (1024 * 1024):.1f} MiB"
+
+
 def _ago(ts: str | None) -> str:
     """A moment relative to now: ``5 min ago``, ``in 2 h``, ``just now``."""
     if not ts:
@@ -122,7 +131,7 @@ class WebView:
         self.events = events or Events()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
-        self.templates.filters.update(ago=_ago, epoch=_epoch, span=span)
+        self.templates.filters.update(ago=_ago, epoch=_epoch, span=span, size=size)
 
     # -- plumbing -------------------------------------------------------------
     def _session(self, request: Request) -> tuple[Session | None, bool]:

@@ -49,7 +49,19 @@ def markdown(text: str, *, attachment_base: str) -> Markup:
     # What may scroll sideways gets the keyboard's focus, so it can be scrolled without a mouse.
     framed = clean.replace("<table>", '<div class="wide" tabindex="0" role="region" aria-label="Table"><table>') \
         .replace("</table>", "</table></div>").replace("<pre>", '<pre tabindex="0">')
-    return Markup(framed)  # noqa: S704 - sanitized above; the frames are our own markup
+    return Markup(_TASK.sub(_task, framed))  # noqa: S704 - sanitized above; the frames and boxes are our own markup
+
+
+_TASK = re.compile(r"<li>(\s*<p>)?\[( |x|X)\] ")
+
+
+def _task(found: re.Match[str]) -> str:
+    """A task list item (``- [ ]``, ``- [x]``) with a box that says whether it is done."""
+    done = found.group(2) != " "
+    box = ('<span class="box done" role="img" aria-label="done">☑</span> ' if done
+           else '<span class="box" role="img" aria-label="not done">☐</span> ')
+    return f'<li class="task">{found.group(1) or ""}{box}'
+
 
 
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}\*?")

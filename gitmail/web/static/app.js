@@ -96,6 +96,55 @@
       .catch(function () { /* nothing shown */ });
   });
 
+  // -- keyboard shortcuts (listed in the help dialog, opened with ?) ------------
+  var help = document.getElementById("help");
+  var opener = document.getElementById("help-open");
+  if (opener && help && help.showModal) { opener.addEventListener("click", function () { help.showModal(); }); }
+  var cursor = -1;
+  var lastKey = "";
+
+  function items() {
+    var found = document.querySelectorAll("article.message");
+    return found.length ? found : document.querySelectorAll("main table.list tbody tr");
+  }
+
+  function move(step) {
+    var list = items();
+    if (!list.length) { return; }
+    cursor = Math.max(0, Math.min(list.length - 1, cursor + step));
+    list.forEach(function (el) { el.classList.remove("current"); });
+    var el = list[cursor];
+    el.classList.add("current");
+    if (!el.hasAttribute("tabindex")) { el.setAttribute("tabindex", "-1"); }
+    el.focus();
+    el.scrollIntoView({ block: "nearest" });
+  }
+
+  document.addEventListener("keydown", function (event) {
+    var target = event.target;
+    if (event.ctrlKey || event.metaKey || event.altKey || target.isContentEditable ||
+        /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName)) { return; }
+    var key = event.key;
+    if (key === "?" && help && help.showModal) { event.preventDefault(); help.showModal(); }
+    else if (key === "j") { move(1); }
+    else if (key === "k") { move(-1); }
+    else if (key === "/") {
+      var search = document.querySelector("input[name=q]");
+      event.preventDefault();
+      if (search) { search.focus(); search.select(); }
+      else if (project) { window.location.href = "/ui/p/" + project + "/search"; }
+    } else if (key === "r") {
+      var current = document.querySelector("article.message.current") || document.querySelector("article.message");
+      var reply = current ? current.querySelector("details.reply") : null;
+      if (reply) {
+        event.preventDefault();
+        reply.open = true;
+        reply.querySelector("textarea").focus();
+      }
+    } else if (key === "d" && lastKey === "g") { window.location.href = project ? "/ui/p/" + project + "/dashboard" : "/ui/dashboard"; }
+    lastKey = key;
+  });
+
   // -- live refresh ----------------------------------------------------------
   function focusOf() {
     var el = document.activeElement;
