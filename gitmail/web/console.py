@@ -13,26 +13,41 @@ a project. The last three ask for a confirmation first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.routing import Route
 
+from gitmail.mail.facade import Mail
 from gitmail.model.errors import invalid
 from gitmail.model.names import OVERSEER
 
 from .access import within_view
 
-if TYPE_CHECKING:
-    from .app import WebView
+Build = Callable[[Request], dict[str, Any]]
+Run = Callable[[Request, dict[str, str]], str]
+Again = Callable[[Request, dict[str, str]], dict[str, Any]]
+Confirm = Callable[[Request, dict[str, str]], str]
 
 PER_LIST = 20  # items of each list a dashboard shows per project
 
 
-class Console:
-    """The dashboard pages and the operator's actions over one :class:`WebView`."""
+class Pages(Protocol):
+    """What the console needs of the view (:class:`gitmail.web.app.WebView`): its facade and its route makers."""
 
-    def __init__(self, view: WebView):
+    mail: Mail
+
+    def page(self, name: str, build: Build) -> Callable[[Request], Any]: ...
+
+    def action(self, run: Run, template: str, again: Again, *,
+               confirm: Confirm | None = None) -> Callable[[Request], Any]: ...
+
+
+class Console:
+    """The dashboard pages and the operator's actions over one view's :class:`Pages`."""
+
+    def __init__(self, view: Pages):
         self.view = view
         self.mail = view.mail
 
