@@ -19,7 +19,7 @@ def urgent_unread(meta: Meta, *, limit: int) -> list[dict[str, Any]]:
     """Urgent messages a recipient has not read yet, newest first: one entry per message and recipient."""
     rows = meta.read(
         "SELECT m.id, m.thread_id, m.subject, m.sender, m.created_ts, c.agent FROM messages m "
-        "JOIN copies c ON c.message_id = m.id AND c.box = 'inbox' "
+        "CROSS JOIN copies c ON c.message_id = m.id AND c.box = 'inbox' "  # urgent messages first: few of them
         "LEFT JOIN receipts r ON r.agent = c.agent AND r.message_id = m.id "
         "WHERE m.importance = 'urgent' AND r.read_at IS NULL "
         "ORDER BY m.created_ts DESC, m.id DESC, c.agent LIMIT ?", (limit,))

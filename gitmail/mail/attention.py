@@ -30,6 +30,7 @@ from .contacts import contact_view, link_between
 DEFAULT_LIMIT = 50
 EXPIRING_WITHIN_SECONDS = 30 * 60
 MAX_PATH = 1024
+EVER = "9999-12-31T23:59:59.999Z"  # a bound past every message's time: the read is the same whatever the time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +158,7 @@ def owed_acknowledgements(ctx: Context, project_key: str, settings: AckSettings,
                           limit: int = DEFAULT_LIMIT) -> Bounded:
     """Acknowledgements not given yet, oldest message first: the most overdue lead."""
     at = ctx.clock.now()
-    rows = indexer_for(ctx.store).project(project_key).unacked(
-        older_than=format_ts(at + dt.timedelta(seconds=1)), limit=limit + 1)
+    rows = indexer_for(ctx.store).project(project_key).unacked(older_than=EVER, limit=limit + 1)  # kept per commit
     due = dt.timedelta(seconds=settings.ttl_seconds)
     return _bounded([OwedAck(message_id=r["id"], subject=r["subject"], sender=r["sender"], agent=r["agent"],
                              sent_ts=r["created_ts"], due_ts=format_ts(parse_ts(r["created_ts"]) + due),
