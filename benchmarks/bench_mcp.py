@@ -203,15 +203,15 @@ def past_id(ms: int, rng: random.Random) -> str:
     return "".join(reversed(chars))
 
 
-def history(home: str, count: int, per_day: int) -> tuple[float, str]:
-    """Add ``count`` past messages (``per_day`` a day, ending yesterday) with git fast-import.
+def history(home: str, count: int, per_day: int, *, project: str = PROJECT) -> tuple[float, str]:
+    """Add ``count`` past messages (``per_day`` a day, ending yesterday) to ``project`` with git fast-import.
 
     The last THREAD_LENGTH form one thread; every tenth has the topic ``ops``.
     Returns the seconds taken and the thread's ID.
     """
     began = time.perf_counter()
     store = Store(home, background=False)
-    archive = store.archive(PROJECT)
+    archive = store.archive(project)
     day_ms = 86_400_000
     end_ms = (int(time.time() * 1000) // day_ms) * day_ms - 1  # the end of yesterday
     proc = subprocess.Popen(["git", "--git-dir", archive.git_dir, "fast-import", "--quiet", "--done"],

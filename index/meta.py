@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread_id, created_ts);
 CREATE INDEX IF NOT EXISTS messages_topic ON messages (lower(topic), id);
 CREATE INDEX IF NOT EXISTS messages_time ON messages (created_ts);
+CREATE INDEX IF NOT EXISTS messages_asking_ack ON messages (created_ts) WHERE ack_required = 1;
+CREATE INDEX IF NOT EXISTS messages_urgent ON messages (created_ts) WHERE importance = 'urgent';
 CREATE TABLE IF NOT EXISTS copies (
     agent TEXT NOT NULL,
     box TEXT NOT NULL,

@@ -32,7 +32,7 @@ from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
 from gitmail.storage.snapshot import Snapshot, blob_data
 
-from . import parse, reads
+from . import oversight, parse, reads
 from .changes import Trees, diff, is_ancestor, listing, recorded_changes
 from .history import MAX_ROWS, History
 from .meta import FORMAT, IndexUnavailable, Meta, MetaBusy, MetaCorrupt
@@ -472,6 +472,16 @@ class ProjectIndex:
     def agent_counts(self, agent: str) -> dict[str, int]:
         """An agent's received, unread, unacknowledged and sent counts."""
         return self._cached(("counts", agent), lambda: reads.agent_counts(self.meta, agent))
+
+    def urgent_unread(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Urgent messages not yet read, per recipient, newest first (see :func:`oversight.urgent_unread`)."""
+        reads.check_limit(limit)
+        return self._cached(("urgent-unread", limit), lambda: oversight.urgent_unread(self.meta, limit=limit))
+
+    def receipts(self, message_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Who got each message and when they read and acknowledged it (see :func:`oversight.receipts`)."""
+        ids = tuple(message_ids)
+        return self._cached(("receipts", ids), lambda: oversight.receipts(self.meta, list(ids)))
 
     def outbox(self, agent: str, *, since_ts: str | None = None, limit: int = 20,
                include_bodies: bool = False) -> list[dict[str, Any]]:

@@ -187,14 +187,16 @@ def test_every_form_that_writes_carries_and_needs_its_sessions_csrf_token(site):
     slug = seed["slug"]
     pages = ["/ui/", f"/ui/p/{slug}", f"/ui/p/{slug}/compose", f"/ui/p/{slug}/thread/{seed['thread']}",
              f"/ui/p/{slug}/agents/BlueLake", f"/ui/p/{slug}/board", f"/ui/p/{slug}/journals",
-             f"/ui/p/{slug}/search?q=plan", f"/ui/p/{slug}/history?kind=thread&key={seed['thread']}"]
+             f"/ui/p/{slug}/search?q=plan", f"/ui/p/{slug}/history?kind=thread&key={seed['thread']}",
+             "/ui/dashboard", f"/ui/p/{slug}/dashboard"]
     with signed_in(server) as tab, signed_in(server) as other:
         found = [form for page in pages for form in forms_of(page, tab.get(page).text)]
         forms = {action.split("?")[0] for action, has in found if has}
         unguarded = {action for action, has in found if not has}
         assert unguarded == set()
         reply = f"/ui/p/{slug}/reply/{seed['message']}"
-        assert forms == {f"/ui/p/{slug}/compose", reply, "/ui/logout"}, forms
+        assert forms == {f"/ui/p/{slug}/compose", reply, "/ui/logout", f"/ui/p/{slug}/archive",
+                         f"/ui/p/{slug}/agents/BlueLake/status"}, forms
         foreign = csrf_of(other.get(pages[2]).text)
         fields = {"to": "GreenHill", "subject": "forged", "body": "forged"}
         before = tip(server.store, PROJECT)

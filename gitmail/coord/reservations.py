@@ -315,6 +315,27 @@ def workspace_activity(workspace: str, pattern: str) -> list[tuple[str, dt.datet
     return signals
 
 
+def judge_stale(ctx: Context, project_key: str, snap: Snapshot, record: Reservation, at: dt.datetime, *,
+                threshold: int, outside: list[tuple[str, dt.datetime]]
+                ) -> tuple[bool, tuple[str, dt.datetime] | None, float | None]:
+    """Whether ``record`` may be force-released at ``at``: (expired, latest activity, seconds idle).
+
+    RESERVATION_NOT_STALE when it is in force and its holder's latest
+    activity (in the archive, or ``outside`` it in the working folder) is
+    more recent than ``threshold`` seconds.
+    """
+    expired = parse_ts(record.expires_ts) <= at
+    signals = [] if expired else archive_activity(ctx, project_key, snap, record.agent, at) + outside
+    latest = max(signals, key=lambda s: s[1]) if signals else None
+    idle = (at - latest[1]).total_seconds() if latest else None
+    if latest is not None and idle is not None and idle < threshold:
+        raise GitmailError(RESERVATION_NOT_STALE, f"{record.agent} is still active ({latest[0]} {int(idle)}s ago, "
+                           f"threshold {threshold}s); ask them to release {record.path_pattern} instead",
+                           {"holder": record.agent, "signal": latest[0], "last_activity": format_ts(latest[1]),
+                            "inactivity_seconds": threshold})
+    return expired, latest, idle
+
+
 def force_release(ctx: Context, project_key: str, agent: str, file_reservation_id: str, *, note: str = "",
                   notify_previous: bool = True, inactivity_seconds: int = DEFAULT_INACTIVITY,
                   seat: str | None = None) -> dict[str, Any]:
@@ -360,15 +381,7 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
         if record.agent == me:
             raise invalid("this reservation is yours: release it with release_file_reservations",
                           field="file_reservation_id")
-        expired = parse_ts(record.expires_ts) <= at
-        signals = [] if expired else archive_activity(ctx, project_key, snap, record.agent, at) + outside
-        latest = max(signals, key=lambda s: s[1]) if signals else None
-        idle = (at - latest[1]).total_seconds() if latest else None
-        if latest is not None and idle is not None and idle < threshold:
-            raise GitmailError(RESERVATION_NOT_STALE, f"{record.agent} is still active ({latest[0]} {int(idle)}s ago, "
-                               f"threshold {threshold}s); ask them to release {record.path_pattern} instead",
-                               {"holder": record.agent, "signal": latest[0], "last_activity": format_ts(latest[1]),
-                                "inactivity_seconds": threshold})
+        expired, latest, idle = judge_stale(ctx, project_key, snap, record, at, threshold=threshold, outside=outside)
         released = dataclasses.replace(record, released_ts=format_ts(at), hlc=hlc)
         why = "it had expired" if expired else (
             f"no activity for {int(idle)}s (last: {latest[0]})" if latest and idle is not None

@@ -12,6 +12,7 @@ past the required arguments are keyword-only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
@@ -28,11 +29,14 @@ from gitmail.model.limits import (
     FEED_DEFAULT_LIMIT,
     READ_BUDGET_DEFAULT,
 )
+from gitmail.model.names import OVERSEER
+from gitmail.storage.operator import acting_as_operator
 from gitmail.storage.store import Store
 
 from . import (
     agents,
     attachments,
+    attention,
     contacts,
     feed,
     identities,
@@ -521,3 +525,39 @@ class Mail:
 
     def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
+
+    # -- what needs the overseer (see :mod:`gitmail.mail.attention`) -----------
+    def needs_attention(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Attention:
+        """Everything in a project that waits for someone: acknowledgements, urgent mail, contacts, leases."""
+        return attention.attention(self.ctx, project_key, self.ack, limit=limit)
+
+    def owed_acknowledgements(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.owed_acknowledgements(self.ctx, project_key, self.ack, limit=limit)
+
+    def urgent_unread(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.urgent_unread(self.ctx, project_key, limit=limit)
+
+    def pending_contacts(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.pending_contacts(self.ctx, project_key, limit=limit)
+
+    def expiring_reservations(self, project_key: str, *, within_seconds: int = attention.EXPIRING_WITHIN_SECONDS,
+                              limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        return attention.expiring_reservations(self.ctx, project_key, within_seconds=within_seconds, limit=limit)
+
+    def holders_of(self, project_key: str, path: str) -> list[attention.Holding]:
+        """The reservations in force covering a file, by the commit guard's glob rules."""
+        return attention.holders_of(self.ctx, project_key, path)
+
+    def message_receipts(self, project_key: str, message_ids: list[str], *,
+                         viewer: str | None = None) -> dict[str, list[attention.Delivery]]:
+        """Per message: its recipients (to, cc, and bcc for ``viewer``'s own), when each read and acknowledged it."""
+        return attention.message_receipts(self.ctx, project_key, message_ids, viewer=viewer)
+
+    def force_release_as_overseer(self, project_key: str, file_reservation_id: str, *,
+                                  note: str = "") -> dict[str, Any]:
+        """Release an abandoned reservation as the overseer (the force-release rules apply; the holder is told)."""
+        return overseer.force_release(self.ctx, project_key, file_reservation_id, note=note)
+
+    def acting_as_operator(self, door: str) -> AbstractContextManager[tuple[str, str]]:
+        """Within the block, every commit names the person at this machine, acting through ``door``."""
+        return acting_as_operator(door, fallback_name=OVERSEER, node=self.store.node)

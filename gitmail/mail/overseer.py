@@ -15,13 +15,17 @@ the profile has no token, so no MCP caller can prove to be it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
+from gitmail.coord import reservations
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import find_agent, project_record
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError
+from gitmail.model.ids import is_id
+from gitmail.model.limits import DEFAULT_INACTIVITY
 from gitmail.model.names import OVERSEER
-from gitmail.model.records import Agent
+from gitmail.model.records import Agent, Reservation, reservation_path
 from gitmail.storage.engine import Change
 from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
@@ -77,3 +81,29 @@ def reply(ctx: Context, project_key: str, message_id: str, body_md: str, **optio
     ensure_overseer(ctx, project_key)
     return sending.reply_message(ctx, ReplyRequest(project_key=project_key, message_id=message_id,
                                                    sender_name=OVERSEER, body_md=body_md, **options))
+
+
+def force_release(ctx: Context, project_key: str, reservation_id: str, *, note: str = "") -> dict[str, Any]:
+    """Release another agent's abandoned reservation as the overseer, by the rules any agent meets.
+
+    The reservation must have expired or its holder must show no activity
+    for the default threshold (RESERVATION_NOT_STALE otherwise), and the
+    holder gets a notice in its inbox from the overseer.
+    """
+    if find_agent(ctx.archive(project_key).snapshot(), OVERSEER) is None:
+        _check_stale(ctx, project_key, reservation_id)  # a refused release must not leave a new profile behind
+    ensure_overseer(ctx, project_key)
+    return reservations.force_release(ctx, project_key, OVERSEER, reservation_id, note=note, notify_previous=True)
+
+
+def _check_stale(ctx: Context, project_key: str, reservation_id: str) -> None:
+    """RESERVATION_NOT_STALE now, by the release's own test, for a reservation in force whose holder is busy."""
+    snap = ctx.archive(project_key).snapshot()
+    record = snap.load(reservation_path(reservation_id), Reservation) if is_id(reservation_id) else None
+    if record is None or record.released_ts is not None:
+        return  # the release itself says what is wrong, or that there is nothing to do
+    project = project_record(snap)
+    outside = (reservations.workspace_activity(project.human_key, record.path_pattern)
+               if os.path.isdir(project.human_key) else [])
+    reservations.judge_stale(ctx, project_key, snap, record, ctx.clock.now(), threshold=DEFAULT_INACTIVITY,
+                             outside=outside)

@@ -42,6 +42,7 @@ from . import leftovers
 from .handles import open_repository
 from .maintenance import Maintainer
 from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
+from .operator import by_operator
 from .snapshot import Snapshot
 from .treeedit import TreeEditor, check_path
 
@@ -283,7 +284,7 @@ class Archive:
         returned in order; if one raised, its error is raised here after the
         others were committed.
         """
-        pendings = [_Pending(fn) for fn in fns]
+        pendings = [_Pending(by_operator(fn)) for fn in fns]
         if not pendings:
             return []
         last = pendings[-1]

@@ -128,3 +128,11 @@ def csrf_ok(session: Session | None, offered: object) -> bool:
     """Whether a submitted form carries its session's CSRF token."""
     return (session is not None and isinstance(offered, str)
             and hmac.compare_digest(offered.encode("utf-8"), session.csrf.encode("utf-8")))
+
+
+def within_view(target: str) -> str:
+    """Where to go after signing in or acting: a path of the view itself, never another site (``/ui/`` otherwise)."""
+    if (target == "/ui" or target.startswith("/ui/")) and "//" not in target and "\\" not in target \
+            and target.isprintable():
+        return target
+    return "/ui/"

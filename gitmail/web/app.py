@@ -30,11 +30,12 @@ from starlette.staticfiles import StaticFiles
 
 from gitmail.mail.facade import Mail
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
-from gitmail.model.names import OVERSEER
+from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
 
 from . import render
-from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok
+from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok, within_view
+from .console import Console
 from .events import Events
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +47,31 @@ VIEWS = {  # an agent's lists: title, and how to fetch them
 KINDS = ("message", "thread", "agent", "reservation")
 
 
+def span(seconds: float) -> str:
+    """A length of time as a person says it: ``45 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``."""
+    seconds = int(abs(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(seconds // 3600, 24)
+    return f"{days} d" + (f" {hours} h" if hours else "")
+
+
+def size(count: object) -> str:
+    """A number of bytes as a person reads it: ``512 bytes``, ``3.4 KiB``, ``1.2 MiB``."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        return ""
+    if count < 1024:
+        return f"{count} bytes"
+    return f"{count / 1024:.1f} KiB" if count < 1024 * 1024 else f"{count / (1024 * 1024):.1f} MiB"
+
+
 def _ago(ts: str | None) -> str:
+    """A moment relative to now: ``5 min ago``, ``in 2 h``, ``just now``."""
     if not ts:
         return "never"
     try:
@@ -54,10 +79,19 @@ def _ago(ts: str | None) -> str:
     except ValueError:
         return ts
     seconds = (dt.datetime.now(dt.UTC) - moment).total_seconds()
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if abs(seconds) >= size:
-            return f"{int(seconds // size)} {unit} ago"
-    return "just now"
+    if abs(seconds) < 60:
+        return "just now"
+    return f"{span(seconds)} ago" if seconds > 0 else f"in {span(seconds)}"
+
+
+UNBORN = "not created yet"  # the status shown for the overseer before its first message
+
+
+def _overseer_to_be() -> dict[str, Any]:
+    """What the overseer's page shows before its first message creates the profile (nothing has reached it)."""
+    return {"name": OVERSEER, "human": True, "program": "human", "model": "overseer", "status": UNBORN,
+            "task_description": "Created the first time you write as the overseer.", "contact_policy": "open",
+            "last_active_ts": None}
 
 
 def _epoch(seconds: int) -> str:
@@ -75,18 +109,15 @@ def whole_number(request: Request, name: str, default: int, *, high: int = 10_00
     return int(raw)
 
 
+def _names(value: str | None) -> list[str]:
+    """Agent names typed into a field, separated by commas or spaces."""
+    return [n for n in (value or "").replace(",", " ").split() if n]
+
+
 def _stale_form() -> Response:
     """The answer to a form without its session's CSRF token."""
     return HTMLResponse("This form is stale or did not come from this page: reload the page and send it again.",
                         status_code=403)
-
-
-def _within_view(target: str) -> str:
-    """Where to go after signing in: a path of the view itself, never another site (``/ui/`` otherwise)."""
-    if (target == "/ui" or target.startswith("/ui/")) and "//" not in target and "\\" not in target \
-            and target.isprintable():
-        return target
-    return "/ui/"
 
 
 class WebView:
@@ -100,7 +131,7 @@ class WebView:
         self.events = events or Events()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
-        self.templates.filters.update(ago=_ago, epoch=_epoch)
+        self.templates.filters.update(ago=_ago, epoch=_epoch, span=span, size=size)
 
     # -- plumbing -------------------------------------------------------------
     def _session(self, request: Request) -> tuple[Session | None, bool]:
@@ -124,6 +155,12 @@ class WebView:
                                        "script-src 'self'; frame-ancestors 'none'; form-action 'self'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
 
+    def _error(self, request: Request, session: Session, exc: GitmailError) -> Response:
+        """The page for a refused read: 404 when what it names is not there, 400 when the address is malformed."""
+        missing = exc.code == NOT_FOUND
+        return self._render(request, session, "error.html", 404 if missing else 400, error=exc,
+                            title="Not found" if missing else "This address cannot be read")
+
     def page(self, name: str, build: Callable[[Request], dict[str, Any]]) -> Callable[[Request], Any]:
         """A GET route rendering template ``name`` with what ``build`` gathers (in a worker thread)."""
         async def endpoint(request: Request) -> Response:
@@ -134,26 +171,39 @@ class WebView:
                 values = await run_in_threadpool(build, request)
                 response = self._render(request, session, name, **values)
             except GitmailError as exc:
-                response = self._render(request, session, "error.html", 404 if exc.code == NOT_FOUND else 400,
-                                        error=exc)
+                response = self._error(request, session, exc)
             if fresh:
                 self._cookie(response, session)
             return response
         return endpoint
 
     def action(self, run: Callable[[Request, dict[str, str]], str], template: str,
-               again: Callable[[Request, dict[str, str]], dict[str, Any]]) -> Callable[[Request], Any]:
+               again: Callable[[Request, dict[str, str]], dict[str, Any]], *,
+               confirm: Callable[[Request, dict[str, str]], str] | None = None) -> Callable[[Request], Any]:
         """A POST route: checks the session and CSRF token, runs ``run``, redirects to the URL it returns.
 
+        ``run`` acts as the operator: every commit it makes names the person
+        at this machine (:meth:`Mail.acting_as_operator`). With ``confirm``, a
+        form without ``confirmed=yes`` only shows what would happen (the text
+        ``confirm`` returns) and a button that sends the same form confirmed.
         A refused write shows ``template`` again with the error and what was typed.
         """
+        def operated(request: Request, form: dict[str, str]) -> str:
+            with self.mail.acting_as_operator("the web view"):
+                return run(request, form)
+
         async def endpoint(request: Request) -> Response:
             session = self.sessions.get(request.cookies.get(COOKIE))
             form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
             if session is None or not csrf_ok(session, form.get("csrf")):
                 return _stale_form()
             try:
-                target = await run_in_threadpool(run, request, form)
+                if confirm is not None and form.get("confirmed") != "yes":
+                    what = await run_in_threadpool(confirm, request, form)
+                    fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
+                    return self._render(request, session, "confirm.html", what=what, fields=fields,
+                                        back=within_view(form.get("back", "")))
+                target = await run_in_threadpool(operated, request, form)
             except GitmailError as exc:
                 values = await run_in_threadpool(again, request, form)
                 return self._render(request, session, template, 400, error=exc, form=form, **values)
@@ -198,11 +248,15 @@ class WebView:
             view = "inbox"
         profile = next((a for a in self.mail.list_agents(slug, active_only=False) if a["name"].lower() == name.lower()),
                        None)
+        if profile is None and is_reserved_name(name):
+            profile = _overseer_to_be()
         if profile is None:
             raise GitmailError(NOT_FOUND, f"no agent named {name!r} in this project", {"agent": name})
         name = profile["name"]
         messages: list[dict[str, Any]]
-        if view == "inbox":
+        if profile.get("status") == UNBORN:
+            messages = []  # the overseer's profile is made by its first message: nothing has reached it yet
+        elif view == "inbox":
             messages = self.mail.fetch_inbox(slug, name, limit=50)
         elif view == "outbox":
             messages = self.mail.fetch_outbox(slug, name, limit=50)["messages"]
@@ -216,8 +270,10 @@ class WebView:
             messages = self.mail.view_ack_overdue(slug, name, limit=50)["messages"]
         cards = {card["name"]: card for card in self.mail.list_capabilities(slug)["agents"]}
         card = cards.get(name, {})
+        seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
         return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
-                "counts": self.mail.agent_counts(slug, name), "seat": self.mail.seat_status(slug, name),
+                "overseer": OVERSEER,
+                "counts": self.mail.agent_counts(slug, name), "seat": seat,
                 "capabilities": card.get("capabilities", []), "asleep": card.get("asleep", False)}
 
     def thread(self, request: Request) -> dict[str, Any]:
@@ -229,8 +285,10 @@ class WebView:
             raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
         base = f"/ui/p/{slug}/file"
         humans = {a["name"] for a in self.mail.list_agents(slug, active_only=False) if a.get("human")}
+        receipts = self.mail.message_receipts(slug, [m["id"] for m in found["messages"]], viewer=OVERSEER)
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
-                     "human": m["from"] in humans} for m in found["messages"]]
+                     "human": m["from"] in humans, "deliveries": receipts.get(m["id"], []),
+                     "answer_to": m["to"] if m["from"] == OVERSEER else [m["from"]]} for m in found["messages"]]
         return {"project": project, "thread_id": found["thread_id"], "messages": messages,
                 "subject": messages[0]["subject"], "overseer": OVERSEER, "after": after,
                 "next_after": found["next_after"]}
@@ -245,13 +303,20 @@ class WebView:
         query = request.query_params.get("q", "").strip()
         page = whole_number(request, "page", 1)
         hits: list[dict[str, Any]] = []
+        error = None
         if query:
-            found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+            try:
+                found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+            except GitmailError as exc:
+                if exc.code != INVALID_ARGUMENT:
+                    raise
+                error, found = exc, []  # a query the language cannot read: say so beside the query, kept as typed
             terms = render.query_terms(query)
             hits = [{**h, "subject_html": render.highlight(h["subject"], terms),
-                     "snippet_html": render.highlight(h.get("snippet", ""), terms)}
+                     "snippet_html": render.snippet(h.get("snippet", ""))}
                     for h in found[(page - 1) * PAGE:page * PAGE + 1]]
-        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE}
+        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE,
+                "error": error}
 
     def board(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -260,8 +325,16 @@ class WebView:
         reservations = self.mail.list_file_reservations(slug, active_only=not show_all)
         seats = [self.mail.seat_status(slug, a["name"]) for a in self.mail.list_agents(slug)]
         build_slots = self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]
+        path = request.query_params.get("path", "").strip()
+        holders, lookup_error = [], None
+        if path:
+            try:
+                holders = self.mail.holders_of(slug, path)
+            except GitmailError as exc:
+                lookup_error = exc
         return {"project": project, "reservations": reservations["file_reservations"], "seats": seats,
-                "build_slots": build_slots, "show_all": show_all}
+                "build_slots": build_slots, "show_all": show_all, "path": path, "holders": holders,
+                "lookup_error": lookup_error}
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -291,23 +364,40 @@ class WebView:
     def compose(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         agents = [a["name"] for a in self.mail.list_agents(project["slug"]) if a["name"] != OVERSEER]
-        return {"project": project, "agents": agents, "form": {}, "error": None, "overseer": OVERSEER}
+        threads = self.mail.recent_threads(project["slug"], limit=PAGE)
+        return {"project": project, "agents": agents, "form": dict(request.query_params), "error": None,
+                "overseer": OVERSEER, "threads": threads}
 
     # -- writes -----------------------------------------------------------------
     def send(self, request: Request, form: dict[str, str]) -> str:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
-        names = [n.strip() for n in form.get("to", "").replace(",", " ").split() if n.strip()]
         result = self.mail.send_as_overseer(
-            slug, names, form.get("subject", ""), form.get("body", ""), importance=form.get("importance", "normal"),
-            ack_required=form.get("ack_required") == "on", broadcast=form.get("broadcast") == "on")
+            slug, _names(form.get("to")), form.get("subject", ""), form.get("body", ""),
+            importance=form.get("importance", "normal"), ack_required=form.get("ack_required") == "on",
+            broadcast=form.get("broadcast") == "on", cc=_names(form.get("cc")) or None,
+            bcc=_names(form.get("bcc")) or None, thread_id=form.get("thread_id") or None)
         payload = result["deliveries"][0]["payload"]
         return f"/ui/p/{slug}/thread/{payload['thread_id']}#m-{payload['id']}"
 
     def reply(self, request: Request, form: dict[str, str]) -> str:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
-        result = self.mail.reply_as_overseer(slug, request.path_params["message_id"], form.get("body", ""),
-                                             ack_required=form.get("ack_required") == "on")
+        result = self.mail.reply_as_overseer(
+            slug, request.path_params["message_id"], form.get("body", ""), to=_names(form.get("to")) or None,
+            cc=_names(form.get("cc")) or None, bcc=_names(form.get("bcc")) or None,
+            importance=form.get("importance") or None, ack_required=form.get("ack_required") == "on")
         return f"/ui/p/{slug}/thread/{result['thread_id']}#m-{result['id']}"
+
+    async def preview(self, request: Request) -> Response:
+        """A Markdown body as the thread will show it (the same renderer and sanitizer); writes nothing."""
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        form = await request.form()
+        if session is None or not csrf_ok(session, form.get("csrf")):
+            return _stale_form()
+        body = form.get("body")
+        html = render.markdown(body if isinstance(body, str) else "",
+                               attachment_base=f"/ui/p/{request.path_params['slug']}/file")
+        return HTMLResponse(str(html) or "<p class=\"empty\">Nothing to show yet.</p>",
+                            headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 
     def _compose_again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
         values = self.compose(request)
@@ -329,7 +419,7 @@ class WebView:
         return HTMLResponse(page, status_code=status, headers=headers)
 
     async def login(self, request: Request) -> Response:
-        target = _within_view(request.query_params.get("next", ""))
+        target = within_view(request.query_params.get("next", ""))
         if request.method == "GET":
             return self._login_page(request, target)
         address = request.client.host if request.client else "unknown"
@@ -392,7 +482,7 @@ class WebView:
         try:
             values = await run_in_threadpool(self.message, request)
         except GitmailError as exc:
-            return self._render(request, session, "error.html", 404, error=exc)
+            return self._error(request, session, exc)
         return RedirectResponse(values["redirect"], status_code=303)
 
     def routes(self) -> list[Any]:
@@ -414,7 +504,9 @@ class WebView:
             Route(p + "/compose", self.action(self.send, "compose.html", self._compose_again), methods=["POST"]),
             Route(p + "/reply/{message_id}", self.action(self.reply, "thread.html", self._thread_again),
                   methods=["POST"]),
+            Route(p + "/preview", self.preview, methods=["POST"]),
             Route(p + "/file/{path:path}", self.attachment),
+            *Console(self).routes(),
             Mount("/static", app=StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
         ]
 

@@ -46,7 +46,22 @@ def markdown(text: str, *, attachment_base: str) -> Markup:
     rendered = _md.render(text or "")
     clean = nh3.clean(rendered, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes={"http", "https", "mailto", "data"},
                       link_rel="noopener noreferrer nofollow", attribute_filter=_filter(attachment_base))
-    return Markup(clean)  # noqa: S704 - sanitized above
+    # What may scroll sideways gets the keyboard's focus, so it can be scrolled without a mouse.
+    framed = clean.replace("<table>", '<div class="wide" tabindex="0" role="region" aria-label="Table"><table>') \
+        .replace("</table>", "</table></div>").replace("<pre>", '<pre tabindex="0">')
+    return Markup(_TASK.sub(_task, framed))  # noqa: S704 - sanitized above; the frames and boxes are our own markup
+
+
+_TASK = re.compile(r"<li>(\s*<p>)?\[( |x|X)\] ")
+
+
+def _task(found: re.Match[str]) -> str:
+    """A task list item (``- [ ]``, ``- [x]``) with a box that says whether it is done."""
+    done = found.group(2) != " "
+    box = ('<span class="box done" role="img" aria-label="done">☑</span> ' if done
+           else '<span class="box" role="img" aria-label="not done">☐</span> ')
+    return f'<li class="task">{found.group(1) or ""}{box}'
+
 
 
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}\*?")
@@ -72,3 +87,17 @@ def highlight(text: str, terms: Iterable[str]) -> Markup:
         return Markup(escaped)  # noqa: S704 - escaped
     found = re.compile("|".join(patterns), re.IGNORECASE)
     return Markup(found.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))  # noqa: S704 - escaped text
+
+
+_MARKED = re.compile(r"\*\*([^*\s](?:[^*]*?[^*\s])?)\*\*")
+
+
+def snippet(text: str) -> Markup:
+    """A search hit's snippet escaped, the words the search marked ``**so**`` in ``<mark>`` and no ``**`` left.
+
+    The snippet is plain text cut from the body, so emphasis markers of the
+    body's own Markdown are dropped along with the search's.
+    """
+    plain = (text or "").replace("\0", "").replace("\1", "")  # the two stand-ins below are never the text's own
+    escaped = _MARKED.sub(lambda m: f"\0{m.group(1)}\1", html.escape(plain))
+    return Markup(escaped.replace("**", "").replace("\0", "<mark>").replace("\1", "</mark>"))  # noqa: S704
