@@ -144,7 +144,6 @@ def _state(proc: subprocess.Popen, port: int, log: str, ready: Callable[[int, st
 @contextmanager
 def started(kind: str, root: str, *, machines: Iterable[str], hubs: Iterable[str]) -> Iterator[Host]:
     """A host of ``kind`` serving ``hubs`` to ``machines``, stopped when the block ends."""
-    require(kind)
     host = {"ssh": GitoliteHost, "http": HttpHost, "daemon": DaemonHost}[kind](root, machines=machines, hubs=hubs)
     try:
         yield host

@@ -58,6 +58,22 @@ def test_ci_installs_every_git_host_and_lets_no_host_test_skip():
     assert f"export {REQUIRED}=required" in text[:text.index("pytest -q -n auto")]
 
 
+def test_a_host_test_skips_only_for_a_missing_program_and_fails_for_one_where_hosts_are_required(monkeypatch):
+    import pytest
+
+    from . import hosts
+
+    monkeypatch.delenv(hosts.REQUIRED, raising=False)
+    for kind in hosts.KINDS:
+        hosts.require(kind)  # installed here: nothing is skipped
+    monkeypatch.setitem(hosts.BINARIES, "ssh", ("sshd", "no-such-program-for-gitmail"))
+    with pytest.raises(pytest.skip.Exception, match="needs no-such-program-for-gitmail.*apt-get install"):
+        hosts.require("ssh")
+    monkeypatch.setenv(hosts.REQUIRED, "required")
+    with pytest.raises(pytest.fail.Exception, match="needs no-such-program-for-gitmail"):
+        hosts.require("ssh")
+
+
 def third_party_imports() -> dict[str, str]:
     """Top-level names the package imports from outside itself and the standard library, with one importer each."""
     import ast
