@@ -91,9 +91,22 @@ class Host:
         self.procs: list[subprocess.Popen] = []
         os.makedirs(root, exist_ok=True)
 
+    @property
+    def repos(self) -> str:
+        """The folder of the hubs' bare repositories (the hosts that serve a folder of them)."""
+        return os.path.join(self.root, "repos")
+
     def path(self, hub: str) -> str:
         """The hub's bare repository on the host's disk, to read with plain git."""
-        raise NotImplementedError
+        return os.path.join(self.repos, f"{hub}.git")
+
+    def _make_hubs(self) -> None:
+        """Each hub a bare repository on main, with gitmail's check where the host is checked, as an operator does."""
+        for hub in self.hubs:
+            done(git_run("init", "-q", "--bare", f"--initial-branch={BRANCH}", self.path(hub)))
+            if self.checked:
+                done(subprocess.run([sys.executable, "-m", "gitmail", "hooks", "install", "--hub", self.path(hub)],
+                                    cwd=ROOT, capture_output=True, text=True))
 
     def access(self, machine: str, hub: str) -> Access:
         """``machine``'s way to ``hub`` (one of the machines the host was started with)."""
@@ -256,11 +269,7 @@ class HttpHost(Host):
 
     def __init__(self, root: str, *, machines: Iterable[str], hubs: Iterable[str]):
         super().__init__(root, machines=machines, hubs=hubs)
-        self.repos = os.path.join(root, "repos")
-        for hub in self.hubs:
-            done(git_run("init", "-q", "--bare", f"--initial-branch={BRANCH}", self.path(hub)))
-            done(subprocess.run([sys.executable, "-m", "gitmail", "hooks", "install", "--hub", self.path(hub)],
-                                cwd=ROOT, capture_output=True, text=True))
+        self._make_hubs()
         self.passwords = {machine: os.urandom(9).hex() for machine in self.machines}
         write(os.path.join(root, "htpasswd"), "".join(f"{machine}:{crypt(password)}\n"
                                                       for machine, password in self.passwords.items()), 0o600)
@@ -315,9 +324,6 @@ http {{
 }}
 """)
 
-    def path(self, hub: str) -> str:
-        return os.path.join(self.repos, f"{hub}.git")
-
     def _as(self, machine: str, password: str, hub: str, holder: str) -> Access:
         """The hub's URL names the user; git reads the password from the holder's own credential store."""
         store = write(os.path.join(self.root, "credentials", holder),
@@ -343,16 +349,11 @@ class DaemonHost(Host):
 
     def __init__(self, root: str, *, machines: Iterable[str], hubs: Iterable[str]):
         super().__init__(root, machines=machines, hubs=hubs)
-        self.repos = os.path.join(root, "repos")
-        for hub in self.hubs:
-            done(git_run("init", "-q", "--bare", f"--initial-branch={BRANCH}", self.path(hub)))
+        self._make_hubs()
         self.port = self._listen("git-daemon", lambda port: [
             "git", "daemon", "--verbose", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", "--export-all",
             "--enable=receive-pack", f"--base-path={self.repos}", self.repos],
             lambda port, log: "Ready to rumble" in read(log))
-
-    def path(self, hub: str) -> str:
-        return os.path.join(self.repos, f"{hub}.git")
 
     def access(self, machine: str, hub: str) -> Access:
         return Access(f"git://127.0.0.1:{self.port}/{hub}.git")
