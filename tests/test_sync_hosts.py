@@ -60,18 +60,17 @@ def test_three_machines_converge_through_the_host(host: Host, machines: list[Mac
         a.mail("set_contact_policy", agent_name=name, policy="open")
     for machine in machines:
         machine.ask("add_remote", name="hub", url=host.access(machine.node, "converge").url)
-    sync_all([a])
-    sync_all([b, c])
+    clean(sync_all([a]))
+    clean(sync_all([b, c]))
     sent: dict[str, list[str]] = {}
     for _ in range(2):  # every machine writes, then all sync at once through the host
         for machine, sender, to in ((a, "BlueLake", ["GreenCastle"]), (b, "GreenCastle", ["RedStone"]),
                                     (c, "RedStone", ["BlueLake", "GreenCastle"])):
             result = machine.mail("send_message", sender_name=sender, to=to, subject="note", body_md="hello")
             sent[result["deliveries"][0]["payload"]["id"]] = to
-        reports = sync_all(machines)
-        assert [r["error"] for r in hub_results(reports)] == [None, None, None], reports
+        clean(sync_all(machines))
     hub = host.path("converge")
-    converge(machines, hub)
+    converge(machines, hub, clean)
 
     hub_messages = Counter(path.rsplit("/", 1)[1].removesuffix(".md") for path in
                            git_run("ls-tree", "-r", "--name-only", "main", cwd=hub).stdout.split()
@@ -82,6 +81,12 @@ def test_three_machines_converge_through_the_host(host: Host, machines: list[Mac
         for name in AGENTS:
             inbox = [m["id"] for m in machine.mail("fetch_inbox", agent_name=name, limit=200)]
             assert Counter(inbox) == Counter(mid for mid, to in sent.items() if name in to), (machine.node, name)
+
+
+def clean(reports: list[dict]) -> None:
+    """Every machine's sync through the host went through with nothing refused, conflicting or overlapping."""
+    for result in hub_results(reports):
+        assert result["exit_code"] == 0, result
 
 
 def test_damage_is_refused_at_a_checked_hub_and_kept_aside_past_a_plain_one(host: Host, tmp_path, monkeypatch):
@@ -116,6 +121,11 @@ def test_damage_is_refused_at_a_checked_hub_and_kept_aside_past_a_plain_one(host
         outsider = host.outsider("damage")
         stranger = host.git(outsider, "push", outsider.url, "main", cwd=clone)
         assert stranger.returncode != 0 and host.tip("damage") == before, stranger.stderr
+        # Nor does the attacker rewind main (nor delete it), though every commit on the way is valid.
+        rewind = host.git(attacker, "push", "--force", "origin", "HEAD~2:main", cwd=clone)
+        assert rewind.returncode != 0 and host.tip("damage") == before, rewind.stderr
+        gone = host.git(attacker, "push", "origin", ":main", cwd=clone)
+        assert gone.returncode != 0 and host.tip("damage") == before, gone.stderr
     else:
         assert pushed.returncode == 0 and host.tip("damage") != before, pushed.stderr  # nothing checks on a daemon
 
