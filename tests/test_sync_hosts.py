@@ -11,11 +11,15 @@ the machine that fetches it keeps it aside instead of applying it.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
+from gitmail import Store
 from gitmail.model.records import message_path
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
@@ -23,6 +27,7 @@ from gitmail.sync.syncer import sync_project
 from .conftest import git_run
 from .hosts import KINDS, Host, started
 from .machines import MachineProcess, converge, hub_results, sync_all
+from .mcp_harness import ROOT, child_env
 from .sync_helpers import PROJECT as SHARED
 from .sync_helpers import Machine, tree_files
 from .sync_machine import PROJECT
@@ -33,6 +38,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 NODES = ("node-a", "node-b", "node-c")
 ATTACKER = "node-m"  # a machine the host knows, pushing by hand what gitmail would never write
+NEWCOMER = "node-d"  # joins a converged hub with the gitmail command
 AGENTS = ("BlueLake", "GreenCastle", "RedStone")
 
 
@@ -40,7 +46,7 @@ AGENTS = ("BlueLake", "GreenCastle", "RedStone")
 def host(request, tmp_path_factory):
     """One running host of each kind for the module, with a hub per test."""
     root = str(tmp_path_factory.mktemp(f"host-{request.param}"))
-    with started(request.param, root, machines=(*NODES, ATTACKER), hubs=("converge", "damage")) as running:
+    with started(request.param, root, machines=(*NODES, NEWCOMER, ATTACKER), hubs=("converge", "damage")) as running:
         yield running
 
 
@@ -52,7 +58,7 @@ def machines(host: Host, tmp_path):
         machine.close()
 
 
-def test_three_machines_converge_through_the_host(host: Host, machines: list[MachineProcess]):
+def test_three_machines_converge_through_the_host(host: Host, machines: list[MachineProcess], tmp_path):
     a, b, c = machines
     a.ask("mail", method="ensure_project", kwargs={"human_key": PROJECT})
     for name in AGENTS:
@@ -81,6 +87,18 @@ def test_three_machines_converge_through_the_host(host: Host, machines: list[Mac
         for name in AGENTS:
             inbox = [m["id"] for m in machine.mail("fetch_inbox", agent_name=name, limit=200)]
             assert Counter(inbox) == Counter(mid for mid, to in sent.items() if name in to), (machine.node, name)
+
+    # A fourth machine joins as the README says, with the gitmail command: name the remote, sync (no clone).
+    joining = host.access(NEWCOMER, "converge")
+    home = str(tmp_path / NEWCOMER)
+    for args in (("remote", "add", PROJECT, "hub", joining.url), ("sync", PROJECT, "--json")):
+        proc = subprocess.run([sys.executable, "-m", "gitmail", "--home", home, *args], cwd=ROOT, text=True,
+                              capture_output=True, env=child_env(home, **joining.env), timeout=240)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    ((result,),) = [report["results"] for report in json.loads(proc.stdout)]
+    assert result["records_in"] > 0 and result["exit_code"] == 0, result
+    archive = Store(home, background=False).archive(PROJECT)
+    assert str(archive.repo[archive.tip()].peel(2).id) == git_run("rev-parse", "main^{tree}", cwd=hub).stdout.strip()
 
 
 def clean(reports: list[dict]) -> None:
