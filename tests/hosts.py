@@ -108,6 +108,10 @@ class Host:
                 done(subprocess.run([sys.executable, "-m", "gitmail", "hooks", "install", "--hub", self.path(hub)],
                                     cwd=ROOT, capture_output=True, text=True))
 
+    def _start(self) -> None:
+        """Make the hubs and start the servers (what is started is stopped by :meth:`close`)."""
+        raise NotImplementedError
+
     def access(self, machine: str, hub: str) -> Access:
         """``machine``'s way to ``hub`` (one of the machines the host was started with)."""
         raise NotImplementedError
@@ -159,6 +163,7 @@ def started(kind: str, root: str, *, machines: Iterable[str], hubs: Iterable[str
     """A host of ``kind`` serving ``hubs`` to ``machines``, stopped when the block ends."""
     host = {"ssh": GitoliteHost, "http": HttpHost, "daemon": DaemonHost}[kind](root, machines=machines, hubs=hubs)
     try:
+        host._start()
         yield host
     finally:
         host.close()
@@ -172,10 +177,18 @@ class GitoliteHost(Host):
     kind = "ssh"
     checked = True
 
-    def __init__(self, root: str, *, machines: Iterable[str], hubs: Iterable[str]):
-        super().__init__(root, machines=machines, hubs=hubs)
-        self.home = os.path.join(root, "gitolite")  # the hosting account's home: gitolite's rc, repositories, keys
-        self.keys = os.path.join(root, "keys")
+    @property
+    def home(self) -> str:
+        """The hosting account's home as gitolite sees it: its rc, repositories and authorized keys."""
+        return os.path.join(self.root, "gitolite")
+
+    @property
+    def keys(self) -> str:
+        """Every SSH key the test makes: the machines', the administrator's, an outsider's."""
+        return os.path.join(self.root, "keys")
+
+    def _start(self) -> None:
+        root = self.root
         os.makedirs(self.keys, exist_ok=True)
         os.makedirs(self.home, exist_ok=True)
         self._gitolite("setup", "-pk", self._key("admin") + ".pub")
@@ -267,8 +280,8 @@ class HttpHost(Host):
     kind = "http"
     checked = True
 
-    def __init__(self, root: str, *, machines: Iterable[str], hubs: Iterable[str]):
-        super().__init__(root, machines=machines, hubs=hubs)
+    def _start(self) -> None:
+        root = self.root
         self._make_hubs()
         self.passwords = {machine: os.urandom(9).hex() for machine in self.machines}
         write(os.path.join(root, "htpasswd"), "".join(f"{machine}:{crypt(password)}\n"
@@ -347,8 +360,7 @@ class DaemonHost(Host):
     kind = "daemon"
     checked = False
 
-    def __init__(self, root: str, *, machines: Iterable[str], hubs: Iterable[str]):
-        super().__init__(root, machines=machines, hubs=hubs)
+    def _start(self) -> None:
         self._make_hubs()
         self.port = self._listen("git-daemon", lambda port: [
             "git", "daemon", "--verbose", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", "--export-all",
