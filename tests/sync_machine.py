@@ -13,6 +13,8 @@ on stdout: ``{"ok": value}`` or ``{"error": {code, message}}``. Requests:
   the sync report;
 - ``{"op": "repair"}``, ``{"op": "fsck"}``, ``{"op": "search", "query": Q}``,
   ``{"op": "tip"}``; end of input ends the process.
+
+A test drives these processes with :mod:`tests.machines`.
 """
 
 from __future__ import annotations

@@ -43,6 +43,37 @@ def test_ci_smoke_tests_the_wheel_before_the_suite_and_checks_lint_and_types():
     assert any("pip check" in line for line in lines)
 
 
+def test_ci_installs_every_git_host_and_lets_no_host_test_skip():
+    """The sync tests through real hosts skip where a program is missing; on CI they must run."""
+    from .hosts import BINARIES, PACKAGES, REQUIRED
+
+    lines = ci_lines()
+    text = "\n".join(lines)
+    tests = next(i for i, line in enumerate(lines) if "pytest" in line)
+    installs = [line for line in lines[:tests] if "apt-get install" in line or line.startswith(PACKAGES[0])]
+    assert set(PACKAGES) <= set(" ".join(installs).split()), installs
+    programs = {name for names in BINARIES.values() for name in names}
+    checked = next(line for line in lines if "for program in" in line)
+    assert programs <= set(checked.replace(";", " ").split()), checked
+    assert f"export {REQUIRED}=required" in text[:text.index("pytest -q -n auto")]
+
+
+def test_a_host_test_skips_only_for_a_missing_program_and_fails_for_one_where_hosts_are_required(monkeypatch):
+    import pytest
+
+    from . import hosts
+
+    monkeypatch.delenv(hosts.REQUIRED, raising=False)
+    for kind in hosts.KINDS:
+        hosts.require(kind)  # installed here: nothing is skipped
+    monkeypatch.setitem(hosts.BINARIES, "ssh", ("sshd", "no-such-program-for-gitmail"))
+    with pytest.raises(pytest.skip.Exception, match="needs no-such-program-for-gitmail.*apt-get install"):
+        hosts.require("ssh")
+    monkeypatch.setenv(hosts.REQUIRED, "required")
+    with pytest.raises(pytest.fail.Exception, match="needs no-such-program-for-gitmail"):
+        hosts.require("ssh")
+
+
 def third_party_imports() -> dict[str, str]:
     """Top-level names the package imports from outside itself and the standard library, with one importer each."""
     import ast
