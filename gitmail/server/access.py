@@ -1,7 +1,7 @@
 """The access model (docs/security.md) as code: what a caller must prove before a tool or resource runs.
 
 Every tool and resource declares one :class:`Rule`, and the decorators that
-register them (:func:`gitmail.server.results.tool`,
+register them (:func:`gitmail.server.registry.install`,
 :func:`gitmail.server.resources.resource`) check it before the body runs, so
 no path can forget it. There are four kinds:
 

@@ -1,8 +1,9 @@
 """Builds the MCP server: one FastMCP instance over one store.
 
-Each ``tools_*`` module and :mod:`resources` exposes ``register(mcp, runtime)``
-and adds its part of the surface; :data:`PARTS` lists them in the order they
-appear in ``tools/list``.
+Each ``tools_*`` module declares its tools in a :class:`~.registry.Toolbox`;
+:data:`TOOL_MODULES` lists them in the order their tools appear in
+``tools/list``. :mod:`resources` (and a tool module with resources of its
+own, through ``register_resources``) adds the resources.
 """
 
 from __future__ import annotations
@@ -32,12 +33,17 @@ from . import (
 )
 from .auth import BearerToken
 from .identity import Identities
+from .registry import ToolSpec, install
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
-PARTS = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-         tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_acks, tools_sync,
-         resources)
+TOOL_MODULES = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
+                tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_acks, tools_sync)
+
+
+def catalog() -> list[ToolSpec]:
+    """Every tool this server can serve, in ``tools/list`` order."""
+    return [spec for module in TOOL_MODULES for spec in module.tools.specs]
 
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.
@@ -64,6 +70,10 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
                   auth=BearerToken(token) if token else None)
     mcp.add_middleware(ArgumentErrors())
     quiet_argument_warnings()
-    for part in PARTS:
-        part.register(mcp, runtime)
+    for spec in catalog():
+        install(mcp, runtime, spec)
+    for module in TOOL_MODULES:
+        if hasattr(module, "register_resources"):
+            module.register_resources(mcp, runtime)
+    resources.register(mcp, runtime)
     return mcp

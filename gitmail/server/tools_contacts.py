@@ -4,77 +4,82 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
 from .params import AgentName, AgentToken, ProjectKey, SenderSeat
-from .results import IDEMPOTENT, READ, WRITE, tool
+from .registry import ITSELF, Toolbox, agent
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="How long the request or approval lasts, in seconds.")]
 
+tools = Toolbox("contacts")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    itself = rt.access.agent()
 
-    @tool(mcp, WRITE, access=rt.access.agent("from_agent"))
-    def request_contact(
-        ctx: Context,
-        project_key: ProjectKey,
-        from_agent: Annotated[str, Field(description="You: the agent asking to write.")],
-        to_agent: Annotated[str, Field(description="The agent you want to write to.")],
-        reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
-        ttl_seconds: Ttl = 7 * 86400,
-        to_project: Annotated[str | None, Field(description=(
-            "The target's project (its key or slug) when it is not yours. The request and its introduction go "
-            "into that project's archive; once approved, write to the agent as name@project."))] = None,
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Ask another agent for permission to message it; it gets a short ack-required intro message.
+@tools.tool(WRITE, access=agent("from_agent"))
+def request_contact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    from_agent: Annotated[str, Field(description="You: the agent asking to write.")],
+    to_agent: Annotated[str, Field(description="The agent you want to write to.")],
+    reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
+    ttl_seconds: Ttl = 7 * 86400,
+    to_project: Annotated[str | None, Field(description=(
+        "The target's project (its key or slug) when it is not yours. The request and its introduction go "
+        "into that project's archive; once approved, write to the agent as name@project."))] = None,
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Ask another agent for permission to message it; it gets a short ack-required intro message.
 
-        Needed when the target's contact policy is contacts_only (or auto without
-        shared context), and always for an agent of another project (to_project),
-        unless its policy is open. The request stays pending until respond_contact
-        or its TTL.
-        """
-        return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
-                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
+    Needed when the target's contact policy is contacts_only (or auto without
+    shared context), and always for an agent of another project (to_project),
+    unless its policy is open. The request stays pending until respond_contact
+    or its TTL.
+    """
+    return rt.mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
+                                   reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
-    @tool(mcp, IDEMPOTENT, access=rt.access.agent("to_agent"))
-    def respond_contact(
-        ctx: Context,
-        project_key: ProjectKey,
-        to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
-        from_agent: Annotated[str, Field(description=(
-            "The agent that asked: its name, or name@project for an agent of another project."))],
-        accept: Annotated[bool, Field(description="true to approve, false to deny.")],
-        ttl_seconds: Ttl = 30 * 86400,
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Approve or deny a contact request made to you."""
-        return mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
-                                    accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, READ, access=itself)
-    def list_contacts(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                      agent_token: AgentToken = None) -> list[dict[str, Any]]:
-        """List your contact links, in both directions, with status and expiry."""
-        return mail.list_contacts(project_key=project_key, agent_name=agent_name)
+@tools.tool(IDEMPOTENT, access=agent("to_agent"))
+def respond_contact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
+    from_agent: Annotated[str, Field(description=(
+        "The agent that asked: its name, or name@project for an agent of another project."))],
+    accept: Annotated[bool, Field(description="true to approve, false to deny.")],
+    ttl_seconds: Ttl = 30 * 86400,
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Approve or deny a contact request made to you."""
+    return rt.mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
+                                   accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, IDEMPOTENT, access=itself)
-    def set_contact_policy(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
-            "open: anyone in the project may write; auto (default): anyone sharing context (a thread, a "
-            "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
-            "links only; block_all: nobody."))],
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Choose who may send you messages."""
-        return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
+
+@tools.tool(READ, access=ITSELF)
+def list_contacts(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                  agent_token: AgentToken = None) -> list[dict[str, Any]]:
+    """List your contact links, in both directions, with status and expiry."""
+    return rt.mail.list_contacts(project_key=project_key, agent_name=agent_name)
+
+
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def set_contact_policy(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
+        "open: anyone in the project may write; auto (default): anyone sharing context (a thread, a "
+        "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
+        "links only; block_all: nobody."))],
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Choose who may send you messages."""
+    return rt.mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
