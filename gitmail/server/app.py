@@ -17,16 +17,18 @@ from gitmail.storage.store import Store
 from . import (
     resources,
     tools_acks,
-    tools_agents,
+    tools_admin,
+    tools_attachments,
     tools_contacts,
     tools_coordination,
     tools_health,
     tools_hierarchy,
+    tools_identity,
     tools_macros,
     tools_messages,
     tools_products,
-    tools_projects,
     tools_reads,
+    tools_reservations,
     tools_search,
     tools_slots,
     tools_sync,
@@ -37,8 +39,9 @@ from .registry import ToolSpec, install
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
-TOOL_MODULES = (tools_health, tools_projects, tools_agents, tools_messages, tools_reads, tools_contacts, tools_search,
-                tools_products, tools_macros, tools_coordination, tools_hierarchy, tools_slots, tools_acks, tools_sync)
+TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_search,
+                tools_attachments, tools_contacts, tools_reservations, tools_admin, tools_coordination, tools_slots,
+                tools_acks, tools_hierarchy, tools_products, tools_sync)
 
 
 def catalog() -> list[ToolSpec]:

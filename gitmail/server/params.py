@@ -8,7 +8,7 @@ from pydantic import Field
 
 from gitmail.mail.attachments import MAX_ATTACHMENTS
 from gitmail.mail.sending import MAX_RECIPIENTS
-from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
+from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
 
 ProjectKey = Annotated[str, Field(
     description="The project: the absolute path of your working directory (e.g. '/data/projects/backend'), "
@@ -74,3 +74,11 @@ MaxBytes = Annotated[int, Field(ge=READ_BUDGET_MIN, le=READ_BUDGET_MAX, descript
     "messages asked for; when newer ones do not fit, the first (newest) item carries more: {left_out, since_ts, "
     "hint}, and calling again with that since_ts reads them. A message too large for the page on its own is "
     "listed with body_omitted: true and body_bytes (read it with resource://message/{id}))."))]
+# What forcing another agent's holding (a reservation, a build slot) takes.
+ForceNote = Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")]
+NotifyPrevious = Annotated[bool, Field(description="Send the holder a message saying why.")]
+InactivitySeconds = Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
+    "The holder counts as gone after this long without activity."))]
+Seat = Annotated[str | None, Field(max_length=128, description=(
+    "Your seat token from take_seat, when a session holds this agent's seat; writes without it are refused "
+    "while the seat is held, and writes under a replaced seat fail with STALE_EPOCH."))]

@@ -1,4 +1,4 @@
-"""Contact tools: ask to write to an agent, answer such a request, list links, set a policy."""
+"""Contact tools: ask to write to an agent, answer such a request, list links, set a policy, the handshake macro."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ from typing import Annotated, Any, Literal
 
 from fastmcp import Context
 from pydantic import Field
+
+from gitmail.model.errors import invalid
+from gitmail.model.records import MAX_BODY_BYTES
 
 from .params import AgentName, AgentToken, ProjectKey, SenderSeat
 from .registry import ITSELF, Toolbox, agent
@@ -83,3 +86,41 @@ def set_contact_policy(
 ) -> dict[str, Any]:
     """Choose who may send you messages."""
     return rt.mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
+
+
+@tools.tool(WRITE, access=agent("requester"))
+def macro_contact_handshake(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    requester: Annotated[str, Field(description="You: the agent asking to write.")],
+    target: Annotated[str, Field(description="The agent you want to write to.")],
+    reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence.")] = "",
+    ttl_seconds: Annotated[int, Field(ge=60, description="How long the request lasts, in seconds.")] = 7 * 86400,
+    auto_accept: Annotated[bool, Field(description=(
+        "Also approve the request as the target; needs target_token unless this session registered it."))] = False,
+    welcome_subject: Annotated[str | None, Field(max_length=512, description=(
+        "With auto_accept: send this first message to the target once the link is approved."))] = None,
+    welcome_body: Annotated[str | None, Field(description="Body of the first message (Markdown).")] = None,
+    agent_token: AgentToken = None,
+    target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
+) -> dict[str, Any]:
+    """Ask to write to an agent, optionally approve it on its behalf, and send a first message.
+
+    Returns {request, response, welcome_message}; response and
+    welcome_message are null when not done.
+    """
+    if auto_accept:  # every proof before the first write: a call that fails changes nothing
+        rt.act_as(ctx, project_key, target, target_token, argument="target_token")
+    if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:
+        raise invalid(f"welcome_body is larger than {MAX_BODY_BYTES} bytes; shorten it", field="welcome_body")
+    request = rt.mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
+                                      reason=reason, ttl_seconds=ttl_seconds)
+    response = welcome = None
+    if auto_accept:
+        response = rt.mail.respond_contact(project_key=project_key, to_agent=target, from_agent=requester,
+                                           accept=True)
+    if welcome_subject and response is not None:
+        welcome = rt.mail.send_message(project_key=project_key, sender_name=requester, to=[target],
+                                       subject=welcome_subject, body_md=welcome_body or "")
+    return {"request": request, "response": response, "welcome_message": welcome}

@@ -13,11 +13,17 @@ from pydantic import Field
 
 from gitmail.model.records import MAX_SCOPES
 
-from .params import AgentName, AgentToken, IdentityKey, ProjectKey, Reason
+from .params import (
+    AgentName,
+    AgentToken,
+    IdentityKey,
+    ProjectKey,
+    Reason,
+    Seat,
+)
 from .registry import ANYONE, ITSELF, Toolbox
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
-from .tools_coordination import Seat
 
 Scopes = Annotated[list[str], Field(min_length=1, max_length=MAX_SCOPES, description=(
     "What the agent may do, as role@location: role is viewer (read and send mail), editor (also reserve files, "

@@ -1,4 +1,4 @@
-"""Macros: the usual first calls of a session folded into one tool each."""
+"""Session macros: start a session, and prepare to work on a thread, in one call each."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ from fastmcp import Context
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
-from gitmail.model.errors import invalid
 from gitmail.model.limits import MAX_TTL, MIN_TTL
-from gitmail.model.records import MAX_BODY_BYTES
 
-from .params import AgentName, AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
-from .registry import ANYONE, ITSELF, Toolbox, agent
-from .results import IDEMPOTENT, WRITE
+from .params import AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
+from .registry import ANYONE, Toolbox
+from .results import IDEMPOTENT
 from .runtime import Runtime
 from .tools_search import LlmMode, LlmModel, with_mode
 
@@ -107,72 +105,3 @@ def macro_prepare_thread(
                                 include_bodies=include_inbox_bodies)
     return {"project": project, "agent": agent, "thread": with_mode(summary, llm_mode, llm_model),
             "inbox": inbox}
-
-
-@tools.tool(WRITE, access=ITSELF)
-def macro_file_reservation_cycle(
-    rt: Runtime,
-    project_key: ProjectKey,
-    agent_name: AgentName,
-    paths: Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
-        "Paths or globs relative to the repository root, as for file_reservation_paths."))],
-    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "How long the reservations last, in seconds."))] = 3600,
-    exclusive: Annotated[bool, Field(description="false: shared reservations.")] = True,
-    reason: Annotated[str, Field(max_length=4096, description="Why, for others reading it.")] = "macro-cycle",
-    auto_release: Annotated[bool, Field(description=(
-        "Release what was granted again at the end of the call (a check that the paths are free, leaving "
-        "nothing held)."))] = False,
-    agent_token: AgentToken = None,
-) -> dict[str, Any]:
-    """Reserve paths and, with auto_release, release them again in one call.
-
-    Returns {file_reservations: {granted, conflicts}, released}; released is
-    the release_file_reservations result, or null without auto_release.
-    """
-    reserved = rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
-                                              exclusive=exclusive, reason=reason)
-    released = None
-    if auto_release:
-        ids = [g["id"] for g in reserved["granted"]]
-        released = rt.mail.release_file_reservations(project_key, agent_name, file_reservation_ids=ids) if ids else {
-               "released": 0, "released_at": None}
-    return {"file_reservations": reserved, "released": released}
-
-
-@tools.tool(WRITE, access=agent("requester"))
-def macro_contact_handshake(
-    rt: Runtime,
-    ctx: Context,
-    project_key: ProjectKey,
-    requester: Annotated[str, Field(description="You: the agent asking to write.")],
-    target: Annotated[str, Field(description="The agent you want to write to.")],
-    reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence.")] = "",
-    ttl_seconds: Annotated[int, Field(ge=60, description="How long the request lasts, in seconds.")] = 7 * 86400,
-    auto_accept: Annotated[bool, Field(description=(
-        "Also approve the request as the target; needs target_token unless this session registered it."))] = False,
-    welcome_subject: Annotated[str | None, Field(max_length=512, description=(
-        "With auto_accept: send this first message to the target once the link is approved."))] = None,
-    welcome_body: Annotated[str | None, Field(description="Body of the first message (Markdown).")] = None,
-    agent_token: AgentToken = None,
-    target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
-) -> dict[str, Any]:
-    """Ask to write to an agent, optionally approve it on its behalf, and send a first message.
-
-    Returns {request, response, welcome_message}; response and
-    welcome_message are null when not done.
-    """
-    if auto_accept:  # every proof before the first write: a call that fails changes nothing
-        rt.act_as(ctx, project_key, target, target_token, argument="target_token")
-    if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:
-        raise invalid(f"welcome_body is larger than {MAX_BODY_BYTES} bytes; shorten it", field="welcome_body")
-    request = rt.mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
-                                      reason=reason, ttl_seconds=ttl_seconds)
-    response = welcome = None
-    if auto_accept:
-        response = rt.mail.respond_contact(project_key=project_key, to_agent=target, from_agent=requester,
-                                           accept=True)
-    if welcome_subject and response is not None:
-        welcome = rt.mail.send_message(project_key=project_key, sender_name=requester, to=[target],
-                                       subject=welcome_subject, body_md=welcome_body or "")
-    return {"request": request, "response": response, "welcome_message": welcome}

@@ -1,4 +1,4 @@
-"""Message tools: send, reply, list an inbox or a topic, mark read, acknowledge, purge."""
+"""Message tools: send, reply, list an inbox or a topic, mark read, acknowledge."""
 
 from __future__ import annotations
 
@@ -20,14 +20,13 @@ from .params import (
     MaxBytes,
     MessageId,
     ProjectKey,
-    ProverName,
     Recipients,
     SenderSeat,
     SenderToken,
     SinceTs,
 )
 from .registry import ITSELF, MEMBER, Toolbox, agent
-from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
@@ -230,21 +229,3 @@ def acknowledge_message(rt: Runtime, ctx: Context, project_key: ProjectKey, agen
     """
     return rt.mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                        seat=seat)
-
-
-@tools.tool(DESTRUCTIVE, access=MEMBER)
-def purge_old_messages(
-    rt: Runtime,
-    project_key: ProjectKey,
-    max_age_days: Annotated[int, Field(ge=1, description="Remove messages older than this many days.")] = 180,
-    dry_run: Annotated[bool, Field(description="Only count what would be removed.")] = False,
-    agent_name: ProverName = None,
-    agent_token: AgentToken = None,
-) -> dict[str, Any]:
-    """Remove messages older than a retention age from the tip of the archive.
-
-    The message files, their inbox/outbox copies and receipts leave the
-    current tree in one commit; git history still holds them. Returns the
-    count. Needs proof of an agent of the project.
-    """
-    return rt.mail.purge_old_messages(project_key=project_key, max_age_days=max_age_days, dry_run=dry_run)

@@ -20,12 +20,11 @@ from gitmail.model.limits import (
 )
 from gitmail.model.records import MAX_SLOT_HOLDERS
 
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, ForceNote, InactivitySeconds, NotifyPrevious, ProjectKey, Seat
 from .registry import ITSELF, Toolbox
 from .resources import flag, resource
 from .results import WRITE
 from .runtime import Runtime
-from .tools_coordination import ForceNote, InactivitySeconds, NotifyPrevious, Seat
 
 Slot = Annotated[str, Field(max_length=64, description=(
     "The slot's name: the scarce resource it stands for, e.g. 'build-dir', 'test-db' or 'ports-9000'. "

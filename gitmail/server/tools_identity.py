@@ -1,4 +1,4 @@
-"""Agent tools: register an identity, look one up, retire, restore and delete."""
+"""Identity tools: create a project, register an agent or a new identity, look agents up, window identities."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from gitmail.mail.facade import Credential
 from .params import (
     AgentName,
     AgentToken,
-    Confirmation,
     IdentityKey,
     Model,
     Program,
@@ -23,8 +22,8 @@ from .params import (
     TaskUpdate,
     WindowUuid,
 )
-from .registry import ANYONE, ITSELF, MEMBER, Toolbox
-from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE
+from .registry import ANYONE, MEMBER, Toolbox
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 ReturnToken = Annotated[bool, Field(
@@ -186,58 +185,19 @@ def expire_window(
     return rt.mail.expire_window(project_key, window_uuid)
 
 
-@tools.tool(IDEMPOTENT, access=ITSELF)
-def retire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                 agent_token: AgentToken = None) -> dict[str, Any]:
-    """Retire an agent: it stops receiving new messages; its history stays.
-
-    Reversible with unretire_agent.
-    """
-    return rt.mail.retire_agent(project_key=project_key, agent_name=agent_name)
-
-
-@tools.tool(IDEMPOTENT, access=ITSELF)
-def unretire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                   agent_token: AgentToken = None) -> dict[str, Any]:
-    """Bring a retired agent back: it receives messages again."""
-    return rt.mail.unretire_agent(project_key=project_key, agent_name=agent_name)
-
-
-@tools.tool(IDEMPOTENT, access=ITSELF)
-def deregister_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                     agent_token: AgentToken = None) -> dict[str, Any]:
-    """Take an agent off the project's roster; its messages stay in the archive."""
-    return rt.mail.deregister_agent(project_key=project_key, agent_name=agent_name)
-
-
-@tools.tool(DESTRUCTIVE, access=ITSELF)
-def hard_delete_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                      confirmation: Confirmation, agent_token: AgentToken = None) -> dict[str, Any]:
-    """Delete an agent and everything it owns from the tip of the archive. Irreversible.
-
-    Removes its profile, inbox, outbox, receipts, contacts, reservations and
-    the messages it sent. Requires confirmation='I UNDERSTAND'.
-    """
-    result = rt.mail.hard_delete_agent(project_key=project_key, agent_name=agent_name, confirmation=confirmation)
-    rt.identities.forget(rt.store.resolve(project_key), agent_name)
-    return result
-
-
-@tools.tool(WRITE, access=ITSELF)
-def retire_inactive_agents(
+@tools.tool(IDEMPOTENT, access=ANYONE)
+def ensure_project(
     rt: Runtime,
-    ctx: Context,
-    project_key: ProjectKey,
-    agent_name: Annotated[str, Field(description="You: the agent asking (never retired itself).")],
-    agent_token: AgentToken = None,
-    inactive_seconds: Annotated[int, Field(ge=60, description=(
-        "Retire agents with no activity for at least this long (minimum 60)."))] = 86400,
-    dry_run: Annotated[bool, Field(description="Only list who would be retired.")] = False,
+    human_key: Annotated[str, Field(description=(
+        "The absolute path of the working directory that names the project, e.g. "
+        "'/data/projects/backend'. It need not exist on this machine; agents using the same "
+        "path share the project."))],
 ) -> dict[str, Any]:
-    """Retire agents of your project that have been inactive for a long time.
+    """Create the project named by an absolute path, or return it if it exists.
 
-    Conservative: you are never retired, and agents holding active file
-    reservations are skipped. Returns who was retired and who was skipped, and why.
+    Call this first in a new working directory. The project gets its own git
+    archive; its slug is derived from the path, so every machine computes the
+    same one. Safe to repeat: nothing changes when the project exists.
+    Returns {id, slug, human_key, created_at}.
     """
-    return rt.mail.retire_inactive_agents(project_key=project_key, agent_name=agent_name,
-                                          inactive_seconds=inactive_seconds, dry_run=dry_run)
+    return rt.mail.ensure_project(human_key=human_key)
