@@ -8,6 +8,8 @@ own, through ``register_resources``) adds the resources.
 
 from __future__ import annotations
 
+import os
+
 from fastmcp import FastMCP
 
 from gitmail.mail.facade import Mail
@@ -34,7 +36,9 @@ from . import (
     tools_sync,
 )
 from .auth import BearerToken
+from .guesses import Guesses, Surface
 from .identity import Identities
+from .profiles import TOOLS_ENV, Profile, choose
 from .registry import ToolSpec, install
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
@@ -61,8 +65,12 @@ message says what to do next.
 
 
 def build_server(store: Store | None = None, *, mail: Mail | None = None, token: str | None = None,
-                 listen: Listen | None = None) -> FastMCP:
-    """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer."""
+                 listen: Listen | None = None, tools: Profile | None = None) -> FastMCP:
+    """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer.
+
+    ``tools`` is the profile of tools it lists (default: :data:`~.profiles.TOOLS_ENV`, else ``default``).
+    """
+    profile = tools if tools is not None else choose(os.environ.get(TOOLS_ENV))
     store = store if store is not None else Store()
     if mail is None:
         mail = Mail(store)
@@ -71,10 +79,14 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     runtime = Runtime(store, mail, Identities(store, mail), listen)
     mcp = FastMCP("gitmail", instructions=INSTRUCTIONS, version=__version__,
                   auth=BearerToken(token) if token else None)
+    every = catalog()
+    surface = Surface(profile, {spec.name: spec.family for spec in every})
+    mcp.add_middleware(Guesses(surface))
     mcp.add_middleware(ArgumentErrors())
     quiet_argument_warnings()
-    for spec in catalog():
-        install(mcp, runtime, spec)
+    for spec in every:
+        if profile.serves(spec.name, spec.family):
+            surface.tokens[spec.name] = install(mcp, runtime, spec, delegation=profile.serves("", "hierarchy"))
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)

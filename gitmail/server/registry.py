@@ -20,12 +20,14 @@ from typing import Any
 
 import anyio
 from fastmcp import Context, FastMCP
+from fastmcp.tools import Tool
+from mcp_types import ToolAnnotations
 
 from gitmail.model.errors import GitmailError
 
-from .access import ACTING_AS, AGENT, TOKEN_ALIAS, Access, Rule
+from .access import ACTING_AS, AGENT, Access, Rule
 from .params import ActingAs
-from .results import TokenAlias, error_result, log_failure, merge_alias, shown
+from .results import error_result, log_failure, shown
 from .runtime import Runtime
 
 RuleOf = Callable[[Access], Rule]
@@ -74,30 +76,30 @@ class Toolbox:
         return record
 
 
-def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec) -> None:
+def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, delegation: bool = True) -> str | None:
     """Add ``spec`` to ``mcp``, bound to ``rt``: it checks its access rule first and answers errors as results.
 
     Failures become error results with a code: a GitmailError keeps its own,
     the OS running out of file handles, disk or memory is
-    RESOURCE_EXHAUSTED, anything else INTERNAL (and logged). A tool whose
-    proof argument is ``agent_token`` or ``sender_token`` also accepts it as
-    ``registration_token``. The rule is published in the tool's ``_meta``
+    RESOURCE_EXHAUSTED, anything else INTERNAL (and logged). Returns the
+    tool's proof argument (``agent_token`` or ``sender_token``), if it has
+    one: :class:`~.guesses.Guesses` moves ``registration_token`` there. The rule is published in the tool's ``_meta``
     (``gitmail/access``) and is checked before the body runs, so a refused
     call changes nothing. A tool that acts as one agent (rule ``agent``)
     also takes ``acting_as``: the caller proves the agent it names as usual,
-    and the call then runs as the agent below it that ``acting_as`` names.
+    and the call then runs as the agent below it that ``acting_as`` names
+    (only with ``delegation``: a server whose profile leaves out the hierarchy
+    tools does not list it). The listed input schema is :func:`compact`.
     """
     fn, rule = spec.fn, spec.rule(rt.access)
     hints = typing.get_type_hints(fn, include_extras=True)
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation))
                   for p in list(inspect.signature(fn).parameters.values())[1:]]
     token_argument = next((t for t in TOKEN_ARGUMENTS if any(p.name == t for p in parameters)), None)
-    delegable = rule.kind == AGENT and token_argument is not None
+    delegable = delegation and rule.kind == AGENT and token_argument is not None
 
     def check(kwargs: dict[str, Any]) -> None:
         """The access rule, on the call's arguments (which it may rewrite for acting_as)."""
-        if token_argument is not None:
-            merge_alias(kwargs, token_argument)
         below = kwargs.pop(ACTING_AS, None) if delegable else None
         ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
         rule.check(kwargs, ctx)
@@ -126,15 +128,35 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec) -> None:
             except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
                 return error_result(log_failure(spec.name, exc))
 
-    if token_argument is not None:
-        parameters.append(inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                            annotation=TokenAlias))
-        if delegable:
-            parameters.append(inspect.Parameter(ACTING_AS, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                                annotation=ActingAs))
+    if delegable:
+        parameters.append(inspect.Parameter(ACTING_AS, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation=ActingAs))
     guarded.__name__, guarded.__qualname__, guarded.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     returns = hints.get("return", inspect.Signature.empty)
     guarded.__signature__ = inspect.Signature(parameters, return_annotation=returns)
     guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": returns}
-    mcp.tool(guarded, name=spec.name, annotations=dict(spec.hints), tags={spec.family},
-             meta={"gitmail/access": rule.describe()})
+    added = Tool.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
+                               tags={spec.family}, meta={"gitmail/access": rule.describe()}, run_in_thread=True)
+    added.parameters = compact(added.parameters)
+    mcp.add_tool(added)
+    return token_argument
+
+
+def compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as listed: an optional argument shows its type without ``null`` and its ``null`` default.
+
+    Every agent pays for the listed schemas in its context window, and an
+    argument left out already means "none": ``{"anyOf": [{"type": "string"},
+    {"type": "null"}], "default": null}`` says no more than ``{"type":
+    "string"}`` outside ``required``. Arguments are still validated by their
+    Python types, so an explicit ``null`` stays accepted.
+    """
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf")
+        if prop.get("default", 0) is None and isinstance(options, list) and {"type": "null"} in options:
+            kept = [o for o in options if o != {"type": "null"}]
+            prop = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+            prop = {**(kept[0] if len(kept) == 1 else {"anyOf": kept}), **prop}
+        properties[name] = prop
+    return {**schema, "properties": properties} if properties else schema

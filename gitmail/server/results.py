@@ -25,8 +25,6 @@ from pydantic import ValidationError as PydanticValidationError
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
 
-from .access import TOKEN_ALIAS
-
 _log = logging.getLogger("gitmail.server")
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
@@ -58,12 +56,6 @@ def error_result(exc: GitmailError) -> ToolResult:
     return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)
 
 
-TOKEN_ARGUMENTS = ("agent_token", "sender_token")
-TokenAlias = Annotated[str | None, Field(description=(
-    "The same proof under the name other agent-mail servers use: accepted wherever agent_token or sender_token "
-    "is (give one of them)."))]
-
-
 def shown(result: Any) -> Any:
     """A tool's result as sent: an empty list still gets its text block."""
     if isinstance(result, list) and not result:
@@ -71,18 +63,6 @@ def shown(result: Any) -> Any:
         # first block's text (as agent-mail clients do) would fail on an empty inbox
         return ToolResult(content="[]", structured_content={"result": []}, meta={"fastmcp": {"wrap_result": True}})
     return result
-
-
-def merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:
-    """Move ``registration_token`` into the tool's own token argument (two different tokens are refused)."""
-    alias = kwargs.pop(TOKEN_ALIAS, None)
-    if not alias:
-        return
-    given = kwargs.get(token_argument)
-    if given and given != alias:
-        raise GitmailError(INVALID_ARGUMENT, f"{token_argument} and {TOKEN_ALIAS} name the same proof but differ; "
-                           "pass one of them", {"argument": TOKEN_ALIAS})
-    kwargs[token_argument] = alias
 
 
 def log_failure(what: str, exc: Exception) -> GitmailError:
