@@ -24,15 +24,5 @@ def scan_overdue_acks(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """List the project's overdue acknowledgements, and escalate new ones as the server is configured to.
-
-    A recipient's acknowledgement is overdue once a message that asked for
-    it is older than the server's TTL (GITMAIL_ACK_TTL_SECONDS) without it.
-    With escalation on, each one is escalated once, whoever scans and on
-    whichever machine: 'log' records it, 'claim' also files a reservation
-    for the operations agent and sends it a notice. Returns {ttl_seconds,
-    escalation, overdue: [{message_id, agent, sender, subject, due_ts,
-    escalated}], escalated: [...written by this call], holder_missing}.
-    Needs proof of an agent of the project.
-    """
+    """List the project's overdue acknowledgements, and escalate new ones as the server is configured to."""
     return rt.mail.scan_overdue_acks(project_key)

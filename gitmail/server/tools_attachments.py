@@ -40,8 +40,5 @@ def get_attachment(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Fetch a stored attachment, base64 encoded, after checking it against its SHA-256.
-
-    Needs proof of an agent of the project, as the message bodies do.
-    """
+    """Fetch a stored attachment, base64 encoded, checked against its SHA-256."""
     return rt.mail.get_attachment(project_key, path)

@@ -35,12 +35,8 @@ def request_contact(
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
 ) -> dict[str, Any]:
-    """Ask another agent for permission to message it; it gets a short ack-required intro message.
-
-    Needed when the target's contact policy is contacts_only (or auto without
-    shared context), and always for an agent of another project (to_project),
-    unless its policy is open. The request stays pending until respond_contact
-    or its TTL.
+    """Ask an agent for permission to message it (needed by its contact policy, or across projects); it gets a short
+    intro message.
     """
     return rt.mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
@@ -105,10 +101,8 @@ def macro_contact_handshake(
     agent_token: AgentToken = None,
     target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
 ) -> dict[str, Any]:
-    """Ask to write to an agent, optionally approve it on its behalf, and send a first message.
-
-    Returns {request, response, welcome_message}; response and
-    welcome_message are null when not done.
+    """Ask to write to an agent, optionally approve it on its behalf, and send a first message. Returns {request,
+    response, welcome_message}.
     """
     if auto_accept:  # every proof before the first write: a call that fails changes nothing
         rt.act_as(ctx, project_key, target, target_token, argument="target_token")

@@ -49,12 +49,8 @@ def take_seat(
         "that session's next write fails with STALE_EPOCH."))] = False,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Become the one session driving this agent.
-
-    Returns the seat {token, epoch, expires_at, holder}, the agent's home
-    folder and the end of its journal (newest last): read it before you carry
-    on. Pass the token as 'seat' on every write while you drive the agent.
-    Fails with SEAT_HELD while another session holds an unexpired seat.
+    """Become the one session driving an agent. Returns the seat token (pass it as seat on every write), the agent's
+    home folder and its journal's end.
     """
     return rt.mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
 
@@ -69,7 +65,7 @@ def renew_seat(
     lease_s: Lease = DEFAULT_LEASE_S,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Extend the lease of the seat you hold to at least lease_s from now; never shortens it."""
+    """Extend the lease of the seat you hold (never shortens it)."""
     return rt.mail.renew_seat(project_key, agent_name, seat, lease_s=lease_s)
 
 
@@ -97,7 +93,7 @@ def journal(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Append a dated entry to your journal (agents/<Name>/journal/YYYY/MM/DD/); take_seat hands its end on."""
+    """Append a dated entry to your journal; take_seat hands its end to the next session."""
     return rt.mail.journal(project_key, agent_name, entry, seat=seat)
 
 
@@ -130,10 +126,8 @@ def sleep_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Put yourself or an agent below you to sleep: its mail keeps arriving, but it cannot act until it wakes.
-
-    Refused with NOT_ABOVE for any other agent. Returns {agent, asleep, until, changed}.
-    The operator wakes any agent with `gitmail wake PROJECT NAME`.
+    """Put yourself or an agent below you to sleep: mail keeps arriving, but it cannot act until woken. Returns
+    {agent, asleep, until, changed}.
     """
     return rt.mail.sleep_agent(project_key, agent_name, target=target or agent_name, until=until, seat=seat,
                                idempotency_key=idempotency_key, reason=reason)
@@ -152,12 +146,7 @@ def wake_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Wake an asleep agent below you, or yourself from a sleep until=reply.
-
-    An agent asleep until=woken cannot wake itself (WAKE_REFUSED); any other
-    agent not above the target gets NOT_ABOVE. The operator wakes any agent
-    with `gitmail wake PROJECT NAME`. Returns {agent, asleep, until, changed}.
-    """
+    """Wake an agent below you, or yourself from a sleep until a reply. Returns {agent, asleep, until, changed}."""
     return rt.mail.wake_agent(project_key, agent_name, target or agent_name, seat=seat,
                               idempotency_key=idempotency_key, reason=reason)
 
@@ -173,7 +162,7 @@ def publish_capabilities(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Publish your capability card; mail sent to 'role:<capability>' then reaches you."""
+    """Publish your capability card; mail to 'role:<capability>' then reaches you."""
     return rt.mail.publish_capabilities(project_key, agent_name, capabilities, seat=seat)
 
 
@@ -183,7 +172,7 @@ def list_capabilities(
     project_key: ProjectKey,
     capability: Annotated[str | None, Field(description="Only agents publishing this capability.")] = None,
 ) -> dict[str, Any]:
-    """List the active agents' capability cards (who a 'role:<capability>' address reaches)."""
+    """List the active agents' capability cards (who each 'role:<capability>' address reaches)."""
     return rt.mail.list_capabilities(project_key, capability)
 
 

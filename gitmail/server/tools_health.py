@@ -70,20 +70,7 @@ tools = Toolbox("admin")
 
 @tools.tool(READ, access=ANYONE)
 def health_check(rt: Runtime, ) -> dict[str, Any]:
-    """Report whether the gitmail server is ready, with its version, transport and store.
-
-    Cheap and side-effect free: call it first to check that the connection
-    works. `database_url` names the folder of per-project git archives.
-    `sync` tells how each project's git remotes are syncing: its status is
-    the worst of them (ok, never, syncing, attention, failing; none
-    without remotes) and `remotes` lists each one's last attempt, last
-    success, last error code, ahead/behind and refused changes kept aside
-    (sync_status shows a project's remotes in full to its agents).
-    `long_polls` counts the reads waiting for mail now (read_messages with
-    wait_seconds) and the caps they are held to. `search_rebuilds` lists
-    the search-index rebuilds under way, each with the messages indexed
-    so far and how many there are.
-    """
+    """Check that the server answers: version, transport, store, sync and search state. Cheap; call it first."""
     return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
             "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
             "long_polls": rt.long_polls.state(), "search_rebuilds": search_rebuilds(rt)}

@@ -71,13 +71,8 @@ def spawn_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Create an agent below you with a subset of your scopes; its registration_token is shown only here.
-
-    You must be a manager somewhere. Its scopes must lie within yours
-    (SCOPE_DENIED otherwise) and its expiry never after yours. You, and
-    every agent above you, may then act as it (acting_as on any tool that
-    acts as an agent), put it to sleep, wake it and update it. Returns its
-    profile with parent, scopes, expires_at, lifecycle and card fields.
+    """Create an agent below you with a subset of your scopes; you may then act as it (acting_as). Returns its
+    profile and registration_token.
     """
     return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
                                task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
@@ -111,11 +106,8 @@ def update_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Update your own capability card, or the card, scopes, expiry or lifecycle of an agent below you.
-
-    Fields left out stay as they are. Changing scopes, expiry or lifecycle
-    needs an agent above the target (no agent widens its own authority);
-    others get NOT_ABOVE. Returns the profile and changed.
+    """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you. Returns the
+    profile and changed.
     """
     return rt.mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
@@ -129,9 +121,5 @@ def agent_position(
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
 ) -> dict[str, Any]:
-    """Where an agent stands: itself, the agents above it (nearest first) and its children, with their scopes.
-
-    Returns {self, ancestors, children, effective_expires_at}; each entry has
-    name, status, parent, scopes, expires_at, lifecycle, card fields and sleep state.
-    """
+    """Where an agent stands: itself, the agents above it and its children, with their scopes."""
     return rt.mail.agent_position(project_key, agent_name)

@@ -49,11 +49,7 @@ def macro_start_session(
     window_uuid: WindowUuid = None,
 ) -> dict[str, Any]:
     """Start a session in one call: ensure the project, register you, optionally reserve files, show your inbox.
-
-    Returns {project, agent, file_reservations, inbox}; agent carries
-    registration_token when the agent is new, file_reservations is
-    {granted, conflicts} (null when no paths were given). Then use catch_up /
-    read_messages for incremental reading.
+    Returns {project, agent, file_reservations, inbox}.
     """
     project = rt.mail.ensure_project(human_key=human_key)
     if window_uuid and not agent_name:
@@ -90,10 +86,8 @@ def macro_prepare_thread(
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Get ready to work on a thread: register if needed, summarize the thread, show your inbox.
-
-    Fields you leave out (such as task_description) keep what your profile
-    holds. Returns {project, agent, thread, inbox}.
+    """Get ready to work on a thread: register if needed, summarize it, show your inbox. Returns {project, agent,
+    thread, inbox}.
     """
     project = rt.mail.ensure_project(human_key=project_key)
     if agent_name and not register_if_missing:

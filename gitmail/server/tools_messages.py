@@ -30,11 +30,8 @@ from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "A key you choose for this logical send (e.g. a UUID). Retrying with the same key and the same "
-    "content returns the original message with created=false instead of sending twice; the same key "
-    "with different content fails with IDEMPOTENCY_CONFLICT."))]
-Topic = Annotated[str | None, Field(description=(
-    "A topic tag (1-64 letters, digits, '.', '_', '-'; starts with a letter or digit) for fetch_topic."))]
+    "Your key for this send: a retry replays the first answer."))]
+Topic = Annotated[str | None, Field(description="A topic tag (letters, digits, '.', '_', '-').")]
 Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messages.")]
 IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
 UrgentOnly = Annotated[bool, Field(description="Only importance high or urgent.")]
@@ -42,13 +39,8 @@ UnreadOnly = Annotated[bool, Field(description="Only messages you have not marke
 
 
 AutoContact = Annotated[bool, Field(description=(
-    "When a recipient's contact policy requires contact: if this MCP session also acts as that recipient, the "
-    "contact is approved on the spot and the message delivered; otherwise a contact request goes to them and the "
-    "call fails with CONTACT_REQUIRED (data.auto_contact_requested). The message is not kept: send it again once "
-    "they approve. false: just fail with CONTACT_REQUIRED."))]
-HoldIfBlocked = Annotated[bool, Field(description=(
-    "Instead of failing, keep the message in the archive and deliver it automatically once every recipient "
-    "whose policy requires contact approves (the result says held: true). Do not send it again yourself."))]
+    "Ask recipients that require contact for it (the send fails until they approve)."))]
+HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve contact.")]
 
 tools = Toolbox("messages")
 
@@ -63,22 +55,18 @@ def send_message(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
-    sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
+    sender_name: Annotated[str, Field(description="You, an agent of the project.")],
     subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
     body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-        "Primary recipients (agent names; name@project for an agent of another project of this server, e.g. "
-        "'Bob@/data/projects/backend'). May be left out when cc, bcc or broadcast names the recipients."))] = None,
+        "Recipients (name@project elsewhere)."))] = None,
     cc: Recipients = None,
-    bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-        "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
+    bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Hidden recipients.")] = None,
     importance: Importance = "normal",
     ack_required: Annotated[bool, Field(description="Ask recipients to call acknowledge_message.")] = False,
     thread_id: Annotated[str | None, Field(description="Continue this thread (default: a new thread).")] = None,
     topic: Topic = None,
-    broadcast: Annotated[bool, Field(description=(
-        "With an empty 'to': send to every active agent of the project except you; recipients whose "
-        "contact policy would refuse are skipped and listed in broadcast_skipped."))] = False,
+    broadcast: Annotated[bool, Field(description="With no to: send to every active agent.")] = False,
     auto_contact_if_blocked: AutoContact = True,
     hold_if_blocked: HoldIfBlocked = False,
     idempotency_key: IdempotencyKey = None,
@@ -88,15 +76,8 @@ def send_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> dict[str, Any]:
-    """Send a Markdown message to agents of the project; it is committed to git before this returns.
-
-    Writes the message once under messages/YYYY/MM/DD/<id>.md with copies in
-    the sender's outbox and each recipient's inbox, in one commit authored by
-    the sender. Unknown or retired recipients fail the whole send. A recipient
-    of another project (name@project, after it approved contact) gets the
-    message in its own project's archive too, under the same id: one
-    delivery per project. Returns {deliveries: [{project, payload}], count};
-    payload is the stored message as that project keeps it.
+    """Send a Markdown message to agents; it is committed to git before this returns. Returns {deliveries:
+    [{project, payload}], count}.
     """
     return rt.mail.send_message(
            project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
@@ -120,9 +101,8 @@ def reply_message(
     cc: Recipients = None,
     bcc: Recipients = None,
     subject_prefix: Annotated[str, Field(max_length=32, description=(
-        "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
-    importance: Annotated[str | None, Field(max_length=32, description=(
-        "Override the original's importance (low, normal, high, urgent, or another label)."))] = None,
+        "Added to the subject unless it starts with it."))] = "Re:",
+    importance: Annotated[str | None, Field(max_length=32, description="Override the original's importance.")] = None,
     ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
     auto_contact_if_blocked: AutoContact = True,
     hold_if_blocked: HoldIfBlocked = False,
@@ -133,11 +113,7 @@ def reply_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> dict[str, Any]:
-    """Reply to a message in its thread, to its sender unless you name recipients.
-
-    Keeps the original's thread (or starts one named by the original's ID),
-    importance and ack_required. Returns the stored reply with thread_id and reply_to.
-    """
+    """Reply in a message's thread, to its sender unless you name recipients. Returns the stored reply."""
     return rt.mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
                                  body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
                                  importance=importance, ack_required=ack_required,
@@ -162,14 +138,7 @@ def fetch_inbox(
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """List the newest messages in your inbox without changing read state.
-
-    Each item: {id, subject, from, created_ts, importance, ack_required, kind,
-    thread_id, topic, read_at, acked_at[, body_md]}; kind says whether you were
-    to, cc or bcc. With include_bodies the list holds at most max_bytes of
-    messages: when the newest do not fit, the first item carries
-    more {left_out, since_ts, hint}: call again with that since_ts to read
-    them (nothing is skipped). For incremental reading prefer catch_up and
+    """List your newest inbox messages without changing read state. For reading what is new, prefer catch_up and
     read_messages.
     """
     return rt.mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
@@ -187,20 +156,13 @@ def fetch_topic(
     include_bodies: IncludeBodies = True,
     since_ts: SinceTs = None,
     agent_name: Annotated[str | None, Field(description=(
-        "You, the agent reading (its read state decides unread_only). Default: the agent this MCP session "
-        "registered or proved in the project, when there is exactly one."))] = None,
+        "You, the reader (default: the one agent this session proved)."))] = None,
     unread_only: Annotated[bool, Field(description=(
         "Only messages addressed to you that you have not marked read."))] = False,
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """List the project's messages tagged with a topic, newest first, whoever they were sent to.
-
-    Needs proof of an agent of the project (you see every message of the
-    project, as in search and threads); bcc lists are never shown. Bodies
-    fit in max_bytes as for fetch_inbox (the first item's more says what
-    did not fit and the since_ts that reads it).
-    """
+    """List the project's messages tagged with a topic, newest first, whoever they were sent to."""
     viewer = rt.access.viewer(ctx, project_key, agent_name)
     return rt.mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
                                include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
@@ -210,10 +172,7 @@ def fetch_topic(
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
                       agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
-    """Record that you read a message in your inbox. Repeating it keeps the first time.
-
-    Returns {message_id, read, read_at}.
-    """
+    """Record that you read a message in your inbox (the first time is kept). Returns {message_id, read, read_at}."""
     return rt.mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                      seat=seat)
 
@@ -222,10 +181,8 @@ def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_
 def acknowledge_message(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                         message_id: MessageId, agent_token: AgentToken = None,
                         seat: SenderSeat = None) -> dict[str, Any]:
-    """Acknowledge a message in your inbox (and mark it read). Repeating it keeps the first times.
-
-    Use it for messages with ack_required. Returns {message_id, acknowledged,
-    acknowledged_at, read_at}.
+    """Acknowledge a message in your inbox and mark it read, e.g. one with ack_required. Returns {message_id,
+    acknowledged, acknowledged_at, read_at}.
     """
     return rt.mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                        seat=seat)

@@ -34,13 +34,7 @@ def with_left_out(rt: Runtime, ctx: Context, product_key: str, agent_name: str |
 
 @tools.tool(READ, access=ANYONE)
 def ensure_product(rt: Runtime, product_key: ProductKey) -> dict[str, Any]:
-    """Show a product: its display name and the projects linked to it.
-
-    A product is kept in the archives of its projects, so it comes into
-    being with its first products_link; before that the result has
-    stored=false. Returns {product_key, name, projects: [{slug, human_key,
-    linked_at}], stored}.
-    """
+    """Show a product: its name and linked projects (stored=false before its first link)."""
     return rt.mail.ensure_product(product_key=product_key)
 
 
@@ -55,12 +49,7 @@ def products_link(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Link a project to a product; the first link creates the product.
-
-    The link is a record in the project's own archive (products/<key>.yaml),
-    so it syncs with the project. Linking again changes nothing (changed=false).
-    Needs proof of an agent of the project.
-    """
+    """Link a project to a product; the first link creates the product."""
     return rt.mail.products_link(product_key=product_key, project_key=project_key, name=name)
 
 
@@ -72,10 +61,7 @@ def products_unlink(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Take a project out of a product. Its mail stays where it is; product-wide reads no longer cover it.
-
-    Needs proof of an agent of the project.
-    """
+    """Take a project out of a product; its mail stays where it is."""
     return rt.mail.products_unlink(product_key=product_key, project_key=project_key)
 
 
@@ -92,12 +78,8 @@ def search_messages_product(
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Full-text search across the projects of a product, best matches first.
-
-    Reads only the linked projects in which you proved an agent; the others
-    are listed in not_read. Returns {product_key, projects_read, not_read,
-    results}; each result is a search_messages hit plus project and
-    project_slug.
+    """Full-text search across a product's projects in which you proved an agent (the others are listed in
+    not_read).
     """
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         "results": rt.mail.search_product(product_key, query, projects=projects, limit=limit,
@@ -119,13 +101,8 @@ def fetch_inbox_product(
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Your inbox across the projects of a product, newest first, without changing read state.
-
-    Covers each linked project in which you proved agent_name (a registration
-    there and its token, or this MCP session); the others are listed in
-    not_read. Returns {product_key, projects_read, not_read, messages}; each
-    message is a fetch_inbox item plus project and project_slug. Bodies fit
-    in max_bytes across the projects, as for fetch_inbox.
+    """Your inbox across a product's projects in which you proved agent_name, newest first (the others are listed in
+    not_read).
     """
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         "messages": rt.mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
@@ -145,12 +122,7 @@ def summarize_thread_product(
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Summarize one thread across the projects of a product (a cross-project thread lives in several).
-
-    A message kept in several archives counts once and lists its projects.
-    Reads only the linked projects in which you proved an agent (not_read
-    lists the rest). Extracted from the messages, never generated.
-    """
+    """Summarize one thread across a product's projects in which you proved an agent."""
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         **rt.mail.summarize_thread_product(product_key, thread_id, projects=projects,
                                            include_examples=include_examples,

@@ -46,14 +46,8 @@ def catch_up(
         f"{CATCH_UP_MAX})."))] = CATCH_UP_DEFAULT,
     agent_token: AgentToken = None,
 ) -> ToolResult:
-    """Start or resume work: your newest inbox messages with short previews, and a cursor.
-
-    Shows the newest messages (8 by default, at most 12) in ascending order.
-    Each preview holds at most 2,000 UTF-8 bytes of the body and all previews
-    together at most 8,000, the newest first; a cut preview carries the exact
-    read_messages arguments (full_read) that return the whole message. Save
-    next_after and continue with read_messages(after=next_after). Changes no
-    read state. Text-only result.
+    """Start or resume work: your newest inbox messages with short previews, and a cursor for read_messages. Changes
+    no read state.
     """
     found = rt.mail.catch_up(project_key, agent_name, limit=limit)
     doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
@@ -81,16 +75,8 @@ async def read_messages(
         "as a message arrives. A timed-out wait returns an empty page."))] = 0,
     agent_token: AgentToken = None,
 ) -> ToolResult:
-    """Read your inbox after a cursor: whole messages, oldest first, within a byte budget.
-
-    Returns {messages, has_more, next_after, high_watermark}. Process the page,
-    save next_after, and call again while has_more is true. Bodies are never
-    cut: if the first message alone exceeds the budget the page is empty, the
-    cursor stays, and `recovery` says how to read it. A cursor beyond
-    high_watermark fails with CURSOR_AHEAD. Changes no read state (use
-    mark_message_read / acknowledge_message). Text-only result. A server
-    holds a few waiting reads per agent and a bounded number in all; past
-    either, a read with wait_seconds fails with TOO_MANY_WAITS.
+    """Read your inbox after a cursor: whole messages, oldest first, within a byte budget. Returns {messages,
+    has_more, next_after, high_watermark}; call again with next_after while has_more.
     """
     read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
     found = await anyio.to_thread.run_sync(read)

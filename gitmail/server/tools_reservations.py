@@ -51,13 +51,8 @@ def file_reservation_paths(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Reserve files before editing them, so other agents know and the commit guard can protect them.
-
-    A path conflicts when an active exclusive reservation of another agent
-    overlaps it (patterns are compared exactly: 'src/**/*.py' and 'src/api/*'
-    overlap). Conflicting paths are not granted; the others are. Returns
-    {granted: [{id, path_pattern, exclusive, reason, expires_ts}], conflicts: [{path, holders}]}.
-    Reservations are records in the project's git archive.
+    """Reserve files before editing them, so other agents know and the commit guard protects them. Returns {granted,
+    conflicts}: conflicting paths are not granted.
     """
     return rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                           exclusive=exclusive, reason=reason, seat=seat)
@@ -74,10 +69,8 @@ def release_file_reservations(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Release your active reservations: those matching paths or IDs, or all of them when neither is given.
-
-    Released records stay in the archive for audit; a release is final.
-    Releasing something already released is a no-op. Returns {released, released_at, file_reservation_ids}.
+    """Release your reservations matching paths or IDs, or all of them. Returns {released, released_at,
+    file_reservation_ids}.
     """
     return rt.mail.release_file_reservations(project_key, agent_name, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
@@ -97,11 +90,7 @@ def renew_file_reservations(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Extend your active reservations without reissuing them; never shortens one.
-
-    Returns {renewed, file_reservations: [{id, path_pattern, old_expires_ts, new_expires_ts}],
-    extend_seconds} where extend_seconds is the extension granted.
-    """
+    """Extend your active reservations (never shortens one). Returns {renewed, file_reservations, extend_seconds}."""
     granted = max(extend_seconds, MIN_TTL)
     result = rt.mail.renew_file_reservations(project_key, agent_name, extend_seconds=granted, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
@@ -124,13 +113,8 @@ def force_release_file_reservation(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Release another agent's reservation that looks abandoned, and tell the holder.
-
-    Allowed when it has expired, or when its holder shows no activity for
-    inactivity_seconds: no message sent, journal entry, seat or reservation
-    renewal, and (when the project folder is on this machine) no file under
-    the pattern modified and no git commit touching it. Otherwise fails with
-    RESERVATION_NOT_STALE naming the latest activity.
+    """Release another agent's expired or abandoned reservation and tell the holder; RESERVATION_NOT_STALE while the
+    holder is active.
     """
     return rt.mail.force_release_file_reservation(project_key, agent_name, file_reservation_id, note=note,
                                                   notify_previous=notify_previous,
@@ -159,16 +143,8 @@ def install_precommit_guard(
     agent_token: AgentToken = None,
     format: OutputFormat = None,
 ) -> Any:
-    """Install the reservation guard (pre-commit and pre-push hooks) into a git repository on this machine.
-
-    Commits and pushes touching files another agent holds exclusively are
-    refused; set AGENT_NAME when committing, GITMAIL_GUARD_MODE=warn to only
-    warn, GITMAIL_GUARD_BYPASS=1 to skip once. An existing hook is kept and
-    runs first. Needs proof of an agent of the project. Returns {hook, hooks,
-    chained, hooks_dir, project}. Only in repositories under the folders the
-    operator lists in GITMAIL_GUARD_ROOTS (none by default): elsewhere
-    PATH_NOT_ALLOWED, and the operator installs it with `gitmail guard
-    install PROJECT REPO`.
+    """Install the reservation guard (pre-commit and pre-push hooks) into a git repository under the server's
+    GITMAIL_GUARD_ROOTS. Returns {hook, hooks, chained, hooks_dir, project}.
     """
     rt.access.require_guard_path(project_key, code_repo_path)
     return formatted(rt.mail.install_precommit_guard(project_key, code_repo_path), format)
@@ -189,11 +165,7 @@ def uninstall_precommit_guard(
     agent_token: AgentToken = None,
     format: OutputFormat = None,
 ) -> Any:
-    """Remove the reservation guard's hooks (and only those) from a git repository. Returns {removed, restored}.
-
-    Needs proof of an agent of the project the guard serves, and the same
-    repository rule as install_precommit_guard.
-    """
+    """Remove the reservation guard's hooks (only those) from a git repository. Returns {removed, restored}."""
     assert project_key is not None  # the access rule found it
     rt.access.require_guard_path(project_key, code_repo_path, removing=True)
     return formatted(rt.mail.uninstall_precommit_guard(code_repo_path), format)
@@ -215,11 +187,7 @@ def macro_file_reservation_cycle(
         "nothing held)."))] = False,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Reserve paths and, with auto_release, release them again in one call.
-
-    Returns {file_reservations: {granted, conflicts}, released}; released is
-    the release_file_reservations result, or null without auto_release.
-    """
+    """Reserve paths and, with auto_release, release them again in one call. Returns {file_reservations, released}."""
     reserved = rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                               exclusive=exclusive, reason=reason)
     released = None

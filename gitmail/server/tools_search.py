@@ -35,13 +35,7 @@ def search_messages(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """Full-text search over the project's messages, best matches first.
-
-    Each result: {id, subject, importance, ack_required, created_ts, thread_id,
-    from, topic, score, snippet, bounded}. bounded is true when only the newest
-    1,000 matches were ranked and older ones may exist (exhaustive=true ranks them
-    all). Read a hit with resource://message/{id}.
-    """
+    """Full-text search over the project's messages, best first. Read a hit with resource://message/{id}."""
     return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
 
@@ -57,11 +51,8 @@ def summarize_thread(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Summarize a thread: participants, key points and action items, extracted from the messages.
-
-    With several comma-separated IDs, returns one summary per thread plus an
-    aggregate. The summary is extracted, never generated: `mode` in the
-    result says so, whatever llm_mode asks.
+    """Summarize one thread (or several, comma-separated): participants, key points, action items, extracted from
+    the messages.
     """
     found = rt.mail.summarize_thread(project_key=project_key, thread_id=thread_id,
                                      include_examples=include_examples, per_thread_limit=per_thread_limit)
@@ -80,10 +71,7 @@ def summarize_recent(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> Any:
-    """Summarize the project's recent messages grouped by thread, and keep the summary for fetch_summary.
-
-    Extracted, never generated (`mode` says so).
-    """
+    """Summarize the project's recent messages by thread, and keep the summary for fetch_summary."""
     found = rt.mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
     return formatted(with_mode(found, llm_mode, llm_model), format)
 

@@ -54,15 +54,8 @@ def acquire_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Hold a named slot for a scarce shared resource (a build folder, a test database, a port range).
-
-    Returns {granted: true, epoch, expires_ts, taken_over, build_slot} when
-    you hold it (keep the epoch: renew_build_slot and release_build_slot
-    need it), or {granted: false, reason, retry_after_ts, holders} when the
-    slot is exclusive and held, or shared and full; a refusal writes
-    nothing. Holdings whose lease ran out are taken over. Acquiring a slot
-    you hold returns your holding (already_held). Slots are records in the
-    project's git archive; the commit guard ignores them.
+    """Hold a named slot for a scarce shared resource (a build folder, a test database). Returns the holding and its
+    epoch, or granted: false with who holds it.
     """
     return rt.mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
                                       max_holders=max_holders, reason=reason, seat=seat)
@@ -81,12 +74,7 @@ def renew_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Extend your holding of a build slot; never shortens it. Returns {epoch, old_expires_ts, expires_ts}.
-
-    Fails with STALE_EPOCH when that holding is over (another agent took the
-    slot over after your lease ran out, or force-released it): stop using
-    the resource and acquire the slot again.
-    """
+    """Extend your holding of a build slot (never shortens it); STALE_EPOCH when the holding is over."""
     return rt.mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
 
@@ -101,10 +89,7 @@ def release_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Give up your holding of a build slot now, so the next agent need not wait for the lease to end.
-
-    Fails with STALE_EPOCH when that holding is already over.
-    """
+    """Give up your holding of a build slot now."""
     return rt.mail.release_build_slot(project_key, agent_name, slot, epoch, seat=seat)
 
 
@@ -122,13 +107,7 @@ def force_release_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """End another agent's stale holding of a build slot, and tell it.
-
-    Allowed when its lease ran out, or when the holder shows no activity
-    (mail sent, journal entry, seat, reservations, profile) for
-    inactivity_seconds; otherwise fails with SLOT_NOT_STALE naming the
-    latest activity. The holder's next renew or release fails with STALE_EPOCH.
-    """
+    """End another agent's stale holding of a build slot, and tell it; SLOT_NOT_STALE while the holder is active."""
     return rt.mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
                                             notify_previous=notify_previous,
                                             inactivity_seconds=inactivity_seconds, seat=seat)

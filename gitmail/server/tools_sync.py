@@ -25,11 +25,7 @@ tools = Toolbox("sync")
 @tools.tool(READ, access=MEMBER)
 def list_remotes(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
                  agent_token: AgentToken = None) -> dict[str, Any]:
-    """List the git remotes this machine syncs the project's archive with (needs an agent of the project).
-
-    Returns {remotes: {name: url}}. An empty mapping means the archive lives
-    only on this machine; an operator adds remotes with `gitmail remote add`.
-    """
+    """List the git remotes the project's archive syncs with on this machine."""
     return {"remotes": remotes.list_remotes(rt.store, project_key)}
 
 
@@ -43,18 +39,7 @@ def sync_project(
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
     """Sync the project's archive with its git remotes now: fetch, check, merge by the record rules, push.
-
-    Needs proof of an agent of the project. Nothing is lost either way: messages and journal entries are add-only,
-    receipts keep the earliest times, profiles merge field by field, and
-    incoming changes that break the record rules are kept aside instead of
-    applied. Each remote syncs on its own. Returns {exit_code, status,
-    results: [{remote, records_in, records_out, messages_in, messages_out,
-    conflicts, quarantined, overlaps, error, ...}], index}. exit_code is 0
-    when every remote synced cleanly, 1 when there is something to look at
-    (conflicts kept under conflicts/, refused changes, overlapping
-    reservations), 2 when a remote failed (its error says why; the others
-    still synced). It returns once search has taken in what came, or index
-    says how many messages search still lacks.
+    exit_code: 0 clean, 1 something to look at, 2 a remote failed.
     """
     return syncer.sync_project(rt.store, project_key, remote).to_dict()
 
@@ -62,12 +47,5 @@ def sync_project(
 @tools.tool(READ, access=MEMBER)
 def sync_status(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
                 agent_token: AgentToken = None) -> dict[str, Any]:
-    """How each git remote of the project is syncing, without syncing (needs an agent of the project).
-
-    Returns {remotes: [{remote, url, state, last_attempt, last_success,
-    last_error, last_result, ahead, behind, quarantined}]}: state is ok,
-    attention (the last sync left something to look at), failing (the
-    last attempt failed: last_error says why), syncing or never; ahead and
-    behind count commits against the remote's main as last fetched.
-    """
+    """How each git remote of the project is syncing (state, last attempt and error, ahead/behind), without syncing."""
     return {"remotes": [state.to_dict() for state in status.remote_states(rt.store, project_key)]}
