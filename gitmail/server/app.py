@@ -80,13 +80,13 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     mcp = FastMCP("gitmail", instructions=INSTRUCTIONS, version=__version__,
                   auth=BearerToken(token) if token else None)
     every = catalog()
-    surface = Surface(profile, {spec.name: spec.family for spec in every})
+    surface = Surface(profile, {spec.name: spec.family for spec in every}, profile.left_out())
     mcp.add_middleware(Guesses(surface))
     mcp.add_middleware(ArgumentErrors())
     quiet_argument_warnings()
     for spec in every:
         if profile.serves(spec.name, spec.family):
-            surface.tokens[spec.name] = install(mcp, runtime, spec, delegation=profile.serves("", "hierarchy"))
+            surface.tokens[spec.name] = install(mcp, runtime, spec, leave_out=surface.left_out)
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)

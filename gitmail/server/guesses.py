@@ -15,7 +15,9 @@ Older names are answered, not served: each maps to a tool whose arguments and
 results differ from what the older server had, so running it silently would
 hand the caller something it did not ask for; one error names the call to
 make, and nothing runs outside ``tools/list``. Older argument names
-(:data:`RENAMED_ARGUMENTS`) are answered the same way. The token alias
+(:data:`RENAMED_ARGUMENTS`) are answered the same way, and so is an
+argument that only the tools of a family the profile leaves out make useful
+(:data:`~.profiles.FAMILY_ARGUMENTS`). The token alias
 ``registration_token`` is different: it is the same proof under another
 name, so it is moved into the tool's own token argument (``agent_token`` or
 ``sender_token``) before the arguments are checked, and no schema lists it.
@@ -35,7 +37,7 @@ from mcp_types import CallToolRequestParams
 from gitmail.model.errors import INVALID_ARGUMENT, TOOL_NOT_SERVED, UNKNOWN_TOOL, GitmailError
 
 from .access import TOKEN_ALIAS
-from .profiles import TOOLS_ENV, Profile, smallest_with
+from .profiles import FAMILY_ARGUMENTS, TOOLS_ENV, Profile, smallest_with
 from .results import error_result
 
 RENAMED_TOOLS = {
@@ -63,6 +65,7 @@ class Surface:
 
     profile: Profile
     families: Mapping[str, str]  # every tool gitmail has -> its family
+    left_out: frozenset[str] = frozenset()  # arguments of FAMILY_ARGUMENTS the profile does not list
     tokens: dict[str, str | None] = field(default_factory=dict)  # each listed tool -> its token argument
 
     def unknown(self, name: str) -> GitmailError:
@@ -89,8 +92,15 @@ class Surface:
                             {"tool": name, "nearest": nearest})
 
     def renamed(self, name: str, arguments: Mapping[str, Any]) -> GitmailError | None:
-        """The error for an older argument name in ``arguments``, if any."""
+        """The error for an older argument name, or one whose family the profile leaves out, if any."""
         for argument in arguments:
+            if argument in self.left_out:
+                family = FAMILY_ARGUMENTS[argument]
+                return GitmailError(
+                    TOOL_NOT_SERVED,
+                    f"{argument} goes with the {family} tools, which this server's tool profile ({self.profile}) "
+                    f"leaves out, so no tool here takes it; ask the operator for --tools {self.profile},{family}",
+                    {"argument": argument, "family": family, "profile": str(self.profile)})
             if (name, argument) in RENAMED_ARGUMENTS:
                 use, tool = RENAMED_ARGUMENTS[(name, argument)]
                 call = f"call {tool} with {use}" if tool else f"pass {use}"

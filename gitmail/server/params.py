@@ -11,43 +11,36 @@ from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
 
 ProjectKey = Annotated[str, Field(
-    description="Project path (or slug).")]
+    description="Project path or slug.")]
 AgentName = Annotated[str, Field(
-    description="An agent of the project.")]
+    description="Agent name.")]
 AgentToken = Annotated[str | None, Field(
-    description="agent_name's registration_token (not needed in its own session).")]
-ProverName = Annotated[str | None, Field(description="You, an agent of the project.")]
-WindowUuid = Annotated[str | None, Field(max_length=64, description=(
-    "Your window's UUID: without a name, its agent registers again."))]
+    description="Its registration_token.")]
+ProverName = Annotated[str | None, Field(description="You (an agent of the project).")]
+WindowUuid = Annotated[str | None, Field(max_length=64, description="Your window's UUID.")]
 SenderToken = Annotated[str | None, Field(
-    description="sender_name's registration_token (not needed in its own session).")]
+    description="Its registration_token.")]
 MessageId = Annotated[str | int, Field(
-    description="A message ID (or an imported message's old number).")]
-Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-    "Agent names (name@project elsewhere)."))]
+    description="Message ID.")]
+Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Agent names.")]
 Importance = Annotated[str, Field(max_length=32, description="low, normal, high or urgent.")]
 SinceTs = Annotated[str | int | float | None, Field(
-    description="Only messages after this time: ISO-8601 (UTC by default) or epoch seconds.")]
-Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND': this deletion cannot be undone.")]
-Program = Annotated[str, Field(description="The agent program, e.g. 'claude-code'.")]
-Model = Annotated[str, Field(description="The model, e.g. 'opus-4.1'.")]
-TaskDescription = Annotated[str, Field(description="What the agent works on.")]
-TaskUpdate = Annotated[str | None, Field(description=(
-    "What the agent works on (left out: unchanged)."))]
-AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description=(
-    "Files to attach (under the attachment roots)."))]
+    description="Only after this time (ISO-8601 or epoch seconds).")]
+Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND'.")]
+Program = Annotated[str, Field(description="e.g. 'claude-code'.")]
+Model = Annotated[str, Field(description="e.g. 'opus-4.1'.")]
+TaskDescription = Annotated[str, Field(description="Its task.")]
+TaskUpdate = Annotated[str | None, Field(description="Your current task.")]
+AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description="Files to attach.")]
 ConvertImages = Annotated[bool | None, Field(description="false: keep images as they are.")]
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
     "How images in body_md are stored."))]
 SenderSeat = Annotated[str | None, Field(max_length=128, description="Seat token, while a session holds the seat.")]
-IdentityKey = Annotated[str | None, Field(max_length=128, description=(
-    "Your key for this write: a retry with it replays the first answer."))]
-Reason = Annotated[str | None, Field(max_length=200, description=(
-    "Why, in one line (kept in the commit message)."))]
+IdentityKey = Annotated[str | None, Field(max_length=128, description="Retry key: a retry replays the first answer.")]
+Reason = Annotated[str | None, Field(max_length=200, description="Why (kept in the commit message).")]
 ActingAs = Annotated[str | None, Field(description=(
     "Make this call as an agent below you (after proving yourself as usual)."))]
-MaxBytes = Annotated[int, Field(ge=READ_BUDGET_MIN, le=READ_BUDGET_MAX, description=(
-    "With bodies: byte budget of the page (the first item's more tells how to read the rest)."))]
+MaxBytes = Annotated[int, Field(ge=READ_BUDGET_MIN, le=READ_BUDGET_MAX, description="Byte budget for bodies.")]
 # What forcing another agent's holding (a reservation, a build slot) takes.
 ForceNote = Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")]
 NotifyPrevious = Annotated[bool, Field(description="Send the holder a message saying why.")]

@@ -13,7 +13,7 @@ the server lists the union:
   that surface call;
 * ``all`` - every tool;
 * a family name - its tools: identity, messages, contacts, reservations,
-  coordination, hierarchy, products, sync, admin.
+  attachments, coordination, hierarchy, products, sync, admin.
 
 ``gitmail serve --tools core,hierarchy`` (or :data:`TOOLS_ENV`) picks one; a
 call to a tool the profile leaves out is answered with an error naming the
@@ -30,14 +30,17 @@ from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 TOOLS_ENV = "GITMAIL_TOOLS"
 """The profile ``gitmail serve`` uses when ``--tools`` is not given."""
 
-FAMILIES = ("messages", "identity", "contacts", "reservations", "coordination", "hierarchy", "products", "sync",
-            "admin")
+FAMILIES = ("messages", "identity", "contacts", "reservations", "attachments", "coordination", "hierarchy", "products",
+            "sync", "admin")
 CORE = frozenset({
-    "macro_start_session", "ensure_project", "register_agent", "send_message", "reply_message", "fetch_inbox",
-    "mark_message_read", "acknowledge_message", "catch_up", "read_messages", "search_messages",
-    "file_reservation_paths", "release_file_reservations",
+    "macro_start_session", "send_message", "reply_message", "fetch_inbox", "acknowledge_message", "catch_up",
+    "read_messages", "search_messages", "file_reservation_paths", "release_file_reservations",
 })
 DEFAULT_FAMILIES = frozenset({"messages", "identity", "contacts", "reservations", "admin"})
+FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy"}
+"""Optional arguments of many tools that only the tools of one family make useful: listed only with that family.
+
+A seat token comes from take_seat, and acting_as names an agent spawn_agent made."""
 PROFILES = ("core", "default", "all")
 DEFAULT = "default"
 
@@ -54,6 +57,10 @@ class Profile:
     def serves(self, tool: str, family: str) -> bool:
         """Whether the tool ``tool`` of ``family`` is listed under this profile."""
         return any(_holds(name, tool, family) for name in self.names)
+
+    def left_out(self) -> frozenset[str]:
+        """The arguments of :data:`FAMILY_ARGUMENTS` whose family this profile leaves out."""
+        return frozenset(a for a, family in FAMILY_ARGUMENTS.items() if not self.serves("", family))
 
 
 def _holds(name: str, tool: str, family: str) -> bool:

@@ -20,7 +20,8 @@ from typing import Any
 
 import anyio
 from fastmcp import Context, FastMCP
-from fastmcp.tools import Tool
+from fastmcp.tools.function_tool import FunctionTool
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 from gitmail.model.errors import GitmailError
@@ -76,7 +77,7 @@ class Toolbox:
         return record
 
 
-def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, delegation: bool = True) -> str | None:
+def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[str] = frozenset()) -> str | None:
     """Add ``spec`` to ``mcp``, bound to ``rt``: it checks its access rule first and answers errors as results.
 
     Failures become error results with a code: a GitmailError keeps its own,
@@ -87,16 +88,18 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, delegation: bool = Tru
     (``gitmail/access``) and is checked before the body runs, so a refused
     call changes nothing. A tool that acts as one agent (rule ``agent``)
     also takes ``acting_as``: the caller proves the agent it names as usual,
-    and the call then runs as the agent below it that ``acting_as`` names
-    (only with ``delegation``: a server whose profile leaves out the hierarchy
-    tools does not list it). The listed input schema is :func:`compact`.
+    and the call then runs as the agent below it that ``acting_as`` names.
+    Optional arguments named in ``leave_out`` (``seat``, ``acting_as`` when the
+    profile leaves out the tools that make them useful) are not taken. The
+    listed input schema is :func:`compact`.
     """
     fn, rule = spec.fn, spec.rule(rt.access)
     hints = typing.get_type_hints(fn, include_extras=True)
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation))
-                  for p in list(inspect.signature(fn).parameters.values())[1:]]
+                  for p in list(inspect.signature(fn).parameters.values())[1:]
+                  if not (p.name in leave_out and p.default is None)]
     token_argument = next((t for t in TOKEN_ARGUMENTS if any(p.name == t for p in parameters)), None)
-    delegable = delegation and rule.kind == AGENT and token_argument is not None
+    delegable = ACTING_AS not in leave_out and rule.kind == AGENT and token_argument is not None
 
     def check(kwargs: dict[str, Any]) -> None:
         """The access rule, on the call's arguments (which it may rewrite for acting_as)."""
@@ -135,11 +138,27 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, delegation: bool = Tru
     returns = hints.get("return", inspect.Signature.empty)
     guarded.__signature__ = inspect.Signature(parameters, return_annotation=returns)
     guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": returns}
-    added = Tool.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
+    added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
                                tags={spec.family}, meta={"gitmail/access": rule.describe()}, run_in_thread=True)
     added.parameters = compact(added.parameters)
     mcp.add_tool(added)
     return token_argument
+
+
+class Listed(FunctionTool):
+    """A tool as ``tools/list`` shows it: without the title made from its name and FastMCP's own metadata.
+
+    A title that only re-spells the name (``Send Message``) and FastMCP's
+    ``_meta.fastmcp`` (its tags) tell an agent nothing the name and
+    ``gitmail/access`` do not, and every agent pays for them in its context.
+    """
+
+    def to_mcp_tool(self, **overrides: Any) -> MCPTool:
+        listed = super().to_mcp_tool(**overrides)
+        listed.title = None
+        if listed.meta:
+            listed.meta = {key: value for key, value in listed.meta.items() if key != "fastmcp"}
+        return listed
 
 
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +168,10 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     argument left out already means "none": ``{"anyOf": [{"type": "string"},
     {"type": "null"}], "default": null}`` says no more than ``{"type":
     "string"}`` outside ``required``. Arguments are still validated by their
-    Python types, so an explicit ``null`` stays accepted.
+    Python types, so an explicit ``null`` stays accepted; for the same reason
+    the listing leaves out ``additionalProperties: false`` (an argument the
+    schema does not name is refused all the same, with the tool's arguments
+    named).
     """
     properties = {}
     for name, prop in schema.get("properties", {}).items():
@@ -159,4 +181,5 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
             prop = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
             prop = {**(kept[0] if len(kept) == 1 else {"anyOf": kept}), **prop}
         properties[name] = prop
-    return {**schema, "properties": properties} if properties else schema
+    listed = {key: value for key, value in schema.items() if key != "additionalProperties"}
+    return {**listed, "properties": properties} if properties else listed

@@ -28,15 +28,16 @@ from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
 _log = logging.getLogger("gitmail.server")
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
-READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
-WRITE = {"readOnlyHint": False, "idempotentHint": False, "destructiveHint": False, "openWorldHint": False}
-IDEMPOTENT = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
-DESTRUCTIVE = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": True, "openWorldHint": False}
+# A hint equal to the protocol's default (readOnlyHint false, destructiveHint true, idempotentHint false) is left
+# out, and so are destructiveHint and idempotentHint of a read-only tool, which mean nothing there: every agent
+# pays for each listed byte.
+READ = {"readOnlyHint": True, "openWorldHint": False}
+WRITE = {"destructiveHint": False, "openWorldHint": False}
+IDEMPOTENT = {"idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
+DESTRUCTIVE = {"idempotentHint": True, "openWorldHint": False}
 
 
-OutputFormat = Annotated[str | None, Field(description=(
-    "How the result is encoded: json (default) or toon (Token-Oriented Object Notation, the same data in fewer "
-    "tokens, as one text block)."))]
+OutputFormat = Annotated[str | None, Field(description="json (default) or toon (fewer tokens).")]
 
 
 def formatted(result: Any, output_format: str | None) -> Any:

@@ -24,5 +24,5 @@ def scan_overdue_acks(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """List the project's overdue acknowledgements, and escalate new ones as the server is configured to."""
+    """List overdue acknowledgements, and escalate new ones as the server is configured to."""
     return rt.mail.scan_overdue_acks(project_key)

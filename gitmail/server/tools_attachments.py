@@ -12,7 +12,7 @@ from .registry import ITSELF, MEMBER, Toolbox
 from .results import IDEMPOTENT, READ
 from .runtime import Runtime
 
-tools = Toolbox("messages")
+tools = Toolbox("attachments")
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
@@ -22,8 +22,7 @@ def set_attachments_policy(
     project_key: ProjectKey,
     agent_name: AgentName,
     policy: Annotated[Literal["auto", "inline", "file"], Field(description=(
-        "How images in your message bodies are stored when a send names no policy: auto inlines small "
-        "ones as data URIs, inline always inlines, file always stores them as attachment files."))],
+        "auto (small images inline), inline or file."))],
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:

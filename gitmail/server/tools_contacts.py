@@ -15,7 +15,7 @@ from .registry import ITSELF, Toolbox, agent
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
-Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="How long the request or approval lasts, in seconds.")]
+Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="Lifetime in seconds.")]
 
 tools = Toolbox("contacts")
 
@@ -25,19 +25,15 @@ def request_contact(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
-    from_agent: Annotated[str, Field(description="You: the agent asking to write.")],
-    to_agent: Annotated[str, Field(description="The agent you want to write to.")],
+    from_agent: Annotated[str, Field(description="You, asking to write.")],
+    to_agent: Annotated[str, Field(description="The agent to write to.")],
     reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
     ttl_seconds: Ttl = 7 * 86400,
-    to_project: Annotated[str | None, Field(description=(
-        "The target's project (its key or slug) when it is not yours. The request and its introduction go "
-        "into that project's archive; once approved, write to the agent as name@project."))] = None,
+    to_project: Annotated[str | None, Field(description="The target's project, when not yours.")] = None,
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
 ) -> dict[str, Any]:
-    """Ask an agent for permission to message it (needed by its contact policy, or across projects); it gets a short
-    intro message.
-    """
+    """Ask an agent for permission to message it (when its policy or another project requires it)."""
     return rt.mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
@@ -63,7 +59,7 @@ def respond_contact(
 @tools.tool(READ, access=ITSELF)
 def list_contacts(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                   agent_token: AgentToken = None) -> list[dict[str, Any]]:
-    """List your contact links, in both directions, with status and expiry."""
+    """List your contact links with status and expiry."""
     return rt.mail.list_contacts(project_key=project_key, agent_name=agent_name)
 
 
@@ -74,9 +70,7 @@ def set_contact_policy(
     project_key: ProjectKey,
     agent_name: AgentName,
     policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
-        "open: anyone in the project may write; auto (default): anyone sharing context (a thread, a "
-        "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
-        "links only; block_all: nobody."))],
+        "open: anyone; auto: shared context or approved; contacts_only; block_all."))],
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
 ) -> dict[str, Any]:
@@ -89,21 +83,18 @@ def macro_contact_handshake(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
-    requester: Annotated[str, Field(description="You: the agent asking to write.")],
-    target: Annotated[str, Field(description="The agent you want to write to.")],
+    requester: Annotated[str, Field(description="You, asking to write.")],
+    target: Annotated[str, Field(description="The agent to write to.")],
     reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence.")] = "",
     ttl_seconds: Annotated[int, Field(ge=60, description="How long the request lasts, in seconds.")] = 7 * 86400,
-    auto_accept: Annotated[bool, Field(description=(
-        "Also approve the request as the target; needs target_token unless this session registered it."))] = False,
+    auto_accept: Annotated[bool, Field(description="Also approve it as the target (target_token).")] = False,
     welcome_subject: Annotated[str | None, Field(max_length=512, description=(
-        "With auto_accept: send this first message to the target once the link is approved."))] = None,
-    welcome_body: Annotated[str | None, Field(description="Body of the first message (Markdown).")] = None,
+        "With auto_accept: a first message's subject."))] = None,
+    welcome_body: Annotated[str | None, Field(description="Its Markdown body.")] = None,
     agent_token: AgentToken = None,
     target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
 ) -> dict[str, Any]:
-    """Ask to write to an agent, optionally approve it on its behalf, and send a first message. Returns {request,
-    response, welcome_message}.
-    """
+    """Request contact, optionally approve it for the target, and send a first message."""
     if auto_accept:  # every proof before the first write: a call that fails changes nothing
         rt.act_as(ctx, project_key, target, target_token, argument="target_token")
     if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:

@@ -49,9 +49,7 @@ def take_seat(
         "that session's next write fails with STALE_EPOCH."))] = False,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Become the one session driving an agent. Returns the seat token (pass it as seat on every write), the agent's
-    home folder and its journal's end.
-    """
+    """Become the one session driving an agent; pass the returned token as seat on every write."""
     return rt.mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
 
 
@@ -65,7 +63,7 @@ def renew_seat(
     lease_s: Lease = DEFAULT_LEASE_S,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Extend the lease of the seat you hold (never shortens it)."""
+    """Extend the lease of the seat you hold."""
     return rt.mail.renew_seat(project_key, agent_name, seat, lease_s=lease_s)
 
 
@@ -78,7 +76,7 @@ def release_seat(
     seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Give up the seat you hold, so the next session need not wait out the lease."""
+    """Give up the seat you hold."""
     return rt.mail.release_seat(project_key, agent_name, seat)
 
 
@@ -126,9 +124,7 @@ def sleep_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Put yourself or an agent below you to sleep: mail keeps arriving, but it cannot act until woken. Returns
-    {agent, asleep, until, changed}.
-    """
+    """Put yourself or an agent below you to sleep: it cannot act until woken."""
     return rt.mail.sleep_agent(project_key, agent_name, target=target or agent_name, until=until, seat=seat,
                                idempotency_key=idempotency_key, reason=reason)
 
@@ -146,7 +142,7 @@ def wake_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Wake an agent below you, or yourself from a sleep until a reply. Returns {agent, asleep, until, changed}."""
+    """Wake an agent below you, or yourself from a sleep until a reply."""
     return rt.mail.wake_agent(project_key, agent_name, target or agent_name, seat=seat,
                               idempotency_key=idempotency_key, reason=reason)
 
@@ -172,7 +168,7 @@ def list_capabilities(
     project_key: ProjectKey,
     capability: Annotated[str | None, Field(description="Only agents publishing this capability.")] = None,
 ) -> dict[str, Any]:
-    """List the active agents' capability cards (who each 'role:<capability>' address reaches)."""
+    """List the active agents' capability cards."""
     return rt.mail.list_capabilities(project_key, capability)
 
 

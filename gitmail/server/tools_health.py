@@ -70,7 +70,7 @@ tools = Toolbox("admin")
 
 @tools.tool(READ, access=ANYONE)
 def health_check(rt: Runtime, ) -> dict[str, Any]:
-    """Check that the server answers: version, transport, store, sync and search state. Cheap; call it first."""
+    """Check that the server answers: version, transport, store, sync and search state."""
     return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
             "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
             "long_polls": rt.long_polls.state(), "search_rebuilds": search_rebuilds(rt)}

@@ -71,9 +71,7 @@ def spawn_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Create an agent below you with a subset of your scopes; you may then act as it (acting_as). Returns its
-    profile and registration_token.
-    """
+    """Create an agent below you with a subset of your scopes; you may then act as it (acting_as)."""
     return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
                                task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
                                capabilities=capabilities, vendor=vendor or "", purpose=purpose or "",
@@ -106,9 +104,7 @@ def update_agent(
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you. Returns the
-    profile and changed.
-    """
+    """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you."""
     return rt.mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
                                 risk_tier=risk_tier, environment=environment, task_description=task_description,
@@ -121,5 +117,5 @@ def agent_position(
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
 ) -> dict[str, Any]:
-    """Where an agent stands: itself, the agents above it and its children, with their scopes."""
+    """Where an agent stands: the agents above it and its children, with their scopes."""
     return rt.mail.agent_position(project_key, agent_name)

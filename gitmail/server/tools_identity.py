@@ -27,7 +27,7 @@ from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 ReturnToken = Annotated[bool, Field(
-    description="false: leave registration_token out of the result.")]
+    description="false: leave the token out.")]
 
 tools = Toolbox("identity")
 
@@ -45,20 +45,16 @@ def register_agent(
     project_key: ProjectKey,
     program: Program,
     model: Model,
-    name: Annotated[str | None, Field(description=(
-        "The agent's name (letters, digits, '.', '_', '-'); left out: a generated one."))] = None,
+    name: Annotated[str | None, Field(description="Its name (left out: a generated one).")] = None,
     task_description: TaskUpdate = None,
-    agent_token: Annotated[str | None, Field(description=(
-        "Updating an existing agent: its registration_token, unless this session registered it."))] = None,
+    agent_token: Annotated[str | None, Field(description="Its registration_token, to update it.")] = None,
     return_registration_token: ReturnToken = True,
     window_uuid: WindowUuid = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
 ) -> dict[str, Any]:
-    """Register an agent in a project, or update one you registered (fields given only).
-
-    Returns the profile; a new agent's registration_token is shown only here: keep it to act as the agent from
-    another session.
+    """Register an agent in a project, or update one you registered. A new agent's registration_token is shown only
+    here: keep it.
     """
     if window_uuid and not name and rt.store.exists(project_key):
         name = rt.mail.window_agent(project_key, window_uuid)
@@ -77,14 +73,11 @@ def create_agent_identity(
     project_key: ProjectKey,
     program: Program,
     model: Model,
-    name_hint: Annotated[str | None, Field(description=(
-        "A name to use if free (taken: the call fails); left out: a generated one."))] = None,
+    name_hint: Annotated[str | None, Field(description="A name to use (taken: the call fails).")] = None,
     task_description: TaskDescription = "",
     return_registration_token: ReturnToken = True,
 ) -> dict[str, Any]:
-    """Create a brand-new agent identity (never reuses a name), e.g. for a separate worker. Returns its profile and
-    registration_token.
-    """
+    """Create a new agent identity (never reuses a name), e.g. for a separate worker."""
     profile = rt.mail.create_agent_identity(project_key=project_key, program=program, model=model,
                                             name_hint=name_hint, task_description=task_description)
     # A taken name failed above: only a new agent binds.
@@ -98,9 +91,8 @@ def whois(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    include_recent_commits: Annotated[bool, Field(description=(
-        "Also list the agent's latest commits (shown to members of the project)."))] = True,
-    commit_limit: Annotated[int, Field(ge=1, le=100, description="How many recent commits to list.")] = 5,
+    include_recent_commits: Annotated[bool, Field(description="Also list its latest commits.")] = True,
+    commit_limit: Annotated[int, Field(ge=1, le=100, description="How many.")] = 5,
 ) -> dict[str, Any]:
     """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
     slug = rt.access.require_project(project_key)
@@ -121,7 +113,7 @@ def list_agents(
     project_key: ProjectKey,
     active_only: Annotated[bool, Field(description="false: include retired and deregistered agents.")] = True,
 ) -> dict[str, Any]:
-    """List the project's agents (the names to write to), with program, model, task, status, activity."""
+    """List the project's agents: the names to write to."""
     slug = rt.access.require_project(project_key)
     listed = rt.mail.list_agents(slug, active_only=active_only)
     return {"project": rt.mail.human_key(slug), "count": len(listed), "agents": listed}
@@ -129,7 +121,7 @@ def list_agents(
 
 @tools.tool(READ, access=ANYONE)
 def list_window_identities(rt: Runtime, project_key: ProjectKey) -> dict[str, Any]:
-    """List the project's live window identities: UUID, the agent name each goes by, activity."""
+    """List the project's live window identities and the agent name each goes by."""
     rt.access.require_project(project_key)
     return rt.mail.list_window_identities(project_key)
 
@@ -138,13 +130,12 @@ def list_window_identities(rt: Runtime, project_key: ProjectKey) -> dict[str, An
 def rename_window(
     rt: Runtime,
     project_key: ProjectKey,
-    window_uuid: Annotated[str, Field(description="The window to rename (see list_window_identities).")],
-    new_display_name: Annotated[str, Field(description=(
-        "The agent name the window goes by from its next registration."))],
+    window_uuid: Annotated[str, Field(description="The window.")],
+    new_display_name: Annotated[str, Field(description="The agent name it goes by next.")],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Have a window go by another agent name from its next registration. Returns the window."""
+    """Have a window go by another agent name from its next registration."""
     return rt.mail.rename_window(project_key, window_uuid, new_display_name)
 
 
@@ -152,21 +143,18 @@ def rename_window(
 def expire_window(
     rt: Runtime,
     project_key: ProjectKey,
-    window_uuid: Annotated[str, Field(description="The window to expire (see list_window_identities).")],
+    window_uuid: Annotated[str, Field(description="The window.")],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """End a window identity now; its next registration picks a name afresh."""
+    """End a window identity now."""
     return rt.mail.expire_window(project_key, window_uuid)
 
 
 @tools.tool(IDEMPOTENT, access=ANYONE)
 def ensure_project(
     rt: Runtime,
-    human_key: Annotated[str, Field(description=(
-        "The absolute path of the working directory naming the project (need not exist here)."))],
+    human_key: Annotated[str, Field(description="Absolute path of the working directory.")],
 ) -> dict[str, Any]:
-    """Create the project for an absolute path, or return it if it exists; call it first in a new working directory.
-    Returns {id, slug, human_key, created_at}.
-    """
+    """Create the project for an absolute path, or return it; call it first in a new working directory."""
     return rt.mail.ensure_project(human_key=human_key)

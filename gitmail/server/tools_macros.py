@@ -16,7 +16,7 @@ from .results import IDEMPOTENT
 from .runtime import Runtime
 from .tools_search import LlmMode, LlmModel, with_mode
 
-InboxLimit = Annotated[int, Field(ge=1, le=100, description="How many inbox messages to include.")]
+InboxLimit = Annotated[int, Field(ge=1, le=100, description="Inbox messages to show.")]
 
 tools = Toolbox("messages")
 
@@ -32,25 +32,22 @@ def join(rt: Runtime, ctx: Context, project_key: str, program: str, model: str, 
 def macro_start_session(
     rt: Runtime,
     ctx: Context,
-    human_key: Annotated[str, Field(description="The absolute path of your working directory (the project).")],
+    human_key: Annotated[str, Field(description="Absolute path of your working directory.")],
     program: Program,
     model: Model,
-    agent_name: Annotated[str | None, Field(description=(
-        "Your agent name; omit it to get a generated one. An existing name needs its token."))] = None,
+    agent_name: Annotated[str | None, Field(description="Your name (left out: a generated one).")] = None,
     task_description: TaskUpdate = None,
     file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-        "Also reserve these paths or globs for you (exclusive), as file_reservation_paths does."))] = None,
+        "Paths to reserve for you."))] = None,
     file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
         "Why you reserve them."))] = "macro-session",
     file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "How long the reservations last, in seconds."))] = 3600,
+        "Their lifetime in seconds."))] = 3600,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
     window_uuid: WindowUuid = None,
 ) -> dict[str, Any]:
-    """Start a session in one call: ensure the project, register you, optionally reserve files, show your inbox.
-    Returns {project, agent, file_reservations, inbox}.
-    """
+    """Start a session: ensure the project, register you, optionally reserve files, show your inbox."""
     project = rt.mail.ensure_project(human_key=human_key)
     if window_uuid and not agent_name:
         agent_name = rt.mail.window_agent(human_key, window_uuid)
@@ -75,20 +72,17 @@ def macro_prepare_thread(
     program: Program,
     model: Model,
     agent_name: Annotated[str | None, Field(description=(
-        "Your agent name; omit it to register a new agent. An existing name needs its token."))] = None,
+        "Your name (left out: a new agent)."))] = None,
     task_description: TaskUpdate = None,
-    register_if_missing: Annotated[bool, Field(description=(
-        "Register agent_name if it does not exist yet (false: it must exist)."))] = True,
-    include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = True,
-    include_inbox_bodies: Annotated[bool, Field(description="Include the inbox messages' bodies.")] = False,
+    register_if_missing: Annotated[bool, Field(description="Register agent_name if it does not exist.")] = True,
+    include_examples: Annotated[bool, Field(description="Include up to 3 of its messages.")] = True,
+    include_inbox_bodies: Annotated[bool, Field(description="Include inbox bodies.")] = False,
     llm_mode: LlmMode = False,
     llm_model: LlmModel = None,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Get ready to work on a thread: register if needed, summarize it, show your inbox. Returns {project, agent,
-    thread, inbox}.
-    """
+    """Get ready to work on a thread: register if needed, summarize it, show your inbox."""
     project = rt.mail.ensure_project(human_key=project_key)
     if agent_name and not register_if_missing:
         rt.mail.whois(project_key=project_key, agent_name=agent_name, include_recent_commits=False)

@@ -30,16 +30,15 @@ from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "Your key for this send: a retry replays the first answer."))]
-Topic = Annotated[str | None, Field(description="A topic tag (letters, digits, '.', '_', '-').")]
-Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messages.")]
-IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
-UrgentOnly = Annotated[bool, Field(description="Only importance high or urgent.")]
-UnreadOnly = Annotated[bool, Field(description="Only messages you have not marked read or acknowledged.")]
+    "Retry key: a retry replays the first answer."))]
+Topic = Annotated[str | None, Field(description="Topic tag.")]
+Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many.")]
+IncludeBodies = Annotated[bool, Field(description="Include bodies.")]
+UrgentOnly = Annotated[bool, Field(description="Only high or urgent.")]
+UnreadOnly = Annotated[bool, Field(description="Only unread ones.")]
 
 
-AutoContact = Annotated[bool, Field(description=(
-    "Ask recipients that require contact for it (the send fails until they approve)."))]
+AutoContact = Annotated[bool, Field(description="Ask recipients that require contact for it.")]
 HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve contact.")]
 
 tools = Toolbox("messages")
@@ -55,16 +54,16 @@ def send_message(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
-    sender_name: Annotated[str, Field(description="You, an agent of the project.")],
-    subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
-    body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
+    sender_name: Annotated[str, Field(description="You, the sender.")],
+    subject: Annotated[str, Field(max_length=512, description="One line.")],
+    body_md: Annotated[str, Field(description="Markdown.")],
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
         "Recipients (name@project elsewhere)."))] = None,
     cc: Recipients = None,
     bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Hidden recipients.")] = None,
     importance: Importance = "normal",
-    ack_required: Annotated[bool, Field(description="Ask recipients to call acknowledge_message.")] = False,
-    thread_id: Annotated[str | None, Field(description="Continue this thread (default: a new thread).")] = None,
+    ack_required: Annotated[bool, Field(description="Ask recipients to acknowledge.")] = False,
+    thread_id: Annotated[str | None, Field(description="Continue this thread.")] = None,
     topic: Topic = None,
     broadcast: Annotated[bool, Field(description="With no to: send to every active agent.")] = False,
     auto_contact_if_blocked: AutoContact = True,
@@ -76,9 +75,7 @@ def send_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> dict[str, Any]:
-    """Send a Markdown message to agents; it is committed to git before this returns. Returns {deliveries:
-    [{project, payload}], count}.
-    """
+    """Send a Markdown message to agents; committed to git before this returns."""
     return rt.mail.send_message(
            project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
            bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
@@ -94,10 +91,10 @@ def reply_message(
     ctx: Context,
     project_key: ProjectKey,
     message_id: MessageId,
-    sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
-    body_md: Annotated[str, Field(description="The reply, GitHub-flavoured Markdown.")],
+    sender_name: Annotated[str, Field(description="You, the sender.")],
+    body_md: Annotated[str, Field(description="Markdown.")],
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-        "Recipients; default: the original sender."))] = None,
+        "Default: the sender."))] = None,
     cc: Recipients = None,
     bcc: Recipients = None,
     subject_prefix: Annotated[str, Field(max_length=32, description=(
@@ -113,7 +110,7 @@ def reply_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> dict[str, Any]:
-    """Reply in a message's thread, to its sender unless you name recipients. Returns the stored reply."""
+    """Reply in a message's thread, to its sender unless you name recipients."""
     return rt.mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
                                  body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
                                  importance=importance, ack_required=ack_required,
@@ -138,9 +135,7 @@ def fetch_inbox(
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """List your newest inbox messages without changing read state. For reading what is new, prefer catch_up and
-    read_messages.
-    """
+    """List your newest inbox messages; read state unchanged."""
     return rt.mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only,
                                max_bytes=max_bytes)
@@ -155,14 +150,12 @@ def fetch_topic(
     limit: Limit = 50,
     include_bodies: IncludeBodies = True,
     since_ts: SinceTs = None,
-    agent_name: Annotated[str | None, Field(description=(
-        "You, the reader (default: the one agent this session proved)."))] = None,
-    unread_only: Annotated[bool, Field(description=(
-        "Only messages addressed to you that you have not marked read."))] = False,
+    agent_name: Annotated[str | None, Field(description="You (default: this session's agent).")] = None,
+    unread_only: Annotated[bool, Field(description="Only unread ones addressed to you.")] = False,
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """List the project's messages tagged with a topic, newest first, whoever they were sent to."""
+    """List the project's messages with a topic tag, newest first."""
     viewer = rt.access.viewer(ctx, project_key, agent_name)
     return rt.mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
                                include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
@@ -172,7 +165,7 @@ def fetch_topic(
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
                       agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
-    """Record that you read a message in your inbox (the first time is kept). Returns {message_id, read, read_at}."""
+    """Mark a message in your inbox read."""
     return rt.mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                      seat=seat)
 
@@ -181,8 +174,6 @@ def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_
 def acknowledge_message(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                         message_id: MessageId, agent_token: AgentToken = None,
                         seat: SenderSeat = None) -> dict[str, Any]:
-    """Acknowledge a message in your inbox and mark it read, e.g. one with ack_required. Returns {message_id,
-    acknowledged, acknowledged_at, read_at}.
-    """
+    """Acknowledge an inbox message (and mark it read)."""
     return rt.mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                        seat=seat)

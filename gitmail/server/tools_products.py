@@ -34,7 +34,7 @@ def with_left_out(rt: Runtime, ctx: Context, product_key: str, agent_name: str |
 
 @tools.tool(READ, access=ANYONE)
 def ensure_product(rt: Runtime, product_key: ProductKey) -> dict[str, Any]:
-    """Show a product: its name and linked projects (stored=false before its first link)."""
+    """Show a product: its name and linked projects."""
     return rt.mail.ensure_product(product_key=product_key)
 
 
@@ -61,7 +61,7 @@ def products_unlink(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Take a project out of a product; its mail stays where it is."""
+    """Take a project out of a product."""
     return rt.mail.products_unlink(product_key=product_key, project_key=project_key)
 
 
@@ -78,9 +78,7 @@ def search_messages_product(
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Full-text search across a product's projects in which you proved an agent (the others are listed in
-    not_read).
-    """
+    """Full-text search across a product's projects in which you proved an agent."""
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         "results": rt.mail.search_product(product_key, query, projects=projects, limit=limit,
                                           exhaustive=exhaustive)})
@@ -101,9 +99,7 @@ def fetch_inbox_product(
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Your inbox across a product's projects in which you proved agent_name, newest first (the others are listed in
-    not_read).
-    """
+    """Your inbox across a product's projects in which you proved agent_name."""
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         "messages": rt.mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
                                                 urgent_only=urgent_only, include_bodies=include_bodies,
@@ -122,7 +118,7 @@ def summarize_thread_product(
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Summarize one thread across a product's projects in which you proved an agent."""
+    """Summarize a thread across a product's projects in which you proved an agent."""
     return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
         **rt.mail.summarize_thread_product(product_key, thread_id, projects=projects,
                                            include_examples=include_examples,

@@ -41,14 +41,10 @@ def catch_up(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description=(
-        f"How many of the newest messages to show (default {CATCH_UP_DEFAULT}, at most "
-        f"{CATCH_UP_MAX})."))] = CATCH_UP_DEFAULT,
+    limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description="How many.")] = CATCH_UP_DEFAULT,
     agent_token: AgentToken = None,
 ) -> ToolResult:
-    """Start or resume work: your newest inbox messages with short previews, and a cursor for read_messages. Changes
-    no read state.
-    """
+    """Start or resume work: newest messages as previews, and a cursor for read_messages."""
     found = rt.mail.catch_up(project_key, agent_name, limit=limit)
     doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
                              found["older_messages"], found["next_after"])
@@ -61,23 +57,16 @@ async def read_messages(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    after: Annotated[int, Field(ge=0, description=(
-        "Your saved cursor (exclusive): next_after from catch_up or the previous page. 0 reads from the "
-        "oldest message; prefer catch_up when you have no cursor."))] = 0,
+    after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
     limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT, description=(
-        f"At most this many messages (default {FEED_DEFAULT_LIMIT}, at most "
-        f"{FEED_MAX_LIMIT})."))] = FEED_DEFAULT_LIMIT,
+        "At most this many."))] = FEED_DEFAULT_LIMIT,
     max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
-        "Byte budget for the whole serialized tool result, JSON escaping included (default "
-        f"{pages.BUDGET_DEFAULT}, {pages.BUDGET_MIN}-{pages.BUDGET_MAX})."))] = pages.BUDGET_DEFAULT,
+        "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
     wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
-        f"If nothing is new, wait up to this many seconds (at most {FEED_MAX_WAIT}) and return as soon "
-        "as a message arrives. A timed-out wait returns an empty page."))] = 0,
+        "Wait this long for new mail."))] = 0,
     agent_token: AgentToken = None,
 ) -> ToolResult:
-    """Read your inbox after a cursor: whole messages, oldest first, within a byte budget. Returns {messages,
-    has_more, next_after, high_watermark}; call again with next_after while has_more.
-    """
+    """Read your inbox after a cursor, oldest first; repeat with next_after while has_more."""
     read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
     found = await anyio.to_thread.run_sync(read)
     if not found["messages"] and wait_seconds > 0:

@@ -25,12 +25,9 @@ from .results import IDEMPOTENT, READ, WRITE, OutputFormat, formatted
 from .runtime import Runtime
 
 Paths = Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
-    "Paths or globs relative to the repository root: 'src/api/' (a folder and everything below it), "
-    "'src/*.py' (names directly in src), 'src/**/*.py' (at any depth), '?' and '[a-z]' also work."))]
-OptionalPaths = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-    "Only reservations with exactly these patterns."))]
-ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-    "Only reservations with these IDs."))]
+    "Paths or globs from the repository root."))]
+OptionalPaths = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these patterns.")]
+ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these IDs.")]
 
 tools = Toolbox("reservations")
 
@@ -42,18 +39,13 @@ def file_reservation_paths(
     project_key: ProjectKey,
     agent_name: AgentName,
     paths: Paths,
-    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "How long the reservation lasts, in seconds (at least 60); renew it if you need longer."))] = 3600,
-    exclusive: Annotated[bool, Field(description=(
-        "true: others should not edit these files (the commit guard enforces it); false: shared, "
-        "only signals that you are working there."))] = True,
-    reason: Annotated[str, Field(max_length=4096, description="Why, for the agents and humans reading it.")] = "",
+    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description="Lifetime in seconds.")] = 3600,
+    exclusive: Annotated[bool, Field(description="false: shared, only a signal.")] = True,
+    reason: Annotated[str, Field(max_length=4096, description="Why.")] = "",
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Reserve files before editing them, so other agents know and the commit guard protects them. Returns {granted,
-    conflicts}: conflicting paths are not granted.
-    """
+    """Reserve files before editing them; conflicting paths are not granted."""
     return rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                           exclusive=exclusive, reason=reason, seat=seat)
 
@@ -69,9 +61,7 @@ def release_file_reservations(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Release your reservations matching paths or IDs, or all of them. Returns {released, released_at,
-    file_reservation_ids}.
-    """
+    """Release your reservations matching paths or IDs, or all of them."""
     return rt.mail.release_file_reservations(project_key, agent_name, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
 
@@ -82,15 +72,13 @@ def renew_file_reservations(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    extend_seconds: Annotated[int, Field(le=MAX_TTL, description=(
-        f"Seconds to add to the later of now and each reservation's expiry (at least {MIN_TTL}: less is "
-        f"raised to {MIN_TTL}, and the result says so)."))] = 1800,
+    extend_seconds: Annotated[int, Field(le=MAX_TTL, description="Seconds to add (at least 60).")] = 1800,
     paths: OptionalPaths = None,
     file_reservation_ids: ReservationIds = None,
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Extend your active reservations (never shortens one). Returns {renewed, file_reservations, extend_seconds}."""
+    """Extend your active reservations."""
     granted = max(extend_seconds, MIN_TTL)
     result = rt.mail.renew_file_reservations(project_key, agent_name, extend_seconds=granted, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
@@ -113,9 +101,7 @@ def force_release_file_reservation(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Release another agent's expired or abandoned reservation and tell the holder; RESERVATION_NOT_STALE while the
-    holder is active.
-    """
+    """Release another agent's expired or abandoned reservation, and tell the holder."""
     return rt.mail.force_release_file_reservation(project_key, agent_name, file_reservation_id, note=note,
                                                   notify_previous=notify_previous,
                                                   inactivity_seconds=inactivity_seconds, seat=seat)
@@ -136,16 +122,12 @@ def list_file_reservations(
 def install_precommit_guard(
     rt: Runtime,
     project_key: ProjectKey,
-    code_repo_path: Annotated[str, Field(description=(
-        "Absolute path of the git repository to guard; it must be under a folder the operator lists in "
-        "GITMAIL_GUARD_ROOTS (none by default)."))],
+    code_repo_path: Annotated[str, Field(description="The git repository to guard.")],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
 ) -> Any:
-    """Install the reservation guard (pre-commit and pre-push hooks) into a git repository under the server's
-    GITMAIL_GUARD_ROOTS. Returns {hook, hooks, chained, hooks_dir, project}.
-    """
+    """Install the reservation guard's git hooks into a repository under GITMAIL_GUARD_ROOTS."""
     rt.access.require_guard_path(project_key, code_repo_path)
     return formatted(rt.mail.install_precommit_guard(project_key, code_repo_path), format)
 
@@ -165,7 +147,7 @@ def uninstall_precommit_guard(
     agent_token: AgentToken = None,
     format: OutputFormat = None,
 ) -> Any:
-    """Remove the reservation guard's hooks (only those) from a git repository. Returns {removed, restored}."""
+    """Remove the reservation guard's hooks from a git repository."""
     assert project_key is not None  # the access rule found it
     rt.access.require_guard_path(project_key, code_repo_path, removing=True)
     return formatted(rt.mail.uninstall_precommit_guard(code_repo_path), format)
@@ -187,7 +169,7 @@ def macro_file_reservation_cycle(
         "nothing held)."))] = False,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Reserve paths and, with auto_release, release them again in one call. Returns {file_reservations, released}."""
+    """Reserve paths and, with auto_release, release them again in one call."""
     reserved = rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                               exclusive=exclusive, reason=reason)
     released = None

@@ -11,11 +11,8 @@ from .registry import MEMBER, Toolbox
 from .results import IDEMPOTENT, READ, OutputFormat, formatted
 from .runtime import Runtime
 
-LlmMode = Annotated[bool, Field(description=(
-    "Ask for a language model to refine the summary. This server runs no model: summaries are always extracted "
-    "from the messages, and the result's mode says which was used."))]
-LlmModel = Annotated[str | None, Field(max_length=200, description="The model to use when llm_mode applies (noted, "
-                                                                  "not used: no model runs here).")]
+LlmMode = Annotated[bool, Field(description="Ignored: summaries are extracted.")]
+LlmModel = Annotated[str | None, Field(max_length=200, description="Ignored.")]
 
 tools = Toolbox("messages")
 
@@ -25,17 +22,14 @@ def search_messages(
     rt: Runtime,
     project_key: ProjectKey,
     query: Annotated[str, Field(min_length=1, max_length=1000, description=(
-        "Words to find in subjects and bodies. Supports \"exact phrases\", prefix* and AND / OR / NOT, "
-        "and field:value for subject, from, to, thread, topic, importance."))],
-    limit: Annotated[int, Field(ge=1, le=200, description="At most this many results.")] = 20,
-    exhaustive: Annotated[bool, Field(description=(
-        "Rank every match. By default only the newest 1,000 matches are ranked, which keeps a search "
-        "fast on a large archive; each result's bounded field says whether older matches were left out."))]
+        "Words; \"phrases\", prefix*, AND/OR/NOT, field:value."))],
+    limit: Annotated[int, Field(ge=1, le=200, description="At most this many.")] = 20,
+    exhaustive: Annotated[bool, Field(description="Rank every match, not only the newest 1,000.")]
     = False,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """Full-text search over the project's messages, best first. Read a hit with resource://message/{id}."""
+    """Full-text search over the project's messages, best first."""
     return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
 
@@ -43,17 +37,15 @@ def search_messages(
 def summarize_thread(
     rt: Runtime,
     project_key: ProjectKey,
-    thread_id: Annotated[str, Field(description="A thread ID, or several separated by commas for a digest.")],
-    include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = False,
+    thread_id: Annotated[str, Field(description="Thread ID(s), comma-separated.")],
+    include_examples: Annotated[bool, Field(description="Include up to 3 of its messages.")] = False,
     llm_mode: LlmMode = False,
     llm_model: LlmModel = None,
     per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Summarize one thread (or several, comma-separated): participants, key points, action items, extracted from
-    the messages.
-    """
+    """Summarize threads (comma-separated IDs): participants, key points, action items."""
     found = rt.mail.summarize_thread(project_key=project_key, thread_id=thread_id,
                                      include_examples=include_examples, per_thread_limit=per_thread_limit)
     return with_mode(found, llm_mode, llm_model)
@@ -71,7 +63,7 @@ def summarize_recent(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> Any:
-    """Summarize the project's recent messages by thread, and keep the summary for fetch_summary."""
+    """Summarize the project's recent messages by thread, kept for fetch_summary."""
     found = rt.mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
     return formatted(with_mode(found, llm_mode, llm_model), format)
 
@@ -86,7 +78,7 @@ def fetch_summary(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> Any:
-    """List summaries made earlier by summarize_recent, newest first."""
+    """List summaries made by summarize_recent, newest first."""
     return formatted(rt.mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
 
 

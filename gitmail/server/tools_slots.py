@@ -54,9 +54,7 @@ def acquire_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Hold a named slot for a scarce shared resource (a build folder, a test database). Returns the holding and its
-    epoch, or granted: false with who holds it.
-    """
+    """Hold a named slot for a scarce shared resource (a build folder, a test database); keep the epoch."""
     return rt.mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
                                       max_holders=max_holders, reason=reason, seat=seat)
 
@@ -74,7 +72,7 @@ def renew_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Extend your holding of a build slot (never shortens it); STALE_EPOCH when the holding is over."""
+    """Extend your holding of a build slot; STALE_EPOCH when it is over."""
     return rt.mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
 
@@ -107,7 +105,7 @@ def force_release_build_slot(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """End another agent's stale holding of a build slot, and tell it; SLOT_NOT_STALE while the holder is active."""
+    """End another agent's stale holding of a build slot, and tell it."""
     return rt.mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
                                             notify_previous=notify_previous,
                                             inactivity_seconds=inactivity_seconds, seat=seat)

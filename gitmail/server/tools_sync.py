@@ -25,7 +25,7 @@ tools = Toolbox("sync")
 @tools.tool(READ, access=MEMBER)
 def list_remotes(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
                  agent_token: AgentToken = None) -> dict[str, Any]:
-    """List the git remotes the project's archive syncs with on this machine."""
+    """List the git remotes the project's archive syncs with."""
     return {"remotes": remotes.list_remotes(rt.store, project_key)}
 
 
@@ -38,8 +38,8 @@ def sync_project(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Sync the project's archive with its git remotes now: fetch, check, merge by the record rules, push.
-    exit_code: 0 clean, 1 something to look at, 2 a remote failed.
+    """Sync the project's archive with its git remotes now (fetch, check, merge, push). exit_code 0: clean, 1: look,
+    2: failed.
     """
     return syncer.sync_project(rt.store, project_key, remote).to_dict()
 
@@ -47,5 +47,5 @@ def sync_project(
 @tools.tool(READ, access=MEMBER)
 def sync_status(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
                 agent_token: AgentToken = None) -> dict[str, Any]:
-    """How each git remote of the project is syncing (state, last attempt and error, ahead/behind), without syncing."""
+    """How each git remote of the project is syncing, without syncing."""
     return {"remotes": [state.to_dict() for state in status.remote_states(rt.store, project_key)]}
