@@ -34,9 +34,9 @@ TaskUpdate = Annotated[str | None, Field(description="Your current task.")]
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description="Files to attach.")]
 ConvertImages = Annotated[bool | None, Field(description="false: keep images as they are.")]
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
-    "How images in body_md are stored."))]
+    "How body_md images are kept."))]
 SenderSeat = Annotated[str | None, Field(max_length=128, description="Seat token, while a session holds the seat.")]
-IdentityKey = Annotated[str | None, Field(max_length=128, description="Retry key: a retry replays the first answer.")]
+IdentityKey = Annotated[str | None, Field(max_length=128, description="Retry key (replays the first answer).")]
 Reason = Annotated[str | None, Field(max_length=200, description="Why (kept in the commit message).")]
 ActingAs = Annotated[str | None, Field(description=(
     "Make this call as an agent below you (after proving yourself as usual)."))]

@@ -40,9 +40,9 @@ def macro_start_session(
     file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
         "Paths to reserve for you."))] = None,
     file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
-        "Why you reserve them."))] = "macro-session",
+        "Why."))] = "macro-session",
     file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "Their lifetime in seconds."))] = 3600,
+        "Lifetime in seconds."))] = 3600,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
     window_uuid: WindowUuid = None,

@@ -30,7 +30,7 @@ from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "Retry key: a retry replays the first answer."))]
+    "Retry key (replays the first answer)."))]
 Topic = Annotated[str | None, Field(description="Topic tag.")]
 Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many.")]
 IncludeBodies = Annotated[bool, Field(description="Include bodies.")]
@@ -39,7 +39,7 @@ UnreadOnly = Annotated[bool, Field(description="Only unread ones.")]
 
 
 AutoContact = Annotated[bool, Field(description="Ask recipients that require contact for it.")]
-HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve contact.")]
+HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve.")]
 
 tools = Toolbox("messages")
 
@@ -98,9 +98,9 @@ def reply_message(
     cc: Recipients = None,
     bcc: Recipients = None,
     subject_prefix: Annotated[str, Field(max_length=32, description=(
-        "Added to the subject unless it starts with it."))] = "Re:",
-    importance: Annotated[str | None, Field(max_length=32, description="Override the original's importance.")] = None,
-    ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
+        "Prefixed unless present."))] = "Re:",
+    importance: Annotated[str | None, Field(max_length=32, description="Default: the original's.")] = None,
+    ack_required: Annotated[bool | None, Field(description="Default: the original's.")] = None,
     auto_contact_if_blocked: AutoContact = True,
     hold_if_blocked: HoldIfBlocked = False,
     idempotency_key: IdempotencyKey = None,
