@@ -233,10 +233,11 @@ def test_every_tool_and_resource_is_in_the_readme(tmp_path):
 
     from gitmail import Store
     from gitmail.server import build_server
+    from gitmail.server.profiles import choose
 
     from .mcp_harness import ROOT
 
-    mcp = build_server(Store(str(tmp_path / "home"), background=False))
+    mcp = build_server(Store(str(tmp_path / "home"), background=False), tools=choose("all"))
     tools = [tool.name for tool in asyncio.run(mcp.list_tools())]
     uris = [t.uri_template.split("{?")[0].replace("*}", "}") for t in asyncio.run(mcp.list_resource_templates())]
     uris += [str(r.uri) for r in asyncio.run(mcp.list_resources())]

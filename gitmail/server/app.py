@@ -55,12 +55,17 @@ def catalog() -> list[ToolSpec]:
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.
 Start with macro_start_session (or ensure_project + register_agent) using the
-absolute path of your working directory as project_key; keep the
-registration_token it returns and pass it as sender_token / agent_token on
-later calls (calls made in the same MCP session that registered you need no
-token). Use catch_up when you start or resume work, then read_messages with
-the cursor it returns. Errors come back as JSON {code, message, data}: the
-message says what to do next.
+absolute path of your working directory as project_key (its slug also works);
+keep the registration_token it returns. Tools that act as an agent take its
+token as agent_token or sender_token (registration_token is accepted too);
+calls in the MCP session that registered the agent need none. Use catch_up
+when you start or resume work, then read_messages with the cursor it returns.
+Recipients are agent names (name@project for another project's agent; @Name
+works too). A seat token (take_seat) goes in seat on every write while a
+session holds that agent's seat; acting_as makes a call as an agent below you.
+Errors come back as JSON {code, message, data}: the message says what to do
+next; a tool this server's profile leaves out answers with one naming the
+profile that has it.
 """
 
 

@@ -44,6 +44,17 @@ HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipien
 tools = Toolbox("messages")
 
 
+def named(recipients: list[str] | None) -> list[str] | None:
+    """Recipients as the domain takes them: a mention written ``@Kid`` (as in chat) addresses the agent ``Kid``.
+
+    An agent name never starts with ``@`` (``name@project`` names another
+    project's agent), so the leading ``@`` can only be a mention's.
+    """
+    if recipients is None:
+        return None
+    return [r[1:] if isinstance(r, str) and r.startswith("@") and len(r) > 1 else r for r in recipients]
+
+
 def in_session(rt: Runtime, ctx: Context, project_key: str) -> frozenset[str]:
     """The agents this session proved in the project: contact to them is approved in band."""
     return frozenset(name.lower() for name in rt.identities.agents_in(ctx, rt.store.resolve(project_key)))
@@ -77,12 +88,12 @@ def send_message(
 ) -> dict[str, Any]:
     """Send a Markdown message to agents; committed to git before this returns."""
     return rt.mail.send_message(
-           project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
-           bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
-           broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
-           approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
-           attachment_paths=attachment_paths, convert_images=convert_images,
-           attachments_policy=attachments_policy, seat=seat)
+        project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
+        cc=named(cc), bcc=named(bcc), importance=importance, ack_required=ack_required, thread_id=thread_id,
+        topic=topic, broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked,
+        hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
+        attachment_paths=attachment_paths, convert_images=convert_images, attachments_policy=attachments_policy,
+        seat=seat)
 
 
 @tools.tool(WRITE, access=agent("sender_name", "sender_token"))
@@ -112,7 +123,8 @@ def reply_message(
 ) -> dict[str, Any]:
     """Reply in a message's thread, to its sender unless you name recipients."""
     return rt.mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
-                                 body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
+                                 body_md=body_md, to=named(to), cc=named(cc), bcc=named(bcc),
+                                 subject_prefix=subject_prefix,
                                  importance=importance, ack_required=ack_required,
                                  auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
                                  approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
