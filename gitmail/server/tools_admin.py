@@ -49,7 +49,7 @@ def retire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name:
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def unretire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                    agent_token: AgentToken = None) -> dict[str, Any]:
-    """Bring a retired agent back."""
+    """Bring a retired agent back: it receives messages again."""
     return rt.mail.unretire_agent(project_key=project_key, agent_name=agent_name)
 
 

@@ -76,7 +76,7 @@ def release_seat(
     seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """Give up the seat you hold."""
+    """Give up the seat you hold before its lease ends."""
     return rt.mail.release_seat(project_key, agent_name, seat)
 
 

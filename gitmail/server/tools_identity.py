@@ -147,7 +147,7 @@ def expire_window(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> dict[str, Any]:
-    """End a window identity now."""
+    """End a window identity now; its next registration picks a name."""
     return rt.mail.expire_window(project_key, window_uuid)
 
 
