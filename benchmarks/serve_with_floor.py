@@ -2,8 +2,8 @@
 
 Run: ``python benchmarks/serve_with_floor.py PORT`` with ``GITMAIL_HOME`` set.
 The server is the one ``gitmail serve`` runs (same parts, middleware, access
-checks and background services); the extra ``bench_noop`` tool goes through
-the same decorator as every tool, with the open rule, and returns an empty
+checks and background services); the extra ``bench_noop`` tool is declared and
+installed as every tool is, with the open rule, and returns an empty
 object, so its cost is the floor every call pays: HTTP, the MCP session,
 FastMCP's validation and serialization, the access check.
 """
@@ -17,24 +17,24 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastmcp import FastMCP
-
 from gitmail.server import app
-from gitmail.server.results import READ, tool
+from gitmail.server.registry import ANYONE, Toolbox
+from gitmail.server.results import READ
 from gitmail.server.runtime import Runtime
 from gitmail.server.serve import serve_http
 from gitmail.storage.store import Store
 
+floor = Toolbox("admin")
 
-def _register(mcp: FastMCP, rt: Runtime) -> None:
-    @tool(mcp, READ, access=rt.access.open())
-    def bench_noop() -> dict[str, Any]:
-        """Do nothing (the benchmark's floor)."""
-        return {}
+
+@floor.tool(READ, access=ANYONE)
+def bench_noop(rt: Runtime) -> dict[str, Any]:
+    """Do nothing (the benchmark's floor)."""
+    return {}
 
 
 def main() -> None:
-    app.PARTS = (*app.PARTS, SimpleNamespace(register=_register))
+    app.TOOL_MODULES = (*app.TOOL_MODULES, SimpleNamespace(tools=floor))
     serve_http(Store(), port=int(sys.argv[1]))
 
 

@@ -114,11 +114,12 @@ def server(tmp_path_factory):
 
     Its operator lets agents install the commit guard in repositories under
     the tests' temporary folder (``GITMAIL_GUARD_ROOTS``), where the tests
-    that guard a repository over MCP make it.
+    that guard a repository over MCP make it. It lists every tool (``--tools
+    all``); the drop-in tests use a server on the default profile.
     """
     from .mcp_harness import ServerProcess
 
-    proc = ServerProcess(str(tmp_path_factory.mktemp("home")),
+    proc = ServerProcess(str(tmp_path_factory.mktemp("home")), extra_args=("--tools", "all"),
                          env={"GITMAIL_GUARD_ROOTS": str(tmp_path_factory.getbasetemp())})
     yield proc
     proc.stop()

@@ -18,6 +18,7 @@ import uvicorn
 from fastmcp import Client
 
 from gitmail.mail.facade import Mail
+from gitmail.server.profiles import choose
 from gitmail.server.serve import http_app
 from gitmail.storage.store import Store
 
@@ -26,15 +27,15 @@ from .mcp_harness import free_port
 
 
 class InProcessServer:
-    """``gitmail serve``'s application for ``store`` on a free loopback port until :meth:`stop`."""
+    """``gitmail serve``'s application for ``store`` (all tools by default) on a loopback port until :meth:`stop`."""
 
-    def __init__(self, store: Store, *, mail: Mail | None = None, token: str | None = None):
+    def __init__(self, store: Store, *, mail: Mail | None = None, token: str | None = None, tools: str = "all"):
         self.store = store
         self.mail = mail or Mail(store)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/mcp"
-        app = http_app(store, mail=self.mail, host="127.0.0.1", port=self.port, token=token)
+        app = http_app(store, mail=self.mail, host="127.0.0.1", port=self.port, token=token, tools=choose(tools))
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, name="test-uvicorn", daemon=True)
         self._thread.start()

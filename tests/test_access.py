@@ -39,9 +39,10 @@ def published_rules() -> dict[str, str]:
     import tempfile
 
     from gitmail.server import build_server
+    from gitmail.server.profiles import choose
 
     with tempfile.TemporaryDirectory() as home:
-        mcp = build_server(Store(home, background=False))
+        mcp = build_server(Store(home, background=False), tools=choose("all"))
         tools = asyncio.run(mcp.list_tools())
         templates = asyncio.run(mcp.list_resource_templates())
         plain = asyncio.run(mcp.list_resources())

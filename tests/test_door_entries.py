@@ -150,7 +150,7 @@ def test_a_push_of_entries_that_are_not_plain_records_is_refused_with_a_readable
 def test_a_sync_keeps_such_entries_aside_and_every_remote_still_syncs(tmp_path):
     """Two remotes, the hostile one first: its damage is kept aside, its valid part and the other remote come in."""
     bad_hub, good_hub = _hub(tmp_path / "bad", checked=False), _hub(tmp_path / "good", checked=False)
-    server = ServerProcess(str(tmp_path / "home"))
+    server = ServerProcess(str(tmp_path / "home"), extra_args=("--tools", "all"))
     try:
         async def setup():
             async with server.client() as client:

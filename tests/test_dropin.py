@@ -5,7 +5,18 @@ from __future__ import annotations
 import time
 import uuid
 
-from .mcp_harness import call, fail, read_json, run
+import pytest
+
+from .mcp_harness import ServerProcess, call, fail, read_json, run
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real ``gitmail serve`` on the default tool profile, as agents prompted for agent-mail meet it."""
+    proc = ServerProcess(str(tmp_path_factory.mktemp("home")),
+                         env={"GITMAIL_GUARD_ROOTS": str(tmp_path_factory.getbasetemp())})
+    yield proc
+    proc.stop()
 
 
 def fresh() -> str:

@@ -53,7 +53,7 @@ def store_state(home: str) -> tuple[list[str], list[str]]:
 def open_server(tmp_path_factory) -> Iterator[tuple[ServerProcess, str]]:
     home = str(tmp_path_factory.mktemp("guards-open"))
     slug = seeded(home)
-    server = ServerProcess(home)
+    server = ServerProcess(home, extra_args=("--tools", "all"))
     yield server, slug
     server.stop()
 
@@ -62,7 +62,8 @@ def open_server(tmp_path_factory) -> Iterator[tuple[ServerProcess, str]]:
 def token_server(tmp_path_factory) -> Iterator[tuple[ServerProcess, str]]:
     home = str(tmp_path_factory.mktemp("guards-token"))
     slug = seeded(home)
-    server = ServerProcess(home, token=TOKEN, env={"GITMAIL_ALLOWED_ORIGINS": "https://mail.example.org, box.lan"})
+    server = ServerProcess(home, token=TOKEN, extra_args=("--tools", "all"),
+                           env={"GITMAIL_ALLOWED_ORIGINS": "https://mail.example.org, box.lan"})
     yield server, slug
     server.stop()
 

@@ -63,7 +63,7 @@ def test_a_server_killed_between_the_two_commits_completes_the_copy_at_its_next_
     faults.mkdir()
     (faults / "sitecustomize.py").write_text(CRASH)
     env = {"PYTHONPATH": os.pathsep.join([str(faults), ROOT]), "GITMAIL_TEST_CRASH_MARK": mark}
-    server = ServerProcess(home, env=env)
+    server = ServerProcess(home, env=env, extra_args=("--tools", "all"))
     tokens: dict[str, str] = {}
     try:
         async def until_the_crash():
@@ -88,7 +88,7 @@ def test_a_server_killed_between_the_two_commits_completes_the_copy_at_its_next_
     assert not store.archive(BACK).snapshot().exists(message_path(mid))  # its copy is still owed
     del store
 
-    server = ServerProcess(home)  # no fault: its start completes what is owed
+    server = ServerProcess(home, extra_args=("--tools", "all"))  # no fault: its start completes what is owed
     try:
         async def after():
             async with server.client() as client:

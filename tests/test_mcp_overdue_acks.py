@@ -106,8 +106,8 @@ def test_serve_takes_its_settings_from_the_environment_and_refuses_a_bad_one(tmp
     with pytest.raises(RuntimeError) as info:
         ServerProcess(str(tmp_path / "bad"), env={"GITMAIL_ACK_ESCALATION_MODE": "page"})
     assert "GITMAIL_ACK_ESCALATION_MODE" in str(info.value)
-    server = ServerProcess(str(tmp_path / "good"), env={"GITMAIL_ACK_TTL_SECONDS": "900",
-                                                        "GITMAIL_ACK_ESCALATION_ENABLED": "1"})
+    server = ServerProcess(str(tmp_path / "good"), extra_args=("--tools", "all"),
+                           env={"GITMAIL_ACK_TTL_SECONDS": "900", "GITMAIL_ACK_ESCALATION_ENABLED": "1"})
     try:
         async def environment():
             async with server.client() as client:

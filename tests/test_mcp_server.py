@@ -31,6 +31,10 @@ def test_health_check_reports_the_store(server):
     assert health["search_rebuilds"] == []  # each rebuild under way: project, messages indexed, of how many
 
 
+# What a hint a tool leaves out means (the MCP specification's defaults).
+HINT_DEFAULTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+
+
 def test_every_tool_is_described_typed_and_annotated(server):
     async def scenario():
         async with server.client() as client:
@@ -40,17 +44,22 @@ def test_every_tool_is_described_typed_and_annotated(server):
     for name in ("health_check", "ensure_project", "register_agent", "send_message", "fetch_inbox",
                  "acknowledge_message", "hard_delete_project", "search_messages"):
         assert name in tools
+    def hint(tool: str, name: str) -> bool:
+        """A hint as a client reads it: the protocol's default when the tool leaves it out."""
+        given = tools[tool].annotations.model_dump(by_alias=True, exclude_none=True)
+        return given.get(name, HINT_DEFAULTS[name])
+
     for tool in tools.values():
         assert tool.description and len(tool.description) > 30, tool.name
         hints = tool.annotations
-        assert hints is not None and hints.read_only_hint is not None and hints.destructive_hint is not None, tool.name
+        assert hints is not None and hints.open_world_hint is False, tool.name
         for prop, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{tool.name}.{prop} has no description"
-    assert tools["fetch_inbox"].annotations.read_only_hint is True
-    assert tools["send_message"].annotations.read_only_hint is False
-    assert tools["send_message"].annotations.idempotent_hint is False
-    assert tools["hard_delete_project"].annotations.destructive_hint is True
-    assert tools["ensure_project"].annotations.idempotent_hint is True
+    assert hint("fetch_inbox", "readOnlyHint") is True
+    assert hint("send_message", "readOnlyHint") is False and hint("send_message", "destructiveHint") is False
+    assert hint("send_message", "idempotentHint") is False
+    assert hint("hard_delete_project", "destructiveHint") is True
+    assert hint("ensure_project", "idempotentHint") is True
 
 
 def test_expected_failures_are_error_results_with_stable_codes(server):
@@ -223,10 +232,11 @@ def test_every_tool_and_resource_is_in_the_readme(tmp_path):
 
     from gitmail import Store
     from gitmail.server import build_server
+    from gitmail.server.profiles import choose
 
     from .mcp_harness import ROOT
 
-    mcp = build_server(Store(str(tmp_path / "home"), background=False))
+    mcp = build_server(Store(str(tmp_path / "home"), background=False), tools=choose("all"))
     tools = [tool.name for tool in asyncio.run(mcp.list_tools())]
     uris = [t.uri_template.split("{?")[0].replace("*}", "}") for t in asyncio.run(mcp.list_resource_templates())]
     uris += [str(r.uri) for r in asyncio.run(mcp.list_resources())]

@@ -6,7 +6,9 @@ import sys
 
 import click
 
+from gitmail.model.errors import GitmailError
 from gitmail.server.binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, TOKEN_ENV, check_bind
+from gitmail.server.profiles import FAMILIES, PROFILES, TOOLS_ENV, Profile, choose
 
 from ._app import Context, command
 
@@ -24,23 +26,36 @@ from ._app import Context, command
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="Also answer requests for this host[:port] or from this origin (https://name[:port]); "
                    "repeatable, added to $GITMAIL_ALLOWED_ORIGINS. Loopback names need no entry.")
+@click.option("--tools", "tools", envvar=TOOLS_ENV, default=None, metavar="PROFILE[,FAMILY...]",
+              help=f"Which tools to list: profiles {', '.join(PROFILES)} (default: default) and families "
+                   f"{', '.join(FAMILIES)}, comma-separated (default: ${TOOLS_ENV}).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="uvicorn log level.")
 def serve(ctx: Context, host: str, port: int, mcp_path: str, stdio: bool, token: str | None,
-          sync_interval: float, allow_origins: tuple[str, ...], log_level: str) -> tuple[object, str]:
+          sync_interval: float, allow_origins: tuple[str, ...], tools: str | None,
+          log_level: str) -> tuple[object, str]:
     """Run the MCP server on the store (default http://127.0.0.1:8765/mcp).
 
     Agents connect with any MCP client over Streamable HTTP, or launch
     `gitmail serve --stdio` as a subprocess. Runs until interrupted.
     """
+    profile = _profile(tools)
     from gitmail.server.serve import serve_http, serve_stdio  # FastMCP loads only when serving
 
     if stdio:
-        serve_stdio(ctx.store, sync_interval=sync_interval)
+        serve_stdio(ctx.store, sync_interval=sync_interval, tools=profile)
         # standard output belongs to JSON-RPC until the very end: the note goes to standard error
         click.echo("gitmail: stdio server stopped", err=True)
         sys.exit(0)
     check_bind(host, token)
     serve_http(ctx.store, host=host, port=port, token=token, path=mcp_path, log_level=log_level,
-               sync_interval=sync_interval, allow_origins=allow_origins)
+               sync_interval=sync_interval, allow_origins=allow_origins, tools=profile)
     return {"stopped": True, "transport": "http"}, "gitmail: server stopped"
+
+
+def _profile(spec: str | None) -> Profile:
+    """The tool profile ``--tools`` names, checked before the server loads."""
+    try:
+        return choose(spec)
+    except GitmailError as exc:
+        raise click.BadParameter(exc.message, param_hint="--tools") from None

@@ -27,7 +27,7 @@ from gitmail.coord.lookup import (
     ts_of_hlc,
 )
 from gitmail.index import IndexUnavailable, indexer_for
-from gitmail.model.clock import format_ts
+from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import ALREADY_EXISTS, IDENTITY_CLASH, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
@@ -138,11 +138,11 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
         project = project_record(snap)
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
-            return Change("", result=(existing, project.id, token))  # our own write, seen on a rerun
+            return Change("", result=(existing, project.id, token, False))  # our own write, seen on a rerun
         if key is not None and existing is not None and key.earlier(snap, existing.name, ctx.clock.now()):
             if claim is not None:
                 claim(existing)  # a retry is still a claim on the name: only its owner gets the answer
-            return Change("", result=(existing, project.id, None))
+            return Change("", result=(existing, project.id, None, True))
         if existing is not None and fresh_only:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project "
                                "(names are compared without regard to case); "
@@ -156,7 +156,7 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
                           inception_ts=stamp, hlc=hlc, task_description=task_description or "",
                           token_hash=hash_token(token))
             change = Change(with_reason(f"Register agent {chosen} ({agent.program}, {agent.model})", why),
-                            author=chosen, result=(agent, project.id, token)).put_record(agent)
+                            author=chosen, result=(agent, project.id, token, False)).put_record(agent)
             if key is not None:
                 change.put_record(key.record(chosen, chosen, stamp, True))
             return change
@@ -172,19 +172,21 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
         if not updated.token_hash:
             issued, updated.token_hash = token, hash_token(token)
         if updated == existing:
-            return Change("", result=(existing, project.id, None))
+            return Change("", result=(existing, project.id, None, False))
         updated.hlc = hlc
         change = Change(with_reason(f"Update agent {existing.name} ({updated.program}, {updated.model})", why),
-                        author=existing.name, result=(updated, project.id, issued)).put_record(updated)
+                        author=existing.name, result=(updated, project.id, issued, False)).put_record(updated)
         if key is not None:
             change.put_record(key.record(existing.name, existing.name, stamp, True))
         return change
 
-    agent, project_id, issued = archive.transact(fn).result
+    agent, project_id, issued, replayed = archive.transact(fn).result
     ctx.touch(project_key, agent.name)
     view = agent_view(ctx, slug, agent, project_id)
     if issued is not None:
         view["registration_token"] = issued
+    if replayed:
+        view["replayed"] = True  # the first answer, without the token it showed once
     return view
 
 
@@ -335,6 +337,9 @@ def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_com
     snap = archive.snapshot()
     agent = require_agent(snap, agent_name)
     view = agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
+    expiry = hierarchy.effective_expiry(snap, agent)
+    if view["status"] == "active" and expiry is not None and parse_ts(expiry) <= ctx.clock.now():
+        view["status"] = "dead"  # past its (or an ancestor's) expiry it can no longer act: AGENT_EXPIRED
     if include_recent_commits:
         readable = _journal_reader(snap, readers)
         view["recent_commits"] = []
@@ -505,8 +510,8 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
     candidates, skipped = [], []
     for agent in profiles(snap):
         name = agent.name
-        if agent.status != "active" or name == caller.name:
-            continue
+        if agent.status != "active" or name == caller.name or is_reserved_name(name):
+            continue  # the human overseer is no agent: retiring it would refuse the replies agents send it
         seen = max(filter(None, (ctx.activity.last(slug, name), recent.get(name.lower()), agent.inception_ts,
                                  ts_of_hlc(agent.hlc))))
         if seen[:19] >= cutoff:

@@ -286,12 +286,15 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
         return {"agent": profile.name, "asleep": asleep, "until": until if asleep else None, "changed": changed}
 
     def fn(snap: Snapshot) -> Change:
+        # A retry is answered before the decision: the first call may have put the caller itself to sleep.
+        me = find_agent(snap, actor) if key is not None and actor is not None else None
+        if key is not None and me is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
+            return Change("", result={**outcome(require_agent(snap, target, "target"), bool(earlier.changed)),
+                                      "replayed": True})
         if asleep:
             profile, me = acting.sleep_decision(snap, actor, target, until, seat=seat, at=at)
         else:
             profile, me = acting.wake_decision(snap, actor, target, seat=seat, at=at)
-        if key is not None and me is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            return Change("", result={**outcome(profile, bool(earlier.changed)), "replayed": True})
         wanted_until = until if asleep else None
         changed = profile.asleep != asleep or (asleep and profile.sleep_until != wanted_until)
         if not changed:

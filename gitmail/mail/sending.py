@@ -373,85 +373,25 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
                 return Change("", result=_replay(snap, project.human_key, earlier))
         fields, skipped = _plan(ctx, request.project_key, snap, out, sender)
         remote = _plan_remote(ctx, wanted)
-        if not any(fields.values()) and not remote:
-            why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
-            raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
-                          field="to", broadcast_skipped=skipped)
-        _check_thread(snap, out.thread_id)
-        message = compose(ctx.clock, sender=sender.name,
-                          to=[a.name for a in fields["to"]] + [r.address for r in remote if r.field == "to"],
-                          cc=[a.name for a in fields["cc"]] + [r.address for r in remote if r.field == "cc"],
-                          bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
-                          importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
-                          topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
-        message.human = sender.human
+        message = _composed(ctx, snap, out, sender, fields, remote, skipped)
         # broadcast recipients already passed the contact rules when they were picked
         explicit = fields["cc"] + fields["bcc"] + ([] if out.broadcast else fields["to"])
-        refused = {a.name: r for a in explicit
-                   if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=out.thread_id,
-                                          replying_to=out.replying_to))}
-        refused_across = {r.address: gated for r in remote
-                          if (gated := contacts.gate_across(ctx, snap, sender, here, r.agent, r.slug,
-                                                            replying_to=out.replying_to))}
-        if refused_across:
-            shut = [n for n, gated in refused_across.items() if gated[0] == CONTACT_BLOCKED]
-            raise GitmailError(CONTACT_BLOCKED if shut else CONTACT_REQUIRED,
-                               f"cannot deliver to {', '.join(refused_across)}: agents of another project need "
-                               "your contact first; ask with request_contact(to_agent=..., to_project=...) and "
-                               "send again once they approve",
-                               {"recipients": list(refused_across),
-                                "reasons": {n: gated[1] for n, gated in refused_across.items()}})
-        change = Change("", author=sender.name)
-        if sender.human:  # the overseer's commits name the person at this machine, as git knows them
-            change.author, change.author_email = operator_identity(sender.name, ctx.store.node)
+        refused = _gated(ctx, request, snap, sender, explicit, remote, here=here, replying_to=out.replying_to,
+                         thread_id=out.thread_id)
+        change = _change_by(ctx, sender)
         by_name = {a.name: a for a in explicit}
-        approved = []
-        for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in request.approve_as]:
-            approved.append(contacts.approve_in_band(snap, change, sender, by_name[name], hlc, clock=ctx.clock))
-            del refused[name]
+        approved = _approved_in_band(ctx, request, snap, change, sender, refused, by_name, hlc)
         if refused:
-            blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
-            asking = request.auto_contact_if_blocked or request.hold_if_blocked
-            if blocked or not asking:
-                code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
-                names = list(blocked or refused)
-                advice = ("they do not accept mail from you" if blocked else
-                          "request contact first (request_contact), or send with auto_contact_if_blocked=true "
-                          "to have the requests filed for you")
-                raise GitmailError(code, f"cannot deliver to {', '.join(names)}: {advice}",
-                                   {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
+            _refuse_unless_asked(request, refused)
             if not request.hold_if_blocked:
                 return _request_only(snap, change, sender, message, refused, by_name, hlc, ctx)
         for path, data in out.files.items():
             change.put(path, data)
         if refused:
-            held = contacts.hold(change, message, sorted(refused), hashed)
-            requests = []
-            for name in sorted(refused):
-                target = by_name[name]
-                note = (f"{sender.name} has a message for you (\"{message.subject}\") "
-                        "that is held until you approve.\n\n")
-                requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
-                                                      hlc, note, clock=ctx.clock))
-            change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
-                              f"until contact is approved: {message.subject}")[:200]
-            change.result = _held_result(held, requests, True)
+            _hold(ctx, snap, change, sender, message, refused, by_name, hlc, hashed)
         else:
-            put_message(change, message)
-            for slug in addresses.projects_of(message):  # the copies owed to other projects (see relay)
-                change.put_record(Relay(message_id=message.id, project=slug, created_ts=message.created_ts,
-                                        hlc=hlc))
-            change.message = commit_line(message)
-            woken = acting.woken_by_reply(snap, message, message.to + message.cc + message.bcc)
-            for profile in woken:  # it slept until a reply: this is one
-                change.put_record(dataclasses.replace(profile, asleep=False, sleep_until=None, hlc=hlc))
-            if woken:
-                change.message += f" (woke {', '.join(p.name for p in woken)})"
             extra: dict[str, Any] = {"broadcast_skipped": skipped} if out.broadcast else {}
-            if approved:
-                extra["contacts_approved"] = approved
-                change.message += f" (contact approved in band: {', '.join(a['to'] for a in approved)})"
-            change.result = _delivered_result(project.human_key, message, True, **extra)
+            _put_delivered(snap, change, message, hlc, project.human_key, approved, extra)
         if hashed is not None:
             change.put_record(IdempotencyKey(key_hash=hashed, agent=sender.name, operation=operation,
                                              request_hash=content_hash, created_at=message.created_ts,
@@ -465,6 +405,114 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
     if any(wanted.values()) and result["deliveries"]:
         result = _relayed(ctx, here, result)
     return result
+
+
+# -- the steps of a delivery, in the order _deliver takes them -------------------------------
+
+def _composed(ctx: Context, snap: Snapshot, out: Outgoing, sender: Agent, fields: dict[str, list[Agent]],
+              remote: list[Any], skipped: list[dict[str, str]]) -> Message:
+    """The message to deliver, once the plan names someone (INVALID_ARGUMENT when nobody is left)."""
+    if not any(fields.values()) and not remote:
+        why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
+        raise invalid("no recipients: name at least one agent in to, cc or bcc" + why,
+                      field="to", broadcast_skipped=skipped)
+    _check_thread(snap, out.thread_id)
+    message = compose(ctx.clock, sender=sender.name,
+                      to=[a.name for a in fields["to"]] + [r.address for r in remote if r.field == "to"],
+                      cc=[a.name for a in fields["cc"]] + [r.address for r in remote if r.field == "cc"],
+                      bcc=[a.name for a in fields["bcc"]], subject=out.subject, body=out.body,
+                      importance=out.importance, ack_required=out.ack_required, thread_id=out.thread_id,
+                      topic=out.topic, reply_to=out.reply_to, attachments=out.attachments)
+    message.human = sender.human
+    return message
+
+
+def _gated(ctx: Context, request: SendRequest | ReplyRequest, snap: Snapshot, sender: Agent,
+           explicit: list[Agent], remote: list[Any], *, here: str, replying_to: Any,
+           thread_id: str | None) -> dict[str, Any]:
+    """The recipients here whose contact rules refuse the sender, with why; agents of other projects must pass."""
+    refused = {a.name: r for a in explicit
+               if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=thread_id,
+                                      replying_to=replying_to))}
+    refused_across = {r.address: gated for r in remote
+                      if (gated := contacts.gate_across(ctx, snap, sender, here, r.agent, r.slug,
+                                                        replying_to=replying_to))}
+    if refused_across:
+        shut = [n for n, gated in refused_across.items() if gated[0] == CONTACT_BLOCKED]
+        raise GitmailError(CONTACT_BLOCKED if shut else CONTACT_REQUIRED,
+                           f"cannot deliver to {', '.join(refused_across)}: agents of another project need "
+                           "your contact first; ask with request_contact(to_agent=..., to_project=...) and "
+                           "send again once they approve",
+                           {"recipients": list(refused_across),
+                            "reasons": {n: gated[1] for n, gated in refused_across.items()}})
+    return refused
+
+
+def _change_by(ctx: Context, sender: Agent) -> Change:
+    """The commit the delivery builds, authored by the sender (the overseer: the person at this machine)."""
+    change = Change("", author=sender.name)
+    if sender.human:  # the overseer's commits name the person at this machine, as git knows them
+        change.author, change.author_email = operator_identity(sender.name, ctx.store.node)
+    return change
+
+
+def _approved_in_band(ctx: Context, request: SendRequest | ReplyRequest, snap: Snapshot, change: Change,
+                      sender: Agent, refused: dict[str, Any], by_name: dict[str, Agent],
+                      hlc: Any) -> list[dict[str, Any]]:
+    """Approve contact for the refused recipients this session also acts as; they leave ``refused``."""
+    approved = []
+    for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in request.approve_as]:
+        approved.append(contacts.approve_in_band(snap, change, sender, by_name[name], hlc, clock=ctx.clock))
+        del refused[name]
+    return approved
+
+
+def _refuse_unless_asked(request: SendRequest | ReplyRequest, refused: dict[str, Any]) -> None:
+    """CONTACT_BLOCKED for a recipient who blocks the sender; CONTACT_REQUIRED unless the send asks or holds."""
+    blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
+    asking = request.auto_contact_if_blocked or request.hold_if_blocked
+    if blocked or not asking:
+        code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
+        names = list(blocked or refused)
+        advice = ("they do not accept mail from you" if blocked else
+                  "request contact first (request_contact), or send with auto_contact_if_blocked=true "
+                  "to have the requests filed for you")
+        raise GitmailError(code, f"cannot deliver to {', '.join(names)}: {advice}",
+                           {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
+
+
+def _hold(ctx: Context, snap: Snapshot, change: Change, sender: Agent, message: Message, refused: dict[str, Any],
+          by_name: dict[str, Agent], hlc: Any, hashed: str | None) -> None:
+    """Keep the message until the refused recipients approve, and ask each of them for contact."""
+    held = contacts.hold(change, message, sorted(refused), hashed)
+    requests = []
+    for name in sorted(refused):
+        target = by_name[name]
+        note = (f"{sender.name} has a message for you (\"{message.subject}\") "
+                "that is held until you approve.\n\n")
+        requests.append(contacts.open_request(snap, change, sender, target, "", contacts.PENDING_TTL_SECONDS,
+                                              hlc, note, clock=ctx.clock))
+    change.message = (f"{sender.name} held {message.id} for {', '.join(sorted(refused))} "
+                      f"until contact is approved: {message.subject}")[:200]
+    change.result = _held_result(held, requests, True)
+
+
+def _put_delivered(snap: Snapshot, change: Change, message: Message, hlc: Any, project: str,
+                   approved: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+    """Write the message and its copies, the relays owed to other projects, and wake whom a reply wakes."""
+    put_message(change, message)
+    for slug in addresses.projects_of(message):  # the copies owed to other projects (see relay)
+        change.put_record(Relay(message_id=message.id, project=slug, created_ts=message.created_ts, hlc=hlc))
+    change.message = commit_line(message)
+    woken = acting.woken_by_reply(snap, message, message.to + message.cc + message.bcc)
+    for profile in woken:  # it slept until a reply: this is one
+        change.put_record(dataclasses.replace(profile, asleep=False, sleep_until=None, hlc=hlc))
+    if woken:
+        change.message += f" (woke {', '.join(p.name for p in woken)})"
+    if approved:
+        extra["contacts_approved"] = approved
+        change.message += f" (contact approved in band: {', '.join(a['to'] for a in approved)})"
+    change.result = _delivered_result(project, message, True, **extra)
 
 
 def _relayed(ctx: Context, here: str, result: dict[str, Any]) -> dict[str, Any]:

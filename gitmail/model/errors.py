@@ -48,6 +48,8 @@ SOURCE_LOCKED = "SOURCE_LOCKED"  # another program holds a lock on a database be
 HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"  # an HTTP request named a host the server does not answer for
 ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"  # an HTTP request came from a web page of an origin not allowed
 LAYOUT_UNSUPPORTED = "LAYOUT_UNSUPPORTED"  # the archive is at a layout newer than this version of gitmail knows
+UNKNOWN_TOOL = "UNKNOWN_TOOL"  # no tool of that name (data: the nearest names, or the tool to use now)
+TOOL_NOT_SERVED = "TOOL_NOT_SERVED"  # a tool of gitmail the server's tool profile leaves out (data: who has it)
 
 
 class GitmailError(Exception):

@@ -1,7 +1,7 @@
 """The access model (docs/security.md) as code: what a caller must prove before a tool or resource runs.
 
 Every tool and resource declares one :class:`Rule`, and the decorators that
-register them (:func:`gitmail.server.results.tool`,
+register them (:func:`gitmail.server.registry.install`,
 :func:`gitmail.server.resources.resource`) check it before the body runs, so
 no path can forget it. There are four kinds:
 
@@ -144,6 +144,9 @@ class Access:
     def _check(self, rule: Rule, arguments: dict[str, Any], ctx: Context | None) -> str | None:
         if rule.derive is not None and not arguments.get(rule.project):
             arguments[rule.project] = rule.derive(arguments)
+            if not arguments[rule.project]:
+                raise invalid(f"{rule.project} is missing and the other arguments do not lead to a project: pass "
+                              f"{rule.project} (the project's absolute path, or its slug)", field=rule.project)
         project = arguments.get(rule.project)
         name = arguments.get(rule.agent) if rule.agent else None
         token = arguments.get(rule.token) if rule.token else None

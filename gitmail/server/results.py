@@ -11,15 +11,10 @@ way with ``INVALID_ARGUMENT``.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import logging
-from collections.abc import Callable
 from typing import Annotated, Any
 
-import anyio
-from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
@@ -30,21 +25,19 @@ from pydantic import ValidationError as PydanticValidationError
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
 
-from .access import ACTING_AS, AGENT, TOKEN_ALIAS, Rule
-from .params import ActingAs
-
 _log = logging.getLogger("gitmail.server")
 
 # Tool annotations (hints for clients deciding what needs a human's approval).
-READ = {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
-WRITE = {"readOnlyHint": False, "idempotentHint": False, "destructiveHint": False, "openWorldHint": False}
-IDEMPOTENT = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
-DESTRUCTIVE = {"readOnlyHint": False, "idempotentHint": True, "destructiveHint": True, "openWorldHint": False}
+# A hint equal to the protocol's default (readOnlyHint false, destructiveHint true, idempotentHint false) is left
+# out, and so are destructiveHint and idempotentHint of a read-only tool, which mean nothing there: every agent
+# pays for each listed byte.
+READ = {"readOnlyHint": True, "openWorldHint": False}
+WRITE = {"destructiveHint": False, "openWorldHint": False}
+IDEMPOTENT = {"idempotentHint": True, "destructiveHint": False, "openWorldHint": False}
+DESTRUCTIVE = {"idempotentHint": True, "openWorldHint": False}
 
 
-OutputFormat = Annotated[str | None, Field(description=(
-    "How the result is encoded: json (default) or toon (Token-Oriented Object Notation, the same data in fewer "
-    "tokens, as one text block)."))]
+OutputFormat = Annotated[str | None, Field(description="json (default) or toon (fewer tokens).")]
 
 
 def formatted(result: Any, output_format: str | None) -> Any:
@@ -64,105 +57,13 @@ def error_result(exc: GitmailError) -> ToolResult:
     return ToolResult(content=json.dumps(body, ensure_ascii=False), structured_content=body, is_error=True)
 
 
-TOKEN_ARGUMENTS = ("agent_token", "sender_token")
-TokenAlias = Annotated[str | None, Field(description=(
-    "The same proof under the name other agent-mail servers use: accepted wherever agent_token or sender_token "
-    "is (give one of them)."))]
-
-
-def tool(mcp: FastMCP, hints: dict[str, bool], *, access: Rule,
-         name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` as a tool that checks ``access`` first and turns GitmailErrors into error results.
-
-    The function's docstring is the tool's description and its annotated
-    parameters are the input schema. Failures become error results with a
-    code: a GitmailError keeps its own, the OS running out of file handles,
-    disk or memory is RESOURCE_EXHAUSTED, anything else INTERNAL (and
-    logged). A tool whose proof argument is
-    ``agent_token`` or ``sender_token`` also accepts it as
-    ``registration_token``. The rule is published in the tool's ``_meta``
-    (``gitmail/access``) and is checked before the body runs, so a refused
-    call changes nothing. A tool that acts as one agent (rule ``agent``)
-    also takes ``acting_as``: the caller proves the agent it names as usual,
-    and the call then runs as the agent below it that ``acting_as`` names.
-    """
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(fn)
-        token_argument = next((t for t in TOKEN_ARGUMENTS if t in signature.parameters), None)
-        delegable = access.kind == AGENT and token_argument is not None
-
-        def check(kwargs: dict[str, Any]) -> None:
-            """The access rule, on the call's arguments (which it may rewrite for acting_as)."""
-            if token_argument is not None:
-                _merge_alias(kwargs, token_argument)
-            below = kwargs.pop(ACTING_AS, None) if delegable else None
-            ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
-            access.check(kwargs, ctx)
-            if below is not None:
-                access.act_as(kwargs, below)
-
-        guarded: Callable[..., Any]
-        if inspect.iscoroutinefunction(fn):
-            # A tool that awaits (a waiting read) runs on the event loop; its checks read the archive,
-            # so they run in a worker thread, as a synchronous tool's whole body does.
-            @functools.wraps(fn)
-            async def guarded(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    await anyio.to_thread.run_sync(check, kwargs)
-                    return _shown(await fn(*args, **kwargs))
-                except GitmailError as exc:
-                    return error_result(exc)
-                except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
-                    return error_result(log_failure(fn.__name__, exc))
-        else:
-            @functools.wraps(fn)
-            def guarded(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    check(kwargs)
-                    return _shown(fn(*args, **kwargs))
-                except GitmailError as exc:
-                    return error_result(exc)
-                except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code
-                    return error_result(log_failure(fn.__name__, exc))
-
-        if token_argument is not None:
-            added = [inspect.Parameter(TOKEN_ALIAS, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                       annotation=TokenAlias)]
-            annotations = {**fn.__annotations__, TOKEN_ALIAS: TokenAlias}
-            if delegable:
-                added.append(inspect.Parameter(ACTING_AS, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                               annotation=ActingAs))
-                annotations[ACTING_AS] = ActingAs
-            guarded.__signature__ = signature.replace(  # type: ignore[attr-defined]
-                parameters=[*signature.parameters.values(), *added])
-            guarded.__annotations__ = annotations
-        mcp.tool(guarded, name=name or fn.__name__, annotations=dict(hints),
-                 meta={"gitmail/access": access.describe()})
-        return fn
-
-    return decorate
-
-
-def _shown(result: Any) -> Any:
+def shown(result: Any) -> Any:
     """A tool's result as sent: an empty list still gets its text block."""
     if isinstance(result, list) and not result:
         # FastMCP would send an empty list as no content block at all, and clients that read the
         # first block's text (as agent-mail clients do) would fail on an empty inbox
         return ToolResult(content="[]", structured_content={"result": []}, meta={"fastmcp": {"wrap_result": True}})
     return result
-
-
-def _merge_alias(kwargs: dict[str, Any], token_argument: str) -> None:
-    """Move ``registration_token`` into the tool's own token argument (two different tokens are refused)."""
-    alias = kwargs.pop(TOKEN_ALIAS, None)
-    if not alias:
-        return
-    given = kwargs.get(token_argument)
-    if given and given != alias:
-        raise GitmailError(INVALID_ARGUMENT, f"{token_argument} and {TOKEN_ALIAS} name the same proof but differ; "
-                           "pass one of them", {"argument": TOKEN_ALIAS})
-    kwargs[token_argument] = alias
 
 
 def log_failure(what: str, exc: Exception) -> GitmailError:

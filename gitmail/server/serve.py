@@ -34,6 +34,7 @@ from gitmail.web.events import Events
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
 from .origins import AllowedOrigins, OriginCheck
+from .profiles import Profile
 from .runtime import Listen
 from .sessionless import serve_sessionless
 
@@ -92,15 +93,16 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
 
 def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | None = None,
              path: str = DEFAULT_PATH, events: Events | None = None,
-             allowed: AllowedOrigins | None = None) -> Starlette:
+             allowed: AllowedOrigins | None = None, tools: Profile | None = None) -> Starlette:
     """Everything ``gitmail serve`` answers over HTTP, as one application.
 
     MCP at ``path`` (with a session, and session-less), the web view at
     :data:`WEB_PATH`, ``/`` leading there; in front of all of it the
     ``Host`` / ``Origin`` check (``allowed``; by default the loopback names,
-    the listening address and :data:`gitmail.server.origins.ORIGINS_ENV`).
+    the listening address and :data:`gitmail.server.origins.ORIGINS_ENV`);
+    ``tools`` is the tool profile (see :mod:`.profiles`).
     """
-    mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path))
+    mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path), tools=tools)
     # Plain JSON responses instead of an event stream per call: no tool sends
     # progress or server requests mid-call, and on a small machine this halves
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
@@ -117,7 +119,7 @@ def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | Non
 
 def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None,
                path: str = DEFAULT_PATH, log_level: str = "warning", sync_interval: float = 0,
-               allow_origins: tuple[str, ...] = ()) -> None:
+               allow_origins: tuple[str, ...] = (), tools: Profile | None = None) -> None:
     """Serve MCP over Streamable HTTP until interrupted; refuses non-loopback hosts without a token.
 
     ``allow_origins`` adds hosts and origins the server answers beside its own names (see :mod:`.origins`).
@@ -126,7 +128,8 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     allowed = AllowedOrigins.from_env(host, port, allow_origins)
     mail = Mail.serving(store)
     events = Events()
-    app = http_app(store, mail=mail, host=host, port=port, token=token, path=path, events=events, allowed=allowed)
+    app = http_app(store, mail=mail, host=host, port=port, token=token, path=path, events=events, allowed=allowed,
+                   tools=tools)
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} and the web view at http://{shown}:{port}{WEB_PATH}/ "
           f"(store {store.home}{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
@@ -135,7 +138,7 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
 
 
-def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:
+def serve_stdio(store: Store, *, sync_interval: float = 0, tools: Profile | None = None) -> None:
     """Serve MCP over standard input and output (one client, the parent process).
 
     Standard output carries JSON-RPC and nothing else, ever: the protocol
@@ -148,7 +151,7 @@ def serve_stdio(store: Store, *, sync_interval: float = 0) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = protocol
     mail = Mail.serving(store)
-    mcp = build_server(store, mail=mail, listen=Listen("stdio"))
+    mcp = build_server(store, mail=mail, listen=Listen("stdio"), tools=tools)
     try:
         with services(store, sync_interval, mail=mail):
             mcp.run(transport="stdio", show_banner=False)

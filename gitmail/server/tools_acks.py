@@ -9,32 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastmcp import FastMCP
-
 from .params import AgentToken, ProjectKey, ProverName
-from .results import IDEMPOTENT, tool
+from .registry import MEMBER, Toolbox
+from .results import IDEMPOTENT
 from .runtime import Runtime
 
+tools = Toolbox("coordination")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    member = rt.access.member()
 
-    @tool(mcp, IDEMPOTENT, access=member)
-    def scan_overdue_acks(
-        project_key: ProjectKey,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """List the project's overdue acknowledgements, and escalate new ones as the server is configured to.
-
-        A recipient's acknowledgement is overdue once a message that asked for
-        it is older than the server's TTL (GITMAIL_ACK_TTL_SECONDS) without it.
-        With escalation on, each one is escalated once, whoever scans and on
-        whichever machine: 'log' records it, 'claim' also files a reservation
-        for the operations agent and sends it a notice. Returns {ttl_seconds,
-        escalation, overdue: [{message_id, agent, sender, subject, due_ts,
-        escalated}], escalated: [...written by this call], holder_missing}.
-        Needs proof of an agent of the project.
-        """
-        return mail.scan_overdue_acks(project_key)
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def scan_overdue_acks(
+    rt: Runtime,
+    project_key: ProjectKey,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """List overdue acknowledgements, and escalate new ones as the server is configured to."""
+    return rt.mail.scan_overdue_acks(project_key)

@@ -1,80 +1,111 @@
-"""Contact tools: ask to write to an agent, answer such a request, list links, set a policy."""
+"""Contact tools: ask to write to an agent, answer such a request, list links, set a policy, the handshake macro."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
+from gitmail.model.errors import invalid
+from gitmail.model.records import MAX_BODY_BYTES
+
 from .params import AgentName, AgentToken, ProjectKey, SenderSeat
-from .results import IDEMPOTENT, READ, WRITE, tool
+from .registry import ITSELF, Toolbox, agent
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
-Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="How long the request or approval lasts, in seconds.")]
+Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="Lifetime in seconds.")]
+
+tools = Toolbox("contacts")
 
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    itself = rt.access.agent()
+@tools.tool(WRITE, access=agent("from_agent"))
+def request_contact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    from_agent: Annotated[str, Field(description="You, asking to write.")],
+    to_agent: Annotated[str, Field(description="The agent to write to.")],
+    reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
+    ttl_seconds: Ttl = 7 * 86400,
+    to_project: Annotated[str | None, Field(description="The target's project, when not yours.")] = None,
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Ask an agent for permission to message it (when its policy or another project requires it)."""
+    return rt.mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
+                                   reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
-    @tool(mcp, WRITE, access=rt.access.agent("from_agent"))
-    def request_contact(
-        ctx: Context,
-        project_key: ProjectKey,
-        from_agent: Annotated[str, Field(description="You: the agent asking to write.")],
-        to_agent: Annotated[str, Field(description="The agent you want to write to.")],
-        reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence; the target sees it.")] = "",
-        ttl_seconds: Ttl = 7 * 86400,
-        to_project: Annotated[str | None, Field(description=(
-            "The target's project (its key or slug) when it is not yours. The request and its introduction go "
-            "into that project's archive; once approved, write to the agent as name@project."))] = None,
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Ask another agent for permission to message it; it gets a short ack-required intro message.
 
-        Needed when the target's contact policy is contacts_only (or auto without
-        shared context), and always for an agent of another project (to_project),
-        unless its policy is open. The request stays pending until respond_contact
-        or its TTL.
-        """
-        return mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
-                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
+@tools.tool(IDEMPOTENT, access=agent("to_agent"))
+def respond_contact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
+    from_agent: Annotated[str, Field(description=(
+        "The agent that asked: its name, or name@project for an agent of another project."))],
+    accept: Annotated[bool, Field(description="true to approve, false to deny.")],
+    ttl_seconds: Ttl = 30 * 86400,
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Approve or deny a contact request made to you."""
+    return rt.mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
+                                   accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, IDEMPOTENT, access=rt.access.agent("to_agent"))
-    def respond_contact(
-        ctx: Context,
-        project_key: ProjectKey,
-        to_agent: Annotated[str, Field(description="You: the agent that received the request.")],
-        from_agent: Annotated[str, Field(description=(
-            "The agent that asked: its name, or name@project for an agent of another project."))],
-        accept: Annotated[bool, Field(description="true to approve, false to deny.")],
-        ttl_seconds: Ttl = 30 * 86400,
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Approve or deny a contact request made to you."""
-        return mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
-                                    accept=accept, ttl_seconds=ttl_seconds, seat=seat)
 
-    @tool(mcp, READ, access=itself)
-    def list_contacts(ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                      agent_token: AgentToken = None) -> list[dict[str, Any]]:
-        """List your contact links, in both directions, with status and expiry."""
-        return mail.list_contacts(project_key=project_key, agent_name=agent_name)
+@tools.tool(READ, access=ITSELF)
+def list_contacts(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                  agent_token: AgentToken = None) -> list[dict[str, Any]]:
+    """List your contact links with status and expiry."""
+    return rt.mail.list_contacts(project_key=project_key, agent_name=agent_name)
 
-    @tool(mcp, IDEMPOTENT, access=itself)
-    def set_contact_policy(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
-            "open: anyone in the project may write; auto (default): anyone sharing context (a thread, a "
-            "recent exchange, overlapping reservations) or with an approved link; contacts_only: approved "
-            "links only; block_all: nobody."))],
-        agent_token: AgentToken = None,
-        seat: SenderSeat = None,
-    ) -> dict[str, Any]:
-        """Choose who may send you messages."""
-        return mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
+
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def set_contact_policy(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    policy: Annotated[Literal["open", "auto", "contacts_only", "block_all"], Field(description=(
+        "open: anyone; auto: shared context or approved; contacts_only; block_all."))],
+    agent_token: AgentToken = None,
+    seat: SenderSeat = None,
+) -> dict[str, Any]:
+    """Choose who may send you messages."""
+    return rt.mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
+
+
+@tools.tool(WRITE, access=agent("requester"))
+def macro_contact_handshake(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    requester: Annotated[str, Field(description="You, asking to write.")],
+    target: Annotated[str, Field(description="The agent to write to.")],
+    reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence.")] = "",
+    ttl_seconds: Annotated[int, Field(ge=60, description="How long the request lasts, in seconds.")] = 7 * 86400,
+    auto_accept: Annotated[bool, Field(description="Also approve it as the target (target_token).")] = False,
+    welcome_subject: Annotated[str | None, Field(max_length=512, description=(
+        "With auto_accept: a first message's subject."))] = None,
+    welcome_body: Annotated[str | None, Field(description="Its Markdown body.")] = None,
+    agent_token: AgentToken = None,
+    target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
+) -> dict[str, Any]:
+    """Request contact, optionally approve it for the target, and send a first message."""
+    if auto_accept:  # every proof before the first write: a call that fails changes nothing
+        rt.act_as(ctx, project_key, target, target_token, argument="target_token")
+    if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:
+        raise invalid(f"welcome_body is larger than {MAX_BODY_BYTES} bytes; shorten it", field="welcome_body")
+    request = rt.mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
+                                      reason=reason, ttl_seconds=ttl_seconds)
+    response = welcome = None
+    if auto_accept:
+        response = rt.mail.respond_contact(project_key=project_key, to_agent=target, from_agent=requester,
+                                           accept=True)
+    if welcome_subject and response is not None:
+        welcome = rt.mail.send_message(project_key=project_key, sender_name=requester, to=[target],
+                                       subject=welcome_subject, body_md=welcome_body or "")
+    return {"request": request, "response": response, "welcome_message": welcome}

@@ -5,14 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastmcp import FastMCP
-
 from gitmail.index import indexer_for
 from gitmail.model.version import __version__
 from gitmail.sync.status import store_states
 
 from .binding import is_loopback
-from .results import READ, tool
+from .registry import ANYONE, Toolbox
+from .results import READ
 from .runtime import Runtime
 
 
@@ -66,24 +65,12 @@ def search_rebuilds(rt: Runtime) -> list[dict[str, Any]]:
     return [{"project": slug, "indexed": done, "of": total}
             for slug, (done, total) in sorted(indexer_for(rt.store).rebuilds().items())]
 
+tools = Toolbox("admin")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    @tool(mcp, READ, access=rt.access.open())
-    def health_check() -> dict[str, Any]:
-        """Report whether the gitmail server is ready, with its version, transport and store.
 
-        Cheap and side-effect free: call it first to check that the connection
-        works. `database_url` names the folder of per-project git archives.
-        `sync` tells how each project's git remotes are syncing: its status is
-        the worst of them (ok, never, syncing, attention, failing; none
-        without remotes) and `remotes` lists each one's last attempt, last
-        success, last error code, ahead/behind and refused changes kept aside
-        (sync_status shows a project's remotes in full to its agents).
-        `long_polls` counts the reads waiting for mail now (read_messages with
-        wait_seconds) and the caps they are held to. `search_rebuilds` lists
-        the search-index rebuilds under way, each with the messages indexed
-        so far and how many there are.
-        """
-        return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
-                "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
-                "long_polls": rt.long_polls.state(), "search_rebuilds": search_rebuilds(rt)}
+@tools.tool(READ, access=ANYONE)
+def health_check(rt: Runtime, ) -> dict[str, Any]:
+    """Check that the server answers: version, transport, store, sync and search state."""
+    return {"status": "ok", **environment(rt), "projects": len(rt.store.slugs()),
+            "uptime_seconds": round(time.time() - rt.started, 3), "sync": sync_summary(rt),
+            "long_polls": rt.long_polls.state(), "search_rebuilds": search_rebuilds(rt)}

@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
 from gitmail.model.records import MAX_SCOPES
 
-from .params import AgentName, AgentToken, IdentityKey, ProjectKey, Reason
-from .results import IDEMPOTENT, READ, WRITE, tool
+from .params import (
+    AgentName,
+    AgentToken,
+    IdentityKey,
+    ProjectKey,
+    Reason,
+    Seat,
+)
+from .registry import ANYONE, ITSELF, Toolbox
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
-from .tools_coordination import Seat
 
 Scopes = Annotated[list[str], Field(min_length=1, max_length=MAX_SCOPES, description=(
     "What the agent may do, as role@location: role is viewer (read and send mail), editor (also reserve files, "
@@ -37,91 +44,78 @@ RiskTier = Annotated[Literal["low", "standard", "high"] | None, Field(descriptio
     "How much care its actions need: low, standard (default) or high."))]
 Environment = Annotated[str | None, Field(max_length=128, description="Where it runs, e.g. 'ci' or 'laptop'.")]
 
+tools = Toolbox("hierarchy")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    anyone, itself = rt.access.open(), rt.access.agent()
 
-    @tool(mcp, WRITE, access=itself)
-    def spawn_agent(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        scope: Scopes,
-        name: Annotated[str | None, Field(description=(
-            "The new agent's name (must be free); omit it for a generated one."))] = None,
-        program: Annotated[str | None, Field(description="Its program (default: yours).")] = None,
-        model: Annotated[str | None, Field(description="Its model (default: yours).")] = None,
-        task_description: Annotated[str, Field(max_length=4096, description="What it will work on.")] = "",
-        expires_at: ExpiresAt = None,
-        lifecycle: Lifecycle = "intermittent",
-        capabilities: Capabilities = None,
-        vendor: Vendor = None,
-        purpose: Purpose = None,
-        risk_tier: RiskTier = None,
-        environment: Environment = None,
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-        idempotency_key: IdentityKey = None,
-        reason: Reason = None,
-    ) -> dict[str, Any]:
-        """Create an agent below you with a subset of your scopes; its registration_token is shown only here.
+@tools.tool(WRITE, access=ITSELF)
+def spawn_agent(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    scope: Scopes,
+    name: Annotated[str | None, Field(description=(
+        "The new agent's name (must be free); omit it for a generated one."))] = None,
+    program: Annotated[str | None, Field(description="Its program (default: yours).")] = None,
+    model: Annotated[str | None, Field(description="Its model (default: yours).")] = None,
+    task_description: Annotated[str, Field(max_length=4096, description="What it will work on.")] = "",
+    expires_at: ExpiresAt = None,
+    lifecycle: Lifecycle = "intermittent",
+    capabilities: Capabilities = None,
+    vendor: Vendor = None,
+    purpose: Purpose = None,
+    risk_tier: RiskTier = None,
+    environment: Environment = None,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+    idempotency_key: IdentityKey = None,
+    reason: Reason = None,
+) -> dict[str, Any]:
+    """Create an agent below you with a subset of your scopes; you may then act as it (acting_as)."""
+    return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
+                               task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
+                               capabilities=capabilities, vendor=vendor or "", purpose=purpose or "",
+                               risk_tier=risk_tier or "standard", environment=environment or "", seat=seat,
+                               idempotency_key=idempotency_key, reason=reason)
 
-        You must be a manager somewhere. Its scopes must lie within yours
-        (SCOPE_DENIED otherwise) and its expiry never after yours. You, and
-        every agent above you, may then act as it (acting_as on any tool that
-        acts as an agent), put it to sleep, wake it and update it. Returns its
-        profile with parent, scopes, expires_at, lifecycle and card fields.
-        """
-        return mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
-                                task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
-                                capabilities=capabilities, vendor=vendor or "", purpose=purpose or "",
-                                risk_tier=risk_tier or "standard", environment=environment or "", seat=seat,
-                                idempotency_key=idempotency_key, reason=reason)
 
-    @tool(mcp, IDEMPOTENT, access=itself)
-    def update_agent(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        target: Annotated[str | None, Field(description=(
-            "The agent to update: you (the default) or an agent below you."))] = None,
-        scope: Annotated[list[str] | None, Field(max_length=MAX_SCOPES, description=(
-            "Replace its scopes (role@location), within its parent's; only an agent above it may."))] = None,
-        expires_at: Annotated[str | None, Field(description=(
-            "Its new expiry, never after its parent's; only an agent above it may."))] = None,
-        lifecycle: Annotated[Literal["persistent", "intermittent", "ephemeral"] | None, Field(description=(
-            "Its new lifecycle; only an agent above it may."))] = None,
-        capabilities: Capabilities = None,
-        vendor: Vendor = None,
-        purpose: Purpose = None,
-        risk_tier: RiskTier = None,
-        environment: Environment = None,
-        task_description: Annotated[str | None, Field(max_length=4096, description="What it works on.")] = None,
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-        idempotency_key: IdentityKey = None,
-        reason: Reason = None,
-    ) -> dict[str, Any]:
-        """Update your own capability card, or the card, scopes, expiry or lifecycle of an agent below you.
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def update_agent(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    target: Annotated[str | None, Field(description=(
+        "The agent to update: you (the default) or an agent below you."))] = None,
+    scope: Annotated[list[str] | None, Field(max_length=MAX_SCOPES, description=(
+        "Replace its scopes (role@location), within its parent's; only an agent above it may."))] = None,
+    expires_at: Annotated[str | None, Field(description=(
+        "Its new expiry, never after its parent's; only an agent above it may."))] = None,
+    lifecycle: Annotated[Literal["persistent", "intermittent", "ephemeral"] | None, Field(description=(
+        "Its new lifecycle; only an agent above it may."))] = None,
+    capabilities: Capabilities = None,
+    vendor: Vendor = None,
+    purpose: Purpose = None,
+    risk_tier: RiskTier = None,
+    environment: Environment = None,
+    task_description: Annotated[str | None, Field(max_length=4096, description="What it works on.")] = None,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+    idempotency_key: IdentityKey = None,
+    reason: Reason = None,
+) -> dict[str, Any]:
+    """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you."""
+    return rt.mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
+                                lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
+                                risk_tier=risk_tier, environment=environment, task_description=task_description,
+                                seat=seat, idempotency_key=idempotency_key, reason=reason)
 
-        Fields left out stay as they are. Changing scopes, expiry or lifecycle
-        needs an agent above the target (no agent widens its own authority);
-        others get NOT_ABOVE. Returns the profile and changed.
-        """
-        return mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
-                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
-                                 risk_tier=risk_tier, environment=environment, task_description=task_description,
-                                 seat=seat, idempotency_key=idempotency_key, reason=reason)
 
-    @tool(mcp, READ, access=anyone)
-    def agent_position(
-        project_key: ProjectKey,
-        agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
-    ) -> dict[str, Any]:
-        """Where an agent stands: itself, the agents above it (nearest first) and its children, with their scopes.
-
-        Returns {self, ancestors, children, effective_expires_at}; each entry has
-        name, status, parent, scopes, expires_at, lifecycle, card fields and sleep state.
-        """
-        return mail.agent_position(project_key, agent_name)
+@tools.tool(READ, access=ANYONE)
+def agent_position(
+    rt: Runtime,
+    project_key: ProjectKey,
+    agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
+) -> dict[str, Any]:
+    """Where an agent stands: the agents above it and its children, with their scopes."""
+    return rt.mail.agent_position(project_key, agent_name)

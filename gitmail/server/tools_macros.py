@@ -1,172 +1,95 @@
-"""Macros: the usual first calls of a session folded into one tool each."""
+"""Session macros: start a session, and prepare to work on a thread, in one call each."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
-from gitmail.model.errors import invalid
 from gitmail.model.limits import MAX_TTL, MIN_TTL
-from gitmail.model.records import MAX_BODY_BYTES
 
-from .params import AgentName, AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
-from .results import IDEMPOTENT, WRITE, tool
+from .params import AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
+from .registry import ANYONE, Toolbox
+from .results import IDEMPOTENT
 from .runtime import Runtime
 from .tools_search import LlmMode, LlmModel, with_mode
 
-InboxLimit = Annotated[int, Field(ge=1, le=100, description="How many inbox messages to include.")]
+InboxLimit = Annotated[int, Field(ge=1, le=100, description="Inbox messages to show.")]
+
+tools = Toolbox("messages")
 
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
+def join(rt: Runtime, ctx: Context, project_key: str, program: str, model: str, name: str | None, task: str | None,
+         token: str | None) -> dict[str, Any]:
+    """Register (or, with proof, update) the agent and bind it to this session, as register_agent does."""
+    return rt.identities.register(ctx, project_key, program=program, model=model, name=name,
+                                  task_description=task, token=token)
 
-    def join(ctx: Context, project_key: str, program: str, model: str, name: str | None, task: str | None,
-             token: str | None) -> dict[str, Any]:
-        """Register (or, with proof, update) the agent and bind it to this session, as register_agent does."""
-        return rt.identities.register(ctx, project_key, program=program, model=model, name=name,
-                                      task_description=task, token=token)
 
-    anyone = rt.access.open()
+@tools.tool(IDEMPOTENT, access=ANYONE)
+def macro_start_session(
+    rt: Runtime,
+    ctx: Context,
+    human_key: Annotated[str, Field(description="Absolute path of your working directory.")],
+    program: Program,
+    model: Model,
+    agent_name: Annotated[str | None, Field(description="Your name (left out: a generated one).")] = None,
+    task_description: TaskUpdate = None,
+    file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
+        "Paths to reserve for you."))] = None,
+    file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
+        "Why."))] = "macro-session",
+    file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
+        "Lifetime in seconds."))] = 3600,
+    inbox_limit: InboxLimit = 10,
+    agent_token: AgentToken = None,
+    window_uuid: WindowUuid = None,
+) -> dict[str, Any]:
+    """Start a session: ensure the project, register you, optionally reserve files, show your inbox."""
+    project = rt.mail.ensure_project(human_key=human_key)
+    if window_uuid and not agent_name:
+        agent_name = rt.mail.window_agent(human_key, window_uuid)
+    agent = join(rt, ctx, human_key, program, model, agent_name, task_description, agent_token)
+    if window_uuid:
+        rt.mail.use_window(human_key, window_uuid, agent["name"])
+    reserved = None
+    if file_reservation_paths:
+        reserved = rt.mail.file_reservation_paths(human_key, agent["name"], file_reservation_paths,
+                                                  ttl_seconds=file_reservation_ttl_seconds,
+                                                  reason=file_reservation_reason)
+    inbox = rt.mail.fetch_inbox(project_key=human_key, agent_name=agent["name"], limit=inbox_limit)
+    return {"project": project, "agent": agent, "file_reservations": reserved, "inbox": inbox}
 
-    @tool(mcp, IDEMPOTENT, access=anyone)
-    def macro_start_session(
-        ctx: Context,
-        human_key: Annotated[str, Field(description="The absolute path of your working directory (the project).")],
-        program: Program,
-        model: Model,
-        agent_name: Annotated[str | None, Field(description=(
-            "Your agent name; omit it to get a generated one. An existing name needs its token."))] = None,
-        task_description: TaskUpdate = None,
-        file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-            "Also reserve these paths or globs for you (exclusive), as file_reservation_paths does."))] = None,
-        file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
-            "Why you reserve them."))] = "macro-session",
-        file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-            "How long the reservations last, in seconds."))] = 3600,
-        inbox_limit: InboxLimit = 10,
-        agent_token: AgentToken = None,
-        window_uuid: WindowUuid = None,
-    ) -> dict[str, Any]:
-        """Start a session in one call: ensure the project, register you, optionally reserve files, show your inbox.
 
-        Returns {project, agent, file_reservations, inbox}; agent carries
-        registration_token when the agent is new, file_reservations is
-        {granted, conflicts} (null when no paths were given). Then use catch_up /
-        read_messages for incremental reading.
-        """
-        project = mail.ensure_project(human_key=human_key)
-        if window_uuid and not agent_name:
-            agent_name = mail.window_agent(human_key, window_uuid)
-        agent = join(ctx, human_key, program, model, agent_name, task_description, agent_token)
-        if window_uuid:
-            mail.use_window(human_key, window_uuid, agent["name"])
-        reserved = None
-        if file_reservation_paths:
-            reserved = mail.file_reservation_paths(human_key, agent["name"], file_reservation_paths,
-                                                   ttl_seconds=file_reservation_ttl_seconds,
-                                                   reason=file_reservation_reason)
-        inbox = mail.fetch_inbox(project_key=human_key, agent_name=agent["name"], limit=inbox_limit)
-        return {"project": project, "agent": agent, "file_reservations": reserved, "inbox": inbox}
-
-    @tool(mcp, IDEMPOTENT, access=anyone)
-    def macro_prepare_thread(
-        ctx: Context,
-        project_key: ProjectKey,
-        thread_id: Annotated[str, Field(description="The thread to join.")],
-        program: Program,
-        model: Model,
-        agent_name: Annotated[str | None, Field(description=(
-            "Your agent name; omit it to register a new agent. An existing name needs its token."))] = None,
-        task_description: TaskUpdate = None,
-        register_if_missing: Annotated[bool, Field(description=(
-            "Register agent_name if it does not exist yet (false: it must exist)."))] = True,
-        include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = True,
-        include_inbox_bodies: Annotated[bool, Field(description="Include the inbox messages' bodies.")] = False,
-        llm_mode: LlmMode = False,
-        llm_model: LlmModel = None,
-        inbox_limit: InboxLimit = 10,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Get ready to work on a thread: register if needed, summarize the thread, show your inbox.
-
-        Fields you leave out (such as task_description) keep what your profile
-        holds. Returns {project, agent, thread, inbox}.
-        """
-        project = mail.ensure_project(human_key=project_key)
-        if agent_name and not register_if_missing:
-            mail.whois(project_key=project_key, agent_name=agent_name, include_recent_commits=False)
-        agent = join(ctx, project_key, program, model, agent_name, task_description, agent_token)
-        summary = mail.summarize_thread(project_key=project_key, thread_id=thread_id,
-                                        include_examples=include_examples)
-        inbox = mail.fetch_inbox(project_key=project_key, agent_name=agent["name"], limit=inbox_limit,
-                                 include_bodies=include_inbox_bodies)
-        return {"project": project, "agent": agent, "thread": with_mode(summary, llm_mode, llm_model),
-                "inbox": inbox}
-
-    @tool(mcp, WRITE, access=rt.access.agent())
-    def macro_file_reservation_cycle(
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        paths: Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
-            "Paths or globs relative to the repository root, as for file_reservation_paths."))],
-        ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-            "How long the reservations last, in seconds."))] = 3600,
-        exclusive: Annotated[bool, Field(description="false: shared reservations.")] = True,
-        reason: Annotated[str, Field(max_length=4096, description="Why, for others reading it.")] = "macro-cycle",
-        auto_release: Annotated[bool, Field(description=(
-            "Release what was granted again at the end of the call (a check that the paths are free, leaving "
-            "nothing held)."))] = False,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Reserve paths and, with auto_release, release them again in one call.
-
-        Returns {file_reservations: {granted, conflicts}, released}; released is
-        the release_file_reservations result, or null without auto_release.
-        """
-        reserved = mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
-                                               exclusive=exclusive, reason=reason)
-        released = None
-        if auto_release:
-            ids = [g["id"] for g in reserved["granted"]]
-            released = mail.release_file_reservations(project_key, agent_name, file_reservation_ids=ids) if ids else {
-                "released": 0, "released_at": None}
-        return {"file_reservations": reserved, "released": released}
-
-    @tool(mcp, WRITE, access=rt.access.agent("requester"))
-    def macro_contact_handshake(
-        ctx: Context,
-        project_key: ProjectKey,
-        requester: Annotated[str, Field(description="You: the agent asking to write.")],
-        target: Annotated[str, Field(description="The agent you want to write to.")],
-        reason: Annotated[str, Field(max_length=4096, description="Why, in a sentence.")] = "",
-        ttl_seconds: Annotated[int, Field(ge=60, description="How long the request lasts, in seconds.")] = 7 * 86400,
-        auto_accept: Annotated[bool, Field(description=(
-            "Also approve the request as the target; needs target_token unless this session registered it."))] = False,
-        welcome_subject: Annotated[str | None, Field(max_length=512, description=(
-            "With auto_accept: send this first message to the target once the link is approved."))] = None,
-        welcome_body: Annotated[str | None, Field(description="Body of the first message (Markdown).")] = None,
-        agent_token: AgentToken = None,
-        target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
-    ) -> dict[str, Any]:
-        """Ask to write to an agent, optionally approve it on its behalf, and send a first message.
-
-        Returns {request, response, welcome_message}; response and
-        welcome_message are null when not done.
-        """
-        if auto_accept:  # every proof before the first write: a call that fails changes nothing
-            rt.act_as(ctx, project_key, target, target_token, argument="target_token")
-        if welcome_subject and auto_accept and len((welcome_body or "").encode("utf-8")) > MAX_BODY_BYTES:
-            raise invalid(f"welcome_body is larger than {MAX_BODY_BYTES} bytes; shorten it", field="welcome_body")
-        request = mail.request_contact(project_key=project_key, from_agent=requester, to_agent=target,
-                                       reason=reason, ttl_seconds=ttl_seconds)
-        response = welcome = None
-        if auto_accept:
-            response = mail.respond_contact(project_key=project_key, to_agent=target, from_agent=requester,
-                                            accept=True)
-        if welcome_subject and response is not None:
-            welcome = mail.send_message(project_key=project_key, sender_name=requester, to=[target],
-                                        subject=welcome_subject, body_md=welcome_body or "")
-        return {"request": request, "response": response, "welcome_message": welcome}
+@tools.tool(IDEMPOTENT, access=ANYONE)
+def macro_prepare_thread(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    thread_id: Annotated[str, Field(description="The thread to join.")],
+    program: Program,
+    model: Model,
+    agent_name: Annotated[str | None, Field(description=(
+        "Your name (left out: a new agent)."))] = None,
+    task_description: TaskUpdate = None,
+    register_if_missing: Annotated[bool, Field(description="Register agent_name if it does not exist.")] = True,
+    include_examples: Annotated[bool, Field(description="Include up to 3 of its messages.")] = True,
+    include_inbox_bodies: Annotated[bool, Field(description="Include inbox bodies.")] = False,
+    llm_mode: LlmMode = False,
+    llm_model: LlmModel = None,
+    inbox_limit: InboxLimit = 10,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Get ready to work on a thread: register if needed, summarize it, show your inbox."""
+    project = rt.mail.ensure_project(human_key=project_key)
+    if agent_name and not register_if_missing:
+        rt.mail.whois(project_key=project_key, agent_name=agent_name, include_recent_commits=False)
+    agent = join(rt, ctx, project_key, program, model, agent_name, task_description, agent_token)
+    summary = rt.mail.summarize_thread(project_key=project_key, thread_id=thread_id,
+                                       include_examples=include_examples)
+    inbox = rt.mail.fetch_inbox(project_key=project_key, agent_name=agent["name"], limit=inbox_limit,
+                                include_bodies=include_inbox_bodies)
+    return {"project": project, "agent": agent, "thread": with_mode(summary, llm_mode, llm_model),
+            "inbox": inbox}

@@ -1,10 +1,10 @@
-"""Message tools: send, reply, list an inbox or a topic, mark read, acknowledge, purge."""
+"""Message tools: send, reply, list an inbox or a topic, mark read, acknowledge."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
 from gitmail.mail.sending import MAX_RECIPIENTS
@@ -20,219 +20,172 @@ from .params import (
     MaxBytes,
     MessageId,
     ProjectKey,
-    ProverName,
     Recipients,
     SenderSeat,
     SenderToken,
     SinceTs,
 )
-from .results import DESTRUCTIVE, IDEMPOTENT, READ, WRITE, tool
+from .registry import ITSELF, MEMBER, Toolbox, agent
+from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "A key you choose for this logical send (e.g. a UUID). Retrying with the same key and the same "
-    "content returns the original message with created=false instead of sending twice; the same key "
-    "with different content fails with IDEMPOTENCY_CONFLICT."))]
-Topic = Annotated[str | None, Field(description=(
-    "A topic tag (1-64 letters, digits, '.', '_', '-'; starts with a letter or digit) for fetch_topic."))]
-Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many messages.")]
-IncludeBodies = Annotated[bool, Field(description="Include each message's Markdown body.")]
-UrgentOnly = Annotated[bool, Field(description="Only importance high or urgent.")]
-UnreadOnly = Annotated[bool, Field(description="Only messages you have not marked read or acknowledged.")]
+    "Retry key (replays the first answer)."))]
+Topic = Annotated[str | None, Field(description="Topic tag.")]
+Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many.")]
+IncludeBodies = Annotated[bool, Field(description="Include bodies.")]
+UrgentOnly = Annotated[bool, Field(description="Only high or urgent.")]
+UnreadOnly = Annotated[bool, Field(description="Only unread ones.")]
 
 
-AutoContact = Annotated[bool, Field(description=(
-    "When a recipient's contact policy requires contact: if this MCP session also acts as that recipient, the "
-    "contact is approved on the spot and the message delivered; otherwise a contact request goes to them and the "
-    "call fails with CONTACT_REQUIRED (data.auto_contact_requested). The message is not kept: send it again once "
-    "they approve. false: just fail with CONTACT_REQUIRED."))]
-HoldIfBlocked = Annotated[bool, Field(description=(
-    "Instead of failing, keep the message in the archive and deliver it automatically once every recipient "
-    "whose policy requires contact approves (the result says held: true). Do not send it again yourself."))]
+AutoContact = Annotated[bool, Field(description="Ask recipients that require contact for it.")]
+HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve.")]
+
+tools = Toolbox("messages")
 
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
+def named(recipients: list[str] | None) -> list[str] | None:
+    """Recipients as the domain takes them: a mention written ``@Kid`` (as in chat) addresses the agent ``Kid``.
 
-    def in_session(ctx: Context, project_key: str) -> frozenset[str]:
-        """The agents this session proved in the project: contact to them is approved in band."""
-        return frozenset(name.lower() for name in rt.identities.agents_in(ctx, rt.store.resolve(project_key)))
-    sender, itself, member = rt.access.agent("sender_name", "sender_token"), rt.access.agent(), rt.access.member()
+    An agent name never starts with ``@`` (``name@project`` names another
+    project's agent), so the leading ``@`` can only be a mention's.
+    """
+    if recipients is None:
+        return None
+    return [r[1:] if isinstance(r, str) and r.startswith("@") and len(r) > 1 else r for r in recipients]
 
-    @tool(mcp, WRITE, access=sender)
-    def send_message(
-        ctx: Context,
-        project_key: ProjectKey,
-        sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
-        subject: Annotated[str, Field(max_length=512, description="A short single-line subject.")],
-        body_md: Annotated[str, Field(description="The body, GitHub-flavoured Markdown.")],
-        to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-            "Primary recipients (agent names; name@project for an agent of another project of this server, e.g. "
-            "'Bob@/data/projects/backend'). May be left out when cc, bcc or broadcast names the recipients."))] = None,
-        cc: Recipients = None,
-        bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-            "Hidden recipients: they get the message, but only your outbox copy lists them."))] = None,
-        importance: Importance = "normal",
-        ack_required: Annotated[bool, Field(description="Ask recipients to call acknowledge_message.")] = False,
-        thread_id: Annotated[str | None, Field(description="Continue this thread (default: a new thread).")] = None,
-        topic: Topic = None,
-        broadcast: Annotated[bool, Field(description=(
-            "With an empty 'to': send to every active agent of the project except you; recipients whose "
-            "contact policy would refuse are skipped and listed in broadcast_skipped."))] = False,
-        auto_contact_if_blocked: AutoContact = True,
-        hold_if_blocked: HoldIfBlocked = False,
-        idempotency_key: IdempotencyKey = None,
-        attachment_paths: AttachmentPaths = None,
-        convert_images: ConvertImages = None,
-        attachments_policy: AttachmentsPolicy = None,
-        seat: SenderSeat = None,
-        sender_token: SenderToken = None,
-    ) -> dict[str, Any]:
-        """Send a Markdown message to agents of the project; it is committed to git before this returns.
 
-        Writes the message once under messages/YYYY/MM/DD/<id>.md with copies in
-        the sender's outbox and each recipient's inbox, in one commit authored by
-        the sender. Unknown or retired recipients fail the whole send. A recipient
-        of another project (name@project, after it approved contact) gets the
-        message in its own project's archive too, under the same id: one
-        delivery per project. Returns {deliveries: [{project, payload}], count};
-        payload is the stored message as that project keeps it.
-        """
-        return mail.send_message(
-            project_key=project_key, sender_name=sender_name, to=to, subject=subject, body_md=body_md, cc=cc,
-            bcc=bcc, importance=importance, ack_required=ack_required, thread_id=thread_id, topic=topic,
-            broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
-            approve_as=in_session(ctx, project_key), idempotency_key=idempotency_key,
-            attachment_paths=attachment_paths, convert_images=convert_images,
-            attachments_policy=attachments_policy, seat=seat)
+def in_session(rt: Runtime, ctx: Context, project_key: str) -> frozenset[str]:
+    """The agents this session proved in the project: contact to them is approved in band."""
+    return frozenset(name.lower() for name in rt.identities.agents_in(ctx, rt.store.resolve(project_key)))
 
-    @tool(mcp, WRITE, access=sender)
-    def reply_message(
-        ctx: Context,
-        project_key: ProjectKey,
-        message_id: MessageId,
-        sender_name: Annotated[str, Field(description="You: a registered agent of the project.")],
-        body_md: Annotated[str, Field(description="The reply, GitHub-flavoured Markdown.")],
-        to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
-            "Recipients; default: the original sender."))] = None,
-        cc: Recipients = None,
-        bcc: Recipients = None,
-        subject_prefix: Annotated[str, Field(max_length=32, description=(
-            "Prefix for the subject unless it already starts with it (case-insensitive)."))] = "Re:",
-        importance: Annotated[str | None, Field(max_length=32, description=(
-            "Override the original's importance (low, normal, high, urgent, or another label)."))] = None,
-        ack_required: Annotated[bool | None, Field(description="Override the original's ack_required.")] = None,
-        auto_contact_if_blocked: AutoContact = True,
-        hold_if_blocked: HoldIfBlocked = False,
-        idempotency_key: IdempotencyKey = None,
-        attachment_paths: AttachmentPaths = None,
-        convert_images: ConvertImages = None,
-        attachments_policy: AttachmentsPolicy = None,
-        seat: SenderSeat = None,
-        sender_token: SenderToken = None,
-    ) -> dict[str, Any]:
-        """Reply to a message in its thread, to its sender unless you name recipients.
 
-        Keeps the original's thread (or starts one named by the original's ID),
-        importance and ack_required. Returns the stored reply with thread_id and reply_to.
-        """
-        return mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
-                                  body_md=body_md, to=to, cc=cc, bcc=bcc, subject_prefix=subject_prefix,
-                                  importance=importance, ack_required=ack_required,
-                                  auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
-                                  approve_as=in_session(ctx, project_key), idempotency_key=idempotency_key,
-                                  attachment_paths=attachment_paths, convert_images=convert_images,
-                                  attachments_policy=attachments_policy, seat=seat)
+@tools.tool(WRITE, access=agent("sender_name", "sender_token"))
+def send_message(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    sender_name: Annotated[str, Field(description="You, the sender.")],
+    subject: Annotated[str, Field(max_length=512, description="One line.")],
+    body_md: Annotated[str, Field(description="Markdown.")],
+    to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
+        "Recipients (name@project elsewhere)."))] = None,
+    cc: Recipients = None,
+    bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Hidden recipients.")] = None,
+    importance: Importance = "normal",
+    ack_required: Annotated[bool, Field(description="Ask recipients to acknowledge.")] = False,
+    thread_id: Annotated[str | None, Field(description="Continue this thread.")] = None,
+    topic: Topic = None,
+    broadcast: Annotated[bool, Field(description="With no to: send to every active agent.")] = False,
+    auto_contact_if_blocked: AutoContact = True,
+    hold_if_blocked: HoldIfBlocked = False,
+    idempotency_key: IdempotencyKey = None,
+    attachment_paths: AttachmentPaths = None,
+    convert_images: ConvertImages = None,
+    attachments_policy: AttachmentsPolicy = None,
+    seat: SenderSeat = None,
+    sender_token: SenderToken = None,
+) -> dict[str, Any]:
+    """Send a Markdown message to agents; committed to git before this returns."""
+    return rt.mail.send_message(
+        project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
+        cc=named(cc), bcc=named(bcc), importance=importance, ack_required=ack_required, thread_id=thread_id,
+        topic=topic, broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked,
+        hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
+        attachment_paths=attachment_paths, convert_images=convert_images, attachments_policy=attachments_policy,
+        seat=seat)
 
-    @tool(mcp, READ, access=itself)
-    def fetch_inbox(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        limit: Limit = 20,
-        urgent_only: UrgentOnly = False,
-        include_bodies: IncludeBodies = False,
-        since_ts: SinceTs = None,
-        topic: Topic = None,
-        unread_only: UnreadOnly = False,
-        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
-        agent_token: AgentToken = None,
-    ) -> list[dict[str, Any]]:
-        """List the newest messages in your inbox without changing read state.
 
-        Each item: {id, subject, from, created_ts, importance, ack_required, kind,
-        thread_id, topic, read_at, acked_at[, body_md]}; kind says whether you were
-        to, cc or bcc. With include_bodies the list holds at most max_bytes of
-        messages: when the newest do not fit, the first item carries
-        more {left_out, since_ts, hint}: call again with that since_ts to read
-        them (nothing is skipped). For incremental reading prefer catch_up and
-        read_messages.
-        """
-        return mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
-                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only,
-                                max_bytes=max_bytes)
+@tools.tool(WRITE, access=agent("sender_name", "sender_token"))
+def reply_message(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    message_id: MessageId,
+    sender_name: Annotated[str, Field(description="You, the sender.")],
+    body_md: Annotated[str, Field(description="Markdown.")],
+    to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
+        "Default: the sender."))] = None,
+    cc: Recipients = None,
+    bcc: Recipients = None,
+    subject_prefix: Annotated[str, Field(max_length=32, description=(
+        "Prefixed unless present."))] = "Re:",
+    importance: Annotated[str | None, Field(max_length=32, description="Default: the original's.")] = None,
+    ack_required: Annotated[bool | None, Field(description="Default: the original's.")] = None,
+    auto_contact_if_blocked: AutoContact = True,
+    hold_if_blocked: HoldIfBlocked = False,
+    idempotency_key: IdempotencyKey = None,
+    attachment_paths: AttachmentPaths = None,
+    convert_images: ConvertImages = None,
+    attachments_policy: AttachmentsPolicy = None,
+    seat: SenderSeat = None,
+    sender_token: SenderToken = None,
+) -> dict[str, Any]:
+    """Reply in a message's thread, to its sender unless you name recipients."""
+    return rt.mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
+                                 body_md=body_md, to=named(to), cc=named(cc), bcc=named(bcc),
+                                 subject_prefix=subject_prefix,
+                                 importance=importance, ack_required=ack_required,
+                                 auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
+                                 approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
+                                 attachment_paths=attachment_paths, convert_images=convert_images,
+                                 attachments_policy=attachments_policy, seat=seat)
 
-    @tool(mcp, READ, access=member)
-    def fetch_topic(
-        ctx: Context,
-        project_key: ProjectKey,
-        topic_name: Annotated[str, Field(description="The topic tag (case-insensitive).")],
-        limit: Limit = 50,
-        include_bodies: IncludeBodies = True,
-        since_ts: SinceTs = None,
-        agent_name: Annotated[str | None, Field(description=(
-            "You, the agent reading (its read state decides unread_only). Default: the agent this MCP session "
-            "registered or proved in the project, when there is exactly one."))] = None,
-        unread_only: Annotated[bool, Field(description=(
-            "Only messages addressed to you that you have not marked read."))] = False,
-        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
-        agent_token: AgentToken = None,
-    ) -> list[dict[str, Any]]:
-        """List the project's messages tagged with a topic, newest first, whoever they were sent to.
 
-        Needs proof of an agent of the project (you see every message of the
-        project, as in search and threads); bcc lists are never shown. Bodies
-        fit in max_bytes as for fetch_inbox (the first item's more says what
-        did not fit and the since_ts that reads it).
-        """
-        viewer = rt.access.viewer(ctx, project_key, agent_name)
-        return mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
-                                include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
-                                unread_only=unread_only, max_bytes=max_bytes)
+@tools.tool(READ, access=ITSELF)
+def fetch_inbox(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    limit: Limit = 20,
+    urgent_only: UrgentOnly = False,
+    include_bodies: IncludeBodies = False,
+    since_ts: SinceTs = None,
+    topic: Topic = None,
+    unread_only: UnreadOnly = False,
+    max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
+    agent_token: AgentToken = None,
+) -> list[dict[str, Any]]:
+    """List your newest inbox messages; read state unchanged."""
+    return rt.mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
+                               include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only,
+                               max_bytes=max_bytes)
 
-    @tool(mcp, IDEMPOTENT, access=itself)
-    def mark_message_read(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
-                          agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
-        """Record that you read a message in your inbox. Repeating it keeps the first time.
 
-        Returns {message_id, read, read_at}.
-        """
-        return mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
-                                      seat=seat)
+@tools.tool(READ, access=MEMBER)
+def fetch_topic(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    topic_name: Annotated[str, Field(description="The topic tag (case-insensitive).")],
+    limit: Limit = 50,
+    include_bodies: IncludeBodies = True,
+    since_ts: SinceTs = None,
+    agent_name: Annotated[str | None, Field(description="You (default: this session's agent).")] = None,
+    unread_only: Annotated[bool, Field(description="Only unread ones addressed to you.")] = False,
+    max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
+    agent_token: AgentToken = None,
+) -> list[dict[str, Any]]:
+    """List the project's messages with a topic tag, newest first."""
+    viewer = rt.access.viewer(ctx, project_key, agent_name)
+    return rt.mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,
+                               include_bodies=include_bodies, since_ts=since_ts, agent_name=viewer,
+                               unread_only=unread_only, max_bytes=max_bytes)
 
-    @tool(mcp, IDEMPOTENT, access=itself)
-    def acknowledge_message(ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
-                            agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
-        """Acknowledge a message in your inbox (and mark it read). Repeating it keeps the first times.
 
-        Use it for messages with ack_required. Returns {message_id, acknowledged,
-        acknowledged_at, read_at}.
-        """
-        return mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
-                                        seat=seat)
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
+                      agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
+    """Mark a message in your inbox read."""
+    return rt.mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
+                                     seat=seat)
 
-    @tool(mcp, DESTRUCTIVE, access=member)
-    def purge_old_messages(
-        project_key: ProjectKey,
-        max_age_days: Annotated[int, Field(ge=1, description="Remove messages older than this many days.")] = 180,
-        dry_run: Annotated[bool, Field(description="Only count what would be removed.")] = False,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Remove messages older than a retention age from the tip of the archive.
 
-        The message files, their inbox/outbox copies and receipts leave the
-        current tree in one commit; git history still holds them. Returns the
-        count. Needs proof of an agent of the project.
-        """
-        return mail.purge_old_messages(project_key=project_key, max_age_days=max_age_days, dry_run=dry_run)
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def acknowledge_message(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
+                        message_id: MessageId, agent_token: AgentToken = None,
+                        seat: SenderSeat = None) -> dict[str, Any]:
+    """Acknowledge an inbox message (and mark it read)."""
+    return rt.mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
+                                       seat=seat)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from pydantic import Field
 
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
 from .params import AgentName, AgentToken, MaxBytes, ProjectKey, ProverName, SinceTs
-from .results import IDEMPOTENT, READ, tool
+from .registry import ANYONE, MEMBER, PRODUCT, Toolbox
+from .results import IDEMPOTENT, READ
 from .runtime import Runtime
 from .tools_messages import IncludeBodies, Limit, Topic, UnreadOnly, UrgentOnly
 
@@ -21,127 +22,104 @@ ProductReader = Annotated[str | None, Field(description=(
     "You: an agent name, proven with agent_token (or by this MCP session) in each linked project you want "
     "read. Left out: every linked project in which this session proved some agent."))]
 
+tools = Toolbox("products")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    product = rt.access.product()
 
-    def with_left_out(ctx: Context, product_key: str, agent_name: str | None, agent_token: str | None,
-                      read: Any) -> dict[str, Any]:
-        projects, left_out = rt.access.reach(ctx, product_key, agent_name, agent_token)
-        return {"product_key": product_key.lower(), "projects_read": [mail.human_key(s) for s in projects],
-                "not_read": left_out, **read(projects)}
+def with_left_out(rt: Runtime, ctx: Context, product_key: str, agent_name: str | None, agent_token: str | None,
+                  read: Any) -> dict[str, Any]:
+    projects, left_out = rt.access.reach(ctx, product_key, agent_name, agent_token)
+    return {"product_key": product_key.lower(), "projects_read": [rt.mail.human_key(s) for s in projects],
+            "not_read": left_out, **read(projects)}
 
-    @tool(mcp, READ, access=rt.access.open())
-    def ensure_product(product_key: ProductKey) -> dict[str, Any]:
-        """Show a product: its display name and the projects linked to it.
 
-        A product is kept in the archives of its projects, so it comes into
-        being with its first products_link; before that the result has
-        stored=false. Returns {product_key, name, projects: [{slug, human_key,
-        linked_at}], stored}.
-        """
-        return mail.ensure_product(product_key=product_key)
+@tools.tool(READ, access=ANYONE)
+def ensure_product(rt: Runtime, product_key: ProductKey) -> dict[str, Any]:
+    """Show a product: its name and linked projects."""
+    return rt.mail.ensure_product(product_key=product_key)
 
-    @tool(mcp, IDEMPOTENT, access=rt.access.member())
-    def products_link(
-        product_key: ProductKey,
-        project_key: ProjectKey,
-        name: Annotated[str | None, Field(max_length=200, description=(
-            "The product's display name, recorded with this link (default: the name it already goes by, "
-            "else its key)."))] = None,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Link a project to a product; the first link creates the product.
 
-        The link is a record in the project's own archive (products/<key>.yaml),
-        so it syncs with the project. Linking again changes nothing (changed=false).
-        Needs proof of an agent of the project.
-        """
-        return mail.products_link(product_key=product_key, project_key=project_key, name=name)
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def products_link(
+    rt: Runtime,
+    product_key: ProductKey,
+    project_key: ProjectKey,
+    name: Annotated[str | None, Field(max_length=200, description=(
+        "The product's display name, recorded with this link (default: the name it already goes by, "
+        "else its key)."))] = None,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Link a project to a product; the first link creates the product."""
+    return rt.mail.products_link(product_key=product_key, project_key=project_key, name=name)
 
-    @tool(mcp, IDEMPOTENT, access=rt.access.member())
-    def products_unlink(
-        product_key: ProductKey,
-        project_key: ProjectKey,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Take a project out of a product. Its mail stays where it is; product-wide reads no longer cover it.
 
-        Needs proof of an agent of the project.
-        """
-        return mail.products_unlink(product_key=product_key, project_key=project_key)
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def products_unlink(
+    rt: Runtime,
+    product_key: ProductKey,
+    project_key: ProjectKey,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Take a project out of a product."""
+    return rt.mail.products_unlink(product_key=product_key, project_key=project_key)
 
-    @tool(mcp, READ, access=product)
-    def search_messages_product(
-        ctx: Context,
-        product_key: ProductKey,
-        query: Annotated[str, Field(min_length=1, max_length=1000, description=(
-            "Words to find, in the query language of search_messages."))],
-        limit: Annotated[int, Field(ge=1, le=200, description="At most this many results in all.")] = 20,
-        exhaustive: Annotated[bool, Field(description="Rank every match in each project (see search_messages).")]
-        = False,
-        agent_name: ProductReader = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Full-text search across the projects of a product, best matches first.
 
-        Reads only the linked projects in which you proved an agent; the others
-        are listed in not_read. Returns {product_key, projects_read, not_read,
-        results}; each result is a search_messages hit plus project and
-        project_slug.
-        """
-        return with_left_out(ctx, product_key, agent_name, agent_token, lambda projects: {
-            "results": mail.search_product(product_key, query, projects=projects, limit=limit,
-                                           exhaustive=exhaustive)})
+@tools.tool(READ, access=PRODUCT)
+def search_messages_product(
+    rt: Runtime,
+    ctx: Context,
+    product_key: ProductKey,
+    query: Annotated[str, Field(min_length=1, max_length=1000, description=(
+        "Words to find, in the query language of search_messages."))],
+    limit: Annotated[int, Field(ge=1, le=200, description="At most this many results in all.")] = 20,
+    exhaustive: Annotated[bool, Field(description="Rank every match in each project (see search_messages).")]
+    = False,
+    agent_name: ProductReader = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Full-text search across a product's projects in which you proved an agent."""
+    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
+        "results": rt.mail.search_product(product_key, query, projects=projects, limit=limit,
+                                          exhaustive=exhaustive)})
 
-    @tool(mcp, READ, access=product)
-    def fetch_inbox_product(
-        ctx: Context,
-        product_key: ProductKey,
-        agent_name: AgentName,
-        limit: Limit = 20,
-        urgent_only: UrgentOnly = False,
-        include_bodies: IncludeBodies = False,
-        since_ts: SinceTs = None,
-        topic: Topic = None,
-        unread_only: UnreadOnly = False,
-        max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Your inbox across the projects of a product, newest first, without changing read state.
 
-        Covers each linked project in which you proved agent_name (a registration
-        there and its token, or this MCP session); the others are listed in
-        not_read. Returns {product_key, projects_read, not_read, messages}; each
-        message is a fetch_inbox item plus project and project_slug. Bodies fit
-        in max_bytes across the projects, as for fetch_inbox.
-        """
-        return with_left_out(ctx, product_key, agent_name, agent_token, lambda projects: {
-            "messages": mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
-                                                 urgent_only=urgent_only, include_bodies=include_bodies,
-                                                 since_ts=since_ts, topic=topic, unread_only=unread_only,
-                                                 max_bytes=max_bytes)})
+@tools.tool(READ, access=PRODUCT)
+def fetch_inbox_product(
+    rt: Runtime,
+    ctx: Context,
+    product_key: ProductKey,
+    agent_name: AgentName,
+    limit: Limit = 20,
+    urgent_only: UrgentOnly = False,
+    include_bodies: IncludeBodies = False,
+    since_ts: SinceTs = None,
+    topic: Topic = None,
+    unread_only: UnreadOnly = False,
+    max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Your inbox across a product's projects in which you proved agent_name."""
+    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
+        "messages": rt.mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
+                                                urgent_only=urgent_only, include_bodies=include_bodies,
+                                                since_ts=since_ts, topic=topic, unread_only=unread_only,
+                                                max_bytes=max_bytes)})
 
-    @tool(mcp, READ, access=product)
-    def summarize_thread_product(
-        ctx: Context,
-        product_key: ProductKey,
-        thread_id: Annotated[str, Field(description="One thread ID.")],
-        include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = False,
-        per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered.")] = 50,
-        agent_name: ProductReader = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Summarize one thread across the projects of a product (a cross-project thread lives in several).
 
-        A message kept in several archives counts once and lists its projects.
-        Reads only the linked projects in which you proved an agent (not_read
-        lists the rest). Extracted from the messages, never generated.
-        """
-        return with_left_out(ctx, product_key, agent_name, agent_token, lambda projects: {
-            **mail.summarize_thread_product(product_key, thread_id, projects=projects,
-                                            include_examples=include_examples,
-                                            per_thread_limit=per_thread_limit), "mode": "extractive"})
+@tools.tool(READ, access=PRODUCT)
+def summarize_thread_product(
+    rt: Runtime,
+    ctx: Context,
+    product_key: ProductKey,
+    thread_id: Annotated[str, Field(description="One thread ID.")],
+    include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = False,
+    per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered.")] = 50,
+    agent_name: ProductReader = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Summarize a thread across a product's projects in which you proved an agent."""
+    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
+        **rt.mail.summarize_thread_product(product_key, thread_id, projects=projects,
+                                           include_examples=include_examples,
+                                           per_thread_limit=per_thread_limit), "mode": "extractive"})

@@ -16,7 +16,7 @@ import functools
 from typing import Annotated, Any
 
 import anyio
-from fastmcp import Context, FastMCP
+from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
@@ -24,75 +24,53 @@ from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LI
 
 from . import pages
 from .params import AgentName, AgentToken, ProjectKey
-from .results import READ, tool
+from .registry import ITSELF, Toolbox
+from .results import READ
 from .runtime import Runtime
 
 
 def _entries(messages: list[dict[str, Any]]) -> list[pages.Entry]:
     return [pages.Entry(message["seq"], message) for message in messages]
 
+tools = Toolbox("messages")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    itself = rt.access.agent()
 
-    @tool(mcp, READ, access=itself)
-    def catch_up(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description=(
-            f"How many of the newest messages to show (default {CATCH_UP_DEFAULT}, at most "
-            f"{CATCH_UP_MAX})."))] = CATCH_UP_DEFAULT,
-        agent_token: AgentToken = None,
-    ) -> ToolResult:
-        """Start or resume work: your newest inbox messages with short previews, and a cursor.
+@tools.tool(READ, access=ITSELF)
+def catch_up(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description="How many.")] = CATCH_UP_DEFAULT,
+    agent_token: AgentToken = None,
+) -> ToolResult:
+    """Start or resume work: newest messages as previews, and a cursor for read_messages."""
+    found = rt.mail.catch_up(project_key, agent_name, limit=limit)
+    doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
+                             found["older_messages"], found["next_after"])
+    return ToolResult(content=pages.dumps(doc))
 
-        Shows the newest messages (8 by default, at most 12) in ascending order.
-        Each preview holds at most 2,000 UTF-8 bytes of the body and all previews
-        together at most 8,000, the newest first; a cut preview carries the exact
-        read_messages arguments (full_read) that return the whole message. Save
-        next_after and continue with read_messages(after=next_after). Changes no
-        read state. Text-only result.
-        """
-        found = rt.mail.catch_up(project_key, agent_name, limit=limit)
-        doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
-                                 found["older_messages"], found["next_after"])
-        return ToolResult(content=pages.dumps(doc))
 
-    @tool(mcp, READ, access=itself)
-    async def read_messages(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        after: Annotated[int, Field(ge=0, description=(
-            "Your saved cursor (exclusive): next_after from catch_up or the previous page. 0 reads from the "
-            "oldest message; prefer catch_up when you have no cursor."))] = 0,
-        limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT, description=(
-            f"At most this many messages (default {FEED_DEFAULT_LIMIT}, at most "
-            f"{FEED_MAX_LIMIT})."))] = FEED_DEFAULT_LIMIT,
-        max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
-            "Byte budget for the whole serialized tool result, JSON escaping included (default "
-            f"{pages.BUDGET_DEFAULT}, {pages.BUDGET_MIN}-{pages.BUDGET_MAX})."))] = pages.BUDGET_DEFAULT,
-        wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
-            f"If nothing is new, wait up to this many seconds (at most {FEED_MAX_WAIT}) and return as soon "
-            "as a message arrives. A timed-out wait returns an empty page."))] = 0,
-        agent_token: AgentToken = None,
-    ) -> ToolResult:
-        """Read your inbox after a cursor: whole messages, oldest first, within a byte budget.
-
-        Returns {messages, has_more, next_after, high_watermark}. Process the page,
-        save next_after, and call again while has_more is true. Bodies are never
-        cut: if the first message alone exceeds the budget the page is empty, the
-        cursor stays, and `recovery` says how to read it. A cursor beyond
-        high_watermark fails with CURSOR_AHEAD. Changes no read state (use
-        mark_message_read / acknowledge_message). Text-only result. A server
-        holds a few waiting reads per agent and a bounded number in all; past
-        either, a read with wait_seconds fails with TOO_MANY_WAITS.
-        """
-        read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
-        found = await anyio.to_thread.run_sync(read)
-        if not found["messages"] and wait_seconds > 0:
-            found = await rt.long_polls.wait(rt.mail, project_key, found["agent"], read, wait_seconds)
-        text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
-                                 found["high_watermark"], max_output_bytes)
-        return ToolResult(content=text)
+@tools.tool(READ, access=ITSELF)
+async def read_messages(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
+    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT, description=(
+        "At most this many."))] = FEED_DEFAULT_LIMIT,
+    max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
+        "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
+    wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
+        "Wait this long for new mail."))] = 0,
+    agent_token: AgentToken = None,
+) -> ToolResult:
+    """Read your inbox after a cursor, oldest first; repeat with next_after while has_more."""
+    read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
+    found = await anyio.to_thread.run_sync(read)
+    if not found["messages"] and wait_seconds > 0:
+        found = await rt.long_polls.wait(rt.mail, project_key, found["agent"], read, wait_seconds)
+    text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
+                             found["high_watermark"], max_output_bytes)
+    return ToolResult(content=text)

@@ -4,97 +4,82 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastmcp import FastMCP
 from pydantic import Field
 
 from .params import AgentToken, ProjectKey, ProverName
-from .results import IDEMPOTENT, READ, OutputFormat, formatted, tool
+from .registry import MEMBER, Toolbox
+from .results import IDEMPOTENT, READ, OutputFormat, formatted
 from .runtime import Runtime
 
-LlmMode = Annotated[bool, Field(description=(
-    "Ask for a language model to refine the summary. This server runs no model: summaries are always extracted "
-    "from the messages, and the result's mode says which was used."))]
-LlmModel = Annotated[str | None, Field(max_length=200, description="The model to use when llm_mode applies (noted, "
-                                                                  "not used: no model runs here).")]
+LlmMode = Annotated[bool, Field(description="Ignored: summaries are extracted.")]
+LlmModel = Annotated[str | None, Field(max_length=200, description="Ignored.")]
+
+tools = Toolbox("messages")
 
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    member = rt.access.member()
+@tools.tool(READ, access=MEMBER)
+def search_messages(
+    rt: Runtime,
+    project_key: ProjectKey,
+    query: Annotated[str, Field(min_length=1, max_length=1000, description=(
+        "Words; \"phrases\", prefix*, AND/OR/NOT, field:value."))],
+    limit: Annotated[int, Field(ge=1, le=200, description="At most this many.")] = 20,
+    exhaustive: Annotated[bool, Field(description="Rank every match, not only the newest 1,000.")]
+    = False,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> list[dict[str, Any]]:
+    """Full-text search over the project's messages, best first."""
+    return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
-    @tool(mcp, READ, access=member)
-    def search_messages(
-        project_key: ProjectKey,
-        query: Annotated[str, Field(min_length=1, max_length=1000, description=(
-            "Words to find in subjects and bodies. Supports \"exact phrases\", prefix* and AND / OR / NOT, "
-            "and field:value for subject, from, to, thread, topic, importance."))],
-        limit: Annotated[int, Field(ge=1, le=200, description="At most this many results.")] = 20,
-        exhaustive: Annotated[bool, Field(description=(
-            "Rank every match. By default only the newest 1,000 matches are ranked, which keeps a search "
-            "fast on a large archive; each result's bounded field says whether older matches were left out."))]
-        = False,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> list[dict[str, Any]]:
-        """Full-text search over the project's messages, best matches first.
 
-        Each result: {id, subject, importance, ack_required, created_ts, thread_id,
-        from, topic, score, snippet, bounded}. bounded is true when only the newest
-        1,000 matches were ranked and older ones may exist (exhaustive=true ranks them
-        all). Read a hit with resource://message/{id}.
-        """
-        return mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
+@tools.tool(READ, access=MEMBER)
+def summarize_thread(
+    rt: Runtime,
+    project_key: ProjectKey,
+    thread_id: Annotated[str, Field(description="Thread ID(s), comma-separated.")],
+    include_examples: Annotated[bool, Field(description="Include up to 3 of its messages.")] = False,
+    llm_mode: LlmMode = False,
+    llm_model: LlmModel = None,
+    per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Summarize threads (comma-separated IDs): participants, key points, action items."""
+    found = rt.mail.summarize_thread(project_key=project_key, thread_id=thread_id,
+                                     include_examples=include_examples, per_thread_limit=per_thread_limit)
+    return with_mode(found, llm_mode, llm_model)
 
-    @tool(mcp, READ, access=member)
-    def summarize_thread(
-        project_key: ProjectKey,
-        thread_id: Annotated[str, Field(description="A thread ID, or several separated by commas for a digest.")],
-        include_examples: Annotated[bool, Field(description="Include up to 3 messages of the thread.")] = False,
-        llm_mode: LlmMode = False,
-        llm_model: LlmModel = None,
-        per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> dict[str, Any]:
-        """Summarize a thread: participants, key points and action items, extracted from the messages.
 
-        With several comma-separated IDs, returns one summary per thread plus an
-        aggregate. The summary is extracted, never generated: `mode` in the
-        result says so, whatever llm_mode asks.
-        """
-        found = mail.summarize_thread(project_key=project_key, thread_id=thread_id,
-                                      include_examples=include_examples, per_thread_limit=per_thread_limit)
-        return with_mode(found, llm_mode, llm_model)
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def summarize_recent(
+    rt: Runtime,
+    project_key: ProjectKey,
+    since_hours: Annotated[float, Field(gt=0, le=24 * 365, description="Look back this many hours.")] = 1.0,
+    llm_mode: LlmMode = True,
+    llm_model: LlmModel = None,
+    max_messages: Annotated[int, Field(ge=1, le=500, description="At most this many messages.")] = 500,
+    format: OutputFormat = None,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> Any:
+    """Summarize the project's recent messages by thread, kept for fetch_summary."""
+    found = rt.mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
+    return formatted(with_mode(found, llm_mode, llm_model), format)
 
-    @tool(mcp, IDEMPOTENT, access=member)
-    def summarize_recent(
-        project_key: ProjectKey,
-        since_hours: Annotated[float, Field(gt=0, le=24 * 365, description="Look back this many hours.")] = 1.0,
-        llm_mode: LlmMode = True,
-        llm_model: LlmModel = None,
-        max_messages: Annotated[int, Field(ge=1, le=500, description="At most this many messages.")] = 500,
-        format: OutputFormat = None,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> Any:
-        """Summarize the project's recent messages grouped by thread, and keep the summary for fetch_summary.
 
-        Extracted, never generated (`mode` says so).
-        """
-        found = mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
-        return formatted(with_mode(found, llm_mode, llm_model), format)
-
-    @tool(mcp, READ, access=member)
-    def fetch_summary(
-        project_key: ProjectKey,
-        since_hours: Annotated[float, Field(gt=0, description="Summaries that end within this many hours.")] = 24.0,
-        limit: Annotated[int, Field(ge=1, le=100, description="At most this many summaries.")] = 5,
-        format: OutputFormat = None,
-        agent_name: ProverName = None,
-        agent_token: AgentToken = None,
-    ) -> Any:
-        """List summaries made earlier by summarize_recent, newest first."""
-        return formatted(mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
+@tools.tool(READ, access=MEMBER)
+def fetch_summary(
+    rt: Runtime,
+    project_key: ProjectKey,
+    since_hours: Annotated[float, Field(gt=0, description="Summaries that end within this many hours.")] = 24.0,
+    limit: Annotated[int, Field(ge=1, le=100, description="At most this many summaries.")] = 5,
+    format: OutputFormat = None,
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> Any:
+    """List summaries made by summarize_recent, newest first."""
+    return formatted(rt.mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
 
 
 def with_mode(summary: dict[str, Any], llm_mode: bool, llm_model: str | None) -> dict[str, Any]:

@@ -20,11 +20,11 @@ from gitmail.model.limits import (
 )
 from gitmail.model.records import MAX_SLOT_HOLDERS
 
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, ForceNote, InactivitySeconds, NotifyPrevious, ProjectKey, Seat
+from .registry import ITSELF, Toolbox
 from .resources import flag, resource
-from .results import WRITE, tool
+from .results import WRITE
 from .runtime import Runtime
-from .tools_coordination import ForceNote, InactivitySeconds, NotifyPrevious, Seat
 
 Slot = Annotated[str, Field(max_length=64, description=(
     "The slot's name: the scarce resource it stands for, e.g. 'build-dir', 'test-db' or 'ports-9000'. "
@@ -33,105 +33,89 @@ Epoch = Annotated[int, Field(ge=1, description=(
     "The epoch acquire_build_slot returned for your holding. A holding that is over (released, or taken over "
     "once it went stale) is refused with STALE_EPOCH."))]
 
+tools = Toolbox("coordination")
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
-    mail = rt.mail
-    anyone, itself = rt.access.open(), rt.access.agent()
 
-    @tool(mcp, WRITE, access=itself)
-    def acquire_build_slot(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        slot: Slot,
-        ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-            "How long the holding lasts unless renewed, in seconds (at least 60)."))] = DEFAULT_SLOT_TTL,
-        exclusive: Annotated[bool, Field(description=(
-            "true: nobody else may hold the slot meanwhile; false: share it with at most max_holders."))] = True,
-        max_holders: Annotated[int | None, Field(ge=1, le=MAX_SLOT_HOLDERS, description=(
-            "For a shared slot: how many may hold it at once (default: no limit below 64). Set by whoever "
-            "acquires the slot while nobody holds it; later holders join under those terms."))] = None,
-        reason: Annotated[str, Field(max_length=4096, description="What you use it for, for the others.")] = "",
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-    ) -> dict[str, Any]:
-        """Hold a named slot for a scarce shared resource (a build folder, a test database, a port range).
+@tools.tool(WRITE, access=ITSELF)
+def acquire_build_slot(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    slot: Slot,
+    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
+        "How long the holding lasts unless renewed, in seconds (at least 60)."))] = DEFAULT_SLOT_TTL,
+    exclusive: Annotated[bool, Field(description=(
+        "true: nobody else may hold the slot meanwhile; false: share it with at most max_holders."))] = True,
+    max_holders: Annotated[int | None, Field(ge=1, le=MAX_SLOT_HOLDERS, description=(
+        "For a shared slot: how many may hold it at once (default: no limit below 64). Set by whoever "
+        "acquires the slot while nobody holds it; later holders join under those terms."))] = None,
+    reason: Annotated[str, Field(max_length=4096, description="What you use it for, for the others.")] = "",
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+) -> dict[str, Any]:
+    """Hold a named slot for a scarce shared resource (a build folder, a test database); keep the epoch."""
+    return rt.mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
+                                      max_holders=max_holders, reason=reason, seat=seat)
 
-        Returns {granted: true, epoch, expires_ts, taken_over, build_slot} when
-        you hold it (keep the epoch: renew_build_slot and release_build_slot
-        need it), or {granted: false, reason, retry_after_ts, holders} when the
-        slot is exclusive and held, or shared and full; a refusal writes
-        nothing. Holdings whose lease ran out are taken over. Acquiring a slot
-        you hold returns your holding (already_held). Slots are records in the
-        project's git archive; the commit guard ignores them.
-        """
-        return mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
-                                       max_holders=max_holders, reason=reason, seat=seat)
 
-    @tool(mcp, WRITE, access=itself)
-    def renew_build_slot(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        slot: Slot,
-        epoch: Epoch,
-        extend_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-            "Added to the later of now and the current expiry, in seconds."))] = DEFAULT_SLOT_EXTEND,
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-    ) -> dict[str, Any]:
-        """Extend your holding of a build slot; never shortens it. Returns {epoch, old_expires_ts, expires_ts}.
+@tools.tool(WRITE, access=ITSELF)
+def renew_build_slot(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    slot: Slot,
+    epoch: Epoch,
+    extend_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
+        "Added to the later of now and the current expiry, in seconds."))] = DEFAULT_SLOT_EXTEND,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+) -> dict[str, Any]:
+    """Extend your holding of a build slot; STALE_EPOCH when it is over."""
+    return rt.mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
-        Fails with STALE_EPOCH when that holding is over (another agent took the
-        slot over after your lease ran out, or force-released it): stop using
-        the resource and acquire the slot again.
-        """
-        return mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
-    @tool(mcp, WRITE, access=itself)
-    def release_build_slot(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        slot: Slot,
-        epoch: Epoch,
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-    ) -> dict[str, Any]:
-        """Give up your holding of a build slot now, so the next agent need not wait for the lease to end.
+@tools.tool(WRITE, access=ITSELF)
+def release_build_slot(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    slot: Slot,
+    epoch: Epoch,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+) -> dict[str, Any]:
+    """Give up your holding of a build slot now."""
+    return rt.mail.release_build_slot(project_key, agent_name, slot, epoch, seat=seat)
 
-        Fails with STALE_EPOCH when that holding is already over.
-        """
-        return mail.release_build_slot(project_key, agent_name, slot, epoch, seat=seat)
 
-    @tool(mcp, WRITE, access=itself)
-    def force_release_build_slot(
-        ctx: Context,
-        project_key: ProjectKey,
-        agent_name: AgentName,
-        slot: Slot,
-        holder: Annotated[str, Field(description="The agent whose stale holding to end.")],
-        note: ForceNote = "",
-        notify_previous: NotifyPrevious = True,
-        inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
-        agent_token: AgentToken = None,
-        seat: Seat = None,
-    ) -> dict[str, Any]:
-        """End another agent's stale holding of a build slot, and tell it.
+@tools.tool(WRITE, access=ITSELF)
+def force_release_build_slot(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    slot: Slot,
+    holder: Annotated[str, Field(description="The agent whose stale holding to end.")],
+    note: ForceNote = "",
+    notify_previous: NotifyPrevious = True,
+    inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+) -> dict[str, Any]:
+    """End another agent's stale holding of a build slot, and tell it."""
+    return rt.mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
+                                            notify_previous=notify_previous,
+                                            inactivity_seconds=inactivity_seconds, seat=seat)
 
-        Allowed when its lease ran out, or when the holder shows no activity
-        (mail sent, journal entry, seat, reservations, profile) for
-        inactivity_seconds; otherwise fails with SLOT_NOT_STALE naming the
-        latest activity. The holder's next renew or release fails with STALE_EPOCH.
-        """
-        return mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
-                                             notify_previous=notify_previous,
-                                             inactivity_seconds=inactivity_seconds, seat=seat)
 
-    @resource(mcp, "resource://build_slots/{project_key*}{?active_only}", access=anyone)
+def register_resources(mcp: FastMCP, rt: Runtime) -> None:
+    """The read-only resource of build slots."""
+    @resource(mcp, "resource://build_slots/{project_key*}{?active_only}", access=rt.access.open())
     def build_slots(project_key: str, active_only: str | None = None) -> dict[str, Any]:
         """A project's build slots with their holders and epochs (by slug or human key); active_only=true: only
         the slots someone holds now."""
         slug = rt.access.require_project(project_key)
-        return {"project": mail.human_key(slug), **mail.list_build_slots(slug, active_only=flag(active_only))}
-
+        return {"project": rt.mail.human_key(slug), **rt.mail.list_build_slots(slug, active_only=flag(active_only))}

@@ -1,0 +1,160 @@
+"""Identity tools: create a project, register an agent or a new identity, look agents up, window identities."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastmcp import Context
+from pydantic import Field
+
+from gitmail.mail.facade import Credential
+
+from .params import (
+    AgentName,
+    AgentToken,
+    IdentityKey,
+    Model,
+    Program,
+    ProjectKey,
+    ProverName,
+    Reason,
+    TaskDescription,
+    TaskUpdate,
+    WindowUuid,
+)
+from .registry import ANYONE, MEMBER, Toolbox
+from .results import IDEMPOTENT, READ, WRITE
+from .runtime import Runtime
+
+ReturnToken = Annotated[bool, Field(
+    description="false: leave the token out.")]
+
+tools = Toolbox("identity")
+
+
+def shown(profile: dict[str, Any], show_token: bool) -> dict[str, Any]:
+    if not show_token:
+        profile = {k: v for k, v in profile.items() if k != "registration_token"}
+    return profile
+
+
+@tools.tool(IDEMPOTENT, access=ANYONE)
+def register_agent(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    program: Program,
+    model: Model,
+    name: Annotated[str | None, Field(description="Its name (left out: a generated one).")] = None,
+    task_description: TaskUpdate = None,
+    agent_token: Annotated[str | None, Field(description="Its registration_token, to update it.")] = None,
+    return_registration_token: ReturnToken = True,
+    window_uuid: WindowUuid = None,
+    idempotency_key: IdentityKey = None,
+    reason: Reason = None,
+) -> dict[str, Any]:
+    """Register an agent in a project, or update one you registered. A new agent's registration_token is shown only
+    here: keep it.
+    """
+    if window_uuid and not name and rt.store.exists(project_key):
+        name = rt.mail.window_agent(project_key, window_uuid)
+    profile = rt.identities.register(ctx, project_key, program=program, model=model, name=name,
+                                     task_description=task_description, token=agent_token,
+                                     idempotency_key=idempotency_key, reason=reason)
+    if window_uuid:
+        rt.mail.use_window(project_key, window_uuid, profile["name"])
+    return shown(profile, return_registration_token)
+
+
+@tools.tool(WRITE, access=ANYONE)
+def create_agent_identity(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    program: Program,
+    model: Model,
+    name_hint: Annotated[str | None, Field(description="A name to use (taken: the call fails).")] = None,
+    task_description: TaskDescription = "",
+    return_registration_token: ReturnToken = True,
+) -> dict[str, Any]:
+    """Create a new agent identity (never reuses a name), e.g. for a separate worker."""
+    profile = rt.mail.create_agent_identity(project_key=project_key, program=program, model=model,
+                                            name_hint=name_hint, task_description=task_description)
+    # A taken name failed above: only a new agent binds.
+    rt.identities.bind(ctx, project_key, Credential.issued(profile))
+    return shown(profile, return_registration_token)
+
+
+@tools.tool(READ, access=ANYONE)
+def whois(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    include_recent_commits: Annotated[bool, Field(description="Also list its latest commits.")] = True,
+    commit_limit: Annotated[int, Field(ge=1, le=100, description="How many.")] = 5,
+) -> dict[str, Any]:
+    """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
+    slug = rt.access.require_project(project_key)
+    proved = rt.identities.agents_in(ctx, slug)
+    member = bool(proved)
+    found = rt.mail.whois(project_key=project_key, agent_name=agent_name,
+                          include_recent_commits=include_recent_commits and member, commit_limit=commit_limit,
+                          readers=proved)
+    if include_recent_commits and not member:
+        found["recent_commits_note"] = ("recent_commits name message subjects: they are shown to an MCP "
+                                        "session that registered or proved an agent of this project")
+    return found
+
+
+@tools.tool(READ, access=ANYONE)
+def list_agents(
+    rt: Runtime,
+    project_key: ProjectKey,
+    active_only: Annotated[bool, Field(description="false: include retired and deregistered agents.")] = True,
+) -> dict[str, Any]:
+    """List the project's agents: the names to write to."""
+    slug = rt.access.require_project(project_key)
+    listed = rt.mail.list_agents(slug, active_only=active_only)
+    return {"project": rt.mail.human_key(slug), "count": len(listed), "agents": listed}
+
+
+@tools.tool(READ, access=ANYONE)
+def list_window_identities(rt: Runtime, project_key: ProjectKey) -> dict[str, Any]:
+    """List the project's live window identities and the agent name each goes by."""
+    rt.access.require_project(project_key)
+    return rt.mail.list_window_identities(project_key)
+
+
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def rename_window(
+    rt: Runtime,
+    project_key: ProjectKey,
+    window_uuid: Annotated[str, Field(description="The window.")],
+    new_display_name: Annotated[str, Field(description="The agent name it goes by next.")],
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """Have a window go by another agent name from its next registration."""
+    return rt.mail.rename_window(project_key, window_uuid, new_display_name)
+
+
+@tools.tool(IDEMPOTENT, access=MEMBER)
+def expire_window(
+    rt: Runtime,
+    project_key: ProjectKey,
+    window_uuid: Annotated[str, Field(description="The window.")],
+    agent_name: ProverName = None,
+    agent_token: AgentToken = None,
+) -> dict[str, Any]:
+    """End a window identity now; its next registration picks a name."""
+    return rt.mail.expire_window(project_key, window_uuid)
+
+
+@tools.tool(IDEMPOTENT, access=ANYONE)
+def ensure_project(
+    rt: Runtime,
+    human_key: Annotated[str, Field(description="Absolute path of the working directory.")],
+) -> dict[str, Any]:
+    """Create the project for an absolute path, or return it; call it first in a new working directory."""
+    return rt.mail.ensure_project(human_key=human_key)
