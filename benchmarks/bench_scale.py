@@ -57,10 +57,10 @@ from scale_history import AGENTS, PROJECT, History, kept_or_built
 
 from gitmail import Change, Store
 from gitmail.index import indexer_for
+from gitmail.mail.facade import Mail
 from gitmail.model.ids import new_id
 from gitmail.model.records import inbox_path, message_path
 from gitmail.storage.checkout import refresh, window_of
-from gitmail.mail.facade import Mail
 
 
 def cpu_now() -> tuple[float, float]:
