@@ -76,7 +76,7 @@ def test_a_store_written_by_a_real_server_reads_the_same_through_gitmail(written
     def query(name: str) -> str:
         return f"project={SHOP}&agent_name={name}&agent_token={tokens[name]}"
 
-    server = ServerProcess(home)
+    server = ServerProcess(home, extra_args=("--tools", "all"))  # get_attachment is outside the default profile
     try:
         async def scenario():
             async with server.client() as client:
