@@ -12,8 +12,9 @@ It checks, failing loudly on the first problem:
    hook script) is in the installed package, ``index/`` and ``hooks/`` as
    ``gitmail.index`` and ``gitmail.hooks``;
 3. ``gitmail --help`` works;
-4. ``gitmail serve`` starts on a free loopback port against a temporary store
-   and answers ``initialize``, ``tools/list`` and a ``health_check`` call
+4. ``gitmail serve --tools all`` (every tool family, so each one's module
+   must load) starts on a free loopback port against a temporary store and
+   answers ``initialize``, ``tools/list`` and a ``health_check`` call
    through the official MCP SDK client installed beside it, and its web view
    answers ``/ui`` with a rendered page (templates and static files ship as
    package data, the web view's libraries as dependencies).
@@ -156,7 +157,8 @@ def check_serve() -> None:
     env = dict(os.environ, GITMAIL_HOME=os.path.join(home, "store"))
     env.pop("GITMAIL_TOKEN", None)
     with open(log_path, "wb") as log:
-        server = subprocess.Popen([gitmail_script(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        server = subprocess.Popen([gitmail_script(), "serve", "--tools", "all", "--host", "127.0.0.1",
+                                   "--port", str(port)],
                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=home, start_new_session=True)
     try:
         wait_until_listening(server, port, log_path)
