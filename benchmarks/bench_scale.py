@@ -97,12 +97,16 @@ def reindex(home: str) -> dict[str, Any]:
     return out
 
 
+def _fine_cpu() -> float:
+    """CPU seconds of this process (every thread, to the nanosecond) and of the programs it ran and reaped."""
+    return time.process_time() + cpu_now()[1]
+
+
 def _timed(run: Any) -> tuple[Any, float, float]:
     """(what ``run()`` returns, wall seconds, CPU seconds of this process and its children)."""
-    start, (own, children) = time.perf_counter(), cpu_now()
+    start, cpu = time.perf_counter(), _fine_cpu()
     out = run()
-    end, (own2, children2) = time.perf_counter(), cpu_now()
-    return out, end - start, own2 - own + children2 - children
+    return out, time.perf_counter() - start, _fine_cpu() - cpu
 
 
 def checkout(home: str) -> dict[str, Any]:
@@ -151,11 +155,6 @@ def _threads(index: Any) -> list[str]:
     if not rows:
         raise SystemExit(f"the history has no thread of {THREAD_LENGTH} messages to read")
     return [row[0] for row in rows]
-
-
-def _fine_cpu() -> float:
-    """CPU seconds of this process (every thread, to the nanosecond) and of the programs it ran and reaped."""
-    return time.process_time() + cpu_now()[1]
 
 
 def reads_and_send(home: str) -> dict[str, dict[str, float]]:
