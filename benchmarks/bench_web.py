@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 from bench_mcp import FILLERS, PROJECT, RECIPIENT, cpu_seconds, history, setup, start_server  # noqa: E402
 
 from gitmail.index import indexer_for
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.storage.store import Store
 
 TARGET_MS = 100.0
@@ -57,13 +57,14 @@ def seed_live(home: str, keys: list[str]) -> dict[str, str]:
     store = Store(home, background=False)
     mail = Mail(store)
     first = mail.send_message(PROJECT, FILLERS[0], [RECIPIENT], "Schema migration plan", "Three **steps**.",
-                              ack_required=True, cc=[FILLERS[1]])["deliveries"][0]["payload"]
+                              options=SendOptions(ack_required=True, cc=[FILLERS[1]]))["deliveries"][0]["payload"]
     mail.reply_message(PROJECT, first["id"], RECIPIENT, "Agreed.")
     for i in range(5):
         mail.send_message(PROJECT, FILLERS[2 + i], [FILLERS[3 + i]], f"Disk almost full {i}", "97%",
-                          importance="urgent", ack_required=True)
+                          options=SendOptions(importance="urgent", ack_required=True))
     note = mail.send_as_overseer(PROJECT, [RECIPIENT], "Tests first", "Add a test before the migration.")
-    mail.reply_message(PROJECT, note["deliveries"][0]["payload"]["id"], RECIPIENT, "Will do.", ack_required=True)
+    mail.reply_message(PROJECT, note["deliveries"][0]["payload"]["id"], RECIPIENT, "Will do.",
+                       options=SendOptions(ack_required=True))
     mail.set_contact_policy(PROJECT, FILLERS[5], "contacts_only")
     mail.request_contact(PROJECT, FILLERS[6], FILLERS[5], reason="review")
     mail.file_reservation_paths(PROJECT, FILLERS[0], ["src/db/**"], reason="migration", ttl_seconds=900)

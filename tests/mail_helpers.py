@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gitmail import Change, Project, Store
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.records import LAYOUT
 from gitmail.storage.store import slug_for
 
@@ -34,7 +34,7 @@ def open_agents(mail: Mail, *names: str) -> None:
         mail.set_contact_policy(PROJECT, name, "open")
 
 
-def send(mail: Mail, sender: str, to: list[str], subject: str = "Hello", body: str = "Body text", **kwargs):
-    """Send and return the delivered payload."""
-    result = mail.send_message(PROJECT, sender, to, subject, body, **kwargs)
+def send(mail: Mail, sender: str, to: list[str], subject: str = "Hello", body: str = "Body text", **options):
+    """Send (``options`` as :class:`SendOptions` takes them) and return the delivered payload."""
+    result = mail.send_message(PROJECT, sender, to, subject, body, SendOptions(**options))
     return result["deliveries"][0]["payload"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from gitmail import Change
+from gitmail.mail.facade import SendOptions
 from gitmail.model.clock import parse_ts
 from gitmail.model.records import Contact, HeldMessage, Reservation, contact_path, inbox_path
 
@@ -57,7 +58,8 @@ def test_denied_contact_blocks(store):
     with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "again")
     with fails_cleanly(store, "CONTACT_BLOCKED", PROJECT):  # a refusal is not turned into a held message
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "again", auto_contact_if_blocked=True)
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "hi", "again",
+                          options=SendOptions(auto_contact_if_blocked=True))
 
 
 def test_contacts_only_and_block_all(store):
@@ -93,7 +95,7 @@ def test_auto_allows_shared_thread(store):
     in_thread = send(mail, "GreenCastle", ["BlueLake"], thread_id=kickoff["id"])
     assert in_thread["thread_id"] == kickoff["id"]
     with fails_cleanly(store, "CONTACT_REQUIRED", PROJECT):  # naming a thread one is not part of does not help
-        mail.send_message(PROJECT, "Stranger", ["BlueLake"], "x", "y", thread_id=kickoff["id"])
+        mail.send_message(PROJECT, "Stranger", ["BlueLake"], "x", "y", options=SendOptions(thread_id=kickoff["id"]))
 
 
 def test_auto_allows_recent_mail_and_overlapping_reservations(store):
@@ -115,7 +117,7 @@ def test_blocked_message_is_held_and_delivered_on_approval(store):
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "The full plan",
-                               hold_if_blocked=True)
+                               options=SendOptions(hold_if_blocked=True))
     assert result["held"] is True and result["count"] == 0 and result["awaiting"] == ["BlueLake"]
     assert "delivered" in result["note"]
     held_id = result["held_message_id"]
@@ -140,7 +142,7 @@ def test_held_message_skips_a_recipient_who_declines(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "body",
-                               hold_if_blocked=True)
+                               options=SendOptions(hold_if_blocked=True))
     assert result["awaiting"] == ["BlueLake", "RedStone"]
     first = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=False)
     assert first["delivered_held"] == []
@@ -156,7 +158,8 @@ def test_held_message_skips_a_recipient_who_declines(store):
 def test_held_message_declined_by_everyone_is_kept(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan", "keep me", hold_if_blocked=True)
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan", "keep me",
+                      options=SendOptions(hold_if_blocked=True))
     mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=False)
     [kept] = mail.list_held(PROJECT, "GreenCastle")
     assert kept["awaiting"] == [] and kept["denied"] == ["BlueLake"]
@@ -195,7 +198,7 @@ def test_deleting_an_awaited_agent_releases_held_mail(store):
     register(mail, "GreenCastle", "BlueLake", "RedStone")
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     mail.send_message(PROJECT, "GreenCastle", ["BlueLake", "RedStone"], "Plan", "for both",
-                      hold_if_blocked=True)
+                      options=SendOptions(hold_if_blocked=True))
     mail.hard_delete_agent(PROJECT, "BlueLake", confirmation="I UNDERSTAND")
     assert mail.list_held(PROJECT, "GreenCastle") == []
     [delivered] = mail.fetch_inbox(PROJECT, "RedStone")

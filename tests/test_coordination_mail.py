@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from gitmail.mail.attachments import read_attachment
+from gitmail.mail.facade import NO_OPTIONS, SendOptions
 from gitmail.model.records import Message, contact_path, inbox_path, message_path, outbox_path, profile_path
 from gitmail.storage.fsck import check_archive
 
@@ -77,7 +78,7 @@ def test_per_agent_and_per_call_policy(mail, store, roots):
 def test_bad_attachments_write_nothing(mail, store, roots, kwargs, code):
     body = kwargs.pop("body", "hello")
     with fails_cleanly(store, code, PROJECT):
-        mail.send_message(PROJECT, "Blue", ["Green"], "Subject", body, **kwargs)
+        mail.send_message(PROJECT, "Blue", ["Green"], "Subject", body, SendOptions(**kwargs))
 
 
 def test_role_recipients_reach_every_active_agent_with_the_capability(mail, store):
@@ -119,7 +120,7 @@ def test_sends_are_fenced_by_the_sender_seat(mail, store):
     assert send(mail, "Blue", ["Green"], seat=token)["from"] == "Blue"
     newer = mail.take_over(PROJECT, "Blue", holder="tab 2")["seat"]["token"]
     with fails_cleanly(store, "STALE_EPOCH", PROJECT):
-        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", seat=token)
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", options=SendOptions(seat=token))
     assert send(mail, "Blue", ["Green"], seat=newer)
     mail.journal(PROJECT, "Blue", "Handed over to tab 2 after a crash.", seat=newer)
     mail.release_seat(PROJECT, "Blue", newer)
@@ -174,11 +175,13 @@ def test_lists_beyond_their_caps_are_refused_at_the_librarys_door_too(mail, stor
 
     for field in ("to", "cc", "bcc"):
         with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
-            mail.send_message(PROJECT, "Blue", **{"to": ["Green"], field: ["Green"] * (MAX_RECIPIENTS + 1)},
-                              subject="S", body_md="b")
+            many = ["Green"] * (MAX_RECIPIENTS + 1)
+            mail.send_message(PROJECT, "Blue", many if field == "to" else ["Green"], "S", "b",
+                              SendOptions(**{field: many}) if field != "to" else NO_OPTIONS)
         assert f"at most {MAX_RECIPIENTS}" in info.value.message
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b", attachment_paths=["x"] * (MAX_ATTACHMENTS + 1))
+        mail.send_message(PROJECT, "Blue", ["Green"], "S", "b",
+                          options=SendOptions(attachment_paths=["x"] * (MAX_ATTACHMENTS + 1)))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.release_file_reservations(PROJECT, "Blue", file_reservation_ids=["0" * 23] * (MAX_PATHS + 1))
 
@@ -202,8 +205,9 @@ def test_no_record_of_the_archive_is_an_attachment_however_its_path_is_spelled(m
             for how in ({"attachment_paths": [ref]}, {"body": f"![x]({ref})"}):
                 body = how.get("body", "hello")
                 with fails_cleanly(store, "PATH_NOT_ALLOWED", PROJECT) as info:
-                    mail.send_message(PROJECT, "Green", ["Blue"], "S", body, attachments_policy="file",
-                                      attachment_paths=how.get("attachment_paths"))
+                    mail.send_message(PROJECT, "Green", ["Blue"], "S", body,
+                                      options=SendOptions(attachments_policy="file",
+                                                          attachment_paths=how.get("attachment_paths")))
                 assert "GITMAIL_ATTACHMENT_ROOTS" in info.value.message and "attachments/" in info.value.message
             with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
                 mail.get_attachment(PROJECT, ref)
@@ -237,7 +241,7 @@ def test_a_symlink_at_an_attachment_path_is_not_an_attachment(mail, store, tmp_p
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.get_attachment(PROJECT, link_path)
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
-        mail.send_message(PROJECT, "Green", ["Blue"], "S", "b", attachment_paths=[link_path])
+        mail.send_message(PROJECT, "Green", ["Blue"], "S", "b", options=SendOptions(attachment_paths=[link_path]))
 
 
 def test_reading_a_message_verifies_its_attachments(mail, store, roots):

@@ -6,7 +6,7 @@ import pytest
 
 from gitmail import GitmailError
 from gitmail.mail import relay
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.records import Message, Relay, inbox_path, message_path, outbox_path, relay_path
 from gitmail.storage.fsck import check_archive
 
@@ -70,7 +70,7 @@ def test_a_send_across_needs_contact_per_recipient_and_a_refusal_writes_nothing(
     }.items():
         to = kwargs.pop("to")
         with pytest.raises(GitmailError) as err:
-            mail.send_message(FRONT, "Alice", to, "hello", "b", **kwargs)
+            mail.send_message(FRONT, "Alice", to, "hello", "b", SendOptions(**kwargs))
         bad[label] = err.value.code
     assert bad == {"bcc": "INVALID_ARGUMENT", "unknown agent": "RECIPIENT_NOT_FOUND",
                    "unknown project": "NOT_FOUND", "hold": "INVALID_ARGUMENT"}
@@ -83,7 +83,8 @@ def test_a_send_across_needs_contact_per_recipient_and_a_refusal_writes_nothing(
 def test_an_approved_send_lands_in_both_archives_under_one_id(mail, store):
     _approved(mail)
     front, back = store.resolve(FRONT), store.resolve(BACK)
-    sent = mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "api v2", "the new endpoints", cc=[f"Carol@{back}"])
+    sent = mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "api v2", "the new endpoints",
+                             options=SendOptions(cc=[f"Carol@{back}"]))
     assert sent["count"] == 2 and [d["project"] for d in sent["deliveries"]] == [FRONT, BACK]
     mine, theirs = (d["payload"] for d in sent["deliveries"])
     assert mine["id"] == theirs["id"]
@@ -119,7 +120,7 @@ def test_a_crash_between_the_two_commits_is_completed_once(mail, store, monkeypa
 
     monkeypatch.setattr(relay, "FAULT_HOOK", crash)
     with pytest.raises(Crash) as stopped:
-        mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "cut short", "b", idempotency_key="k-1")
+        mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "cut short", "b", options=SendOptions(idempotency_key="k-1"))
     mid = str(stopped.value)
     a, b = store.archive(FRONT).snapshot(), store.archive(BACK).snapshot()
     assert a.load(message_path(mid), Message) is not None
@@ -129,7 +130,8 @@ def test_a_crash_between_the_two_commits_is_completed_once(mail, store, monkeypa
     done = mail.complete_relays()
     assert [(d["message_id"], d["written"]) for d in done] == [(mid, True)]
     assert mail.complete_relays() == []
-    again = mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "cut short", "b", idempotency_key="k-1")
+    again = mail.send_message(FRONT, "Alice", [f"Bob@{BACK}"], "cut short", "b",
+                              options=SendOptions(idempotency_key="k-1"))
     assert again["created"] is False and again["deliveries"][1]["payload"]["id"] == mid
     assert [m["id"] for m in mail.fetch_inbox(BACK, "Bob") if m["subject"] == "cut short"] == [mid]
     assert store.archive(FRONT).snapshot().load(relay_path(back, mid), Relay).delivered_at is not None

@@ -7,7 +7,7 @@ import datetime as dt
 import threading
 
 from gitmail import Change, Store
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.clock import format_ts
 from gitmail.model.records import IdempotencyKey
 
@@ -23,9 +23,11 @@ def key_records(store):
 def test_identical_retry_returns_the_original(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
+    first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                              options=SendOptions(idempotency_key="req-1"))
     head = tip(store, PROJECT)
-    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
+    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                              options=SendOptions(idempotency_key="req-1"))
     assert first["created"] is True and again["created"] is False
     assert again["deliveries"] == first["deliveries"]
     assert tip(store, PROJECT) == head
@@ -39,24 +41,27 @@ def test_identical_retry_returns_the_original(store):
 def test_same_key_different_content_conflicts(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="req-1")
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key="req-1"))
     with fails_cleanly(store, "IDEMPOTENCY_CONFLICT", PROJECT) as info:
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "different body", idempotency_key="req-1")
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "different body",
+                          options=SendOptions(idempotency_key="req-1"))
     assert info.value.data["message_id"]
     with fails_cleanly(store, "IDEMPOTENCY_CONFLICT", PROJECT):
-        mail.reply_message(PROJECT, info.value.data["message_id"], "GreenCastle", "b", idempotency_key="req-1")
+        mail.reply_message(PROJECT, info.value.data["message_id"], "GreenCastle", "b",
+                           options=SendOptions(idempotency_key="req-1"))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="")
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key=""))
     # keys belong to a sender: another agent may use the same text
-    assert mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b", idempotency_key="req-1")["created"]
+    assert mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "s", "b",
+                             options=SendOptions(idempotency_key="req-1"))["created"]
 
 
 def test_keys_survive_a_restart(home):
     mail = make_mail(Store(home, background=False))
     open_agents(mail, "GreenCastle", "BlueLake")
-    first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="k")
+    first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key="k"))
     fresh = Mail(Store(home, background=False))
-    again = fresh.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="k")
+    again = fresh.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key="k"))
     assert again["created"] is False and again["deliveries"] == first["deliveries"]
 
 
@@ -70,19 +75,21 @@ def _age_key(store, days: int) -> None:
 def test_key_from_yesterday_is_honoured_and_older_ones_expire(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="k")
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key="k"))
     _age_key(store, 1)
-    assert mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="k")["created"] is False
+    assert mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                             options=SendOptions(idempotency_key="k"))["created"] is False
     _age_key(store, 2)
-    assert mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="k")["created"] is True
+    assert mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                             options=SendOptions(idempotency_key="k"))["created"] is True
 
 
 def test_reply_with_key(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
     original = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b")["deliveries"][0]["payload"]
-    first = mail.reply_message(PROJECT, original["id"], "BlueLake", "ok", idempotency_key="r")
-    again = mail.reply_message(PROJECT, original["id"], "BlueLake", "ok", idempotency_key="r")
+    first = mail.reply_message(PROJECT, original["id"], "BlueLake", "ok", options=SendOptions(idempotency_key="r"))
+    again = mail.reply_message(PROJECT, original["id"], "BlueLake", "ok", options=SendOptions(idempotency_key="r"))
     assert again["created"] is False and again["id"] == first["id"] and again["subject"] == "Re: s"
 
 
@@ -92,7 +99,8 @@ def test_concurrent_retries_create_one_message(store):
     results = []
 
     def go():
-        results.append(mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="race"))
+        results.append(mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                                         options=SendOptions(idempotency_key="race")))
 
     threads = [threading.Thread(target=go) for _ in range(6)]
     for t in threads:
@@ -107,12 +115,12 @@ def test_concurrent_retries_create_one_message(store):
 def test_held_send_retry_and_delivery(store):
     mail = make_mail(store)
     register(mail, "GreenCastle", "BlueLake")
-    held = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
-                             idempotency_key="h")
-    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
-                              idempotency_key="h")
+    held = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                             options=SendOptions(hold_if_blocked=True, idempotency_key="h"))
+    again = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                              options=SendOptions(hold_if_blocked=True, idempotency_key="h"))
     assert again["held"] is True and again["created"] is False and again["held_message_id"] == held["held_message_id"]
     delivered = mail.respond_contact(PROJECT, "BlueLake", "GreenCastle", accept=True)["delivered_held"][0]
-    after = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", hold_if_blocked=True,
-                              idempotency_key="h")
+    after = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b",
+                              options=SendOptions(hold_if_blocked=True, idempotency_key="h"))
     assert after["created"] is False and after["deliveries"][0]["payload"]["id"] == delivered["message_id"]

@@ -13,6 +13,7 @@ import pytest
 
 from gitmail import Mail, Store
 from gitmail.mail import relay
+from gitmail.mail.facade import SendOptions
 from gitmail.model.records import Message, Relay, inbox_path, message_path, relay_path
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.hookinstall import install_hub
@@ -106,7 +107,7 @@ def test_a_server_killed_between_the_two_commits_completes_the_copy_at_its_next_
     assert check_archive(store.archive(FRONT)) == [] and check_archive(store.archive(BACK)) == []
     # a retry of the interrupted call finds the message, and doubles nothing
     again = Mail(store).send_message(FRONT, "Alice", [f"Bob@{BACK}"], "schema v3", "the new schema",
-                                     idempotency_key="schema-v3")
+                                     options=SendOptions(idempotency_key="schema-v3"))
     assert again["created"] is False and [d["payload"]["id"] for d in again["deliveries"]] == [mid, mid]
     log = git("--git-dir", store.paths(back).archive, "log", "--format=%s", "--", message_path(mid))
     assert len(log.strip().splitlines()) == 1 and "schema v3" in log

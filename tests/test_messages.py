@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gitmail.mail.facade import SendOptions
 from gitmail.model.records import Message, inbox_path, message_path, outbox_path
 from gitmail.storage.store import slug_for
 
@@ -18,7 +19,8 @@ def test_send_writes_canonical_inbox_and_outbox_copies_in_one_commit(store):
     open_agents(mail, "GreenCastle", "BlueLake", "RedStone")
     before = tip(store, PROJECT)
     result = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan for /api/users", "See **below**.",
-                               cc=["RedStone"], importance="high", ack_required=True, topic="br-abc.1")
+                               options=SendOptions(cc=["RedStone"], importance="high", ack_required=True,
+                                                   topic="br-abc.1"))
     assert result["count"] == 1 and result["created"] is True
     assert result["deliveries"][0]["project"] == PROJECT
     payload = result["deliveries"][0]["payload"]
@@ -70,21 +72,21 @@ def test_send_errors_leave_the_archive_unchanged(store):
     with fails_cleanly(store, "NOT_FOUND", PROJECT):
         mail.send_message(PROJECT, "Nobody", ["BlueLake"], "s", "b")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", importance="two\nlines")
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(importance="two\nlines"))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "two\nlines", "b")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", topic="-bad")
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(topic="-bad"))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", topic="x" * 65)
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(topic="x" * 65))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["bad name"], "s", "b")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "x" * (1024 * 1024 + 1))
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", broadcast=True)
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(broadcast=True))
     with fails_cleanly(store, "NOT_FOUND", PROJECT):  # an ID-shaped thread must exist
-        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", thread_id="0" * 23)
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(thread_id="0" * 23))
     mail.retire_agent(PROJECT, "BlueLake")
     with fails_cleanly(store, "AGENT_INACTIVE", PROJECT):
         mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b")
@@ -109,7 +111,8 @@ def test_broadcast_reaches_active_agents_and_reports_skips(store):
     register(mail, "Hermit")
     mail.set_contact_policy(PROJECT, "Hermit", "block_all")
     mail.retire_agent(PROJECT, "Retiree")
-    result = mail.send_message(PROJECT, "GreenCastle", [], "All hands", "Standup in 5", broadcast=True)
+    result = mail.send_message(PROJECT, "GreenCastle", [], "All hands", "Standup in 5",
+                               options=SendOptions(broadcast=True))
     assert result["deliveries"][0]["payload"]["to"] == ["BlueLake", "RedStone"]
     skipped = {s["agent"]: s["reason"] for s in result["broadcast_skipped"]}
     assert set(skipped) == {"Private", "Hermit", "Retiree"}
@@ -118,7 +121,7 @@ def test_broadcast_reaches_active_agents_and_reports_skips(store):
     mail.set_contact_policy(PROJECT, "BlueLake", "block_all")
     mail.set_contact_policy(PROJECT, "RedStone", "block_all")
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
-        mail.send_message(PROJECT, "GreenCastle", [], "All hands", "again", broadcast=True)
+        mail.send_message(PROJECT, "GreenCastle", [], "All hands", "again", options=SendOptions(broadcast=True))
     assert len(info.value.data["broadcast_skipped"]) == 5
 
 
@@ -132,8 +135,9 @@ def test_reply_threads_prefixes_once_and_inherits_flags(store):
     assert reply["subject"] == "Re: Plan" and reply["to"] == ["GreenCastle"]
     assert reply["importance"] == "urgent" and reply["ack_required"] is True and reply["topic"] == "plan"
     assert reply["created"] is True and reply["deliveries"][0]["payload"]["id"] == reply["id"]
-    again = mail.reply_message(PROJECT, reply["id"], "GreenCastle", "Answers", subject_prefix="RE:",
-                               cc=["RedStone"], importance="low", ack_required=False)
+    again = mail.reply_message(PROJECT, reply["id"], "GreenCastle", "Answers",
+                               options=SendOptions(subject_prefix="RE:", cc=["RedStone"], importance="low",
+                                                   ack_required=False))
     assert again["subject"] == "Re: Plan"  # the prefix is applied once, ignoring case
     assert again["thread_id"] == original["id"] and again["to"] == ["BlueLake"] and again["cc"] == ["RedStone"]
     assert again["importance"] == "low" and again["ack_required"] is False
@@ -158,4 +162,24 @@ def test_reply_errors(store):
     with fails_cleanly(store, "RECIPIENT_NOT_FOUND", PROJECT):
         mail.reply_message(PROJECT, original["id"], "BlueLake", "x", to=["Ghost"])
     with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT):
-        mail.reply_message(PROJECT, original["id"], "BlueLake", "x", subject_prefix="a\nb")
+        mail.reply_message(PROJECT, original["id"], "BlueLake", "x", options=SendOptions(subject_prefix="a\nb"))
+
+
+def test_one_options_object_serves_send_and_reply_and_each_refuses_the_others_fields(store):
+    mail = make_mail(store)
+    open_agents(mail, "GreenCastle", "BlueLake")
+    first = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan", "b",
+                              SendOptions(importance="high", topic="plan"))
+    assert first.message is not None and (first.message.importance, first.message.topic) == ("high", "plan")
+    for name, value in (("thread_id", "TKT-1"), ("topic", "other"), ("broadcast", True)):
+        with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+            mail.reply_message(PROJECT, first.message.id, "BlueLake", "b", SendOptions(**{name: value}))
+        assert info.value.data == {"field": name} and "reply stays in its original's thread" in info.value.message
+    with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+        mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", SendOptions(subject_prefix="Fwd:"))
+    assert info.value.data == {"field": "subject_prefix"}
+    reply = mail.reply_message(PROJECT, first.message.id, "BlueLake", "ok", SendOptions(subject_prefix="Ans:"))
+    assert reply.message is not None and reply.message.subject == "Ans: Plan"
+    # the reply is the stored message followed by what the send did, as it always was on the wire
+    assert list(reply)[:3] == ["id", "thread_id", "subject"] and reply["deliveries"][0]["payload"]["id"] == reply["id"]
+    assert (reply.message.importance, reply.message.topic, reply.delivery.created) == ("high", "plan", True)

@@ -9,7 +9,7 @@ import pytest
 from gitmail import Change, Store
 from gitmail.mail.ackscanner import AckScanner
 from gitmail.mail.acksettings import AckSettings
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import Escalation, Reservation, escalation_path, parse_path, reservation_path
 from gitmail.storage.fsck import check_archive
@@ -35,7 +35,7 @@ def sent(store):
         mail.register_agent(KEY, "p", "m", name=name)
         mail.set_contact_policy(KEY, name, "open")
     out = mail.send_message(KEY, "Alice", ["Bob", "Carol"], "Freeze the schema", "Please acknowledge.",
-                            ack_required=True)
+                            options=SendOptions(ack_required=True))
     mail.send_message(KEY, "Alice", ["Bob"], "FYI", "No acknowledgement needed.")
     return out["deliveries"][0]["payload"]["id"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitmail import GitmailError
+from gitmail.mail.facade import SendOptions
 from gitmail.model.records import Agent, Message, message_path, profile_path
 
 from .conftest import fails_cleanly, git_run, tip
@@ -22,7 +23,7 @@ def test_overseer_reaches_an_agent_whose_policy_blocks_everyone(store, operator)
     register(mail, "BlueLake")
     mail.set_contact_policy(PROJECT, "BlueLake", "block_all")
     sent = mail.send_as_overseer(PROJECT, ["BlueLake"], "Stop the deploy", "Please **hold** it.",
-                                 importance="urgent", ack_required=True)
+                                 options=SendOptions(importance="urgent", ack_required=True))
     payload = sent["deliveries"][0]["payload"]
     assert payload["from"] == "Overseer"
     inbox = mail.fetch_inbox(PROJECT, "BlueLake")
@@ -61,7 +62,7 @@ def test_broadcast_from_the_overseer_reaches_every_active_agent(store, operator)
     mail = make_mail(store)
     register(mail, "BlueLake", "GreenHill")
     mail.set_contact_policy(PROJECT, "GreenHill", "block_all")
-    sent = mail.send_as_overseer(PROJECT, None, "All hands", "Meeting at noon", broadcast=True)
+    sent = mail.send_as_overseer(PROJECT, None, "All hands", "Meeting at noon", options=SendOptions(broadcast=True))
     assert sorted(sent["deliveries"][0]["payload"]["to"]) == ["BlueLake", "GreenHill"]
     assert sent["broadcast_skipped"] == []
 

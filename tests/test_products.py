@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitmail import GitmailError
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.clock import HLC
 from gitmail.model.records import ProductLink, Relay, product_path, relay_path
 from gitmail.storage.fsck import check_archive
@@ -92,8 +92,10 @@ def test_product_thread_summary_reads_the_thread_in_every_project(mail):
     mail.products_link("shop", BACK)
     first = mail.send_message(FRONT, "Bob", ["Alice"], "release plan", "- [ ] tag the release")
     thread = first["deliveries"][0]["payload"]["thread_id"]
-    mail.send_message(BACK, "Bob", ["Alice"], "release plan (api)", "TODO: bump the api", thread_id="rel-1")
-    mail.send_message(FRONT, "Bob", ["Alice"], "release plan (web)", "TODO: bump the web", thread_id="rel-1")
+    mail.send_message(BACK, "Bob", ["Alice"], "release plan (api)", "TODO: bump the api",
+                      options=SendOptions(thread_id="rel-1"))
+    mail.send_message(FRONT, "Bob", ["Alice"], "release plan (web)", "TODO: bump the web",
+                      options=SendOptions(thread_id="rel-1"))
     summary = mail.summarize_thread_product("shop", "rel-1", projects=mail.product_projects("shop"))
     assert summary["projects"] == [BACK, FRONT]
     assert summary["summary"]["message_count"] == 2

@@ -19,6 +19,7 @@ import pytest
 
 from gitmail import Mail
 from gitmail.mail.budget import item_bytes
+from gitmail.mail.facade import SendOptions
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
 from .inprocess_server import InProcessServer
@@ -49,8 +50,8 @@ def world(store, wall) -> Iterator[tuple[InProcessServer, dict[str, Any]]]:
     for n in range(SENT):
         wall.advance(seconds=1)
         for key in (PROJECT, OTHER):
-            sent = mail.send_message(key, "Blue", ["Green"], f"part {n}", body(n), topic="bulk",
-                                     thread_id=thread if key == PROJECT else None)
+            sent = mail.send_message(key, "Blue", ["Green"], f"part {n}", body(n),
+                                     options=SendOptions(topic="bulk", thread_id=thread if key == PROJECT else None))
             payload = sent["deliveries"][0]["payload"]
             thread = thread or payload["thread_id"]
             ids[key].append(payload["id"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gitmail import Change
+from gitmail.mail.facade import SendOptions
 from gitmail.model.ids import new_id
 from gitmail.model.records import IdempotencyKey, Tombstone, inbox_path, message_path, tombstone_path
 from gitmail.storage.fsck import check_archive
@@ -49,7 +50,7 @@ def test_purge_removes_old_messages_and_keeps_history(store, wall):
 def test_purge_drops_expired_idempotency_keys(store):
     mail = make_mail(store)
     open_agents(mail, "GreenCastle", "BlueLake")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", idempotency_key="fresh")
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "s", "b", options=SendOptions(idempotency_key="fresh"))
     stale = "agents/GreenCastle/idempotency/2001/01/01/aa/aa/" + "a" * 64 + ".yaml"
     record = IdempotencyKey(key_hash="a" * 64, agent="GreenCastle", operation="send_message",
                             request_hash="b" * 64, created_at="2001-01-01T00:00:00.000Z", message_id=new_id())

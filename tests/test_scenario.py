@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.records import day_shard
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.store import slug_for
@@ -27,16 +27,17 @@ def test_three_agent_workflow_is_plain_git(store):
 
     plan = mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "Plan for /api/users",
                              "The quokka migration lands on Friday.\n\n- [ ] BlueLake: switch the form to v2\n",
-                             cc=["RedStone"], ack_required=True, importance="high",
-                             topic="users-api")["deliveries"][0]["payload"]
+                                 options=SendOptions(cc=["RedStone"], ack_required=True, importance="high",
+                                                     topic="users-api"))["deliveries"][0]["payload"]
 
     inbox = mail.fetch_inbox(PROJECT, "BlueLake", include_bodies=True, urgent_only=True)
     assert [m["id"] for m in inbox] == [plan["id"]] and "quokka" in inbox[0]["body_md"]
     mail.acknowledge_message(PROJECT, "BlueLake", plan["id"])
     answer = mail.reply_message(PROJECT, plan["id"], "BlueLake", "Form switch is ready; TODO: remove v1 fields")
     mail.mark_message_read(PROJECT, "RedStone", plan["id"])
-    ops = mail.reply_message(PROJECT, plan["id"], "RedStone", "Deploy window booked.", cc=["BlueLake"],
-                             ack_required=False)  # cc to BlueLake works: they share the thread
+    ops = mail.reply_message(PROJECT, plan["id"], "RedStone", "Deploy window booked.",
+                             options=SendOptions(cc=["BlueLake"],
+                                                 ack_required=False))  # cc to BlueLake works: they share the thread
 
     assert mail.view_ack_required(PROJECT, "BlueLake")["count"] == 0
     assert mail.view_ack_required(PROJECT, "RedStone")["count"] == 1  # RedStone read but did not acknowledge
@@ -84,10 +85,10 @@ def test_every_mail_record_type_passes_fsck(store):
         mail.register_agent(PROJECT, "cli", "m", name=name)
     mail.set_contact_policy(PROJECT, "RedStone", "open")
     mail.set_contact_policy(PROJECT, "Quiet", "open")
-    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "held", "waits", hold_if_blocked=True,
-                      idempotency_key="held-1")
-    sent = mail.send_message(PROJECT, "GreenCastle", ["RedStone"], "hi", "- [ ] task", bcc=["Quiet"],
-                             idempotency_key="sent-1")["deliveries"][0]["payload"]
+    mail.send_message(PROJECT, "GreenCastle", ["BlueLake"], "held", "waits",
+                      options=SendOptions(hold_if_blocked=True, idempotency_key="held-1"))
+    sent = mail.send_message(PROJECT, "GreenCastle", ["RedStone"], "hi", "- [ ] task",
+                             options=SendOptions(bcc=["Quiet"], idempotency_key="sent-1"))["deliveries"][0]["payload"]
     mail.acknowledge_message(PROJECT, "Quiet", sent["id"])
     mail.reply_message(PROJECT, sent["id"], "RedStone", "on it")
     mail.summarize_recent(PROJECT, since_hours=1)

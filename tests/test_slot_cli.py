@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitmail.cli import cli
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 
 from .coord_helpers import make_project
 
@@ -49,7 +49,7 @@ def test_acks_scans_with_the_environment_settings(gm, store):
     mail = Mail(store)
     for name in ("Blue", "Green"):
         mail.set_contact_policy(KEY, name, "open")
-    mail.send_message(KEY, "Blue", ["Green"], "Sign off", "Please ack.", ack_required=True)
+    mail.send_message(KEY, "Blue", ["Green"], "Sign off", "Please ack.", options=SendOptions(ack_required=True))
     env = {"GITMAIL_ACK_TTL_SECONDS": "600", "GITMAIL_ACK_ESCALATION_ENABLED": "1"}
     out = gm("acks", KEY, env=env)
     assert (out["ttl_seconds"], out["escalation"], out["overdue"]) == (600, "log", [])

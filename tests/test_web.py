@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitmail import Store
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 
 from .mcp_harness import ServerProcess
 
@@ -40,7 +40,7 @@ def seed(home: str) -> dict[str, str]:
         mail.set_contact_policy(PROJECT, name, "open")
     first = mail.send_message(PROJECT, "BlueLake", ["GreenHill"], "Schema migration plan",
                               "Three **steps**.\n\n<script>alert('x')</script>\n\n[bad](javascript:alert(1))",
-                              importance="high", ack_required=True)["deliveries"][0]["payload"]
+                                  options=SendOptions(importance="high", ack_required=True))["deliveries"][0]["payload"]
     mail.reply_message(PROJECT, first["id"], "GreenHill", "I take the backfill.")
     mail.file_reservation_paths(PROJECT, "BlueLake", ["src/db/**"], reason="migration")
     mail.journal(PROJECT, "BlueLake", "Planned the migration.")
@@ -247,8 +247,9 @@ def hostile_seed(home: str, files: str) -> dict[str, str]:
         mail.set_contact_policy(key, name, "open")
     with open(os.path.join(files, f"{HOSTILE}.txt"), "w") as handle:
         handle.write(BODY)
-    sent = mail.send_message(key, "BlueLake", ["GreenHill"], HOSTILE, BODY, importance=SHORT, ack_required=True,
-                             topic="x", attachment_paths=[os.path.join(files, f"{HOSTILE}.txt")])
+    sent = mail.send_message(key, "BlueLake", ["GreenHill"], HOSTILE, BODY,
+                             options=SendOptions(importance=SHORT, ack_required=True, topic="x",
+                                                 attachment_paths=[os.path.join(files, f"{HOSTILE}.txt")]))
     first = sent["deliveries"][0]["payload"]
     mail.reply_message(key, first["id"], "GreenHill", BODY)
     reservation = mail.file_reservation_paths(key, "BlueLake", [f"src/{HOSTILE}"], reason=BODY)["granted"][0]

@@ -236,9 +236,9 @@ def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat:
     """Append ENTRY to AGENT's journal, or show its last entries when ENTRY is omitted."""
     if entry is not None:
         out = ctx.mail.journal(project, agent, entry, seat=seat)
-        return out, f"journal entry {out['id']} at {out['path']}"
+        return out, f"journal entry {out.id} at {out.path}"
     shown = ctx.mail.read_journal(project, agent, limit=limit)
-    text = "\n\n".join(f"[{e['created']}]\n{e['entry'].rstrip()}" for e in shown["entries"])
+    text = "\n\n".join(f"[{e.created}]\n{e.entry.rstrip()}" for e in shown.entries)
     return shown, text or "the journal is empty"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from gitmail.mail.facade import SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError, invalid
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
@@ -184,18 +185,20 @@ def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broa
                       "(one of the two)", field="from")
     if not (to or cc or bcc or broadcast):
         raise click.UsageError("name a recipient with --to, --cc or --bcc, or send to every agent with --broadcast")
-    options = dict(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
-                   thread_id=thread_id, topic=topic, broadcast=broadcast, attachment_paths=list(attach) or None)
+    options = SendOptions(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
+                          thread_id=thread_id, topic=topic, broadcast=broadcast,
+                          attachment_paths=list(attach) or None)
     text = body_text(body, body_file)
     if as_overseer:
-        result = ctx.mail.send_as_overseer(project, list(to), subject, text, **options)
+        result = ctx.mail.send_as_overseer(project, list(to), subject, text, options)
     else:
         assert sender is not None
-        result = ctx.mail.send_message(project, sender, list(to), subject, text, **options)
-    payload = result["deliveries"][0]["payload"]
-    skipped = result.get("broadcast_skipped") or []
-    note = f"; skipped {', '.join(s['agent'] for s in skipped)}" if skipped else ""
-    return result, f"sent {payload['id']} (thread {payload['thread_id']}){note}"
+        result = ctx.mail.send_message(project, sender, list(to), subject, text, options)
+    sent = result.message
+    assert sent is not None  # a send from here is never held (hold_if_blocked is not offered)
+    skipped = result.broadcast_skipped or []
+    note = f"; skipped {', '.join(s.agent for s in skipped)}" if skipped else ""
+    return result, f"sent {sent.id} (thread {sent.thread_id}){note}"
 
 
 @command(name="inbox")
@@ -285,9 +288,11 @@ def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tupl
 def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[str, ...], body: str | None,
           body_file: str | None, attach: tuple[str, ...]) -> tuple[object, str]:
     """Reply to MESSAGE_ID in its thread."""
-    result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file), to=list(to) or None,
-                                    attachment_paths=list(attach) or None)
-    return result, f"sent {result['id']} (thread {result['thread_id']})"
+    result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file),
+                                    SendOptions(attachment_paths=list(attach) or None), to=list(to) or None)
+    sent = result.message
+    assert sent is not None  # a reply from here is never held (hold_if_blocked is not offered)
+    return result, f"sent {sent.id} (thread {sent.thread_id})"
 
 
 @command(name="ack")
@@ -297,7 +302,7 @@ def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[st
 def ack(ctx: Context, project: str, agent: str, message_id: str) -> tuple[object, str]:
     """Acknowledge MESSAGE_ID as AGENT (also marks it read)."""
     result = ctx.mail.acknowledge_message(project, agent, message_id)
-    return result, f"acknowledged {message_id} at {result['acknowledged_at']}"
+    return result, f"acknowledged {message_id} at {result.acknowledged_at}"
 
 
 @command(name="search")

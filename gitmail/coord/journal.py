@@ -9,11 +9,11 @@ was decided and why.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from gitmail.model.errors import invalid
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import JOURNAL, JournalEntry, agent_folder
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -25,12 +25,30 @@ from .lookup import require_agent
 MAX_ENTRY = 20000
 
 
-def _view(entry: JournalEntry) -> dict[str, Any]:
-    return {"id": entry.id, "agent": entry.agent, "created": entry.created_ts, "entry": entry.body,
-            "path": entry.path()}
+@result
+class JournalView(Result):
+    """One journal entry as callers see it."""
+
+    id: str
+    agent: str
+    created: str
+    entry: str
+    path: str
 
 
-def append(ctx: Context, project_key: str, agent: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
+@result
+class JournalPage(Result):
+    """The end of an agent's journal, oldest first."""
+
+    agent: str
+    entries: list[JournalView]
+
+
+def _view(entry: JournalEntry) -> JournalView:
+    return JournalView(id=entry.id, agent=entry.agent, created=entry.created_ts, entry=entry.body, path=entry.path())
+
+
+def append(ctx: Context, project_key: str, agent: str, entry: str, *, seat: str | None = None) -> JournalView:
     """Append one entry to ``agent``'s journal; the agent must be able to act."""
     check_agent_name(agent, "agent_name")
     if not isinstance(entry, str) or not entry.strip():
@@ -49,12 +67,12 @@ def append(ctx: Context, project_key: str, agent: str, entry: str, *, seat: str 
         first_line = entry.strip().splitlines()[0][:72]
         return Change(f"{name} journal: {first_line}", author=name, result=_view(record)).put_record(record)
 
-    result = archive.transact(fn).result
-    ctx.touch(project_key, result["agent"])
+    result: JournalView = archive.transact(fn).result
+    ctx.touch(project_key, result.agent)
     return result
 
 
-def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]:
+def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[JournalView]:
     """The last ``limit`` entries of ``agent``'s journal, oldest first (newest last).
 
     Walks the day folders from the newest, so the cost follows ``limit``, not
@@ -70,11 +88,11 @@ def tail(snapshot: Snapshot, agent: str, limit: int = 5) -> list[dict[str, Any]]
     return _views(snapshot, reversed(found))
 
 
-def _views(snapshot: Snapshot, paths: Iterable[str]) -> list[dict[str, Any]]:
+def _views(snapshot: Snapshot, paths: Iterable[str]) -> list[JournalView]:
     return [_view(entry) for path in paths if (entry := snapshot.load(path, JournalEntry)) is not None]
 
 
-def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20, observe: bool = False) -> dict[str, Any]:
+def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20, observe: bool = False) -> JournalPage:
     """The end of ``agent``'s journal (read only).
 
     Read as the agent, it counts as the agent's activity; ``observe`` reads
@@ -87,4 +105,4 @@ def read(ctx: Context, project_key: str, agent: str, *, limit: int = 20, observe
     agent = require_agent(snap, agent).name
     if not observe:
         ctx.touch(project_key, agent)
-    return {"agent": agent, "entries": tail(snap, agent, limit)}
+    return JournalPage(agent=agent, entries=tail(snap, agent, limit))

@@ -9,11 +9,13 @@ outbox copy names them.
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Any
 
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.ids import id_time
 from gitmail.model.records import Message, Tombstone, inbox_path, message_files, message_path, outbox_path
+from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -59,27 +61,38 @@ def commit_line(message: Message, verb: str = "sent") -> str:
     return f"{message.sender} {verb} {message.id} to {names}: {message.subject}"[:200]
 
 
+@result
+class MessageView(Result):
+    """A message as callers see it: its header, and its body and blind copies when they are shown."""
+
+    id: str
+    thread_id: str
+    subject: str
+    sender: str = field(metadata=renamed("from"))
+    to: list[str]
+    cc: list[str]
+    created_ts: str
+    importance: str
+    ack_required: bool
+    topic: str | None
+    reply_to: str | None
+    attachments: list[dict[str, Any]]
+    bcc: list[str] | None = field(default=None, metadata=OMIT_NONE)
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, message: Message, *, include_body: bool = True, show_bcc: bool = False) -> MessageView:
+        """``message`` as callers see it (``bcc`` only for the sender's own copy)."""
+        return cls(id=message.id, thread_id=message.thread_id, subject=message.subject, sender=message.sender,
+                   to=list(message.to), cc=list(message.cc), created_ts=message.created_ts,
+                   importance=message.importance, ack_required=message.ack_required, topic=message.topic,
+                   reply_to=message.reply_to, attachments=list(message.attachments),
+                   bcc=list(message.bcc) if show_bcc else None, body_md=message.body if include_body else None)
+
+
 def message_view(message: Message, *, include_body: bool = True, show_bcc: bool = False) -> dict[str, Any]:
-    """A message as callers see it (``bcc`` only for the sender's own copy)."""
-    view: dict[str, Any] = {
-        "id": message.id,
-        "thread_id": message.thread_id,
-        "subject": message.subject,
-        "from": message.sender,
-        "to": list(message.to),
-        "cc": list(message.cc),
-        "created_ts": message.created_ts,
-        "importance": message.importance,
-        "ack_required": message.ack_required,
-        "topic": message.topic,
-        "reply_to": message.reply_to,
-        "attachments": list(message.attachments),
-    }
-    if show_bcc:
-        view["bcc"] = list(message.bcc)
-    if include_body:
-        view["body_md"] = message.body
-    return view
+    """:class:`MessageView` as its JSON object, for the reads that still extend it in place."""
+    return MessageView.of(message, include_body=include_body, show_bcc=show_bcc).wire()
 
 
 def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: HLC) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.context import Activity, Context
+from gitmail.coord.journal import JournalPage, JournalView
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
 from gitmail.model.limits import (
@@ -56,7 +57,11 @@ from . import (
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
 from .agents import Credential
-from .sending import ReplyRequest, SendRequest
+from .delivery import MessageView
+from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
+
+# What the faces may take from here besides Mail: the options they pass and the typed results they read.
+__all__ = ["Mail", "MessageView", "NO_OPTIONS", "ReplyResult", "SendOptions", "SendResult"]
 
 
 class Mail:
@@ -211,25 +216,27 @@ class Mail:
 
     # -- messages -------------------------------------------------------------
     def send_message(self, project_key: str, sender_name: str, to: list[str] | None, subject: str, body_md: str,
-                     **options: Any) -> dict[str, Any]:
-        """Send a message; ``options`` are the optional fields of :class:`gitmail.mail.sending.SendRequest`."""
+                     options: SendOptions = NO_OPTIONS) -> SendResult:
+        """Send a message (the rules: :mod:`gitmail.mail.sending`)."""
         return sending.send_message(self.ctx, SendRequest(project_key=project_key, sender_name=sender_name, to=to,
-                                                          subject=subject, body_md=body_md, **options))
+                                                          subject=subject, body_md=body_md, options=options))
 
     def reply_message(self, project_key: str, message_id: str | int, sender_name: str, body_md: str,
-                      **options: Any) -> dict[str, Any]:
-        """Reply in a thread; ``options`` are the optional fields of :class:`gitmail.mail.sending.ReplyRequest`."""
+                      options: SendOptions = NO_OPTIONS, *, to: list[str] | None = None) -> ReplyResult:
+        """Reply in a thread, to the original's sender unless ``to`` names recipients."""
         return sending.reply_message(self.ctx, ReplyRequest(project_key=project_key, message_id=message_id,
-                                                            sender_name=sender_name, body_md=body_md, **options))
+                                                            sender_name=sender_name, body_md=body_md, to=to,
+                                                            options=options))
 
     def send_as_overseer(self, project_key: str, to: list[str] | None, subject: str, body_md: str,
-                         **options: Any) -> dict[str, Any]:
+                         options: SendOptions = NO_OPTIONS) -> SendResult:
         """Send as the project's human overseer (the operator only; see :mod:`gitmail.mail.overseer`)."""
-        return overseer.send(self.ctx, project_key, to, subject, body_md, **options)
+        return overseer.send(self.ctx, project_key, to, subject, body_md, options)
 
-    def reply_as_overseer(self, project_key: str, message_id: str, body_md: str, **options: Any) -> dict[str, Any]:
+    def reply_as_overseer(self, project_key: str, message_id: str, body_md: str,
+                          options: SendOptions = NO_OPTIONS, *, to: list[str] | None = None) -> ReplyResult:
         """Reply as the project's human overseer in a message's thread."""
-        return overseer.reply(self.ctx, project_key, message_id, body_md, **options)
+        return overseer.reply(self.ctx, project_key, message_id, body_md, options, to=to)
 
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
@@ -328,11 +335,11 @@ class Mail:
 
     # -- receipts -------------------------------------------------------------
     def mark_message_read(self, project_key: str, agent_name: str, message_id: str | int, *,
-                          seat: str | None = None) -> dict[str, Any]:
+                          seat: str | None = None) -> receipts.ReadReceipt:
         return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     def acknowledge_message(self, project_key: str, agent_name: str, message_id: str | int, *,
-                            seat: str | None = None) -> dict[str, Any]:
+                            seat: str | None = None) -> receipts.AckReceipt:
         return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     # -- contacts -------------------------------------------------------------
@@ -467,11 +474,12 @@ class Mail:
     def seat_status(self, project_key: str, agent_name: str) -> dict[str, Any]:
         return seats.seat_status(self.ctx, project_key, agent_name)
 
-    def journal(self, project_key: str, agent_name: str, entry: str, *, seat: str | None = None) -> dict[str, Any]:
+    def journal(self, project_key: str, agent_name: str, entry: str, *,
+                seat: str | None = None) -> JournalView:
         return journal.append(self.ctx, project_key, agent_name, entry, seat=seat)
 
     def read_journal(self, project_key: str, agent_name: str, *, limit: int = 20,
-                     observe: bool = False) -> dict[str, Any]:
+                     observe: bool = False) -> JournalPage:
         """The end of an agent's journal; ``observe`` reads it as an onlooker (not the agent's activity)."""
         return journal.read(self.ctx, project_key, agent_name, limit=limit, observe=observe)
 

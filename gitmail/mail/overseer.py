@@ -31,7 +31,7 @@ from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
 from . import sending
-from .sending import ReplyRequest, SendRequest
+from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 
 DESCRIPTION = "The person overseeing this project's agents; replies reach them in the web view and the CLI."
 
@@ -69,18 +69,20 @@ def ensure_overseer(ctx: Context, project_key: str) -> Agent:
 
 
 def send(ctx: Context, project_key: str, to: list[str] | None, subject: str, body_md: str,
-         **options: Any) -> dict[str, Any]:
-    """Send as the overseer; ``options`` are the optional fields of :class:`SendRequest`."""
+         options: SendOptions = NO_OPTIONS) -> SendResult:
+    """Send as the overseer."""
     ensure_overseer(ctx, project_key)
     return sending.send_message(ctx, SendRequest(project_key=project_key, sender_name=OVERSEER, to=to,
-                                                 subject=subject, body_md=body_md, **options))
+                                                 subject=subject, body_md=body_md, options=options))
 
 
-def reply(ctx: Context, project_key: str, message_id: str, body_md: str, **options: Any) -> dict[str, Any]:
-    """Reply as the overseer in a message's thread; ``options`` are those of :class:`ReplyRequest`."""
+def reply(ctx: Context, project_key: str, message_id: str, body_md: str,
+          options: SendOptions = NO_OPTIONS, *, to: list[str] | None = None) -> ReplyResult:
+    """Reply as the overseer in a message's thread, to the original's sender unless ``to`` names recipients."""
     ensure_overseer(ctx, project_key)
     return sending.reply_message(ctx, ReplyRequest(project_key=project_key, message_id=message_id,
-                                                   sender_name=OVERSEER, body_md=body_md, **options))
+                                                   sender_name=OVERSEER, body_md=body_md, to=to,
+                                                   options=options))
 
 
 def force_release(ctx: Context, project_key: str, reservation_id: str, *, note: str = "") -> dict[str, Any]:

@@ -7,13 +7,12 @@ original timestamps and commit nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gitmail.coord.acting import check_acting
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import require_agent
 from gitmail.model.errors import not_found
 from gitmail.model.records import Receipt, inbox_path
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -48,16 +47,35 @@ def _mark(ctx: Context, project_key: str, agent_name: str, message_id: str | int
     return receipt
 
 
+@result
+class ReadReceipt(Result):
+    """A message marked read (``message_id`` as the caller named it)."""
+
+    message_id: str | int
+    read: bool
+    read_at: str | None
+
+
+@result
+class AckReceipt(Result):
+    """A message acknowledged, and when it was first read."""
+
+    message_id: str | int
+    acknowledged: bool
+    acknowledged_at: str | None
+    read_at: str | None
+
+
 def mark_message_read(ctx: Context, project_key: str, agent_name: str, message_id: str | int,
-                      *, seat: str | None = None) -> dict[str, Any]:
+                      *, seat: str | None = None) -> ReadReceipt:
     """Record that the agent read a message it received."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=False, seat=seat)
-    return {"message_id": message_id, "read": True, "read_at": receipt.read_at}
+    return ReadReceipt(message_id=message_id, read=True, read_at=receipt.read_at)
 
 
 def acknowledge_message(ctx: Context, project_key: str, agent_name: str, message_id: str | int,
-                        *, seat: str | None = None) -> dict[str, Any]:
+                        *, seat: str | None = None) -> AckReceipt:
     """Acknowledge a message the agent received (which also marks it read)."""
     receipt = _mark(ctx, project_key, agent_name, message_id, ack=True, seat=seat)
-    return {"message_id": message_id, "acknowledged": True, "acknowledged_at": receipt.acked_at,
-            "read_at": receipt.read_at}
+    return AckReceipt(message_id=message_id, acknowledged=True, acknowledged_at=receipt.acked_at,
+                      read_at=receipt.read_at)

@@ -48,12 +48,13 @@ from gitmail.model.records import (
     message_path,
     outbox_path,
 )
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
 from . import addresses, attachments, contacts, idempotency, relay
-from .delivery import commit_line, compose, message_view, put_message
+from .delivery import MessageView, commit_line, compose, put_message
 from .mailbox import load_message, resolve_message_id
 
 MAX_THREAD_ID = 128
@@ -61,23 +62,33 @@ MAX_RECIPIENTS = 1000  # names in one of to, cc, bcc (broadcast and roles reach 
 
 
 @dataclass(frozen=True, kw_only=True)
-class Delivery:
-    """What a send and a reply share past their required fields, as callers pass them (checked on use).
+class SendOptions:
+    """Everything a send or a reply may be given past its required fields, as every face passes it.
 
-    ``cc``/``bcc`` may name ``role:<capability>``; ``auto_contact_if_blocked``
-    requests contact from recipients whose policy requires it (the send still
-    fails), ``hold_if_blocked`` also holds the message until they approve, and
-    ``approve_as`` names the agents (lower case) the caller proved besides the
-    sender, whose contact is approved on the spot;
-    ``idempotency_key`` makes a retry return the first result;
-    ``attachment_paths`` and images in the body are stored as attachments
-    (see :mod:`gitmail.mail.attachments`), shaped by ``convert_images`` and
-    ``attachments_policy``; ``seat`` is the sender's seat token when a session
-    holds its seat.
+    ``cc``/``bcc`` may name ``role:<capability>``; ``importance`` and
+    ``ack_required`` default to ``normal`` and false for a send, to the
+    original's for a reply; ``thread_id``, ``topic`` and ``broadcast`` are a
+    send's (a reply keeps its original's thread and topic), ``subject_prefix``
+    a reply's (default ``Re:``); ``auto_contact_if_blocked`` requests contact
+    from recipients whose policy requires it (the send still fails),
+    ``hold_if_blocked`` also holds the message until they approve, and
+    ``approve_as`` names the agents (lower case) the caller proved besides
+    the sender, whose contact is approved on the spot; ``idempotency_key``
+    makes a retry return the first result; ``attachment_paths`` and images in
+    the body are stored as attachments (see :mod:`gitmail.mail.attachments`),
+    shaped by ``convert_images`` and ``attachments_policy``; ``seat`` is the
+    sender's seat token when a session holds its seat. Values are checked
+    when the message is sent.
     """
 
     cc: list[str] | None = None
     bcc: list[str] | None = None
+    importance: str | None = None
+    ack_required: bool | None = None
+    thread_id: str | None = None
+    topic: str | None = None
+    broadcast: bool = False
+    subject_prefix: str | None = None
     auto_contact_if_blocked: bool = False
     hold_if_blocked: bool = False
     approve_as: frozenset[str] = frozenset()
@@ -88,37 +99,77 @@ class Delivery:
     seat: str | None = None
 
 
+NO_OPTIONS = SendOptions()
+
+
 @dataclass(frozen=True, kw_only=True)
-class SendRequest(Delivery):
-    """One ``send_message``: a new message (a new thread unless ``thread_id`` names one)."""
+class SendRequest:
+    """One ``send_message``: a new message (a new thread unless ``options.thread_id`` names one)."""
 
     project_key: str
     sender_name: str
     to: list[str] | None
     subject: str
     body_md: str
-    importance: str = "normal"
-    ack_required: bool = False
-    thread_id: str | None = None
-    topic: str | None = None
-    broadcast: bool = False
+    options: SendOptions = NO_OPTIONS
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplyRequest(Delivery):
-    """One ``reply_message``: an answer in the original's thread, to its sender unless ``to`` is given.
-
-    ``importance`` and ``ack_required`` default to the original's.
-    """
+class ReplyRequest:
+    """One ``reply_message``: an answer in the original's thread, to its sender unless ``to`` is given."""
 
     project_key: str
     message_id: str | int  # a gitmail ID, or the id an imported message had in its source
     sender_name: str
     body_md: str
     to: list[str] | None = None
-    subject_prefix: str = "Re:"
-    importance: str | None = None
-    ack_required: bool | None = None
+    options: SendOptions = NO_OPTIONS
+
+
+@result
+class Skipped(Result):
+    """A broadcast recipient left out, and why."""
+
+    agent: str
+    reason: str
+
+
+@result
+class ProjectDelivery(Result):
+    """The message as one project keeps it (the sender's, and each other project a recipient is in)."""
+
+    project: str
+    payload: MessageView
+
+
+@result
+class SendResult(Result):
+    """What a send did: the deliveries (none while the message is held), and what happened on the way."""
+
+    deliveries: list[ProjectDelivery]
+    count: int
+    created: bool  # false: an earlier send with the same idempotency key, replayed
+    held: bool | None = field(default=None, metadata=OMIT_NONE)
+    held_message_id: str | None = field(default=None, metadata=OMIT_NONE)
+    awaiting: list[str] | None = field(default=None, metadata=OMIT_NONE)
+    contact_requests: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    note: str | None = field(default=None, metadata=OMIT_NONE)
+    broadcast_skipped: list[Skipped] | None = field(default=None, metadata=OMIT_NONE)
+    contacts_approved: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    relays: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def message(self) -> MessageView | None:
+        """The message as the sender's project keeps it (None while it is held)."""
+        return self.deliveries[0].payload if self.deliveries else None
+
+
+@result
+class ReplyResult(Result):
+    """A reply: the stored reply's fields, then what the send did (``message`` is None while it is held)."""
+
+    message: MessageView | None = field(default=None, metadata=FLATTEN)
+    delivery: SendResult = field(metadata=FLATTEN)
 
 
 @dataclass
@@ -282,7 +333,7 @@ def _plan_remote(ctx: Context, wanted: dict[str, list[tuple[str, str]]]) -> list
 
 
 def _plan(ctx: Context, project_key: str, snap: Snapshot, out: Outgoing,
-          sender: Agent) -> tuple[dict[str, list[Agent]], list[dict[str, str]]]:
+          sender: Agent) -> tuple[dict[str, list[Agent]], list[Skipped]]:
     """Resolve recipients by field; returns them and the broadcast skips."""
     unknown: list[str] = []
     fields = {name: _resolve(snap, capabilities.expand_roles(snap, getattr(out, name), exclude=sender.name, field=name),
@@ -294,19 +345,19 @@ def _plan(ctx: Context, project_key: str, snap: Snapshot, out: Outgoing,
     if inactive:
         raise GitmailError(AGENT_INACTIVE, f"{', '.join(inactive)} no longer receive mail (retired or "
                            "deregistered); unretire them first or leave them out", {"inactive": inactive})
-    skipped: list[dict[str, str]] = []
+    skipped: list[Skipped] = []
     if out.broadcast:
         for name in agent_names(snap):
             agent = find_agent(snap, name)
             if agent is None or agent.name == sender.name:
                 continue
             if agent.status != "active":
-                skipped.append({"agent": agent.name, "reason": f"agent is {agent.status}"})
+                skipped.append(Skipped(agent=agent.name, reason=f"agent is {agent.status}"))
                 continue
             refused = contacts.gate(ctx, project_key, snap, sender, agent, thread_id=out.thread_id,
                                    replying_to=out.replying_to)
             if refused is not None:
-                skipped.append({"agent": agent.name, "reason": refused[1]})
+                skipped.append(Skipped(agent=agent.name, reason=refused[1]))
                 continue
             fields["to"].append(agent)
     seen: set[str] = set()
@@ -325,21 +376,23 @@ def _check_thread(snap: Snapshot, thread_id: str | None) -> None:
         load_message(snap, thread_id)  # NOT_FOUND unless the thread's first message exists
 
 
-def _delivered_result(project: str, message: Message, created: bool, **extra: Any) -> dict[str, Any]:
-    payload = message_view(message, show_bcc=True)
-    return {"deliveries": [{"project": project, "payload": payload}], "count": 1, "created": created, **extra}
+def _delivered_result(project: str, message: Message, created: bool, *, skipped: list[Skipped] | None = None,
+                      approved: list[dict[str, Any]] | None = None) -> SendResult:
+    delivery = ProjectDelivery(project=project, payload=MessageView.of(message, show_bcc=True))
+    return SendResult(deliveries=[delivery], count=1, created=created, broadcast_skipped=skipped,
+                      contacts_approved=approved or None)
 
 
-def _held_result(held: HeldMessage, requests: list[dict[str, Any]], created: bool) -> dict[str, Any]:
-    return {
-        "deliveries": [], "count": 0, "created": created, "held": True, "held_message_id": held.id,
-        "awaiting": list(held.awaiting), "contact_requests": requests,
-        "note": "the message is kept in the archive and will be delivered to every recipient "
-                "automatically once the awaited agents approve contact",
-    }
+def _held_result(held: HeldMessage, requests: list[dict[str, Any]], created: bool) -> SendResult:
+    return SendResult(
+        deliveries=[], count=0, created=created, held=True, held_message_id=held.id, awaiting=list(held.awaiting),
+        contact_requests=requests,
+        note="the message is kept in the archive and will be delivered to every recipient "
+             "automatically once the awaited agents approve contact",
+    )
 
 
-def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]:
+def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> SendResult:
     assert key.message_id is not None  # idempotency.check matched a send or reply, which names its message
     if key.held:
         held = snap.load(held_path(key.agent, key.message_id), HeldMessage)
@@ -351,15 +404,16 @@ def _replay(snap: Snapshot, project: str, key: IdempotencyKey) -> dict[str, Any]
 
 
 def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *, operation: str,
-             fingerprint: dict[str, Any]) -> dict[str, Any]:
+             fingerprint: dict[str, object]) -> SendResult:
+    options = request.options
     archive = ctx.archive(request.project_key)
     here = ctx.slug(request.project_key)
-    key = request.idempotency_key
+    key = options.idempotency_key
     hashed = idempotency.key_hash(key) if key is not None else None
     content_hash = idempotency.request_hash(fingerprint)
     hlc = ctx.tick()
     wanted = _split_remote(ctx, request.project_key, out)
-    if any(wanted.values()) and request.hold_if_blocked:
+    if any(wanted.values()) and options.hold_if_blocked:
         raise invalid("hold_if_blocked cannot hold mail for agents of other projects: ask them for contact first "
                       "(request_contact with to_project), then send", field="hold_if_blocked")
 
@@ -380,18 +434,18 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
                          thread_id=out.thread_id)
         change = _change_by(ctx, sender)
         by_name = {a.name: a for a in explicit}
-        approved = _approved_in_band(ctx, request, snap, change, sender, refused, by_name, hlc)
+        approved = _approved_in_band(ctx, options, snap, change, sender, refused, by_name, hlc)
         if refused:
-            _refuse_unless_asked(request, refused)
-            if not request.hold_if_blocked:
+            _refuse_unless_asked(options, refused)
+            if not options.hold_if_blocked:
                 return _request_only(snap, change, sender, message, refused, by_name, hlc, ctx)
         for path, data in out.files.items():
             change.put(path, data)
         if refused:
             _hold(ctx, snap, change, sender, message, refused, by_name, hlc, hashed)
         else:
-            extra: dict[str, Any] = {"broadcast_skipped": skipped} if out.broadcast else {}
-            _put_delivered(snap, change, message, hlc, project.human_key, approved, extra)
+            _put_delivered(snap, change, message, hlc, project.human_key, approved=approved,
+                           skipped=skipped if out.broadcast else None)
         if hashed is not None:
             change.put_record(IdempotencyKey(key_hash=hashed, agent=sender.name, operation=operation,
                                              request_hash=content_hash, created_at=message.created_ts,
@@ -402,15 +456,16 @@ def _deliver(ctx: Context, request: SendRequest | ReplyRequest, out: Outgoing, *
     ctx.touch(request.project_key, out.sender)
     if isinstance(result, GitmailError):
         raise result
-    if any(wanted.values()) and result["deliveries"]:
-        result = _relayed(ctx, here, result)
+    assert isinstance(result, SendResult)
+    if any(wanted.values()) and result.message is not None:
+        result = _relayed(ctx, here, result, result.message)
     return result
 
 
 # -- the steps of a delivery, in the order _deliver takes them -------------------------------
 
 def _composed(ctx: Context, snap: Snapshot, out: Outgoing, sender: Agent, fields: dict[str, list[Agent]],
-              remote: list[Any], skipped: list[dict[str, str]]) -> Message:
+              remote: list[Any], skipped: list[Skipped]) -> Message:
     """The message to deliver, once the plan names someone (INVALID_ARGUMENT when nobody is left)."""
     if not any(fields.values()) and not remote:
         why = " (every agent was skipped by broadcast: see data.broadcast_skipped)" if out.broadcast else ""
@@ -456,21 +511,21 @@ def _change_by(ctx: Context, sender: Agent) -> Change:
     return change
 
 
-def _approved_in_band(ctx: Context, request: SendRequest | ReplyRequest, snap: Snapshot, change: Change,
+def _approved_in_band(ctx: Context, options: SendOptions, snap: Snapshot, change: Change,
                       sender: Agent, refused: dict[str, Any], by_name: dict[str, Agent],
                       hlc: Any) -> list[dict[str, Any]]:
     """Approve contact for the refused recipients this session also acts as; they leave ``refused``."""
     approved = []
-    for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in request.approve_as]:
+    for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in options.approve_as]:
         approved.append(contacts.approve_in_band(snap, change, sender, by_name[name], hlc, clock=ctx.clock))
         del refused[name]
     return approved
 
 
-def _refuse_unless_asked(request: SendRequest | ReplyRequest, refused: dict[str, Any]) -> None:
+def _refuse_unless_asked(options: SendOptions, refused: dict[str, Any]) -> None:
     """CONTACT_BLOCKED for a recipient who blocks the sender; CONTACT_REQUIRED unless the send asks or holds."""
     blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
-    asking = request.auto_contact_if_blocked or request.hold_if_blocked
+    asking = options.auto_contact_if_blocked or options.hold_if_blocked
     if blocked or not asking:
         code = CONTACT_BLOCKED if blocked else CONTACT_REQUIRED
         names = list(blocked or refused)
@@ -497,8 +552,8 @@ def _hold(ctx: Context, snap: Snapshot, change: Change, sender: Agent, message: 
     change.result = _held_result(held, requests, True)
 
 
-def _put_delivered(snap: Snapshot, change: Change, message: Message, hlc: Any, project: str,
-                   approved: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+def _put_delivered(snap: Snapshot, change: Change, message: Message, hlc: Any, project: str, *,
+                   approved: list[dict[str, Any]], skipped: list[Skipped] | None) -> None:
     """Write the message and its copies, the relays owed to other projects, and wake whom a reply wakes."""
     put_message(change, message)
     for slug in addresses.projects_of(message):  # the copies owed to other projects (see relay)
@@ -510,25 +565,23 @@ def _put_delivered(snap: Snapshot, change: Change, message: Message, hlc: Any, p
     if woken:
         change.message += f" (woke {', '.join(p.name for p in woken)})"
     if approved:
-        extra["contacts_approved"] = approved
         change.message += f" (contact approved in band: {', '.join(a['to'] for a in approved)})"
-    change.result = _delivered_result(project, message, True, **extra)
+    change.result = _delivered_result(project, message, True, skipped=skipped, approved=approved)
 
 
-def _relayed(ctx: Context, here: str, result: dict[str, Any]) -> dict[str, Any]:
+def _relayed(ctx: Context, here: str, result: SendResult, payload: MessageView) -> SendResult:
     """Write the copies owed to other projects now, and add each as a delivery (a replay completes them too)."""
-    payload = result["deliveries"][0]["payload"]
-    outcomes = relay.deliver(ctx, here, payload["id"])
-    deliveries = list(result["deliveries"])
+    outcomes = relay.deliver(ctx, here, payload.id)
+    deliveries = list(result.deliveries)
     for outcome in outcomes:
         if not outcome["delivered"]:
             continue
         there = ctx.archive(outcome["project_slug"]).snapshot()
-        copy = there.load(message_path(payload["id"]), Message)
+        copy = there.load(message_path(payload.id), Message)
         if copy is not None:
-            deliveries.append({"project": project_record(there).human_key, "payload": message_view(copy)})
-    return {**result, "deliveries": deliveries, "count": len(deliveries),
-            "relays": [{k: v for k, v in o.items() if k != "message_id"} for o in outcomes]}
+            deliveries.append(ProjectDelivery(project=project_record(there).human_key, payload=MessageView.of(copy)))
+    return dataclasses.replace(result, deliveries=deliveries, count=len(deliveries),
+                               relays=[{k: v for k, v in o.items() if k != "message_id"} for o in outcomes])
 
 
 def _request_only(snap: Snapshot, change: Change, sender: Agent, message: Message,
@@ -556,7 +609,7 @@ def _request_only(snap: Snapshot, change: Change, sender: Agent, message: Messag
     return change
 
 
-def _attach(ctx: Context, request: Delivery, project_key: str, out: Outgoing) -> None:
+def _attach(ctx: Context, request: SendOptions, project_key: str, out: Outgoing) -> None:
     """Load, convert and address the message's attachments before its transaction (nothing written yet)."""
     if request.convert_images is not None:
         _flag(request.convert_images, "convert_images")
@@ -573,23 +626,27 @@ def _attach(ctx: Context, request: Delivery, project_key: str, out: Outgoing) ->
     out.body, out.attachments, out.files = prepared.body, prepared.attachments, prepared.files
 
 
-def _options_fingerprint(request: Delivery) -> dict[str, Any]:
+def _options_fingerprint(request: SendOptions) -> dict[str, object]:
     return {"attachment_paths": request.attachment_paths, "convert_images": request.convert_images,
             "attachments_policy": request.attachments_policy}
 
 
-def send_message(ctx: Context, request: SendRequest) -> dict[str, Any]:
-    """Send a Markdown message; see the module docs and :class:`SendRequest` for the rules."""
+def send_message(ctx: Context, request: SendRequest) -> SendResult:
+    """Send a Markdown message; see the module docs and :class:`SendOptions` for the rules."""
     check_agent_name(request.sender_name, "sender_name")
-    out = Outgoing(sender=request.sender_name, to=_names(request.to, "to"), cc=_names(request.cc, "cc"),
-                   bcc=_names(request.bcc, "bcc"), subject=_subject(request.subject), body=_body(request.body_md),
-                   importance=_importance(request.importance),
-                   ack_required=_flag(request.ack_required, "ack_required"),
-                   thread_id=_thread_id(request.thread_id),
-                   topic=check_topic(request.topic) if request.topic not in (None, "") else None,
-                   broadcast=_flag(request.broadcast, "broadcast"), seat=request.seat)
-    _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
-    _flag(request.hold_if_blocked, "hold_if_blocked")
+    options = request.options
+    if options.subject_prefix is not None:
+        raise invalid("subject_prefix is for replies; a new message's subject is used as given",
+                      field="subject_prefix")
+    out = Outgoing(sender=request.sender_name, to=_names(request.to, "to"), cc=_names(options.cc, "cc"),
+                   bcc=_names(options.bcc, "bcc"), subject=_subject(request.subject), body=_body(request.body_md),
+                   importance=_importance("normal" if options.importance is None else options.importance),
+                   ack_required=_flag(False if options.ack_required is None else options.ack_required, "ack_required"),
+                   thread_id=_thread_id(options.thread_id),
+                   topic=check_topic(options.topic) if options.topic not in (None, "") else None,
+                   broadcast=_flag(options.broadcast, "broadcast"), seat=options.seat)
+    _flag(options.auto_contact_if_blocked, "auto_contact_if_blocked")
+    _flag(options.hold_if_blocked, "hold_if_blocked")
     if out.broadcast and out.to:
         raise invalid("broadcast sends to every active agent: leave to empty, or name recipients without broadcast",
                       field="broadcast")
@@ -598,8 +655,8 @@ def send_message(ctx: Context, request: SendRequest) -> dict[str, Any]:
     fingerprint = {"op": "send", "sender": request.sender_name.lower(), "to": out.to, "cc": out.cc, "bcc": out.bcc,
                    "subject": out.subject, "body": out.body, "importance": out.importance,
                    "ack_required": out.ack_required, "thread_id": out.thread_id, "topic": out.topic,
-                   "broadcast": out.broadcast, **_options_fingerprint(request)}
-    _attach(ctx, request, request.project_key, out)
+                   "broadcast": out.broadcast, **_options_fingerprint(options)}
+    _attach(ctx, options, request.project_key, out)
     return _deliver(ctx, request, out, operation="send_message", fingerprint=fingerprint)
 
 
@@ -610,31 +667,40 @@ def reply_subject(subject: str, prefix: str) -> str:
     return f"{prefix} {subject}".strip()[:MAX_SUBJECT]
 
 
-def reply_message(ctx: Context, request: ReplyRequest) -> dict[str, Any]:
+def _reply_only(options: SendOptions) -> str:
+    """The reply's subject prefix, once the options a reply cannot take are refused."""
+    for name in ("thread_id", "topic", "broadcast"):
+        if getattr(options, name):
+            raise invalid(f"{name} is for new messages: a reply stays in its original's thread and topic; "
+                          "send a new message instead", field=name)
+    prefix = "Re:" if options.subject_prefix is None else options.subject_prefix
+    if not isinstance(prefix, str) or "\n" in prefix or len(prefix) > 32:
+        raise invalid("subject_prefix must be a short single line such as 'Re:'", field="subject_prefix")
+    return prefix
+
+
+def reply_message(ctx: Context, request: ReplyRequest) -> ReplyResult:
     """Answer a message in its thread; by default to its sender, with its importance and ack flag."""
     message_id = resolve_message_id(ctx, request.project_key, request.message_id)
     check_agent_name(request.sender_name, "sender_name")
-    prefix = request.subject_prefix
-    if not isinstance(prefix, str) or "\n" in prefix or len(prefix) > 32:
-        raise invalid("subject_prefix must be a short single line such as 'Re:'", field="subject_prefix")
+    options = request.options
+    prefix = _reply_only(options)
     original = load_message(ctx.archive(request.project_key).snapshot(), message_id)
     out = Outgoing(sender=request.sender_name, to=_names(request.to, "to") if request.to else [original.sender],
-                   cc=_names(request.cc, "cc"), bcc=_names(request.bcc, "bcc"),
+                   cc=_names(options.cc, "cc"), bcc=_names(options.bcc, "bcc"),
                    subject=reply_subject(original.subject, prefix.strip()), body=_body(request.body_md),
-                   importance=(_importance(request.importance) if request.importance is not None
+                   importance=(_importance(options.importance) if options.importance is not None
                                else original.importance),
-                   ack_required=(_flag(request.ack_required, "ack_required") if request.ack_required is not None
+                   ack_required=(_flag(options.ack_required, "ack_required") if options.ack_required is not None
                                  else original.ack_required),
                    thread_id=original.thread_id or original.id, topic=original.topic, reply_to=original.id,
-                   replying_to=original.sender, seat=request.seat)
-    _flag(request.auto_contact_if_blocked, "auto_contact_if_blocked")
-    _flag(request.hold_if_blocked, "hold_if_blocked")
+                   replying_to=original.sender, seat=options.seat)
+    _flag(options.auto_contact_if_blocked, "auto_contact_if_blocked")
+    _flag(options.hold_if_blocked, "hold_if_blocked")
     fingerprint = {"op": "reply", "sender": request.sender_name.lower(), "message_id": message_id,
                    "to": request.to, "cc": out.cc, "bcc": out.bcc, "prefix": prefix, "body": out.body,
-                   "importance": request.importance, "ack_required": request.ack_required,
-                   **_options_fingerprint(request)}
-    _attach(ctx, request, request.project_key, out)
-    result = _deliver(ctx, request, out, operation="reply_message", fingerprint=fingerprint)
-    if result["deliveries"]:
-        result = {**result["deliveries"][0]["payload"], **result}
-    return result
+                   "importance": options.importance, "ack_required": options.ack_required,
+                   **_options_fingerprint(options)}
+    _attach(ctx, options, request.project_key, out)
+    delivered = _deliver(ctx, request, out, operation="reply_message", fingerprint=fingerprint)
+    return ReplyResult(message=delivered.message, delivery=delivered)

@@ -15,15 +15,19 @@ still the JSON object it always was; :func:`wire` produces it:
   stand at its place in this one (a reply is the message plus its delivery);
 - results inside fields, lists and dictionaries become objects too.
 
-A result is also a read-only mapping of its wire form (``result["count"]``,
-``dict(result)``, equality with a dictionary), for code written against the
-JSON: scripts, tests, and the faces' glue until they read fields.
+A result *is* its wire form, too: a read-only ``dict`` subclass whose items
+are the JSON object, filled when it is made. So every reader written
+against the JSON (``json.dumps``, the TOON encoder, scripts and tests, a face
+whose annotations still say ``dict[str, Any]``) keeps working unchanged,
+while new code reads the typed fields. Fields are frozen and the dictionary
+refuses changes; ``dataclasses.replace`` makes a changed copy. A field may
+not be named as a ``dict`` method (``items``, ``keys`` …): rename it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar, dataclass_transform
 
@@ -43,51 +47,54 @@ def renamed(key: str) -> Mapping[str, Any]:
     return {"serialization_alias": key}
 
 
+_DICT_NAMES = frozenset(dir(dict))
+
+
 @dataclass_transform(kw_only_default=True, frozen_default=True, eq_default=False,
                      field_specifiers=(dataclasses.field,))
 def result(cls: type[T]) -> type[T]:
-    """Declare ``cls`` (a :class:`Result`) a frozen, keyword-only dataclass that compares by its wire form."""
-    return dataclasses.dataclass(frozen=True, kw_only=True, eq=False)(cls)
+    """Declare ``cls`` (a :class:`Result`) a frozen, keyword-only dataclass that equals its wire form."""
+    made = dataclasses.dataclass(frozen=True, kw_only=True, eq=False)(cls)
+    clashes = sorted(f.name for f in dataclasses.fields(made) if f.name in _DICT_NAMES)  # type: ignore[arg-type]
+    if clashes:
+        raise TypeError(f"{cls.__name__}: field {', '.join(clashes)} would hide a dict method; rename it")
+    return made
 
 
-class Result(Mapping[str, Any]):
+def _refuse(self: Result, *args: object, **kwargs: object) -> None:
+    raise TypeError(f"{type(self).__name__} is read-only: make a changed copy with dataclasses.replace")
+
+
+class Result(dict[str, Any]):
     """The base of every typed result; see the module docs."""
 
     __slots__ = ()
 
-    def wire(self) -> dict[str, Any]:
-        """The JSON object this result is on the wire, exactly as callers have always received it."""
-        out: dict[str, Any] = {}
+    def __post_init__(self) -> None:
+        items: dict[str, Any] = {}
         for name, key, omit_none, flatten in _plan(type(self)):
             value = getattr(self, name)
             if value is None and (omit_none or flatten):
                 continue
             if flatten:
-                out.update(wire(value))
+                items.update(wire(value))
             else:
-                out[key] = wire(value)
-        return out
+                items[key] = wire(value)
+        dict.update(self, items)
 
-    def __getitem__(self, key: str) -> Any:
-        return self.wire()[key]
+    def wire(self) -> dict[str, Any]:
+        """The JSON object this result is on the wire, exactly as callers have always received it."""
+        return dict(self)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.wire())
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]
 
-    def __len__(self) -> int:
-        return len(self.wire())
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), {f.name: getattr(self, f.name)
+                                       for f in dataclasses.fields(self)})  # type: ignore[arg-type]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Result):
-            return self.wire() == other.wire()
-        if isinstance(other, Mapping):
-            return self.wire() == dict(other)
-        return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # equal to a dictionary, so never a key
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.wire()!r})"
+def _rebuild(cls: type[Result], values: dict[str, Any]) -> Result:
+    return cls(**values)
 
 
 @cache
@@ -98,9 +105,9 @@ def _plan(cls: type[Result]) -> tuple[tuple[str, str, bool, bool], ...]:
 
 
 def wire(value: Any) -> Any:
-    """``value`` as JSON-ready data: results become their wire objects, inside lists and dictionaries too."""
+    """``value`` as plain JSON-ready data: results become dictionaries, inside lists and dictionaries too."""
     if isinstance(value, Result):
-        return value.wire()
+        return dict(value)
     if isinstance(value, list):
         return [wire(item) for item in value]
     if isinstance(value, dict):

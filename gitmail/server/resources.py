@@ -27,7 +27,6 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
 from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
-from gitmail.model.results import wire
 from gitmail.sync.status import remote_states
 
 from .access import OPEN, Rule
@@ -81,7 +80,7 @@ def resource(mcp: FastMCP, uri: str, *, access: Rule) -> Callable[[Callable[...,
                 if access.kind != OPEN and not kwargs.get(access.project):
                     kwargs[access.project] = session_project(access, ctx)
                 access.check(kwargs, ctx)
-                return json.dumps(wire(fn(*args, **kwargs)), ensure_ascii=False)
+                return json.dumps(fn(*args, **kwargs), ensure_ascii=False)
             except GitmailError as exc:
                 raise ResourceFailure(exc) from None
             except Exception as exc:  # noqa: BLE001 - every failure reaches the caller with a code

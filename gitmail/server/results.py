@@ -24,7 +24,6 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
-from gitmail.model.results import wire
 
 _log = logging.getLogger("gitmail.server")
 
@@ -49,7 +48,7 @@ def formatted(result: Any, output_format: str | None) -> Any:
     if choice == "toon":
         from toon_format import encode  # only the calls that ask for TOON load the encoder
 
-        return ToolResult(content=encode(wire(result)))
+        return ToolResult(content=encode(result))
     raise GitmailError(INVALID_ARGUMENT, f"format must be json or toon; got {output_format!r}", {"argument": "format"})
 
 
@@ -59,8 +58,7 @@ def error_result(exc: GitmailError) -> ToolResult:
 
 
 def shown(result: Any) -> Any:
-    """A tool's result as sent (typed results as their JSON objects): an empty list still gets its text block."""
-    result = wire(result)
+    """A tool's result as sent: an empty list still gets its text block."""
     if isinstance(result, list) and not result:
         # FastMCP would send an empty list as no content block at all, and clients that read the
         # first block's text (as agent-mail clients do) would fail on an empty inbox

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.facade import ReplyResult, SendOptions, SendResult
 from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
@@ -85,15 +86,16 @@ def send_message(
     attachments_policy: AttachmentsPolicy = None,
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
-) -> dict[str, Any]:
+) -> SendResult:
     """Send a Markdown message to agents; committed to git before this returns."""
     return rt.mail.send_message(
         project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
-        cc=named(cc), bcc=named(bcc), importance=importance, ack_required=ack_required, thread_id=thread_id,
-        topic=topic, broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked,
-        hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
-        attachment_paths=attachment_paths, convert_images=convert_images, attachments_policy=attachments_policy,
-        seat=seat)
+        options=SendOptions(
+            cc=named(cc), bcc=named(bcc), importance=importance, ack_required=ack_required, thread_id=thread_id,
+            topic=topic, broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked,
+            hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key),
+            idempotency_key=idempotency_key, attachment_paths=attachment_paths, convert_images=convert_images,
+            attachments_policy=attachments_policy, seat=seat))
 
 
 @tools.tool(WRITE, access=agent("sender_name", "sender_token"))
@@ -120,16 +122,16 @@ def reply_message(
     attachments_policy: AttachmentsPolicy = None,
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
-) -> dict[str, Any]:
+) -> ReplyResult:
     """Reply in a message's thread, to its sender unless you name recipients."""
-    return rt.mail.reply_message(project_key=project_key, message_id=message_id, sender_name=sender_name,
-                                 body_md=body_md, to=named(to), cc=named(cc), bcc=named(bcc),
-                                 subject_prefix=subject_prefix,
-                                 importance=importance, ack_required=ack_required,
-                                 auto_contact_if_blocked=auto_contact_if_blocked, hold_if_blocked=hold_if_blocked,
-                                 approve_as=in_session(rt, ctx, project_key), idempotency_key=idempotency_key,
-                                 attachment_paths=attachment_paths, convert_images=convert_images,
-                                 attachments_policy=attachments_policy, seat=seat)
+    return rt.mail.reply_message(
+        project_key=project_key, message_id=message_id, sender_name=sender_name, body_md=body_md, to=named(to),
+        options=SendOptions(
+            cc=named(cc), bcc=named(bcc), subject_prefix=subject_prefix, importance=importance,
+            ack_required=ack_required, auto_contact_if_blocked=auto_contact_if_blocked,
+            hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key),
+            idempotency_key=idempotency_key, attachment_paths=attachment_paths, convert_images=convert_images,
+            attachments_policy=attachments_policy, seat=seat))
 
 
 @tools.tool(READ, access=ITSELF)

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, MessageView, SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
@@ -343,8 +343,8 @@ class WebView:
         chosen = request.query_params.get("agent") or (agents[0] if agents else None)
         entries = []
         if chosen:
-            entries = [{**e, "html": render.markdown(e["entry"], attachment_base=f"/ui/p/{slug}/file")}
-                       for e in self.mail.read_journal(slug, chosen, limit=50, observe=True)["entries"]]
+            entries = [{**e, "html": render.markdown(e.entry, attachment_base=f"/ui/p/{slug}/file")}
+                       for e in self.mail.read_journal(slug, chosen, limit=50, observe=True).entries]
         return {"project": project, "agents": agents, "chosen": chosen, "entries": entries}
 
     def history(self, request: Request) -> dict[str, Any]:
@@ -373,19 +373,25 @@ class WebView:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
         result = self.mail.send_as_overseer(
             slug, _names(form.get("to")), form.get("subject", ""), form.get("body", ""),
-            importance=form.get("importance", "normal"), ack_required=form.get("ack_required") == "on",
-            broadcast=form.get("broadcast") == "on", cc=_names(form.get("cc")) or None,
-            bcc=_names(form.get("bcc")) or None, thread_id=form.get("thread_id") or None)
-        payload = result["deliveries"][0]["payload"]
-        return f"/ui/p/{slug}/thread/{payload['thread_id']}#m-{payload['id']}"
+            SendOptions(importance=form.get("importance", "normal"), ack_required=form.get("ack_required") == "on",
+                        broadcast=form.get("broadcast") == "on", cc=_names(form.get("cc")) or None,
+                        bcc=_names(form.get("bcc")) or None, thread_id=form.get("thread_id") or None))
+        return self._sent_to(slug, result.message)
 
     def reply(self, request: Request, form: dict[str, str]) -> str:
         slug = self.mail.get_project(request.path_params["slug"])["slug"]
         result = self.mail.reply_as_overseer(
-            slug, request.path_params["message_id"], form.get("body", ""), to=_names(form.get("to")) or None,
-            cc=_names(form.get("cc")) or None, bcc=_names(form.get("bcc")) or None,
-            importance=form.get("importance") or None, ack_required=form.get("ack_required") == "on")
-        return f"/ui/p/{slug}/thread/{result['thread_id']}#m-{result['id']}"
+            slug, request.path_params["message_id"], form.get("body", ""),
+            SendOptions(cc=_names(form.get("cc")) or None, bcc=_names(form.get("bcc")) or None,
+                        importance=form.get("importance") or None, ack_required=form.get("ack_required") == "on"),
+            to=_names(form.get("to")) or None)
+        return self._sent_to(slug, result.message)
+
+    @staticmethod
+    def _sent_to(slug: str, sent: MessageView | None) -> str:
+        """Where a send or reply leads: the message in its thread (the overseer's mail is never held)."""
+        assert sent is not None
+        return f"/ui/p/{slug}/thread/{sent.thread_id}#m-{sent.id}"
 
     async def preview(self, request: Request) -> Response:
         """A Markdown body as the thread will show it (the same renderer and sanitizer); writes nothing."""
