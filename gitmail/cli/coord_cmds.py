@@ -184,9 +184,9 @@ def seat_group() -> None:
 def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int, take_over: bool) -> tuple[object, str]:
     """Take AGENT's seat; prints the token to pass as --seat, then the end of its journal."""
     out = ctx.mail.take_seat(project, agent, holder=holder, lease_s=lease_s, take_over=take_over)
-    seat = out["seat"]
-    lines = [f"seat token: {seat['token']}", f"epoch {seat['epoch']}, lease until {seat['expires_at']}"]
-    lines += [f"\n[{e['created']}]\n{e['entry'].rstrip()}" for e in out["journal"]]
+    seat = out.seat
+    lines = [f"seat token: {seat.token}", f"epoch {seat.epoch}, lease until {seat.expires_at}"]
+    lines += [f"\n[{e.created}]\n{e.entry.rstrip()}" for e in out.journal]
     return out, "\n".join(lines)
 
 
@@ -199,7 +199,7 @@ def seat_take(ctx: Context, project: str, agent: str, holder: str, lease_s: int,
 def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int) -> tuple[object, str]:
     """Extend the lease of AGENT's seat held with TOKEN (never shortens it)."""
     out = ctx.mail.renew_seat(project, agent, token, lease_s=lease_s)
-    return out, f"lease until {out['seat']['expires_at']}"
+    return out, f"lease until {out.seat.expires_at}"
 
 
 @command(group=seat_group, name="release")
@@ -209,7 +209,7 @@ def seat_renew(ctx: Context, project: str, agent: str, token: str, lease_s: int)
 def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[object, str]:
     """Give up AGENT's seat held with TOKEN."""
     out = ctx.mail.release_seat(project, agent, token)
-    return out, f"released epoch {out['seat']['epoch']}"
+    return out, f"released epoch {out.seat.epoch}"
 
 
 @command(group=seat_group, name="status")
@@ -218,11 +218,11 @@ def seat_release(ctx: Context, project: str, agent: str, token: str) -> tuple[ob
 def seat_status(ctx: Context, project: str, agent: str) -> tuple[object, str]:
     """Show who holds AGENT's seat."""
     out = ctx.mail.seat_status(project, agent)
-    seat = out["seat"]
+    seat = out.seat
     if seat is None:
         return out, f"{agent}'s seat has never been taken"
-    state = "held" if out["held"] else "free"
-    return out, f"{state}: epoch {seat['epoch']} by {seat['holder']}, lease until {seat['expires_at']}"
+    state = "held" if out.held else "free"
+    return out, f"{state}: epoch {seat.epoch} by {seat.holder}, lease until {seat.expires_at}"
 
 
 @command(name="journal")
@@ -296,9 +296,9 @@ def capabilities_cmd(ctx: Context, project: str, agent: str | None, names: tuple
         if agent is None:
             raise click.UsageError("--set needs AGENT")
         out = ctx.mail.publish_capabilities(project, agent, list(names), seat=seat)
-        return out, f"{agent}: {', '.join(out['capabilities']) or '(none)'}"
+        return out, f"{agent}: {', '.join(out.capabilities) or '(none)'}"
     cards = ctx.mail.list_capabilities(project)
-    rows = [dict(a, capabilities=", ".join(a["capabilities"])) for a in cards["agents"]
-            if agent is None or a["name"] == agent]
+    rows = [dict(a, capabilities=", ".join(a.capabilities)) for a in cards.agents
+            if agent is None or a.name == agent]
     return cards, table(rows, [("name", "AGENT"), ("capabilities", "CAPABILITIES"), ("asleep", "ASLEEP")],
                         "no agents")

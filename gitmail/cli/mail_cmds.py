@@ -69,9 +69,9 @@ def init(ctx: Context, project_key: str) -> tuple[object, str]:
     Prints the project's slug and where its archive and checkout live.
     """
     project = ctx.mail.ensure_project(project_key)
-    paths = ctx.store.paths(project["slug"])
+    paths = ctx.store.paths(project.slug)
     data = dict(project, archive=paths.archive, checkout=paths.checkout)
-    return data, f"project {project['slug']}\n  archive  {paths.archive}\n  checkout {paths.checkout}"
+    return data, f"project {project.slug}\n  archive  {paths.archive}\n  checkout {paths.checkout}"
 
 
 @command(name="projects")

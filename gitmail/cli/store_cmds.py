@@ -41,10 +41,10 @@ def migrate(ctx: Context, project: str) -> tuple[object, str]:
     already moved does the same by itself.
     """
     out = ctx.mail.migrate_project(project)
-    if out["commit"] is None:
-        return out, f"{out['project']}: at layout {out['layout']} already; nothing to do"
-    return out, (f"{out['project']}: moved from layout {out['layout_before']} to {out['layout']} in "
-                 f"{out['commit'][:12]}: {out['moved']} files moved, none changed")
+    if out.commit is None:
+        return out, f"{out.project}: at layout {out.layout} already; nothing to do"
+    return out, (f"{out.project}: moved from layout {out.layout_before} to {out.layout} in "
+                 f"{out.commit[:12]}: {out.moved} files moved, none changed")
 
 
 @command(name="checkout")

@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Callable
+from dataclasses import field
 from typing import Any
 
 from gitmail.model.clock import parse_ts
@@ -32,6 +33,7 @@ from gitmail.model.errors import (
 )
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import SLEEP_UNTIL, Agent, Message, Seat, message_path, seat_path
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -110,27 +112,37 @@ def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datet
     return record
 
 
-def seat_data(record: Seat, **extra: Any) -> dict[str, Any]:
+def seat_data(record: Seat, **extra: object) -> dict[str, object]:
+    """The data of an error about a seat (who holds it, until when)."""
     return {"agent": record.agent, "current_epoch": record.epoch, "holder": record.holder,
             "expires_at": record.lease_expires_at, **extra}
 
 
-def seat_view(record: Seat, token: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"agent": record.agent, "epoch": record.epoch, "holder": record.holder,
-                           "expires_at": record.lease_expires_at, "taken_at": record.taken_at,
-                           "released_at": record.released_at}
-    if token is not None:
-        out["token"] = token
-    return out
+@result
+class SeatView(Result):
+    """A seat as callers see it; ``token`` only in the answer to the session that took it."""
+
+    agent: str
+    epoch: int
+    holder: str
+    expires_at: str
+    taken_at: str | None
+    released_at: str | None
+    token: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+def seat_view(record: Seat, token: str | None = None) -> SeatView:
+    return SeatView(agent=record.agent, epoch=record.epoch, holder=record.holder, expires_at=record.lease_expires_at,
+                    taken_at=record.taken_at, released_at=record.released_at, token=token)
 
 
 def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | None,
-                       describe: Callable[[str], str], *, card: bool = False, **fields: Any) -> dict[str, Any]:
+                       describe: Callable[[str], str], *, card: bool = False, **fields: Any) -> str:
     """Set ``fields`` on the acting agent's own profile; nothing is committed if they already hold.
 
     The agent is checked like any writer (awake, seat not stale); a ``card``
     write (what it publishes about itself) also needs the editor role.
-    Returns ``{"agent": name, **fields}``; ``describe(name)`` is the commit line.
+    Returns the agent's registered name; ``describe(name)`` is the commit line.
     """
     archive = ctx.archive(project_key)
     hlc = ctx.clock.tick()
@@ -139,15 +151,14 @@ def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | N
         profile = require_actor(snap, agent, seat, at=ctx.clock.now())
         if card:
             hierarchy.require_role(snap, profile, "editor", "publish its capability card")
-        result = {"agent": profile.name, **fields}
         if all(getattr(profile, key) == value for key, value in fields.items()):
-            return Change("no change", result=result)
+            return Change("no change", result=profile.name)
         updated = dataclasses.replace(profile, hlc=hlc, **fields)
-        return Change(describe(profile.name), author=profile.name, result=result).put_record(updated)
+        return Change(describe(profile.name), author=profile.name, result=profile.name).put_record(updated)
 
-    result = archive.transact(fn).result
-    ctx.touch(project_key, result["agent"])
-    return result
+    name: str = archive.transact(fn).result
+    ctx.touch(project_key, name)
+    return name
 
 
 def check_until(until: object) -> str:

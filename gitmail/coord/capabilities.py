@@ -8,10 +8,9 @@ does not need to know their names.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gitmail.model.errors import NOT_FOUND, GitmailError, invalid
 from gitmail.model.names import TOPIC_RE, check_agent_name
+from gitmail.model.results import Result, result
 from gitmail.storage.snapshot import Snapshot
 
 from .acting import update_own_profile
@@ -30,8 +29,33 @@ def check_capability(value: object, field: str = "capabilities") -> str:
     return text
 
 
+@result
+class CapabilitiesSet(Result):
+    """The capabilities an agent publishes now."""
+
+    agent: str
+    capabilities: list[str]
+
+
+@result
+class CapabilityCard(Result):
+    """One active agent's published capabilities."""
+
+    name: str
+    capabilities: list[str]
+    asleep: bool
+
+
+@result
+class CapabilityCards(Result):
+    """The cards of every active agent, or of those having ``capability``."""
+
+    capability: str | None
+    agents: list[CapabilityCard]
+
+
 def publish(ctx: Context, project_key: str, agent: str, capabilities: list[str], *,
-            seat: str | None = None) -> dict[str, Any]:
+            seat: str | None = None) -> CapabilitiesSet:
     """Replace ``agent``'s published capabilities (an empty list withdraws them all)."""
     check_agent_name(agent, "agent_name")
     if not isinstance(capabilities, list):
@@ -40,8 +64,9 @@ def publish(ctx: Context, project_key: str, agent: str, capabilities: list[str],
         raise invalid(f"at most {MAX_CAPABILITIES} capabilities per agent", field="capabilities")
     wanted = sorted({check_capability(item) for item in capabilities})
     listed = ", ".join(wanted) or "none"
-    return update_own_profile(ctx, project_key, agent, seat, lambda name: f"{name} published capabilities: {listed}",
+    name = update_own_profile(ctx, project_key, agent, seat, lambda name: f"{name} published capabilities: {listed}",
                               card=True, capabilities=wanted)
+    return CapabilitiesSet(agent=name, capabilities=wanted)
 
 
 def holders(snapshot: Snapshot, capability: str) -> list[str]:
@@ -50,13 +75,13 @@ def holders(snapshot: Snapshot, capability: str) -> list[str]:
     return [p.name for p in profiles(snapshot) if p.status == "active" and capability in p.capabilities]
 
 
-def cards(ctx: Context, project_key: str, capability: str | None = None) -> dict[str, Any]:
+def cards(ctx: Context, project_key: str, capability: str | None = None) -> CapabilityCards:
     """Every active agent's capabilities, or only the agents having ``capability``."""
     snap = ctx.archive(project_key).snapshot()
     wanted = check_capability(capability, "capability") if capability is not None else None
-    agents = [{"name": p.name, "capabilities": p.capabilities, "asleep": p.asleep}
+    agents = [CapabilityCard(name=p.name, capabilities=p.capabilities, asleep=p.asleep)
               for p in profiles(snap) if p.status == "active" and (wanted is None or wanted in p.capabilities)]
-    return {"capability": wanted, "agents": agents}
+    return CapabilityCards(capability=wanted, agents=agents)
 
 
 def expand_roles(snapshot: Snapshot, names: list[str], *, exclude: str | None = None,

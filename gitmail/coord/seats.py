@@ -27,12 +27,13 @@ from gitmail.model.errors import AGENT_ASLEEP, AGENT_INACTIVE, SEAT_HELD, Gitmai
 from gitmail.model.limits import DEFAULT_LEASE_S, MAX_LEASE_S, MIN_LEASE_S
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import Seat, agent_dir, seat_path
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .acting import check_seat, is_held, seat_data, seat_view, token_hash
+from .acting import SeatView, check_seat, is_held, seat_data, seat_view, token_hash
 from .context import Context
-from .journal import tail
+from .journal import JournalView, tail
 from .lookup import require_agent
 
 
@@ -50,8 +51,46 @@ def _holder(holder: object) -> str:
     return holder.strip()
 
 
+@result
+class SeatTaken(Result):
+    """A seat taken: the token and lease, the agent's home folder, the end of its journal."""
+
+    agent: str
+    seat: SeatView
+    home: str
+    journal: list[JournalView]
+    taken_over: bool
+
+
+@result
+class SeatRenewal(Result):
+    """A lease renewed (``renewed`` false: it already ran as long)."""
+
+    agent: str
+    renewed: bool
+    seat: SeatView
+
+
+@result
+class SeatRelease(Result):
+    """A seat given up before its lease ended."""
+
+    agent: str
+    released: bool
+    seat: SeatView
+
+
+@result
+class SeatStatus(Result):
+    """Who holds an agent's seat (``seat`` None: it was never taken)."""
+
+    agent: str
+    held: bool
+    seat: SeatView | None
+
+
 def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "session",
-              lease_s: int = DEFAULT_LEASE_S, take_over: bool = False, journal_entries: int = 5) -> dict[str, Any]:
+              lease_s: int = DEFAULT_LEASE_S, take_over: bool = False, journal_entries: int = 5) -> SeatTaken:
     """Become the session driving ``agent``; returns the token, the lease and the journal's end."""
     check_agent_name(agent, "agent_name")
     lease = _lease(lease_s)
@@ -83,18 +122,18 @@ def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "sess
                       lease_expires_at=format_ts(at + dt.timedelta(seconds=lease)), hlc=hlc,
                       taken_at=format_ts(at), token_hash=token_hash(token))
         verb = "taken over" if is_held(current, at) else "taken"
-        result = {"agent": agent_name, "seat": seat_view(record, token), "home": agent_dir(agent_name) + "/",
-                  "journal": tail(snap, agent_name, journal_entries), "taken_over": verb == "taken over"}
+        result = SeatTaken(agent=agent_name, seat=seat_view(record, token), home=agent_dir(agent_name) + "/",
+                           journal=tail(snap, agent_name, journal_entries), taken_over=verb == "taken over")
         return Change(f"{agent_name}'s seat {verb} by {holder} (epoch {epoch})", author=agent_name,
                       result=result).put_record(record)
 
-    result = archive.transact(fn).result
-    ctx.touch(project_key, result["agent"])
+    result: SeatTaken = archive.transact(fn).result
+    ctx.touch(project_key, result.agent)
     return result
 
 
 def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None,
-                    step: Callable[[str, Seat, dt.datetime, Any], Change]) -> dict[str, Any]:
+                    step: Callable[[str, Seat, dt.datetime, Any], Change]) -> Any:
     """Commit ``step(agent_name, seat_record, now, hlc)`` once the seat token is checked."""
     check_agent_name(agent, "agent_name")
     if seat is None:
@@ -110,44 +149,47 @@ def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None
         return step(agent_name, record, at, hlc)
 
     result = archive.transact(fn).result
-    ctx.touch(project_key, result["agent"])
+    ctx.touch(project_key, result.agent)
     return result
 
 
 def renew_seat(ctx: Context, project_key: str, agent: str, seat: str, *,
-               lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+               lease_s: int = DEFAULT_LEASE_S) -> SeatRenewal:
     """Extend the lease of the seat held with token ``seat``; never shortens it."""
     lease = _lease(lease_s)
 
     def step(agent_name: str, record: Seat, at: dt.datetime, hlc: HLC) -> Change:
         wanted = at + dt.timedelta(seconds=lease)
         if wanted <= parse_ts(record.lease_expires_at):
-            return Change("seat lease already long enough", result={"agent": agent_name, "renewed": False,
-                                                                      "seat": seat_view(record)})
+            return Change("seat lease already long enough",
+                          result=SeatRenewal(agent=agent_name, renewed=False, seat=seat_view(record)))
         renewed = dataclasses.replace(record, lease_expires_at=format_ts(wanted), hlc=hlc)
         return Change(f"{agent_name} renewed its seat until {renewed.lease_expires_at}", author=agent_name,
-                      result={"agent": agent_name, "renewed": True, "seat": seat_view(renewed)}).put_record(renewed)
+                      result=SeatRenewal(agent=agent_name, renewed=True, seat=seat_view(renewed))).put_record(renewed)
 
-    return _with_held_seat(ctx, project_key, agent, seat, step)
+    renewal: SeatRenewal = _with_held_seat(ctx, project_key, agent, seat, step)
+    return renewal
 
 
-def release_seat(ctx: Context, project_key: str, agent: str, seat: str) -> dict[str, Any]:
+def release_seat(ctx: Context, project_key: str, agent: str, seat: str) -> SeatRelease:
     """Give up the seat held with token ``seat`` so the next session need not wait for the lease."""
 
     def step(agent_name: str, record: Seat, at: dt.datetime, hlc: HLC) -> Change:
         released = dataclasses.replace(record, released_at=format_ts(at), hlc=hlc)
         return Change(f"{agent_name} released its seat (epoch {record.epoch})", author=agent_name,
-                      result={"agent": agent_name, "released": True, "seat": seat_view(released)}).put_record(released)
+                      result=SeatRelease(agent=agent_name, released=True,
+                                         seat=seat_view(released))).put_record(released)
 
-    return _with_held_seat(ctx, project_key, agent, seat, step)
+    release: SeatRelease = _with_held_seat(ctx, project_key, agent, seat, step)
+    return release
 
 
-def seat_status(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
+def seat_status(ctx: Context, project_key: str, agent: str) -> SeatStatus:
     """Who holds ``agent``'s seat now (read only)."""
     check_agent_name(agent, "agent_name")
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent).name
     record = snap.load(seat_path(agent), Seat)
     if record is None:
-        return {"agent": agent, "held": False, "seat": None}
-    return {"agent": agent, "held": is_held(record, ctx.clock.now()), "seat": seat_view(record)}
+        return SeatStatus(agent=agent, held=False, seat=None)
+    return SeatStatus(agent=agent, held=is_held(record, ctx.clock.now()), seat=seat_view(record))

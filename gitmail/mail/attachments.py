@@ -59,6 +59,7 @@ from gitmail.model.errors import (
 )
 from gitmail.model.limits import MAX_ATTACHMENT_BYTES
 from gitmail.model.records import ATTACHMENT_POLICIES, ATTACHMENT_RE, MAX_BODY_BYTES, attachment_path
+from gitmail.model.results import Result, result
 from gitmail.storage.snapshot import Snapshot
 
 ROOTS_ENV = "GITMAIL_ATTACHMENT_ROOTS"
@@ -334,13 +335,22 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
     return Prepared("".join(pieces), list(entries.values()), files)
 
 
+@result
+class AttachmentsPolicySet(Result):
+    """An agent's attachments policy, as set."""
+
+    agent: str
+    attachments_policy: str
+
+
 def set_agent_policy(ctx: Context, project_key: str, agent: str, policy: str, *,
-                     seat: str | None = None) -> dict[str, Any]:
+                     seat: str | None = None) -> AttachmentsPolicySet:
     """Set how ``agent``'s outgoing images are handled when a send names no policy."""
     policy = effective_policy(policy, None)
-    return update_own_profile(ctx, project_key, agent, seat,
+    name = update_own_profile(ctx, project_key, agent, seat,
                               lambda name: f"{name} set its attachments policy to {policy}",
                               attachments_policy=policy)
+    return AttachmentsPolicySet(agent=name, attachments_policy=policy)
 
 
 def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) -> bytes:

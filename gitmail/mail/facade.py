@@ -18,6 +18,7 @@ from typing import Any
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
 from gitmail.model.limits import (
@@ -58,10 +59,11 @@ from .ackscanner import AckScanner
 from .acksettings import AckSettings
 from .agents import Credential
 from .delivery import MessageView
+from .projects import ProjectView
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
-__all__ = ["Mail", "MessageView", "NO_OPTIONS", "ReplyResult", "SendOptions", "SendResult"]
+__all__ = ["Mail", "MessageView", "NO_OPTIONS", "ProjectView", "ReplyResult", "SendOptions", "SendResult"]
 
 
 class Mail:
@@ -83,25 +85,25 @@ class Mail:
         return AckScanner(self.ctx, self.ack) if self.ack.enabled else None
 
     # -- projects -------------------------------------------------------------
-    def ensure_project(self, human_key: str) -> dict[str, Any]:
+    def ensure_project(self, human_key: str) -> projects.ProjectView:
         return projects.ensure_project(self.ctx, human_key)
 
-    def archive_project(self, project_key: str) -> dict[str, Any]:
+    def archive_project(self, project_key: str) -> projects.ProjectView:
         return projects.archive_project(self.ctx, project_key)
 
-    def migrate_project(self, project_key: str) -> dict[str, Any]:
+    def migrate_project(self, project_key: str) -> projects.ProjectMigration:
         return projects.migrate_project(self.ctx, project_key)
 
-    def unarchive_project(self, project_key: str) -> dict[str, Any]:
+    def unarchive_project(self, project_key: str) -> projects.ProjectView:
         return projects.unarchive_project(self.ctx, project_key)
 
-    def hard_delete_project(self, project_key: str, *, confirmation: str = "") -> dict[str, Any]:
+    def hard_delete_project(self, project_key: str, *, confirmation: str = "") -> projects.ProjectDeleted:
         return projects.hard_delete_project(self.ctx, project_key, confirmation=confirmation)
 
-    def list_projects(self, *, include_archived: bool = False) -> list[dict[str, Any]]:
+    def list_projects(self, *, include_archived: bool = False) -> list[projects.ProjectView]:
         return projects.list_projects(self.ctx, include_archived=include_archived)
 
-    def get_project(self, slug: str) -> dict[str, Any]:
+    def get_project(self, slug: str) -> projects.ProjectDetails:
         return projects.get_project(self.ctx, slug)
 
     def human_key(self, project: str) -> str:
@@ -202,16 +204,16 @@ class Mail:
         """The agent name a live window goes by, if any."""
         return windows.window_agent(self.ctx, project_key, window_uuid)
 
-    def use_window(self, project_key: str, window_uuid: str, agent_name: str) -> dict[str, Any]:
+    def use_window(self, project_key: str, window_uuid: str, agent_name: str) -> windows.WindowView:
         return windows.use_window(self.ctx, project_key, window_uuid, agent_name)
 
-    def list_window_identities(self, project_key: str) -> dict[str, Any]:
+    def list_window_identities(self, project_key: str) -> windows.WindowList:
         return windows.list_windows(self.ctx, project_key)
 
-    def rename_window(self, project_key: str, window_uuid: str, new_display_name: str) -> dict[str, Any]:
+    def rename_window(self, project_key: str, window_uuid: str, new_display_name: str) -> windows.WindowView:
         return windows.rename_window(self.ctx, project_key, window_uuid, new_display_name)
 
-    def expire_window(self, project_key: str, window_uuid: str) -> dict[str, Any]:
+    def expire_window(self, project_key: str, window_uuid: str) -> windows.WindowExpired:
         return windows.expire_window(self.ctx, project_key, window_uuid)
 
     # -- messages -------------------------------------------------------------
@@ -456,22 +458,22 @@ class Mail:
 
     # -- coordination: seats, journals, sleep/wake, capability cards ----------
     def take_seat(self, project_key: str, agent_name: str, *, holder: str = "session",
-                  lease_s: int = DEFAULT_LEASE_S, take_over: bool = False) -> dict[str, Any]:
+                  lease_s: int = DEFAULT_LEASE_S, take_over: bool = False) -> SeatTaken:
         return seats.take_seat(self.ctx, project_key, agent_name, holder=holder, lease_s=lease_s,
                                take_over=take_over)
 
     def take_over(self, project_key: str, agent_name: str, *, holder: str = "session",
-                  lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                  lease_s: int = DEFAULT_LEASE_S) -> SeatTaken:
         return self.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=True)
 
     def renew_seat(self, project_key: str, agent_name: str, seat: str, *,
-                   lease_s: int = DEFAULT_LEASE_S) -> dict[str, Any]:
+                   lease_s: int = DEFAULT_LEASE_S) -> SeatRenewal:
         return seats.renew_seat(self.ctx, project_key, agent_name, seat, lease_s=lease_s)
 
-    def release_seat(self, project_key: str, agent_name: str, seat: str) -> dict[str, Any]:
+    def release_seat(self, project_key: str, agent_name: str, seat: str) -> SeatRelease:
         return seats.release_seat(self.ctx, project_key, agent_name, seat)
 
-    def seat_status(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def seat_status(self, project_key: str, agent_name: str) -> SeatStatus:
         return seats.seat_status(self.ctx, project_key, agent_name)
 
     def journal(self, project_key: str, agent_name: str, entry: str, *,
@@ -521,14 +523,14 @@ class Mail:
         return identities.require_below(self.ctx, project_key, ancestor, agent)
 
     def publish_capabilities(self, project_key: str, agent_name: str, capabilities_list: list[str], *,
-                             seat: str | None = None) -> dict[str, Any]:
+                             seat: str | None = None) -> capabilities.CapabilitiesSet:
         return capabilities.publish(self.ctx, project_key, agent_name, capabilities_list, seat=seat)
 
-    def list_capabilities(self, project_key: str, capability: str | None = None) -> dict[str, Any]:
+    def list_capabilities(self, project_key: str, capability: str | None = None) -> capabilities.CapabilityCards:
         return capabilities.cards(self.ctx, project_key, capability)
 
     def set_attachments_policy(self, project_key: str, agent_name: str, policy: str, *,
-                               seat: str | None = None) -> dict[str, Any]:
+                               seat: str | None = None) -> attachments.AttachmentsPolicySet:
         return attachments.set_agent_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
     def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:

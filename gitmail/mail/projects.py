@@ -10,13 +10,13 @@ repository from this machine, which is why it needs a confirmation phrase.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import profiles, project_record
 from gitmail.model.errors import CONFIRMATION_REQUIRED, GitmailError, not_found
 from gitmail.model.names import normalize_human_key
 from gitmail.model.records import LAYOUT, PROJECT_PATH, Project
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.layout import migrate
 from gitmail.storage.snapshot import Snapshot
@@ -25,14 +25,47 @@ from gitmail.storage.store import is_slug, slug_for
 CONFIRMATION_PHRASE = "I UNDERSTAND"
 
 
-def project_view(project: Project) -> dict[str, Any]:
-    return {
-        "id": project.id,
-        "slug": project.slug,
-        "human_key": project.human_key,
-        "created_at": project.created_at,
-        "archived_at": project.archived_at,
-    }
+@result
+class ProjectView(Result):
+    """A project's descriptor."""
+
+    id: str
+    slug: str
+    human_key: str
+    created_at: str
+    archived_at: str | None
+
+
+@result
+class AgentBrief(Result):
+    """An agent as a project's page lists it."""
+
+    name: str
+    program: str
+    model: str
+    status: str
+    task_description: str
+
+
+@result
+class ProjectDetails(ProjectView):
+    """A project's descriptor and its agents."""
+
+    agents: list[AgentBrief]
+
+
+@result
+class ProjectDeleted(Result):
+    """A project removed from this machine."""
+
+    deleted: bool
+    project: ProjectView
+    note: str
+
+
+def project_view(project: Project) -> ProjectView:
+    return ProjectView(id=project.id, slug=project.slug, human_key=project.human_key, created_at=project.created_at,
+                       archived_at=project.archived_at)
 
 
 def check_confirmation(confirmation: object, what: str) -> None:
@@ -44,7 +77,7 @@ def check_confirmation(confirmation: object, what: str) -> None:
         )
 
 
-def ensure_project(ctx: Context, human_key: str) -> dict[str, Any]:
+def ensure_project(ctx: Context, human_key: str) -> ProjectView:
     """Create the project if it is new; either way return its descriptor."""
     key = normalize_human_key(human_key)
     slug = slug_for(key)
@@ -61,7 +94,7 @@ def ensure_project(ctx: Context, human_key: str) -> dict[str, Any]:
     return project_view(archive.transact(fn).result)
 
 
-def _set_archived(ctx: Context, project_key: str, archived: bool) -> dict[str, Any]:
+def _set_archived(ctx: Context, project_key: str, archived: bool) -> ProjectView:
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
@@ -77,17 +110,17 @@ def _set_archived(ctx: Context, project_key: str, archived: bool) -> dict[str, A
     return project_view(archive.transact(fn).result)
 
 
-def archive_project(ctx: Context, project_key: str) -> dict[str, Any]:
+def archive_project(ctx: Context, project_key: str) -> ProjectView:
     """Hide a project from the active list; nothing is deleted."""
     return _set_archived(ctx, project_key, True)
 
 
-def unarchive_project(ctx: Context, project_key: str) -> dict[str, Any]:
+def unarchive_project(ctx: Context, project_key: str) -> ProjectView:
     """Bring an archived project back to the active list."""
     return _set_archived(ctx, project_key, False)
 
 
-def hard_delete_project(ctx: Context, project_key: str, *, confirmation: str) -> dict[str, Any]:
+def hard_delete_project(ctx: Context, project_key: str, *, confirmation: str) -> ProjectDeleted:
     """Remove the project's repository, checkout and derived state from this machine."""
     check_confirmation(confirmation, "deleting a project")
     archive = ctx.archive(project_key)
@@ -95,25 +128,35 @@ def hard_delete_project(ctx: Context, project_key: str, *, confirmation: str) ->
     slug = ctx.slug(project_key)
     ctx.store.remove(slug)
     ctx.activity.forget(slug)
-    return {
-        "deleted": True,
-        "project": project_view(project),
-        "note": "the project's repository was removed from this machine; copies already pushed to "
-                "git remotes or cloned elsewhere are not touched",
-    }
+    return ProjectDeleted(deleted=True, project=project_view(project),
+                          note="the project's repository was removed from this machine; copies already pushed to "
+                               "git remotes or cloned elsewhere are not touched")
 
 
-def migrate_project(ctx: Context, project_key: str) -> dict[str, Any]:
+@result
+class ProjectMigration(Result):
+    """What moving a project to the newest layout did (``commit`` None: it was there already)."""
+
+    project: str
+    layout_before: int
+    layout: int
+    commit: str | None
+    moved: int
+    migrated: bool
+
+
+def migrate_project(ctx: Context, project_key: str) -> ProjectMigration:
     """Move the project's archive to the newest layout in one commit (nothing to do when it is there already).
 
     Derived state and the checkout follow the commit as they follow any
     other: a record that moved with its content unchanged is the same record.
     """
-    archive = ctx.archive(project_key)
-    return {"project": ctx.slug(project_key), **migrate(archive).to_dict()}
+    done = migrate(ctx.archive(project_key))
+    return ProjectMigration(project=ctx.slug(project_key), layout_before=done.layout_before, layout=done.layout,
+                            commit=done.commit, moved=done.moved, migrated=done.commit is not None)
 
 
-def list_projects(ctx: Context, *, include_archived: bool = False) -> list[dict[str, Any]]:
+def list_projects(ctx: Context, *, include_archived: bool = False) -> list[ProjectView]:
     """Every project in the store (archived ones only when asked for)."""
     out = []
     for slug in ctx.store.slugs():
@@ -139,15 +182,13 @@ def human_key(ctx: Context, project: str) -> str:
     return project_record(ctx.archive(project).snapshot()).human_key
 
 
-def get_project(ctx: Context, slug: str) -> dict[str, Any]:
+def get_project(ctx: Context, slug: str) -> ProjectDetails:
     """A project's descriptor plus its agents (by slug or human key)."""
     if not _known(ctx, slug):
         raise not_found(f"no project {slug!r}; list the projects to find its slug", project=slug)
     snap = ctx.store.archive(slug).snapshot()
-    view = project_view(project_record(snap))
-    view["agents"] = [
-        {"name": a.name, "program": a.program, "model": a.model, "status": a.status,
-         "task_description": a.task_description}
-        for a in profiles(snap)
-    ]
-    return view
+    agents = [AgentBrief(name=a.name, program=a.program, model=a.model, status=a.status,
+                         task_description=a.task_description) for a in profiles(snap)]
+    project = project_record(snap)
+    return ProjectDetails(id=project.id, slug=project.slug, human_key=project.human_key,
+                          created_at=project.created_at, archived_at=project.archived_at, agents=agents)

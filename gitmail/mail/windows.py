@@ -21,6 +21,7 @@ from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.names import check_agent_name
 from gitmail.model.records import WINDOW_UUID_RE, WINDOWS, Window, window_path
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -38,10 +39,39 @@ def _live(window: Window | None, at: str) -> bool:
     return window is not None and window.expired_at is None and window.expires_ts > at
 
 
-def window_view(window: Window) -> dict[str, Any]:
-    return {"id": window.id, "window_uuid": window.window_uuid, "display_name": window.display_name,
-            "created_ts": window.created_ts, "last_active_ts": window.last_active_ts,
-            "expires_ts": window.expires_ts, "expired_at": window.expired_at}
+@result
+class WindowView(Result):
+    """A window identity: the agent name a terminal or editor window goes by, and until when."""
+
+    id: str
+    window_uuid: str
+    display_name: str
+    created_ts: str
+    last_active_ts: str
+    expires_ts: str
+    expired_at: str | None
+
+
+@result
+class WindowList(Result):
+    """The project's live windows, most recently used first."""
+
+    identities: list[WindowView]
+
+
+@result
+class WindowExpired(Result):
+    """A window identity ended before its time."""
+
+    window_uuid: str
+    expired: bool
+    expired_at: str | None
+
+
+def window_view(window: Window) -> WindowView:
+    return WindowView(id=window.id, window_uuid=window.window_uuid, display_name=window.display_name,
+                      created_ts=window.created_ts, last_active_ts=window.last_active_ts,
+                      expires_ts=window.expires_ts, expired_at=window.expired_at)
 
 
 def window_agent(ctx: Context, project_key: str, window_uuid: str) -> str | None:
@@ -54,7 +84,7 @@ def _later(ctx: Context) -> str:
     return format_ts(ctx.clock.now() + dt.timedelta(seconds=WINDOW_TTL_SECONDS))
 
 
-def use_window(ctx: Context, project_key: str, window_uuid: str, agent_name: str) -> dict[str, Any]:
+def use_window(ctx: Context, project_key: str, window_uuid: str, agent_name: str) -> WindowView:
     """Record that ``window_uuid`` goes by ``agent_name`` now (creating the window, or renewing it)."""
     uuid = check_window_uuid(window_uuid)
     check_agent_name(agent_name, "agent_name")
@@ -74,10 +104,11 @@ def use_window(ctx: Context, project_key: str, window_uuid: str, agent_name: str
         return Change(f"Window {uuid} goes by {agent_name}", author=agent_name,
                       result=window_view(window)).put_record(window)
 
-    return archive.transact(fn).result
+    used: WindowView = archive.transact(fn).result
+    return used
 
 
-def list_windows(ctx: Context, project_key: str) -> dict[str, Any]:
+def list_windows(ctx: Context, project_key: str) -> WindowList:
     """The project's live windows, most recently used first."""
     snap = ctx.archive(project_key).snapshot()
     at = ctx.clock.now_ts()
@@ -87,8 +118,8 @@ def list_windows(ctx: Context, project_key: str) -> dict[str, Any]:
         if _live(window, at):
             assert window is not None
             found.append(window_view(window))
-    found.sort(key=lambda w: w["last_active_ts"], reverse=True)
-    return {"identities": found}
+    found.sort(key=lambda w: w.last_active_ts, reverse=True)
+    return WindowList(identities=found)
 
 
 def _change_window(ctx: Context, project_key: str, window_uuid: str, update: str, **fields: Any) -> Window:
@@ -108,15 +139,15 @@ def _change_window(ctx: Context, project_key: str, window_uuid: str, update: str
     return archive.transact(fn).result
 
 
-def rename_window(ctx: Context, project_key: str, window_uuid: str, new_display_name: str) -> dict[str, Any]:
+def rename_window(ctx: Context, project_key: str, window_uuid: str, new_display_name: str) -> WindowView:
     """Have the window go by another agent name from its next registration on."""
     check_agent_name(new_display_name, "new_display_name")
     return window_view(_change_window(ctx, project_key, window_uuid, "Window {uuid} renamed {display_name}",
                                       display_name=new_display_name))
 
 
-def expire_window(ctx: Context, project_key: str, window_uuid: str) -> dict[str, Any]:
+def expire_window(ctx: Context, project_key: str, window_uuid: str) -> WindowExpired:
     """End a window identity now; its next registration picks a name afresh."""
     at = ctx.clock.now_ts()
     window = _change_window(ctx, project_key, window_uuid, "Window {uuid} expired", expired_at=at)
-    return {"window_uuid": window.window_uuid, "expired": True, "expired_at": window.expired_at}
+    return WindowExpired(window_uuid=window.window_uuid, expired=True, expired_at=window.expired_at)

@@ -24,6 +24,7 @@ from fastmcp.resources import ResourceSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
+from gitmail.mail.facade import ProjectView
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
 from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
@@ -151,7 +152,7 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
         return environment(rt)
 
     @resource(mcp, "resource://projects{?include_archived}", access=anyone)
-    def projects(include_archived: str | None = None) -> list[dict[str, Any]]:
+    def projects(include_archived: str | None = None) -> list[ProjectView]:
         """Every project in the store (archived ones only with include_archived=true)."""
         return mail.list_projects(include_archived=flag(include_archived))
 

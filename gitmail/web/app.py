@@ -268,13 +268,13 @@ class WebView:
             messages = self.mail.view_ack_required(slug, name, limit=50)["messages"]
         else:
             messages = self.mail.view_ack_overdue(slug, name, limit=50)["messages"]
-        cards = {card["name"]: card for card in self.mail.list_capabilities(slug)["agents"]}
-        card = cards.get(name, {})
+        cards = {card.name: card for card in self.mail.list_capabilities(slug).agents}
+        card = cards.get(name)
         seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
         return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
                 "overseer": OVERSEER,
                 "counts": self.mail.agent_counts(slug, name), "seat": seat,
-                "capabilities": card.get("capabilities", []), "asleep": card.get("asleep", False)}
+                "capabilities": card.capabilities if card else [], "asleep": card.asleep if card else False}
 
     def thread(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -370,7 +370,7 @@ class WebView:
 
     # -- writes -----------------------------------------------------------------
     def send(self, request: Request, form: dict[str, str]) -> str:
-        slug = self.mail.get_project(request.path_params["slug"])["slug"]
+        slug = self.mail.get_project(request.path_params["slug"]).slug
         result = self.mail.send_as_overseer(
             slug, _names(form.get("to")), form.get("subject", ""), form.get("body", ""),
             SendOptions(importance=form.get("importance", "normal"), ack_required=form.get("ack_required") == "on",
@@ -379,7 +379,7 @@ class WebView:
         return self._sent_to(slug, result.message)
 
     def reply(self, request: Request, form: dict[str, str]) -> str:
-        slug = self.mail.get_project(request.path_params["slug"])["slug"]
+        slug = self.mail.get_project(request.path_params["slug"]).slug
         result = self.mail.reply_as_overseer(
             slug, request.path_params["message_id"], form.get("body", ""),
             SendOptions(cc=_names(form.get("cc")) or None, bcc=_names(form.get("bcc")) or None,

@@ -70,7 +70,7 @@ class Console:
 
     # -- writes ---------------------------------------------------------------
     def _slug(self, request: Request) -> str:
-        return str(self.mail.get_project(request.path_params["slug"])["slug"])
+        return self.mail.get_project(request.path_params["slug"]).slug
 
     @staticmethod
     def _back(form: dict[str, str], slug: str) -> str:
@@ -136,7 +136,7 @@ class Console:
                 "and the commit names you.")
 
     def _confirm_archive(self, request: Request, form: dict[str, str]) -> str:
-        key = self.mail.get_project(request.path_params["slug"])["human_key"]
+        key = self.mail.get_project(request.path_params["slug"]).human_key
         if form.get("archived") == "yes":
             return f"Archive {key}: it leaves the dashboard and the project lists; nothing is deleted."
         return f"Restore {key} from the archive."
