@@ -20,6 +20,7 @@ import pytest
 
 from gitmail import Change, Project
 from gitmail.index import indexer_for
+from gitmail.mail.facade import SendOptions
 from gitmail.model.ids import IdMinter, new_id
 from gitmail.model.records import (
     LAYOUT,
@@ -218,7 +219,7 @@ def _busy(mail, wall) -> dict[str, str]:
     mail.acknowledge_message(PROJECT, "Green", first["id"])
     mail.file_reservation_paths(PROJECT, "Blue", ["src/*.py"])
     mail.journal(PROJECT, "Green", "looked at alpha")
-    mail.send_message(PROJECT, "Blue", ["Shy"], "held", "waits", hold_if_blocked=True)
+    mail.send_message(PROJECT, "Blue", ["Shy"], "held", "waits", options=SendOptions(hold_if_blocked=True))
     reply = mail.reply_message(PROJECT, first["id"], "Green", "beta words")["deliveries"][0]["payload"]
     wall.advance(days=2)
     late = send(mail, "Green", ["Blue"], "later", "gamma words")
