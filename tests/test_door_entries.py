@@ -26,6 +26,7 @@ import sys
 import pytest
 
 from gitmail import Mail, Store
+from gitmail.mail.facade import SendOptions
 from gitmail.model.ids import new_id
 from gitmail.model.limits import MAX_ATTACHMENT_BYTES
 from gitmail.model.records import (
@@ -283,9 +284,9 @@ def test_the_sender_side_limit_can_be_lowered_but_never_raised_past_the_doors(ct
         mail.register_agent(PROJECT, "p", "m", name=name)
     mail.set_contact_policy(PROJECT, "GreenCastle", "open")
     error = refused(store, PROJECT, "ATTACHMENT_TOO_LARGE", mail.send_message, PROJECT, "BlueLake", ["GreenCastle"],
-                    "too big", "see attached", attachment_paths=[str(root / "big.bin")])
+                    "too big", "see attached", SendOptions(attachment_paths=[str(root / "big.bin")]))
     assert error.data["limit"] == MAX_ATTACHMENT_BYTES and "smaller file or a link" in error.message
     monkeypatch.setenv("GITMAIL_ATTACHMENT_MAX_BYTES", "1000")
     error = refused(store, PROJECT, "ATTACHMENT_TOO_LARGE", mail.send_message, PROJECT, "BlueLake", ["GreenCastle"],
-                    "too big", "see attached", attachment_paths=[str(root / "big.bin")])
+                    "too big", "see attached", SendOptions(attachment_paths=[str(root / "big.bin")]))
     assert error.data["limit"] == 1000
