@@ -128,7 +128,10 @@ async def call(client: Client, tool_name: str, /, **arguments: Any) -> Any:
         raise ToolFailed(tool_name, error_body(result))
     if result.structured_content is None:
         return json.loads(result.content[0].text)
-    return result.data if result.data is not None else result.structured_content
+    # the JSON as sent (FastMCP's .data would be objects built from the output schema); a list arrives wrapped
+    if ((result.meta or {}).get("fastmcp") or {}).get("wrap_result"):
+        return result.structured_content["result"]
+    return result.structured_content
 
 
 async def fail(client: Client, tool_name: str, /, **arguments: Any) -> dict[str, Any]:

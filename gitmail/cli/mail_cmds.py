@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from gitmail.mail.facade import SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError, invalid
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
@@ -185,6 +184,8 @@ def send(ctx: Context, project: str, sender: str | None, as_overseer: bool, broa
                       "(one of the two)", field="from")
     if not (to or cc or bcc or broadcast):
         raise click.UsageError("name a recipient with --to, --cc or --bcc, or send to every agent with --broadcast")
+    from gitmail.mail.facade import SendOptions
+
     options = SendOptions(cc=list(cc), bcc=list(bcc), importance=importance, ack_required=ack_required,
                           thread_id=thread_id, topic=topic, broadcast=broadcast,
                           attachment_paths=list(attach) or None)
@@ -288,6 +289,8 @@ def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tupl
 def reply(ctx: Context, project: str, message_id: str, sender: str, to: tuple[str, ...], body: str | None,
           body_file: str | None, attach: tuple[str, ...]) -> tuple[object, str]:
     """Reply to MESSAGE_ID in its thread."""
+    from gitmail.mail.facade import SendOptions
+
     result = ctx.mail.reply_message(project, message_id, sender, body_text(body, body_file),
                                     SendOptions(attachment_paths=list(attach) or None), to=list(to) or None)
     sent = result.message
