@@ -7,6 +7,7 @@ import pytest
 
 from gitmail import GitmailError
 from gitmail.mail.attention import Delivery, ExpiringReservation, HeldSlot, OwedAck, PendingContact
+from gitmail.mail.facade import SendOptions
 
 from .conftest import tip
 from .mail_helpers import PROJECT, make_mail, open_agents, register, send
@@ -103,7 +104,7 @@ def test_receipts_say_who_read_and_acknowledged_and_bcc_only_to_its_sender(store
     wall.advance(seconds=5)
     mail.acknowledge_message(PROJECT, "GreenHill", by_agent)
     by_overseer = mail.send_as_overseer(PROJECT, ["GreenHill"], "Quiet note", "x",
-                                        bcc=["RedStone"])["deliveries"][0]["payload"]["id"]
+                                        SendOptions(bcc=["RedStone"]))["deliveries"][0]["payload"]["id"]
     found = mail.message_receipts(PROJECT, [by_agent, by_overseer, "0" * 23], viewer="Overseer")
     assert set(found) == {by_agent, by_overseer}  # an unknown ID is left out
     green, red = found[by_agent]

@@ -129,6 +129,7 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/feed.py",
     "gitmail/mail/identities.py",
     "gitmail/mail/mailbox.py",
+    "gitmail/mail/overseer.py",
     "gitmail/mail/overdue.py",
     "gitmail/mail/overview.py",
     "gitmail/mail/products.py",

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitmail import Store
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 
 from . import axe, test_web
 from .mcp_harness import ServerProcess
@@ -56,10 +56,11 @@ def console_seed(home: str, files: str) -> dict[str, str]:
         PROJECT, "BlueLake", ["GreenHill"], "Schema migration plan",
         f"Three **steps**, in this table:\n\n{TABLE}\n\nThe artefact: {LONG_WORD}\n\n```\n{LONG_WORD * 2}\n```"
         f"\n\n- [ ] write the test\n- [x] plan it\n\n![diagram]({files}/diagram.png)",
-        importance="high", ack_required=True, cc=["RedStone"], attachment_paths=[attached])["deliveries"][0]["payload"]
+        SendOptions(importance="high", ack_required=True, cc=["RedStone"], attachment_paths=[attached]),
+    )["deliveries"][0]["payload"]
     mail.reply_message(PROJECT, first["id"], "GreenHill", "I take the **backfill**.")
     mail.send_message(PROJECT, "RedStone", ["BlueLake"], "Disk almost full", "The build host is at 97%.",
-                      importance="urgent")
+                      SendOptions(importance="urgent"))
     mail.file_reservation_paths(PROJECT, "BlueLake", ["src/db/**"], reason="migration", ttl_seconds=600)
     mail.acquire_build_slot(PROJECT, "GreenHill", "test-db", exclusive=False, max_holders=2, reason="backfill run")
     mail.journal(PROJECT, "BlueLake", f"Planned the migration.\n\n{TABLE}")

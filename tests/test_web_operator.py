@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gitmail.mail.facade import SendOptions
 from gitmail.model.records import Contact, contact_path
 
 from . import test_web
@@ -84,7 +85,7 @@ def test_the_overseer_acknowledges_an_answer_across_all_projects(site, tab, stor
     server, slug = site
     note = server.mail.send_as_overseer(PROJECT, ["BlueLake"], "Status?", "Where are we?")["deliveries"][0]["payload"]
     answer = server.mail.reply_message(PROJECT, note["id"], "BlueLake", "Halfway; confirm the plan.",
-                                       ack_required=True)
+                                       SendOptions(ack_required=True))
     tab.goto(f"{server.base}/ui/dashboard")
     inbox = tab.locator(f"#board-{slug} table[data-list=inbox]")
     assert "Re: Status?" in inbox.inner_text()
@@ -189,8 +190,9 @@ def test_a_thread_shows_each_recipient_apart_with_read_and_acknowledged(site, ta
     sent = send(server.mail, "BlueLake", ["GreenHill"], "Plan", cc=["RedStone"], ack_required=True)
     wall.advance(seconds=5)
     server.mail.acknowledge_message(PROJECT, "GreenHill", sent["id"])
-    quiet = server.mail.send_as_overseer(PROJECT, ["GreenHill"], "Quiet", "x", thread_id=sent["thread_id"],
-                                         bcc=["RedStone"])["deliveries"][0]["payload"]
+    quiet = server.mail.send_as_overseer(PROJECT, ["GreenHill"], "Quiet", "x",
+                                         SendOptions(thread_id=sent["thread_id"], bcc=["RedStone"])).message
+    assert quiet is not None
     tab.goto(f"{server.base}/ui/p/{slug}/thread/{sent['thread_id']}")
     first = [" ".join(t.split()) for t in tab.locator(f"#m-{sent['id']} ul.deliveries li").all_inner_texts()]
     assert first[0].startswith("To GreenHill acknowledged ") and first[1:] == ["Cc RedStone unread"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from dataclasses import field
 from typing import Any
 
 from gitmail.coord import reservations
@@ -43,6 +44,7 @@ from gitmail.model.records import (
     agent_folder,
     contact_path,
 )
+from gitmail.model.results import Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -180,18 +182,25 @@ def gate_across(ctx: Context, snap: Snapshot, sender: Agent, sender_slug: str, r
     return CONTACT_REQUIRED, f"{them} has approved no contact with {me} (needed across projects)"
 
 
-def contact_view(link: Contact, at: str) -> dict[str, Any]:
+@result
+class ContactView(Result):
+    """A contact link as callers see it."""
+
+    requester: str = field(metadata=renamed("from"))
+    to: str
+    status: str
+    reason: str
+    requested_at: str
+    responded_at: str | None
+    expires_ts: str | None
+    expired: bool
+
+
+def contact_view(link: Contact, at: str) -> ContactView:
     """A link as callers see it; ``expired`` is judged at ``at``."""
-    return {
-        "from": link.requester,
-        "to": link.target,
-        "status": link.status,
-        "reason": link.reason,
-        "requested_at": link.requested_at,
-        "responded_at": link.responded_at,
-        "expires_ts": link.expires_at,
-        "expired": not _live(link, at),
-    }
+    return ContactView(requester=link.requester, to=link.target, status=link.status, reason=link.reason,
+                       requested_at=link.requested_at, responded_at=link.responded_at, expires_ts=link.expires_at,
+                       expired=not _live(link, at))
 
 
 def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent, reason: str, ttl_seconds: int,
@@ -220,7 +229,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
 
 
 def approve_in_band(snap: Snapshot, change: Change, requester: Agent, target: Agent, hlc: HLC, *,
-                    clock: HybridClock) -> dict[str, Any]:
+                    clock: HybridClock) -> ContactView:
     """Approve ``requester``'s contact with ``target`` in ``change``, for a caller proven to be both."""
     at = clock.now_ts()
     link = link_between(snap, requester.name, target.name)
@@ -443,9 +452,8 @@ def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[
                 continue
             link = link_between(snap, requester, target)
             if link is not None:
-                view = contact_view(link, at)
-                view["direction"] = "outgoing" if requester == agent.name else "incoming"
-                out.append(view)
+                out.append({**contact_view(link, at),
+                            "direction": "outgoing" if requester == agent.name else "incoming"})
     return out
 
 

@@ -54,6 +54,7 @@ from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
 from . import addresses, attachments, contacts, idempotency, relay
+from .contacts import ContactView
 from .delivery import MessageView, commit_line, compose, put_message
 from .mailbox import load_message, resolve_message_id
 
@@ -155,7 +156,7 @@ class SendResult(Result):
     contact_requests: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
     note: str | None = field(default=None, metadata=OMIT_NONE)
     broadcast_skipped: list[Skipped] | None = field(default=None, metadata=OMIT_NONE)
-    contacts_approved: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    contacts_approved: list[ContactView] | None = field(default=None, metadata=OMIT_NONE)
     relays: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
 
     @property
@@ -377,7 +378,7 @@ def _check_thread(snap: Snapshot, thread_id: str | None) -> None:
 
 
 def _delivered_result(project: str, message: Message, created: bool, *, skipped: list[Skipped] | None = None,
-                      approved: list[dict[str, Any]] | None = None) -> SendResult:
+                      approved: list[ContactView] | None = None) -> SendResult:
     delivery = ProjectDelivery(project=project, payload=MessageView.of(message, show_bcc=True))
     return SendResult(deliveries=[delivery], count=1, created=created, broadcast_skipped=skipped,
                       contacts_approved=approved or None)
@@ -484,7 +485,7 @@ def _composed(ctx: Context, snap: Snapshot, out: Outgoing, sender: Agent, fields
 
 def _gated(ctx: Context, request: SendRequest | ReplyRequest, snap: Snapshot, sender: Agent,
            explicit: list[Agent], remote: list[Any], *, here: str, replying_to: Any,
-           thread_id: str | None) -> dict[str, Any]:
+           thread_id: str | None) -> dict[str, tuple[str, str]]:
     """The recipients here whose contact rules refuse the sender, with why; agents of other projects must pass."""
     refused = {a.name: r for a in explicit
                if (r := contacts.gate(ctx, request.project_key, snap, sender, a, thread_id=thread_id,
@@ -512,8 +513,8 @@ def _change_by(ctx: Context, sender: Agent) -> Change:
 
 
 def _approved_in_band(ctx: Context, options: SendOptions, snap: Snapshot, change: Change,
-                      sender: Agent, refused: dict[str, Any], by_name: dict[str, Agent],
-                      hlc: Any) -> list[dict[str, Any]]:
+                      sender: Agent, refused: dict[str, tuple[str, str]], by_name: dict[str, Agent],
+                      hlc: Any) -> list[ContactView]:
     """Approve contact for the refused recipients this session also acts as; they leave ``refused``."""
     approved = []
     for name in [n for n, r in refused.items() if r[0] == CONTACT_REQUIRED and n.lower() in options.approve_as]:
@@ -522,7 +523,7 @@ def _approved_in_band(ctx: Context, options: SendOptions, snap: Snapshot, change
     return approved
 
 
-def _refuse_unless_asked(options: SendOptions, refused: dict[str, Any]) -> None:
+def _refuse_unless_asked(options: SendOptions, refused: dict[str, tuple[str, str]]) -> None:
     """CONTACT_BLOCKED for a recipient who blocks the sender; CONTACT_REQUIRED unless the send asks or holds."""
     blocked = {n: r for n, r in refused.items() if r[0] == CONTACT_BLOCKED}
     asking = options.auto_contact_if_blocked or options.hold_if_blocked
@@ -536,8 +537,8 @@ def _refuse_unless_asked(options: SendOptions, refused: dict[str, Any]) -> None:
                            {"recipients": names, "reasons": {n: (blocked or refused)[n][1] for n in names}})
 
 
-def _hold(ctx: Context, snap: Snapshot, change: Change, sender: Agent, message: Message, refused: dict[str, Any],
-          by_name: dict[str, Agent], hlc: Any, hashed: str | None) -> None:
+def _hold(ctx: Context, snap: Snapshot, change: Change, sender: Agent, message: Message,
+          refused: dict[str, tuple[str, str]], by_name: dict[str, Agent], hlc: Any, hashed: str | None) -> None:
     """Keep the message until the refused recipients approve, and ask each of them for contact."""
     held = contacts.hold(change, message, sorted(refused), hashed)
     requests = []
@@ -553,7 +554,7 @@ def _hold(ctx: Context, snap: Snapshot, change: Change, sender: Agent, message: 
 
 
 def _put_delivered(snap: Snapshot, change: Change, message: Message, hlc: Any, project: str, *,
-                   approved: list[dict[str, Any]], skipped: list[Skipped] | None) -> None:
+                   approved: list[ContactView], skipped: list[Skipped] | None) -> None:
     """Write the message and its copies, the relays owed to other projects, and wake whom a reply wakes."""
     put_message(change, message)
     for slug in addresses.projects_of(message):  # the copies owed to other projects (see relay)
