@@ -10,29 +10,26 @@ from gitmail.mail.attachments import MAX_ATTACHMENTS
 from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
 
-ProjectKey = Annotated[str, Field(
-    description="Project path or slug.")]
-AgentName = Annotated[str, Field(
-    description="Agent name.")]
+ProjectKey = Annotated[str, Field(description="Path or slug.")]
+AgentName = str  # these arguments' names say what they hold: a description would repeat them
 AgentToken = Annotated[str | None, Field(
-    description="Its registration_token.")]
+    description="registration_token.")]
 ProverName = Annotated[str | None, Field(description="You (an agent of the project).")]
 WindowUuid = Annotated[str | None, Field(max_length=64, description="Your window's UUID.")]
 SenderToken = Annotated[str | None, Field(
-    description="Its registration_token.")]
-MessageId = Annotated[str | int, Field(
-    description="Message ID.")]
+    description="registration_token.")]
+MessageId = str | int
 Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Agent names.")]
 Importance = Annotated[str, Field(max_length=32, description="low, normal, high or urgent.")]
 SinceTs = Annotated[str | int | float | None, Field(
-    description="Only after this time (ISO-8601 or epoch seconds).")]
+    description="After this time (ISO-8601 or epoch seconds).")]
 Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND'.")]
 Program = Annotated[str, Field(description="e.g. 'claude-code'.")]
 Model = Annotated[str, Field(description="e.g. 'opus-4.1'.")]
 TaskDescription = Annotated[str, Field(description="Its task.")]
 TaskUpdate = Annotated[str | None, Field(description="Your current task.")]
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description="Files to attach.")]
-ConvertImages = Annotated[bool | None, Field(description="false: keep images as they are.")]
+ConvertImages = Annotated[bool | None, Field(description="false: keep images as is.")]
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
     "How body_md images are kept."))]
 SenderSeat = Annotated[str | None, Field(max_length=128, description="Seat token, while a session holds the seat.")]

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from fastmcp import Context, FastMCP
+from fastmcp.tools.base import ToolResult
 from fastmcp.tools.function_tool import FunctionTool
 from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
@@ -30,6 +31,7 @@ from .access import ACTING_AS, AGENT, Access, Rule
 from .params import ActingAs
 from .results import error_result, log_failure, shown
 from .runtime import Runtime
+from .schemas import listed, output_schema
 
 RuleOf = Callable[[Access], Rule]
 """An access rule before there is a server: made from the server's :class:`Access` when the tool is installed."""
@@ -136,17 +138,19 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
                                             annotation=ActingAs))
     guarded.__name__, guarded.__qualname__, guarded.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     returns = hints.get("return", inspect.Signature.empty)
-    guarded.__signature__ = inspect.Signature(parameters, return_annotation=returns)
-    guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": returns}
+    # the declared result gives the output schema; the value itself is sent as the JSON it already is
+    guarded.__signature__ = inspect.Signature(parameters, return_annotation=Any)
+    guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": Any}
     added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
-                               tags={spec.family}, meta={"gitmail/access": rule.describe()}, run_in_thread=True)
+                               tags={spec.family}, meta={"gitmail/access": rule.describe()}, run_in_thread=True,
+                               output_schema=None if returns is ToolResult else output_schema(returns))
     added.parameters = compact(added.parameters)
     mcp.add_tool(added)
     return token_argument
 
 
 class Listed(FunctionTool):
-    """A tool as ``tools/list`` shows it: without the title made from its name and FastMCP's own metadata.
+    """A tool as ``tools/list`` shows it: without the title made from its name and FastMCP's own metadata or marks.
 
     A title that only re-spells the name (``Send Message``) and FastMCP's
     ``_meta.fastmcp`` (its tags) tell an agent nothing the name and
@@ -154,11 +158,13 @@ class Listed(FunctionTool):
     """
 
     def to_mcp_tool(self, **overrides: Any) -> MCPTool:
-        listed = super().to_mcp_tool(**overrides)
-        listed.title = None
-        if listed.meta:
-            listed.meta = {key: value for key, value in listed.meta.items() if key != "fastmcp"}
-        return listed
+        shown = super().to_mcp_tool(**overrides)
+        shown.title = None
+        if shown.meta:
+            shown.meta = {key: value for key, value in shown.meta.items() if key != "fastmcp"}
+        if shown.output_schema is not None:
+            shown.output_schema = listed(shown.output_schema)
+        return shown
 
 
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +177,8 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     Python types, so an explicit ``null`` stays accepted; for the same reason
     the listing leaves out ``additionalProperties: false`` (an argument the
     schema does not name is refused all the same, with the tool's arguments
-    named).
+    named). A flag whose default is ``false`` is listed without it: a flag
+    left out is off.
     """
     properties = {}
     for name, prop in schema.get("properties", {}).items():
@@ -180,6 +187,8 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
             kept = [o for o in options if o != {"type": "null"}]
             prop = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
             prop = {**(kept[0] if len(kept) == 1 else {"anyOf": kept}), **prop}
+        if prop.get("type") == "boolean" and prop.get("default", True) is False:
+            prop = {k: v for k, v in prop.items() if k != "default"}
         properties[name] = prop
     listed = {key: value for key, value in schema.items() if key != "additionalProperties"}
     return {**listed, "properties": properties} if properties else listed

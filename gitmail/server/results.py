@@ -24,6 +24,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, GitmailError, coded
+from gitmail.model.results import wire
 
 _log = logging.getLogger("gitmail.server")
 
@@ -37,18 +38,29 @@ IDEMPOTENT = {"idempotentHint": True, "destructiveHint": False, "openWorldHint":
 DESTRUCTIVE = {"idempotentHint": True, "openWorldHint": False}
 
 
+WRAPPED = {"fastmcp": {"wrap_result": True}}
+"""The _meta of a result sent as ``{"result": ...}`` (a list), by which FastMCP's client unwraps it."""
+
 OutputFormat = Annotated[str | None, Field(description="json (default) or toon (fewer tokens).")]
 
 
 def formatted(result: Any, output_format: str | None) -> Any:
-    """``result`` as asked: unchanged for json, one TOON text block for toon."""
+    """``result`` as asked: unchanged for json; for toon, its TOON text as the content.
+
+    The structured content stays the JSON the tool's output schema describes
+    (clients validate it, and the 1.x client refuses a result without it),
+    so TOON only changes what a reader of the text sees.
+    """
     choice = (output_format or "json").strip().lower()
     if choice == "json":
         return result
     if choice == "toon":
         from toon_format import encode  # only the calls that ask for TOON load the encoder
 
-        return ToolResult(content=encode(result))
+        data = wire(result)
+        if isinstance(data, list):  # sent wrapped, as FastMCP sends every list
+            return ToolResult(content=encode(data), structured_content={"result": data}, meta=WRAPPED)
+        return ToolResult(content=encode(data), structured_content=data)
     raise GitmailError(INVALID_ARGUMENT, f"format must be json or toon; got {output_format!r}", {"argument": "format"})
 
 
@@ -58,11 +70,12 @@ def error_result(exc: GitmailError) -> ToolResult:
 
 
 def shown(result: Any) -> Any:
-    """A tool's result as sent: an empty list still gets its text block."""
+    """A tool's result as sent (typed results as their JSON objects): an empty list still gets its text block."""
+    result = wire(result)
     if isinstance(result, list) and not result:
         # FastMCP would send an empty list as no content block at all, and clients that read the
         # first block's text (as agent-mail clients do) would fail on an empty inbox
-        return ToolResult(content="[]", structured_content={"result": []}, meta={"fastmcp": {"wrap_result": True}})
+        return ToolResult(content="[]", structured_content={"result": []}, meta=WRAPPED)
     return result
 
 

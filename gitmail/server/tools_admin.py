@@ -7,6 +7,8 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.projects import ProjectDeleted, ProjectView
+
 from .params import AgentName, AgentToken, Confirmation, ProjectKey, ProverName
 from .registry import ITSELF, MEMBER, Toolbox
 from .results import DESTRUCTIVE, IDEMPOTENT, WRITE
@@ -17,21 +19,21 @@ tools = Toolbox("admin")
 
 @tools.tool(IDEMPOTENT, access=MEMBER)
 def archive_project(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
-                    agent_token: AgentToken = None) -> dict[str, Any]:
+                    agent_token: AgentToken = None) -> ProjectView:
     """Hide a project from the active list, keeping everything."""
     return rt.mail.archive_project(project_key=project_key)
 
 
 @tools.tool(IDEMPOTENT, access=MEMBER)
 def unarchive_project(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
-                      agent_token: AgentToken = None) -> dict[str, Any]:
+                      agent_token: AgentToken = None) -> ProjectView:
     """Return an archived project to the active list."""
     return rt.mail.unarchive_project(project_key=project_key)
 
 
 @tools.tool(DESTRUCTIVE, access=MEMBER)
 def hard_delete_project(rt: Runtime, project_key: ProjectKey, confirmation: Confirmation, agent_name: ProverName = None,
-                        agent_token: AgentToken = None) -> dict[str, Any]:
+                        agent_token: AgentToken = None) -> ProjectDeleted:
     """Delete a project's whole archive from this machine. Irreversible."""
     slug = rt.store.resolve(project_key)
     result = rt.mail.hard_delete_project(project_key=project_key, confirmation=confirmation)

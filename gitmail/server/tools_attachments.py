@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.attachments import AttachmentsPolicySet
+
 from .params import AgentName, AgentToken, ProjectKey, ProverName, Seat
 from .registry import ITSELF, MEMBER, Toolbox
 from .results import IDEMPOTENT, READ
@@ -25,7 +27,7 @@ def set_attachments_policy(
         "auto (small images inline), inline or file."))],
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> AttachmentsPolicySet:
     """Choose your default handling of images in outgoing messages."""
     return rt.mail.set_attachments_policy(project_key, agent_name, policy, seat=seat)
 

@@ -10,6 +10,9 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
+from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatTaken
 from gitmail.model.limits import (
     DEFAULT_LEASE_S,
     MAX_LEASE_S,
@@ -48,7 +51,7 @@ def take_seat(
         "Take it even though another session holds it; "
         "that session's next write fails with STALE_EPOCH."))] = False,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> SeatTaken:
     """Become the one session driving an agent; pass the returned token as seat on every write."""
     return rt.mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
 
@@ -62,7 +65,7 @@ def renew_seat(
     seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
     lease_s: Lease = DEFAULT_LEASE_S,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> SeatRenewal:
     """Extend the lease of the seat you hold."""
     return rt.mail.renew_seat(project_key, agent_name, seat, lease_s=lease_s)
 
@@ -75,7 +78,7 @@ def release_seat(
     agent_name: AgentName,
     seat: Annotated[str, Field(max_length=128, description="The token take_seat returned.")],
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> SeatRelease:
     """Give up the seat you hold before its lease ends."""
     return rt.mail.release_seat(project_key, agent_name, seat)
 
@@ -90,7 +93,7 @@ def journal(
         "What you decided and why, or what the next session must know."))],
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> JournalView:
     """Append a dated entry to your journal; take_seat hands its end to the next session."""
     return rt.mail.journal(project_key, agent_name, entry, seat=seat)
 
@@ -103,7 +106,7 @@ def read_journal(
     agent_name: AgentName,
     limit: Annotated[int, Field(ge=1, le=1000, description="How many of the latest entries.")] = 20,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> JournalPage:
     """Read the end of your journal, newest last."""
     return rt.mail.read_journal(project_key, agent_name, limit=limit)
 
@@ -157,7 +160,7 @@ def publish_capabilities(
         "What you can do, e.g. ['review', 'db-migrations']; replaces the list you published before."))],
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> CapabilitiesSet:
     """Publish your capability card; mail to 'role:<capability>' then reaches you."""
     return rt.mail.publish_capabilities(project_key, agent_name, capabilities, seat=seat)
 
@@ -167,7 +170,7 @@ def list_capabilities(
     rt: Runtime,
     project_key: ProjectKey,
     capability: Annotated[str | None, Field(description="Only agents publishing this capability.")] = None,
-) -> dict[str, Any]:
+) -> CapabilityCards:
     """List the active agents' capability cards."""
     return rt.mail.list_capabilities(project_key, capability)
 

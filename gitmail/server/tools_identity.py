@@ -8,6 +8,8 @@ from fastmcp import Context
 from pydantic import Field
 
 from gitmail.mail.facade import Credential
+from gitmail.mail.projects import ProjectView
+from gitmail.mail.windows import WindowExpired, WindowList, WindowView
 
 from .params import (
     AgentName,
@@ -120,7 +122,7 @@ def list_agents(
 
 
 @tools.tool(READ, access=ANYONE)
-def list_window_identities(rt: Runtime, project_key: ProjectKey) -> dict[str, Any]:
+def list_window_identities(rt: Runtime, project_key: ProjectKey) -> WindowList:
     """List the project's live window identities and the agent name each goes by."""
     rt.access.require_project(project_key)
     return rt.mail.list_window_identities(project_key)
@@ -134,7 +136,7 @@ def rename_window(
     new_display_name: Annotated[str, Field(description="The agent name it goes by next.")],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> WindowView:
     """Have a window go by another agent name from its next registration."""
     return rt.mail.rename_window(project_key, window_uuid, new_display_name)
 
@@ -146,7 +148,7 @@ def expire_window(
     window_uuid: Annotated[str, Field(description="The window.")],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> WindowExpired:
     """End a window identity now; its next registration picks a name."""
     return rt.mail.expire_window(project_key, window_uuid)
 
@@ -155,6 +157,6 @@ def expire_window(
 def ensure_project(
     rt: Runtime,
     human_key: Annotated[str, Field(description="Absolute path of the working directory.")],
-) -> dict[str, Any]:
+) -> ProjectView:
     """Create the project for an absolute path, or return it; call it first in a new working directory."""
     return rt.mail.ensure_project(human_key=human_key)

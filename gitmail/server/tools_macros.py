@@ -32,22 +32,22 @@ def join(rt: Runtime, ctx: Context, project_key: str, program: str, model: str, 
 def macro_start_session(
     rt: Runtime,
     ctx: Context,
-    human_key: Annotated[str, Field(description="Absolute path of your working directory.")],
+    human_key: Annotated[str, Field(description="Your working directory (absolute).")],
     program: Program,
     model: Model,
-    agent_name: Annotated[str | None, Field(description="Your name (left out: a generated one).")] = None,
+    agent_name: Annotated[str | None, Field(description="Your name (default: generated).")] = None,
     task_description: TaskUpdate = None,
     file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-        "Paths to reserve for you."))] = None,
+        "Paths to reserve."))] = None,
     file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
         "Why."))] = "macro-session",
     file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "Lifetime in seconds."))] = 3600,
+        "Lifetime."))] = 3600,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
     window_uuid: WindowUuid = None,
 ) -> dict[str, Any]:
-    """Start a session: ensure the project, register you, optionally reserve files, show your inbox."""
+    """Start a session: the project, your registration, optional file reservations, your inbox."""
     project = rt.mail.ensure_project(human_key=human_key)
     if window_uuid and not agent_name:
         agent_name = rt.mail.window_agent(human_key, window_uuid)

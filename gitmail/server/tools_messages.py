@@ -31,16 +31,16 @@ from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
 IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "Retry key (replays the first answer)."))]
-Topic = Annotated[str | None, Field(description="Topic tag.")]
-Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many.")]
-IncludeBodies = Annotated[bool, Field(description="Include bodies.")]
+    "Retry key."))]
+Topic = str | None
+Limit = Annotated[int, Field(ge=1, le=1000)]
+IncludeBodies = bool
 UrgentOnly = Annotated[bool, Field(description="Only high or urgent.")]
-UnreadOnly = Annotated[bool, Field(description="Only unread ones.")]
+UnreadOnly = bool
 
 
-AutoContact = Annotated[bool, Field(description="Ask recipients that require contact for it.")]
-HoldIfBlocked = Annotated[bool, Field(description="Deliver once blocked recipients approve.")]
+AutoContact = Annotated[bool, Field(description="Request contact where needed.")]
+HoldIfBlocked = Annotated[bool, Field(description="Hold until they approve.")]
 
 tools = Toolbox("messages")
 
@@ -87,7 +87,7 @@ def send_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> SendResult:
-    """Send a Markdown message to agents; committed to git before this returns."""
+    """Send a Markdown message to agents (committed before this returns)."""
     return rt.mail.send_message(
         project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
         options=SendOptions(

@@ -41,7 +41,7 @@ def catch_up(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX, description="How many.")] = CATCH_UP_DEFAULT,
+    limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX)] = CATCH_UP_DEFAULT,
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """Start or resume work: newest messages as previews, and a cursor for read_messages."""
@@ -58,12 +58,11 @@ async def read_messages(
     project_key: ProjectKey,
     agent_name: AgentName,
     after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
-    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT, description=(
-        "At most this many."))] = FEED_DEFAULT_LIMIT,
+    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)] = FEED_DEFAULT_LIMIT,
     max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
         "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
     wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
-        "Wait this long for new mail."))] = 0,
+        "Wait for new mail."))] = 0,
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """Read your inbox after a cursor, oldest first; repeat with next_after while has_more."""

@@ -25,7 +25,7 @@ from .results import IDEMPOTENT, READ, WRITE, OutputFormat, formatted
 from .runtime import Runtime
 
 Paths = Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
-    "Paths or globs from the repository root."))]
+    "Globs from the repository root."))]
 OptionalPaths = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these patterns.")]
 ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these IDs.")]
 
@@ -39,9 +39,9 @@ def file_reservation_paths(
     project_key: ProjectKey,
     agent_name: AgentName,
     paths: Paths,
-    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description="Lifetime in seconds.")] = 3600,
+    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description="Lifetime.")] = 3600,
     exclusive: Annotated[bool, Field(description="false: shared, only a signal.")] = True,
-    reason: Annotated[str, Field(max_length=4096, description="Why.")] = "",
+    reason: Annotated[str, Field(max_length=4096)] = "",
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def release_file_reservations(
     agent_token: AgentToken = None,
     seat: Seat = None,
 ) -> dict[str, Any]:
-    """Release your reservations matching paths or IDs, or all of them."""
+    """Release your reservations matching paths or IDs, else all of them."""
     return rt.mail.release_file_reservations(project_key, agent_name, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
 
@@ -126,7 +126,7 @@ def install_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> Any:
+) -> dict[str, Any]:
     """Install the reservation guard's git hooks into a repository under GITMAIL_GUARD_ROOTS."""
     rt.access.require_guard_path(project_key, code_repo_path)
     return formatted(rt.mail.install_precommit_guard(project_key, code_repo_path), format)
@@ -146,7 +146,7 @@ def uninstall_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> Any:
+) -> dict[str, Any]:
     """Remove the reservation guard's hooks from a git repository."""
     assert project_key is not None  # the access rule found it
     rt.access.require_guard_path(project_key, code_repo_path, removing=True)

@@ -23,7 +23,7 @@ def search_messages(
     project_key: ProjectKey,
     query: Annotated[str, Field(min_length=1, max_length=1000, description=(
         "Words; \"phrases\", prefix*, AND/OR/NOT, field:value."))],
-    limit: Annotated[int, Field(ge=1, le=200, description="At most this many.")] = 20,
+    limit: Annotated[int, Field(ge=1, le=200)] = 20,
     exhaustive: Annotated[bool, Field(description="Rank every match, not only the newest 1,000.")]
     = False,
     agent_name: ProverName = None,
@@ -62,7 +62,7 @@ def summarize_recent(
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> Any:
+) -> dict[str, Any]:
     """Summarize the project's recent messages by thread, kept for fetch_summary."""
     found = rt.mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
     return formatted(with_mode(found, llm_mode, llm_model), format)
@@ -77,7 +77,7 @@ def fetch_summary(
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> Any:
+) -> list[dict[str, Any]]:
     """List summaries made by summarize_recent, newest first."""
     return formatted(rt.mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
 

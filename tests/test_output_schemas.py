@@ -1,0 +1,213 @@
+"""Every tool's ``outputSchema`` describes what it answers, over a real server, read by both official clients.
+
+The walk of :mod:`tests.test_access` calls each tool once with valid
+arguments as an agent that proved itself; each answer's ``structuredContent``
+must validate against the schema ``tools/list`` gave (jsonschema, as the
+official clients check it). The results the server declares typed list their
+fields; the others still list a bare object, and that list only shrinks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import jsonschema
+import pytest
+
+from . import mcp1
+from .mcp_harness import ROOT, call, child_env, error_body, run
+from .test_access import World, arguments_for, build
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+TEXT_ONLY = {"catch_up", "read_messages"}
+"""Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
+
+# Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list"). Only
+# shrinks: a tool that declares a typed result must leave it.
+NOT_YET_TYPED = frozenset({
+    "acknowledge_message", "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent",
+    "ensure_product", "fetch_inbox", "fetch_inbox_product", "fetch_summary", "fetch_topic",
+    "file_reservation_paths", "force_release_build_slot", "force_release_file_reservation", "get_attachment",
+    "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts",
+    "list_file_reservations", "list_remotes", "macro_contact_handshake", "macro_file_reservation_cycle",
+    "macro_prepare_thread", "macro_start_session", "mark_message_read", "products_link", "products_unlink",
+    "purge_old_messages", "register_agent", "release_build_slot", "release_file_reservations",
+    "renew_build_slot", "renew_file_reservations", "request_contact", "respond_contact", "retire_agent",
+    "retire_inactive_agents", "scan_overdue_acks", "search_messages", "search_messages_product",
+    "set_contact_policy", "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread",
+    "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard", "unretire_agent",
+    "update_agent", "wake_agent", "whois",
+})
+
+
+def described(schema: dict) -> bool:
+    """Whether a listed output schema names the result's fields (a list's: its items' fields)."""
+    properties = schema.get("properties") or {}
+    if list(properties) == ["result"]:
+        return "properties" in properties["result"].get("items", {})
+    return bool(properties)
+
+
+@pytest.fixture(scope="module")
+def world(server, tmp_path_factory):
+    world = World(server, str(tmp_path_factory.mktemp("schemas")))
+
+    async def setup():
+        async with server.client() as owner, server.client() as intruder:
+            await build(world, owner, intruder)
+
+    run(setup())
+    return world
+
+
+LEAVES = ("hard_delete_agent", "retire_agent", "deregister_agent", "sleep_agent")
+"""Tools that would take Alice out of the rest of the walk."""
+LAST = ("take_seat", "renew_seat", "release_seat", "hard_delete_project")
+"""Called after the others, in this order: a held seat refuses Alice's writes without its token."""
+
+
+def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
+    """What the access walk's sample arguments leave out for a call that succeeds."""
+    window = world.samples()["window_uuid"]
+    return {
+        "send_message": {"to": ["Bob"]},
+        "register_agent": {"name": "Alice", "window_uuid": window},
+        "hard_delete_project": {"confirmation": "I UNDERSTAND"},
+    }
+
+
+def test_every_answer_validates_against_its_listed_output_schema(world):
+    async def walk():
+        answers = {}
+        async with world.server.client() as fresh:
+            listed = {tool.name: tool for tool in await fresh.list_tools()}
+            specs = await arguments_for(fresh, world)
+        extra_args = walk_arguments(world)
+        order = sorted(specs, key=lambda name: (name in LAST, LAST.index(name) if name in LAST else 0))
+        order.insert(0, order.pop(order.index("register_agent")))  # binds the window rename and expire act on
+        seat = None
+        for name in order:
+            if name in LEAVES:
+                continue
+            spec = specs[name]
+            proof = {spec["token"]: world.tokens["Alice"]} if spec["token"] else {}
+            seat_args = {"seat": seat} if seat and name in ("renew_seat", "release_seat") else {}
+            async with world.server.client() as fresh:
+                answers[name] = await fresh.call_tool(name, {**spec["args"], **extra_args.get(name, {}), **proof,
+                                                             **seat_args}, raise_on_error=False)
+            if name == "take_seat" and not answers[name].is_error:
+                seat = answers[name].structured_content["seat"]["token"]
+        return listed, answers
+
+    listed, answers = run(walk())
+    validated = set()
+    for name, result in answers.items():
+        schema = listed[name].output_schema
+        if name in TEXT_ONLY:
+            assert schema is None and result.structured_content is None, name
+            continue
+        assert schema is not None and schema.get("type") == "object", name
+        assert schema.get("additionalProperties") is not True, f"{name} lists a bare open object"
+        assert described(schema) == (name not in NOT_YET_TYPED), name
+        if not result.is_error:
+            jsonschema.validate(result.structured_content, schema)
+            validated.add(name)
+    refused = {name: (error_body(r)["code"], error_body(r)["message"][:120]) for name, r in answers.items()
+               if r.is_error}
+    typed = {name for name in answers if name not in NOT_YET_TYPED | TEXT_ONLY}
+    assert typed <= validated, json.dumps(refused, indent=0)  # every typed answer was seen and validated
+    assert len(validated) >= 50, json.dumps(refused, indent=0)  # placeholder IDs leave a few answering an error
+
+
+def test_a_typed_answer_lists_its_fields_types_and_which_are_optional(server):
+    async def listing():
+        async with server.client() as client:
+            return {tool.name: tool.output_schema for tool in await client.list_tools()}
+
+    schemas = run(listing())
+    sent = schemas["send_message"]
+    assert sent["required"] == ["deliveries", "count", "created"]
+    assert sent["properties"]["count"] == {"type": "integer"}
+    assert sent["properties"]["held_message_id"] == {"type": "string"}  # present only while held
+    reply = schemas["reply_message"]["properties"]
+    assert reply["from"] == {"type": "string"} and reply["topic"] == {"type": ["string", "null"]}
+    assert "sender" not in reply  # the key on the wire, not the field's Python name
+    assert "x-fastmcp-wrap-result" not in json.dumps(schemas) and "title" not in json.dumps(schemas)
+    assert {name for name, schema in schemas.items() if schema and not described(schema)} == NOT_YET_TYPED
+
+
+def test_toon_keeps_the_structured_content_and_carries_the_text(server, tmp_path):
+    async def scenario():
+        async with server.client() as client:
+            project = str(tmp_path / "toon")
+            await call(client, "ensure_project", human_key=project)
+            for name in ("Toon", "Json"):
+                await call(client, "register_agent", project_key=project, program="p", model="m", name=name)
+                await call(client, "set_contact_policy", project_key=project, agent_name=name, policy="open")
+            await call(client, "send_message", project_key=project, sender_name="Toon", to=["Json"], subject="s",
+                       body_md="b")
+            made = await client.call_tool("summarize_recent", {"project_key": project, "format": "toon"})
+            plain = await client.call_tool("fetch_summary", {"project_key": project})
+            toon = await client.call_tool("fetch_summary", {"project_key": project, "format": "toon"})
+            return made, plain, toon
+
+    made, plain, toon = run(scenario())  # the client validated each structuredContent against the listed schema
+    assert made.structured_content["mode"] == "extractive" and not is_json(made.content[0].text)
+    assert plain.structured_content["result"] and toon.structured_content == plain.structured_content
+    assert json.loads(plain.content[0].text) == plain.structured_content["result"]
+    assert not is_json(toon.content[0].text) and "cached: true" in toon.content[0].text
+
+
+def is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+MCP1_TYPED = r"""
+import asyncio, json, sys
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+async def main(url, project):
+    async with streamablehttp_client(url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            async def call(tool, **args):
+                result = await session.call_tool(tool, args)  # validates structuredContent against outputSchema
+                assert not result.isError, result.content[0].text
+                return result
+            await call("ensure_project", human_key=project)
+            for name in ("Ann", "Ben"):
+                await call("register_agent", project_key=project, program="p", model="m", name=name)
+                await call("set_contact_policy", project_key=project, agent_name=name, policy="open")
+            sent = await call("send_message", project_key=project, sender_name="Ann", to=["Ben"], subject="s",
+                              body_md="b")
+            message = sent.structuredContent["deliveries"][0]["payload"]
+            reply = await call("reply_message", project_key=project, message_id=message["id"],
+                               sender_name="Ben", body_md="r")
+            toon = await call("summarize_recent", project_key=project, format="toon")
+            print(json.dumps({"sent": sent.structuredContent, "reply": reply.structuredContent,
+                              "toon_text": toon.content[0].text, "toon": toon.structuredContent}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_the_mcp1_client_validates_and_reads_typed_answers(server, tmp_path):
+    python = mcp1.ensure()
+    env = child_env(server.home)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([python, "-c", MCP1_TYPED, server.url, str(tmp_path / "one")], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    assert seen["sent"]["created"] is True and seen["sent"]["count"] == 1
+    assert seen["reply"]["from"] == "Ben" and seen["reply"]["thread_id"] == seen["sent"]["deliveries"][0][
+        "payload"]["thread_id"]
+    assert seen["toon"]["mode"] == "extractive" and not is_json(seen["toon_text"])
