@@ -57,7 +57,9 @@ async def tool(client: Client, tool_name: str, /, **arguments: object) -> object
         raise SystemExit(f"{tool_name} failed: {result.content[0].text}")
     if result.structured_content is None:
         return json.loads(result.content[0].text)
-    return result.data
+    if ((result.meta or {}).get("fastmcp") or {}).get("wrap_result"):  # a list arrives as {"result": [...]}
+        return result.structured_content["result"]
+    return result.structured_content  # the JSON as sent (result.data: objects built from the output schema)
 
 
 async def coordinate(url: str) -> dict[str, str]:
