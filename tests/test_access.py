@@ -141,9 +141,9 @@ async def build(world: World, owner, intruder) -> None:
     world.tokens["Mallory"] = mallory["registration_token"]
 
 
-@pytest.fixture(scope="module")
-def world(server, tmp_path_factory):
-    world = World(server, str(tmp_path_factory.mktemp("access")))
+def built_world(server: ServerProcess, base: str) -> World:
+    """The world of the walk on ``server``, its projects under ``base``."""
+    world = World(server, base)
 
     async def setup():
         async with server.client() as owner, server.client() as intruder:
@@ -151,6 +151,11 @@ def world(server, tmp_path_factory):
 
     run(setup())
     return world
+
+
+@pytest.fixture(scope="module")
+def world(server, tmp_path_factory):
+    return built_world(server, str(tmp_path_factory.mktemp("access")))
 
 
 def test_without_proof_every_guarded_tool_is_refused_and_changes_nothing(world):

@@ -18,7 +18,7 @@ import pytest
 
 from . import mcp1
 from .mcp_harness import ROOT, call, child_env, error_body, run
-from .test_access import World, arguments_for, build
+from .test_access import World, arguments_for, built_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -53,14 +53,7 @@ def described(schema: dict) -> bool:
 
 @pytest.fixture(scope="module")
 def world(server, tmp_path_factory):
-    world = World(server, str(tmp_path_factory.mktemp("schemas")))
-
-    async def setup():
-        async with server.client() as owner, server.client() as intruder:
-            await build(world, owner, intruder)
-
-    run(setup())
-    return world
+    return built_world(server, str(tmp_path_factory.mktemp("schemas")))
 
 
 LEAVES = ("hard_delete_agent", "retire_agent", "deregister_agent", "sleep_agent")
