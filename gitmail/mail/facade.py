@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
+from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.journal import JournalPage, JournalView
 from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
@@ -58,12 +59,16 @@ from . import (
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
 from .agents import Credential
+from .attachments import AttachmentsPolicySet
 from .delivery import MessageView
-from .projects import ProjectView
+from .projects import ProjectDeleted, ProjectView
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
+from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
-__all__ = ["Mail", "MessageView", "NO_OPTIONS", "ProjectView", "ReplyResult", "SendOptions", "SendResult"]
+__all__ = ["AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "JournalPage", "JournalView", "Mail",
+           "MessageView", "NO_OPTIONS", "ProjectDeleted", "ProjectView", "ReplyResult", "SeatRelease", "SeatRenewal",
+           "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.projects import ProjectDeleted, ProjectView
+from gitmail.mail.facade import ProjectDeleted, ProjectView
 
 from .params import AgentName, AgentToken, Confirmation, ProjectKey, ProverName
 from .registry import ITSELF, MEMBER, Toolbox

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.attachments import AttachmentsPolicySet
+from gitmail.mail.facade import AttachmentsPolicySet
 
 from .params import AgentName, AgentToken, ProjectKey, ProverName, Seat
 from .registry import ITSELF, MEMBER, Toolbox

@@ -10,9 +10,15 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
-from gitmail.coord.journal import JournalPage, JournalView
-from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatTaken
+from gitmail.mail.facade import (
+    CapabilitiesSet,
+    CapabilityCards,
+    JournalPage,
+    JournalView,
+    SeatRelease,
+    SeatRenewal,
+    SeatTaken,
+)
 from gitmail.model.limits import (
     DEFAULT_LEASE_S,
     MAX_LEASE_S,

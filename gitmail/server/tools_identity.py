@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import Credential
-from gitmail.mail.projects import ProjectView
-from gitmail.mail.windows import WindowExpired, WindowList, WindowView
+from gitmail.mail.facade import Credential, ProjectView, WindowExpired, WindowList, WindowView
 
 from .params import (
     AgentName,
