@@ -54,8 +54,10 @@ def test_every_project_newest_first_through_the_cursors(mail, per):
 def test_the_filters_and_the_same_search_agree(mail):
     for fields in ({"sender": "bluelake"}, {"recipient": "GreenHill"}, {"importance": "urgent"},
                    {"sender": "GreenHill", "recipient": "GreenHill"}, {"since": "2000-01-01", "until": "2999-12-31"}):
-        listed = {(i.project_slug, i.id) for i in mail.all_mail(MailQuery(**fields), limit=100).items}
-        searched = {(i.project_slug, i.id) for i in mail.all_mail(MailQuery(text="plan", **fields), limit=100).items}
+        listed = {(i.project_slug, i.id, tuple(i.to), tuple(i.cc), i.ack_state)
+                  for i in mail.all_mail(MailQuery(**fields), limit=100).items}
+        searched = {(i.project_slug, i.id, tuple(i.to), tuple(i.cc), i.ack_state)
+                    for i in mail.all_mail(MailQuery(text="plan", **fields), limit=100).items}
         assert listed == searched and listed, fields
 
 

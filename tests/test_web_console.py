@@ -149,6 +149,7 @@ def test_search_snippets_show_no_markers(site, page):
     assert snippet.locator("mark").all_inner_texts() == ["host"]
     page.goto(f"{base(server)}/p/{seeded['slug']}/search?q=take")  # the body's own emphasis: no markers either
     assert page.locator("ol.hits p.snippet").first.inner_text() == "I take the backfill."
+    assert page.locator("ol.hits p.snippet").first.locator("mark").all_inner_texts() == ["take"]  # not backfill
 
 
 def test_search_finds_a_word_inside_markdown_emphasis(site, page):

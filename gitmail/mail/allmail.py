@@ -174,14 +174,17 @@ def search(ctx: Context, projects: dict[str, str], query: MailQuery, *, page: in
     bounded = False
     for slug, key in projects.items():
         found = search_messages(ctx.store, slug, language, wanted)
-        states = indexer_for(ctx.store).project(slug).ack_states([h["id"] for h in found if h["ack_required"]])
+        parties = indexer_for(ctx.store).project(slug).receipts([h["id"] for h in found])  # to, cc, receipts
         for rank, hit in enumerate(found):
-            state = states.get(hit["id"], "")
+            known = parties.get(hit["id"], {"to": [], "cc": [], "delivered": {}})
+            owed = any(acked is None for _, acked in known["delivered"].values())
+            state = ("owed" if owed else "done") if hit["ack_required"] else ""
             if query.ack and not (hit["ack_required"] and query.ack in ("asked", state)):
                 continue
             bounded = bounded or bool(hit.get("bounded"))
             ranked.append((-float(hit["score"]), slug, rank,
-                           _item(slug, key, hit, state, snippet=hit.get("snippet", ""), score=float(hit["score"]))))
+                           _item(slug, key, {**hit, "to": known["to"], "cc": known["cc"]}, state,
+                                 snippet=hit.get("snippet", ""), score=float(hit["score"]))))
     # Best first; equal scores by project, then in the project's own order, so that a page's hits are the
     # first of a longer search's and no hit moves from one page to another.
     ranked.sort(key=lambda entry: entry[:3])

@@ -312,7 +312,7 @@ class WebView:
         hits = paged(request, head(found))
         terms = render.query_terms(query)
         shown = [{**h, "subject_html": render.highlight(h["subject"], terms),
-                  "snippet_html": render.snippet(h.get("snippet", ""))} for h in hits.items]
+                  "snippet_html": render.snippet(h.get("snippet", ""), terms)} for h in hits.items]
         return {"project": project, "query": query, "hits": shown, "pages": hits, "error": error}
 
     def board(self, request: Request) -> dict[str, Any]:

@@ -107,7 +107,7 @@ class Console:
                 raise
             error, page = exc, 1  # shown beside the form, which keeps what was typed
         terms = render.query_terms(query.text)
-        items = [(m, render.highlight(m.subject, terms), render.snippet(m.snippet)) for m in found.items] \
+        items = [(m, render.highlight(m.subject, terms), render.snippet(m.snippet, terms)) for m in found.items] \
             if found else []
         if found is None or found.searched:
             pages = Paged(items=items, page=page, newer=link(request, page=page - 1 if page > 2 else None)
