@@ -39,7 +39,7 @@ from .console import Console
 from .events import Events
 from .paging import PAGE, head, paged, sliced
 
-ALL_THREADS = 10_000 * PAGE  # how deep the project's threads page (by offset, so any depth costs the same)
+DEEP = 10_000 * PAGE  # how deep a list read whole, or by offset, pages (any page costs the same there)
 HISTORY_ROWS = 200  # the derived history's bound on one read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -225,10 +225,10 @@ class WebView:
         project = self._project(request)
         slug = project["slug"]
         agents = paged(request, sliced(self.mail.list_agents(slug, active_only=False)), name="agents",
-                       cap=ALL_THREADS)
+                       cap=DEEP)
         counted = [{**a, **self.mail.agent_counts(slug, a["name"])} for a in agents.items]
         threads = paged(request, lambda offset, count: self.mail.recent_threads(slug, limit=count, offset=offset),
-                        cap=ALL_THREADS)
+                        cap=DEEP)
         return {"project": project, "agents": counted, "agent_pages": agents, "threads": threads,
                 "stats": self.mail.project_stats(slug), "remotes": self._sync_state(slug)}
 
@@ -320,11 +320,11 @@ class WebView:
         slug = project["slug"]
         show_all = request.query_params.get("all") == "1"
         reservations = paged(request, sliced(self.mail.list_file_reservations(slug, active_only=not show_all)
-                                             ["file_reservations"]), name="reservations", cap=ALL_THREADS)
-        agents = paged(request, sliced(self.mail.list_agents(slug)), name="seats", cap=ALL_THREADS)
+                                             ["file_reservations"]), name="reservations", cap=DEEP)
+        agents = paged(request, sliced(self.mail.list_agents(slug)), name="seats", cap=DEEP)
         seats = [self.mail.seat_status(slug, a["name"]) for a in agents.items]
         build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]),
-                            name="slots", cap=ALL_THREADS)
+                            name="slots", cap=DEEP)
         path = request.query_params.get("path", "").strip()
         holders, lookup_error = [], None
         if path:
