@@ -478,6 +478,16 @@ class ProjectIndex:
         reads.check_limit(limit)
         return self._cached(("urgent-unread", limit), lambda: oversight.urgent_unread(self.meta, limit=limit))
 
+    def listing(self, where: oversight.Filter, *, limit: int) -> list[dict[str, Any]]:
+        """Messages passing ``where``, newest first (see :func:`oversight.listing`)."""
+        reads.check_limit(limit)
+        return self._cached(("listing", where, limit), lambda: oversight.listing(self.meta, where, limit=limit))
+
+    def ack_states(self, message_ids: list[str]) -> dict[str, str]:
+        """``owed`` or ``done`` for each message that asks for acknowledgements (see :func:`oversight.ack_states`)."""
+        ids = tuple(message_ids)
+        return self._cached(("ack-states", ids), lambda: oversight.ack_states(self.meta, list(ids)))
+
     def receipts(self, message_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Who got each message and when they read and acknowledged it (see :func:`oversight.receipts`)."""
         ids = tuple(message_ids)

@@ -195,18 +195,26 @@ class _Parser:
             if not words:
                 raise _fail(self.text, token.pos, "this phrase has no searchable words")
             return wq.Term(target, words[0]) if len(words) == 1 else wq.Phrase(target, words)
-        if token.text.endswith("*"):
-            stem = token.text[:-1].lower()
-            if not re.match(rf"^\w{{{MIN_PREFIX},}}$", stem):
-                raise _fail(self.text, token.pos, f"a prefix search needs at least {MIN_PREFIX} letters or digits "
-                            "before a final '*' (and '*' nowhere else)")
-            return wq.Prefix(target, stem)
-        if "*" in token.text or "?" in token.text:
+        emphasis = token.text.startswith("*")  # ``**deploy**`` pasted from Markdown: the words inside
+        if token.text.endswith("*") and not emphasis:
+            return self.prefix(token, target)
+        if ("*" in token.text and not emphasis) or "?" in token.text:
             raise _fail(self.text, token.pos, "'*' is allowed only at the end of a word (a prefix search)")
         words = _analyze(token.text)
         if not words:
             raise _fail(self.text, token.pos, f"'{token.text}' has no letters or digits to search for")
         return wq.Term(target, words[0]) if len(words) == 1 else wq.Phrase(target, words)
+
+    def prefix(self, token: _Token, target: str) -> wq.Query:
+        """``migr*``: words starting so; ``snake_ca*``, cut into words as the text is, those words in a row."""
+        stem = token.text[:-1]
+        words = _analyze(stem) if "*" not in stem else []
+        if not words or len(words[-1]) < MIN_PREFIX or not stem[-1:].isalnum():
+            raise _fail(self.text, token.pos, f"a prefix search needs at least {MIN_PREFIX} letters or digits "
+                        "before a final '*' (and '*' nowhere else)")
+        if len(words) == 1:
+            return wq.Prefix(target, words[0])
+        return wq.Sequence([*(wq.Term(target, w) for w in words[:-1]), wq.Prefix(target, words[-1])])
 
     def name(self, token: _Token, field: str) -> wq.Query:
         value = token.text.strip().lower()

@@ -14,19 +14,23 @@ snippets are cut from the message blob in git.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from whoosh.analysis import IDTokenizer, LowercaseFilter, StandardAnalyzer
-from whoosh.analysis.tokenizers import default_pattern
 from whoosh.fields import DATETIME, ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.formats import Positions
 
 from gitmail.model.clock import parse_ts
 
-TEXT_ANALYZER = StandardAnalyzer(stoplist=None, minsize=1)  # every word counts, "the" and "a" too
+# A word is letters and digits, dotted parts kept together (``v1.2``, ``deploy.sh``). Underscores and
+# asterisks are Markdown's emphasis (``**deploy**``, ``_word_``) as often as part of a name, so they
+# separate words: ``snake_case`` is the phrase "snake case", found by the same query analyzed alike.
+WORD = re.compile(r"[^\W_]+(?:\.[^\W_]+)*")
+WORDS_FORMAT = "2"  # of the text analysis: an index whose words were cut otherwise is rebuilt (search.py)
+TEXT_ANALYZER = StandardAnalyzer(WORD, stoplist=None, minsize=1)  # every word counts, "the" and "a" too
 _NAME = IDTokenizer() | LowercaseFilter()
-_WORD = default_pattern  # the pattern of TEXT_ANALYZER's tokenizer
 _VALUES_KEPT = 50_000  # encoded position lists remembered (most words occur once, at one of a few hundred places)
 
 
@@ -51,7 +55,7 @@ class WordPositions(Positions):
             yield from super().word_values(value, analyzer, **kwargs)
             return
         places: dict[str, list[int]] = {}
-        for pos, match in enumerate(_WORD.finditer(value)):
+        for pos, match in enumerate(WORD.finditer(value)):
             word = match.group().lower()
             seen = places.get(word)
             if seen is None:

@@ -51,9 +51,14 @@ from gitmail.storage.maintenance import rollup_count
 from . import bulk, parse
 from .meta import FORMAT, IndexUnavailable, Meta
 from .postings import Codec
-from .schema import SCHEMA
+from .schema import SCHEMA, WORDS_FORMAT
 
 _log = logging.getLogger("gitmail.index")
+
+# A generation's format: derived state's, and its text analysis's. A live
+# generation of another (words cut by an older analyzer) is rebuilt beside it
+# at the first search, as a damaged one is; the metadata store is kept.
+GENERATION_FORMAT = f"{FORMAT}.{WORDS_FORMAT}"
 
 # Whoosh names every new segment file with the process's shared random
 # generator. Whoever seeds that generator (an application, a test framework
@@ -195,8 +200,9 @@ def highlight_pattern(query: wq.Query) -> re.Pattern[str] | None:
     if not words and not prefixes:
         return None
     alternatives = [re.escape(w) for w in sorted(words, key=len, reverse=True)]
-    alternatives += [re.escape(p) + r"\w*" for p in sorted(prefixes)]
-    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
+    alternatives += [re.escape(p) + r"[^\W_]*" for p in sorted(prefixes)]
+    # Bounded as the analyzer cuts words: by anything but a letter or digit (``**deploy**``, ``_word_``).
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + r")(?![^\W_])", re.IGNORECASE)
 
 
 def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
@@ -471,8 +477,8 @@ class SearchIndex:
         try:
             with open(os.path.join(gen_dir, "info.json"), encoding="utf-8") as handle:
                 info = json.load(handle)
-            if info.get("format") != FORMAT:
-                raise IndexBroken(f"format {info.get('format')} is not {FORMAT}")
+            if info.get("format") != GENERATION_FORMAT:
+                raise IndexBroken(f"format {info.get('format')} is not {GENERATION_FORMAT}")
             ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
             with ix.searcher() as searcher:
                 count = searcher.doc_count()
@@ -591,7 +597,7 @@ class SearchIndex:
     def _write_info(self, gen_dir: str, watermark: str | None) -> None:
         tmp = os.path.join(gen_dir, "info.json.tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"format": FORMAT, "watermark": watermark}, handle)
+            json.dump({"format": GENERATION_FORMAT, "watermark": watermark}, handle)
         os.replace(tmp, os.path.join(gen_dir, "info.json"))
 
     def _document(self, summary: dict[str, Any], blob: str, agents: list[str]) -> dict[str, Any]:

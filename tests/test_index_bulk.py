@@ -32,10 +32,9 @@ from whoosh.util.numeric import byte_to_length
 from gitmail import Change
 from gitmail.index import bulk, indexer_for, parse_query
 from gitmail.index import search as search_module
-from gitmail.index.meta import FORMAT
 from gitmail.index.postings import Codec
 from gitmail.index.schema import SCHEMA, TEXT_ANALYZER
-from gitmail.index.search import SearchIndex, newest_matches
+from gitmail.index.search import GENERATION_FORMAT, SearchIndex, newest_matches
 from gitmail.mail.delivery import put_message
 from gitmail.model.records import message_files
 
@@ -87,7 +86,7 @@ def whoosh_built(index, root: str) -> SearchIndex:
         writer.add_document(**bulk.message_document(index._blob, *source))  # noqa: SLF001
     writer.commit(optimize=True)
     with open(os.path.join(gen, "info.json"), "w", encoding="utf-8") as handle:
-        json.dump({"format": FORMAT, "watermark": index.meta.watermark()}, handle)
+        json.dump({"format": GENERATION_FORMAT, "watermark": index.meta.watermark()}, handle)
     os.symlink("gen-reference", os.path.join(root, "current"))
     return SearchIndex(root, index.meta, index._blob)  # noqa: SLF001
 

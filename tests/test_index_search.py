@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import threading
 
@@ -10,7 +11,7 @@ import pytest
 from whoosh import index as windex
 from whoosh import query as wq
 
-from gitmail import GitmailError
+from gitmail import GitmailError, Store
 from gitmail.index import indexer_for, search_messages
 from gitmail.index.schema import SCHEMA, document
 from gitmail.index.search import _Overlay
@@ -74,6 +75,40 @@ def test_phrase_differs_from_words(store, corpus):
 def test_prefix(store, corpus):
     assert ids(search(store, "migrat*")) == {corpus["plan"], corpus["secret"]}
     assert ids(search(store, "deploy*")) == {corpus["outage"]}
+
+
+def test_words_inside_markdown_emphasis_are_found(store, corpus):
+    marked = message("Blue", ["Green"], "Friday", "Run **deploy** after the _freeze_ ends, then __tag__ it; "
+                     "`snake_case` stays *one* name.")
+    send_many(store.archive(PROJECT), [marked])
+    for word in ("deploy", "freeze", "tag", "one", "**deploy**", "_freeze_", "snake_case", '"snake case"',
+                 "snake_ca*", "subject:friday"):
+        assert ids(search(store, word)) == {marked.id}, word
+    [hit] = search(store, "freeze")
+    assert "_**freeze**_" in hit["snippet"]  # the word marked inside its emphasis
+    assert ids(search(store, "deploy*")) == {marked.id, corpus["outage"]}
+
+
+def test_an_index_of_words_cut_otherwise_is_rebuilt_and_the_metadata_kept(store, corpus, wall):
+    index = indexer_for(store).project(PROJECT)
+    marked = message("Blue", ["Green"], "Friday", "Run **deploy** now.")
+    send_many(store.archive(PROJECT), [marked])
+    assert ids(index.search("deploy")) == {marked.id}
+    live = index.search_index.live_dir()
+    with open(os.path.join(live, "info.json"), encoding="utf-8") as handle:
+        info = json.load(handle)
+    info["format"] = "7"  # as an index whose words were cut with the asterisks kept wrote it
+    with open(os.path.join(live, "info.json"), "w", encoding="utf-8") as handle:
+        json.dump(info, handle)
+    high = index.meta.high_watermark()
+    reopened = Store(store.home, background=False, wall=wall)  # a new process, as after an upgrade
+    try:
+        again = indexer_for(reopened).project(PROJECT)
+        assert ids(again.search("deploy")) == {marked.id}
+        assert again.search_index.live_dir() != live  # a new generation, built beside the old one
+        assert again.meta.high_watermark() == high  # sequence numbers (agents' cursors) unchanged
+    finally:
+        indexer_for(reopened).close()
 
 
 def test_field_filters(store, corpus):

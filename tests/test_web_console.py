@@ -95,7 +95,8 @@ def every_page(seeded: dict[str, str]) -> list[str]:
             f"{p}/agents/BlueLake?view=outbox", f"{p}/agents/Overseer", f"{p}/thread/{seeded['thread']}",
             f"{p}/search?q=migration", f"{p}/search?q=%22unclosed", f"{p}/board", f"{p}/board?all=1",
             f"{p}/journals?agent=BlueLake", f"{p}/history?kind=thread&key={seeded['thread']}",
-            f"{p}/history?kind=message&key={seeded['message']}", f"{p}/compose", f"/p/{seeded['other']}"]
+            f"{p}/history?kind=message&key={seeded['message']}", f"{p}/compose", f"/p/{seeded['other']}", "/mail",
+            "/mail?q=migration&importance=high", "/mail?since=bad"]
 
 
 # -- the six broken items -------------------------------------------------------------------------------
@@ -149,6 +150,34 @@ def test_search_snippets_show_no_markers(site, page):
     assert snippet.locator("mark").all_inner_texts() == ["host"]
     page.goto(f"{base(server)}/p/{seeded['slug']}/search?q=take")  # the body's own emphasis: no markers either
     assert page.locator("ol.hits p.snippet").first.inner_text() == "I take the backfill."
+    assert page.locator("ol.hits p.snippet").first.locator("mark").all_inner_texts() == ["take"]  # not backfill
+
+
+def test_search_finds_a_word_inside_markdown_emphasis(site, page):
+    server, seeded = site
+    page.goto(f"{base(server)}/p/{seeded['slug']}/search?q=backfill")  # "I take the **backfill**."
+    hit = page.locator("ol.hits li").first
+    hit.wait_for()
+    assert hit.locator("p.snippet").inner_text() == "I take the backfill."
+    assert hit.locator("p.snippet mark").all_inner_texts() == ["backfill"]
+    page.goto(f"{base(server)}/mail?q=steps")  # "Three **steps**", found from every project's search too
+    assert page.locator("table[data-live=mail] a.subject").all_inner_texts() == ["Schema migration plan"]
+
+
+def test_the_header_has_one_link_per_place(site, browser):
+    server, seeded = site
+    context = browser.new_context()
+    tab = context.new_page()
+    twice = {}
+    try:
+        for path in [*every_page(seeded), f"/p/{seeded['slug']}/dashboard", "/dashboard"]:
+            tab.goto(base(server) + path)
+            names = tab.locator("body > header a").all_inner_texts()
+            if len(names) != len(set(names)) or names.count("Needs you") != 1:
+                twice[path] = names
+    finally:
+        context.close()
+    assert twice == {}
 
 
 def test_no_page_scrolls_sideways_at_phone_width(site, browser):

@@ -250,6 +250,21 @@ def overseer_unread(ctx: Context, project_key: str, *, limit: int = DEFAULT_LIMI
     return _bounded(rows, limit)
 
 
+LISTS = ("inbox", "owed", "urgent", "contacts", "expiring", "slots")  # the lists of :class:`Attention`
+
+
+def one_list(ctx: Context, project_key: str, settings: AckSettings, which: str, *,
+             limit: int = DEFAULT_LIMIT) -> Bounded:
+    """One of the lists of :func:`attention` (named as its field, one of :data:`LISTS`), up to ``limit`` items."""
+    if which == "owed":
+        return owed_acknowledgements(ctx, project_key, settings, limit=limit)
+    readers = {"inbox": overseer_unread, "urgent": urgent_unread, "contacts": pending_contacts,
+               "expiring": expiring_reservations, "slots": held_slots}
+    if which not in readers:
+        raise invalid(f"the lists are {', '.join(LISTS)}, not {which[:40]!r}", field="which")
+    return readers[which](ctx, project_key, limit=limit)
+
+
 def attention(ctx: Context, project_key: str, settings: AckSettings, *, limit: int = DEFAULT_LIMIT) -> Attention:
     """Everything in one project that waits for someone, each list bounded by ``limit``."""
     key = project_record(ctx.archive(project_key).snapshot()).human_key

@@ -38,6 +38,7 @@ from gitmail.storage.store import Store
 
 from . import (
     agents,
+    allmail,
     attachments,
     attention,
     contacts,
@@ -59,6 +60,7 @@ from . import (
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
 from .agents import Credential
+from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
 from .delivery import MessageView
 from .projects import ProjectDeleted, ProjectView
@@ -67,8 +69,8 @@ from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
 __all__ = ["AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "JournalPage", "JournalView", "Mail",
-           "MessageView", "NO_OPTIONS", "ProjectDeleted", "ProjectView", "ReplyResult", "SeatRelease", "SeatRenewal",
-           "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
+           "MailQuery", "MessageView", "NO_OPTIONS", "ProjectDeleted", "ProjectView", "ReplyResult", "SeatRelease",
+           "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:
@@ -336,9 +338,10 @@ class Mail:
         """The files whose history is the history of one message, thread, agent or reservation."""
         return overview.record_paths(self.ctx, project_key, kind, key)
 
-    def history(self, project_key: str, paths: list[str], *, limit: int = 100) -> list[dict[str, Any]]:
+    def history(self, project_key: str, paths: list[str], *, limit: int = 100,
+                offset: int = 0) -> list[dict[str, Any]]:
         """The commits that changed ``paths`` (from the derived history), newest first, with diffs."""
-        return overview.history(self.ctx, project_key, paths, limit=limit)
+        return overview.history(self.ctx, project_key, paths, limit=limit, offset=offset)
 
     # -- receipts -------------------------------------------------------------
     def mark_message_read(self, project_key: str, agent_name: str, message_id: str | int, *,
@@ -541,10 +544,21 @@ class Mail:
     def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
 
+    def all_mail(self, query: MailQuery, *, after: str | None = None, page: int = 1,
+                 limit: int = 25) -> allmail.MailPage:
+        """The mail of every project not archived: newest first with filters, or a search (see :mod:`.allmail`)."""
+        found = {p["slug"]: p["human_key"] for p in self.list_projects()}
+        return allmail.all_mail(self.ctx, found, query, after=after, page=page, limit=limit)
+
     # -- what needs the overseer (see :mod:`gitmail.mail.attention`) -----------
     def needs_attention(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Attention:
         """Everything in a project that waits for someone: acknowledgements, urgent mail, contacts, leases."""
         return attention.attention(self.ctx, project_key, self.ack, limit=limit)
+
+    def attention_list(self, project_key: str, which: str, *,
+                       limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
+        """One list of :meth:`needs_attention` (``owed``, ``urgent``, ``inbox``, …), up to ``limit`` items."""
+        return attention.one_list(self.ctx, project_key, self.ack, which, limit=limit)
 
     def owed_acknowledgements(self, project_key: str, *, limit: int = attention.DEFAULT_LIMIT) -> attention.Bounded:
         return attention.owed_acknowledgements(self.ctx, project_key, self.ack, limit=limit)

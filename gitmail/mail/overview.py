@@ -66,11 +66,12 @@ def record_paths(ctx: Context, project_key: str, kind: str, key: str) -> list[st
     raise ValueError(f"unknown record kind {kind!r}")
 
 
-def history(ctx: Context, project_key: str, paths: list[str], *, limit: int = 100) -> list[dict[str, Any]]:
-    """The commits that changed ``paths``, newest first, each file with its unified diff."""
+def history(ctx: Context, project_key: str, paths: list[str], *, limit: int = 100,
+            offset: int = 0) -> list[dict[str, Any]]:
+    """The commits that changed ``paths``, newest first from the ``offset``-th, each file with its unified diff."""
     archive = ctx.archive(project_key)
     forms = [form for path in paths for form in layout_forms(path)]  # a record keeps its history across layouts
-    found = indexer_for(ctx.store).project(project_key).file_history(forms, limit)
+    found = indexer_for(ctx.store).project(project_key).file_history(forms, offset + limit)[offset:]
     repo = archive.repo
     for commit in found:
         for change in commit["files"]:

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gitmail.mail.facade import Mail, MessageView, SendOptions
+from gitmail.mail.facade import JournalView, Mail, MessageView, SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
@@ -37,9 +37,12 @@ from . import render
 from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok, within_view
 from .console import Console
 from .events import Events
+from .paging import PAGE, head, paged, sliced
+
+DEEP = 10_000 * PAGE  # how deep a list read whole, or by offset, pages (any page costs the same there)
+HISTORY_ROWS = 200  # the derived history's bound on one read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PAGE = 25
 VIEWS = {  # an agent's lists: title, and how to fetch them
     "inbox": "Inbox", "outbox": "Outbox", "unread": "Unread", "urgent": "Urgent, unread",
     "ack": "Awaiting acknowledgement", "overdue": "Acknowledgement overdue",
@@ -96,17 +99,6 @@ def _overseer_to_be() -> dict[str, Any]:
 
 def _epoch(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def whole_number(request: Request, name: str, default: int, *, high: int = 10_000) -> int:
-    """Query parameter ``name`` as a whole number from 1 to ``high`` (``default`` when absent or empty)."""
-    raw = request.query_params.get(name, "")
-    if raw == "":
-        return default
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= high):
-        raise GitmailError(INVALID_ARGUMENT, f"{name} must be a whole number from 1 to {high}, not {raw[:40]!r}",
-                           {"parameter": name})
-    return int(raw)
 
 
 def _names(value: str | None) -> list[str]:
@@ -232,13 +224,13 @@ class WebView:
     def project(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
-        page = whole_number(request, "page", 1)
-        agents = [{**a, **self.mail.agent_counts(slug, a["name"])}
-                  for a in self.mail.list_agents(slug, active_only=False)]
-        threads = self.mail.recent_threads(slug, limit=PAGE + 1, offset=(page - 1) * PAGE)
-        return {"project": project, "agents": agents, "threads": threads[:PAGE], "page": page,
-                "more": len(threads) > PAGE, "stats": self.mail.project_stats(slug),
-                "remotes": self._sync_state(slug)}
+        agents = paged(request, sliced(self.mail.list_agents(slug, active_only=False)), name="agents",
+                       cap=DEEP)
+        counted = [{**a, **self.mail.agent_counts(slug, a["name"])} for a in agents.items]
+        threads = paged(request, lambda offset, count: self.mail.recent_threads(slug, limit=count, offset=offset),
+                        cap=DEEP)
+        return {"project": project, "agents": counted, "agent_pages": agents, "threads": threads,
+                "stats": self.mail.project_stats(slug), "remotes": self._sync_state(slug)}
 
     def agent(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -253,28 +245,30 @@ class WebView:
         if profile is None:
             raise GitmailError(NOT_FOUND, f"no agent named {name!r} in this project", {"agent": name})
         name = profile["name"]
-        messages: list[dict[str, Any]]
-        if profile.get("status") == UNBORN:
-            messages = []  # the overseer's profile is made by its first message: nothing has reached it yet
-        elif view == "inbox":
-            messages = self.mail.fetch_inbox(slug, name, limit=50)
-        elif view == "outbox":
-            messages = self.mail.fetch_outbox(slug, name, limit=50)["messages"]
-        elif view == "unread":
-            messages = self.mail.fetch_inbox(slug, name, limit=50, unread_only=True)
-        elif view == "urgent":
-            messages = self.mail.view_urgent_unread(slug, name, limit=50)["messages"]
-        elif view == "ack":
-            messages = self.mail.view_ack_required(slug, name, limit=50)["messages"]
-        else:
-            messages = self.mail.view_ack_overdue(slug, name, limit=50)["messages"]
+        unborn = profile.get("status") == UNBORN  # the overseer's profile is made by its first message
+        messages = paged(request, head(lambda limit: [] if unborn else self._view_of(slug, name, view, limit)))
         cards = {card.name: card for card in self.mail.list_capabilities(slug).agents}
         card = cards.get(name)
         seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
-        return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages,
+        return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages.items,
+                "pages": messages,
                 "overseer": OVERSEER,
                 "counts": self.mail.agent_counts(slug, name), "seat": seat,
                 "capabilities": card.capabilities if card else [], "asleep": card.asleep if card else False}
+
+    def _view_of(self, slug: str, name: str, view: str, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` messages of one of an agent's lists (:data:`VIEWS`)."""
+        if view == "inbox":
+            return self.mail.fetch_inbox(slug, name, limit=limit)
+        if view == "outbox":
+            return list(self.mail.fetch_outbox(slug, name, limit=limit)["messages"])
+        if view == "unread":
+            return self.mail.fetch_inbox(slug, name, limit=limit, unread_only=True)
+        if view == "urgent":
+            return list(self.mail.view_urgent_unread(slug, name, limit=limit)["messages"])
+        if view == "ack":
+            return list(self.mail.view_ack_required(slug, name, limit=limit)["messages"])
+        return list(self.mail.view_ack_overdue(slug, name, limit=limit)["messages"])
 
     def thread(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -301,30 +295,36 @@ class WebView:
     def search(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         query = request.query_params.get("q", "").strip()
-        page = whole_number(request, "page", 1)
-        hits: list[dict[str, Any]] = []
         error = None
-        if query:
+
+        def found(limit: int) -> list[dict[str, Any]]:
+            nonlocal error
+            if not query:
+                return []
             try:
-                found = self.mail.search_messages(project["slug"], query, limit=min(page * PAGE + 1, 1000))
+                return self.mail.search_messages(project["slug"], query, limit=limit)
             except GitmailError as exc:
                 if exc.code != INVALID_ARGUMENT:
                     raise
-                error, found = exc, []  # a query the language cannot read: say so beside the query, kept as typed
-            terms = render.query_terms(query)
-            hits = [{**h, "subject_html": render.highlight(h["subject"], terms),
-                     "snippet_html": render.snippet(h.get("snippet", ""))}
-                    for h in found[(page - 1) * PAGE:page * PAGE + 1]]
-        return {"project": project, "query": query, "hits": hits[:PAGE], "page": page, "more": len(hits) > PAGE,
-                "error": error}
+                error = exc  # a query the language cannot read: say so beside the query, kept as typed
+                return []
+
+        hits = paged(request, head(found))
+        terms = render.query_terms(query)
+        shown = [{**h, "subject_html": render.highlight(h["subject"], terms),
+                  "snippet_html": render.snippet(h.get("snippet", ""), terms)} for h in hits.items]
+        return {"project": project, "query": query, "hits": shown, "pages": hits, "error": error}
 
     def board(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
         show_all = request.query_params.get("all") == "1"
-        reservations = self.mail.list_file_reservations(slug, active_only=not show_all)
-        seats = [self.mail.seat_status(slug, a["name"]) for a in self.mail.list_agents(slug)]
-        build_slots = self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]
+        reservations = paged(request, sliced(self.mail.list_file_reservations(slug, active_only=not show_all)
+                                             ["file_reservations"]), name="reservations", cap=DEEP)
+        agents = paged(request, sliced(self.mail.list_agents(slug)), name="seats", cap=DEEP)
+        seats = [self.mail.seat_status(slug, a["name"]) for a in agents.items]
+        build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]),
+                            name="slots", cap=DEEP)
         path = request.query_params.get("path", "").strip()
         holders, lookup_error = [], None
         if path:
@@ -332,7 +332,7 @@ class WebView:
                 holders = self.mail.holders_of(slug, path)
             except GitmailError as exc:
                 lookup_error = exc
-        return {"project": project, "reservations": reservations["file_reservations"], "seats": seats,
+        return {"project": project, "reservations": reservations, "seats": seats, "seat_pages": agents,
                 "build_slots": build_slots, "show_all": show_all, "path": path, "holders": holders,
                 "lookup_error": lookup_error}
 
@@ -341,11 +341,15 @@ class WebView:
         slug = project["slug"]
         agents = [a["name"] for a in self.mail.list_agents(slug, active_only=False)]
         chosen = request.query_params.get("agent") or (agents[0] if agents else None)
-        entries = []
-        if chosen:
-            entries = [{**e, "html": render.markdown(e.entry, attachment_base=f"/ui/p/{slug}/file")}
-                       for e in self.mail.read_journal(slug, chosen, limit=50, observe=True).entries]
-        return {"project": project, "agents": agents, "chosen": chosen, "entries": entries}
+
+        def newest_first(limit: int) -> list[JournalView]:
+            return [] if not chosen else \
+                list(self.mail.read_journal(slug, chosen, limit=limit, observe=True).entries)[::-1]
+
+        pages = paged(request, head(newest_first))
+        entries = [{**e, "html": render.markdown(e.entry, attachment_base=f"/ui/p/{slug}/file")}
+                   for e in reversed(pages.items)]  # a page reads oldest first, as a journal is written
+        return {"project": project, "agents": agents, "chosen": chosen, "entries": entries, "pages": pages}
 
     def history(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -355,11 +359,12 @@ class WebView:
             raise GitmailError("INVALID_ARGUMENT", f"name what to show: kind is one of {', '.join(KINDS)}, "
                                "key its ID or name", {"kind": kind})
         paths = self.mail.record_paths(slug, kind, key)
-        commits = self.mail.history(slug, paths)
+        commits = paged(request, lambda offset, count: self.mail.history(slug, paths, limit=count, offset=offset),
+                        cap=HISTORY_ROWS)
         git_dir = self.store.archive(slug).git_dir
         command = shlex.join(["git", "--git-dir", git_dir, "log", "-p", "main", "--", *paths])
-        return {"project": project, "kind": kind, "key": key, "commits": commits, "command": command,
-                "paths": paths}
+        return {"project": project, "kind": kind, "key": key, "commits": commits.items, "pages": commits,
+                "command": command, "paths": paths}
 
     def compose(self, request: Request) -> dict[str, Any]:
         project = self._project(request)

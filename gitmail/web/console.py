@@ -1,7 +1,9 @@
-"""The overseer's console: the dashboard of what needs a person, and what that person may do about it.
+"""The overseer's console: the dashboard of what needs a person, all mail, and what that person may do about it.
 
 Pages: ``/ui/dashboard`` (every project that is not archived) and
-``/ui/p/<slug>/dashboard`` (one), built from :meth:`Mail.needs_attention`.
+``/ui/p/<slug>/dashboard`` (one), built from :meth:`Mail.needs_attention`,
+each list paged on its own (``?owed=2``); ``/ui/mail``, the mail of every
+project newest first or searched, with filters (:meth:`Mail.all_mail`).
 Writes, each a form with the session's CSRF token behind the same Host and
 Origin checks as every route, each committed under the operator's git
 identity (:meth:`WebView.action`): the overseer marks its own mail read or
@@ -19,11 +21,15 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.routing import Route
 
-from gitmail.mail.facade import Mail
-from gitmail.model.errors import invalid
+from gitmail.mail.allmail import ACK_STATES, IMPORTANCES, MAX_HITS
+from gitmail.mail.attention import LISTS
+from gitmail.mail.facade import Mail, MailQuery
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError, invalid
 from gitmail.model.names import OVERSEER
 
+from . import render
 from .access import within_view
+from .paging import PAGE, Paged, head, link, paged, whole_number
 
 Build = Callable[[Request], dict[str, Any]]
 Run = Callable[[Request, dict[str, str]], str]
@@ -31,6 +37,7 @@ Again = Callable[[Request, dict[str, str]], dict[str, Any]]
 Confirm = Callable[[Request, dict[str, str]], str]
 
 PER_LIST = 20  # items of each list a dashboard shows per project
+DEEPEST = 999  # how far into a dashboard list its pages reach (a read asks for one more than it shows, up to 1000)
 
 
 class Pages(Protocol):
@@ -54,13 +61,65 @@ class Console:
     # -- pages ----------------------------------------------------------------
     def everything(self, request: Request) -> dict[str, Any]:
         projects = [p["slug"] for p in self.mail.list_projects()]
-        return {"boards": [self.mail.needs_attention(slug, limit=PER_LIST) for slug in projects], "project": None,
+        boards = [self.mail.needs_attention(slug, limit=PER_LIST) for slug in projects]
+        return {"boards": [(b, self._pages(request, b, here=False)) for b in boards], "project": None,
                 "overseer": OVERSEER, "error": None}
 
     def one(self, request: Request) -> dict[str, Any]:
         project = self.mail.get_project(request.path_params["slug"])
-        return {"boards": [self.mail.needs_attention(project["slug"], limit=PER_LIST)], "project": project,
+        board = self.mail.needs_attention(project["slug"], limit=PER_LIST)
+        return {"boards": [(board, self._pages(request, board, here=True))], "project": project,
                 "overseer": OVERSEER, "error": None}
+
+    def _pages(self, request: Request, board: Any, *, here: bool) -> dict[str, Paged]:
+        """Each list of a project's dashboard as a page: the first from ``board``, a later one asked for by name.
+
+        On the project's own dashboard (``here``) a list pages in place
+        (``?owed=2``); across projects the next page is the project's dashboard.
+        """
+        out = {}
+        for which in LISTS:
+            if here and request.query_params.get(which):
+                out[which] = paged(request, head(self._reader(board.slug, which)), name=which, per=PER_LIST,
+                                   cap=DEEPEST)
+                continue
+            first = getattr(board, which)
+            later = link(request, **{which: 2}) if here else f"/ui/p/{board.slug}/dashboard?{which}=2"
+            out[which] = Paged(items=first.items, page=1, newer=None, older=later if first.more else None)
+        return out
+
+    def _reader(self, slug: str, which: str) -> Callable[[int], list[Any]]:
+        """The first ``limit`` items of one list of a project's dashboard."""
+        return lambda limit: list(self.mail.attention_list(slug, which, limit=limit).items)
+
+    def all_mail(self, request: Request) -> dict[str, Any]:
+        """Every project's mail, newest first or searched, filtered by the form's fields."""
+        params = request.query_params
+        query = MailQuery(text=params.get("q", ""), sender=params.get("from", ""), recipient=params.get("to", ""),
+                          importance=params.get("importance", ""), ack=params.get("ack", ""),
+                          since=params.get("since", ""), until=params.get("until", ""))
+        error, found = None, None
+        try:
+            page = whole_number(request, "page", 1, high=MAX_HITS // PAGE)
+            found = self.mail.all_mail(query, after=params.get("after") or None, page=page, limit=PAGE)
+        except GitmailError as exc:
+            if exc.code != INVALID_ARGUMENT:
+                raise
+            error, page = exc, 1  # shown beside the form, which keeps what was typed
+        terms = render.query_terms(query.text)
+        items = [(m, render.highlight(m.subject, terms), render.snippet(m.snippet, terms)) for m in found.items] \
+            if found else []
+        if found is None or found.searched:
+            pages = Paged(items=items, page=page, newer=link(request, page=page - 1 if page > 2 else None)
+                          if page > 1 else None, older=link(request, page=page + 1) if found and found.more else None)
+        else:
+            pages = Paged(items=items, page=page, newer=link(request, after=None) if params.get("after") else None,
+                          older=link(request, after=found.cursor) if found.cursor else None)
+        return {"form": {key: params.get(key, "") for key in ("q", "from", "to", "importance", "ack", "since",
+                                                                "until")},
+                "pages": pages, "error": error, "searched": found.searched if found else "",
+                "bounded": bool(found and found.bounded), "importances": IMPORTANCES, "ack_states": ACK_STATES,
+                "project": None}
 
     def _again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
         """The dashboard the form came from, to show a refused action's error on."""
@@ -145,6 +204,7 @@ class Console:
         view, p = self.view, "/p/{slug}"
         return [
             Route("/dashboard", view.page("dashboard.html", self.everything)),
+            Route("/mail", view.page("mail.html", self.all_mail)),
             Route(p + "/dashboard", view.page("dashboard.html", self.one)),
             Route(p + "/receipt/{message_id}", view.action(self.receipt, "dashboard.html", self._again),
                   methods=["POST"]),

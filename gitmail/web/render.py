@@ -64,40 +64,39 @@ def _task(found: re.Match[str]) -> str:
 
 
 
-_WORD = re.compile(r"[A-Za-z0-9_]{2,}\*?")
+_WORD = re.compile(r"[^\W_]{2,}\*?")  # words as the search index cuts them (a trailing * is a prefix)
 _OPERATORS = {"AND", "OR", "NOT"}
+_TEXT_FIELDS = ("subject", "body")  # the fields whose values are words of the text (from:, to:… name things)
 
 
 def query_terms(query: str) -> list[str]:
-    """The words of a search query worth marking in results (operators and field names left out)."""
+    """The words of a search query worth marking in results (operators and filters on names or dates left out)."""
     terms = []
     for part in re.split(r"\s+", query):
-        value = part.split(":", 1)[1] if ":" in part else part
-        for word in _WORD.findall(value):
+        field, colon, value = part.partition(":")
+        if colon and field.strip("(-").lower() not in _TEXT_FIELDS:
+            continue
+        for word in _WORD.findall(value if colon else part):
             if word not in _OPERATORS:
                 terms.append(word)
     return terms
 
 
 def highlight(text: str, terms: Iterable[str]) -> Markup:
-    """``text`` escaped, with each occurrence of ``terms`` (a trailing ``*`` is a prefix) in ``<mark>``."""
-    patterns = [re.escape(t[:-1]) + r"\w*" if t.endswith("*") else re.escape(t) for t in terms if t.strip("*")]
+    """``text`` escaped, with each whole word of ``terms`` (a trailing ``*`` is a prefix) in ``<mark>``."""
+    patterns = [re.escape(t[:-1]) + r"[^\W_]*" if t.endswith("*") else re.escape(t) for t in terms if t.strip("*")]
     escaped = html.escape(text or "")
     if not patterns:
         return Markup(escaped)  # noqa: S704 - escaped
-    found = re.compile("|".join(patterns), re.IGNORECASE)
+    found = re.compile(r"(?<![^\W_])(?:" + "|".join(patterns) + r")(?![^\W_])", re.IGNORECASE)
     return Markup(found.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))  # noqa: S704 - escaped text
 
 
-_MARKED = re.compile(r"\*\*([^*\s](?:[^*]*?[^*\s])?)\*\*")
+def snippet(text: str, terms: Iterable[str]) -> Markup:
+    """A search hit's snippet escaped, with no ``**`` left and the words of ``terms`` in ``<mark>``.
 
-
-def snippet(text: str) -> Markup:
-    """A search hit's snippet escaped, the words the search marked ``**so**`` in ``<mark>`` and no ``**`` left.
-
-    The snippet is plain text cut from the body, so emphasis markers of the
-    body's own Markdown are dropped along with the search's.
+    The snippet is plain text cut from the body: the search marks its hits
+    with ``**``, and the body's own Markdown may hold ``**`` too, so every
+    marker goes and the words searched for are marked again, whole words only.
     """
-    plain = (text or "").replace("\0", "").replace("\1", "")  # the two stand-ins below are never the text's own
-    escaped = _MARKED.sub(lambda m: f"\0{m.group(1)}\1", html.escape(plain))
-    return Markup(escaped.replace("**", "").replace("\0", "<mark>").replace("\1", "</mark>"))  # noqa: S704
+    return highlight((text or "").replace("**", ""), terms)
