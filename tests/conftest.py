@@ -72,11 +72,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Everything imported so far lives for the whole run: keep it out of the collections after each test."""
-    gc.freeze()
-
-
 @pytest.fixture(autouse=True)
 def _end_of_test():
     """Nothing a test started outlives it: its indexes are closed and its garbage is collected.
@@ -90,6 +85,25 @@ def _end_of_test():
     yield
     close_indexes()
     gc.collect()
+    gc.freeze()  # what outlives the test is another scope's: the next test's collection scans only its own objects
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _end_of_module():
+    """What a module's fixtures leave behind is collected when they end, everything frozen since included.
+
+    After each test, what survived it is frozen (``gc.freeze``), so the
+    collection after a test costs what that test made, not the whole heap.
+    Frozen objects are never collected: a module-scoped server, host or
+    browser that is released in a reference cycle, with a file still open,
+    would go unreported. This fixture ends after every other fixture of the
+    module and collects the whole heap once.
+    """
+    yield
+    close_indexes()
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def close_indexes() -> None:
