@@ -42,7 +42,8 @@ from typing import Any
 
 from whoosh import index as windex
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
-from whoosh.util.numeric import byte_to_length
+from whoosh.fields import DATETIME, NUMERIC
+from whoosh.util.numeric import byte_to_length, to_sortable
 from whoosh.writing import SegmentWriter
 
 from gitmail.storage.handles import open_repository
@@ -154,6 +155,8 @@ class SegmentBuilder(SegmentWriter):
         """
         if isinstance(field.format, WordPositions):
             return field.format.word_values(value, field.analyzer, mode="index")
+        if isinstance(field, NUMERIC) and field.shift_step and not isinstance(value, (list, tuple, bytes)):
+            return _tiered(field, value)
         if name not in REPEATING:
             return field.index(value)
         key = (name, value)
@@ -202,6 +205,18 @@ class SegmentBuilder(SegmentWriter):
         finally:
             self._finish()
         return segment
+
+
+def _tiered(field: NUMERIC, value: Any) -> list[tuple[bytes, int, float, bytes]]:
+    """The postings of a number (or date) at every precision tier, as ``NUMERIC.index`` gives them.
+
+    Whoosh prepares the value again for each of its eight tiers (for a date:
+    a conversion to microseconds, a range check and the sortable form each
+    time); this does it once.
+    """
+    number = field.prepare_datetime(value) if isinstance(field, DATETIME) else value
+    sortable = to_sortable(field.numtype, field.bits, field.signed, field.prepare_number(number))
+    return [(field.sortable_to_bytes(sortable, shift), 1, 1.0, b"") for shift in range(0, field.bits, field.shift_step)]
 
 
 def _fill(postings: Any, docs: array[int], weights: array[float], values: list[bytes | None],

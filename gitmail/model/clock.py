@@ -33,8 +33,10 @@ _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{
 
 def format_ts(value: dt.datetime) -> str:
     """Render an aware datetime as ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # isoformat is done in C; strftime cost a tenth of an import's time
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def parse_ts(text: str) -> dt.datetime:
