@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitmail.mail.facade import Mail, MailQuery
+from gitmail.mail.facade import Mail, MailQuery, SendOptions
 
 from .conftest import refused
 from .mail_helpers import PROJECT, make_mail, open_agents
@@ -22,9 +22,9 @@ def mail(store, wall) -> Mail:
         mail.register_agent(OTHER, "test", "test", name=name)
         mail.set_contact_policy(OTHER, name, "open")
     for i in range(7):
-        mail.send_message(PROJECT, "BlueLake", ["GreenHill"], f"Back {i}", f"plan {i}", ack_required=i % 2 == 0,
-                          importance="urgent" if i % 3 == 0 else "normal")
-        mail.send_message(OTHER, "GreenHill", ["BlueLake"], f"Front {i}", f"plan {i}", cc=["GreenHill"])
+        mail.send_message(PROJECT, "BlueLake", ["GreenHill"], f"Back {i}", f"plan {i}",
+                          SendOptions(ack_required=i % 2 == 0, importance="urgent" if i % 3 == 0 else "normal"))
+        mail.send_message(OTHER, "GreenHill", ["BlueLake"], f"Front {i}", f"plan {i}", SendOptions(cc=["GreenHill"]))
         if i % 2:
             wall.advance(seconds=1)
     mail.acknowledge_message(PROJECT, "GreenHill", mail.fetch_inbox(PROJECT, "GreenHill", limit=1)[0]["id"])

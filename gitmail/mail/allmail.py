@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from gitmail.coord.context import Context
-from gitmail.index import indexer_for, parse_query, search_messages
+from gitmail.index import indexer_for, search_messages
 from gitmail.index.oversight import ACK_STATES, Filter
 from gitmail.model.errors import invalid
 from gitmail.model.names import AGENT_NAME_RE
@@ -112,6 +112,8 @@ def checked(query: MailQuery) -> MailQuery:
     if out.since and out.until and out.since > out.until:
         raise invalid("since must not be after until", field="since")
     if out.text:
+        from gitmail.index import parse_query  # loads Whoosh: only a search needs it
+
         parse_query(out.text)  # a problem is reported at its column in the words as typed
     return out
 
