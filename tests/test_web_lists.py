@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitmail import Store
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import Mail, SendOptions
 
 from . import test_web
 from .mcp_harness import ServerProcess
@@ -45,7 +45,7 @@ def crowd_seed(home: str) -> dict[str, object]:
     for name in EXTRA:
         mail.register_agent(CROWD, "codex", "gpt", name=name)
     sent = [mail.send_message(CROWD, "BlueLake", ["GreenHill"], f"Crowd item {i}", f"Step {i}: run **deploy**.",
-                              importance="urgent", ack_required=True)["deliveries"][0]["payload"]
+                              SendOptions(importance="urgent", ack_required=True))["deliveries"][0]["payload"]
             for i in range(MANY)]
     for message in sent[:2]:  # acknowledged by every recipient
         mail.acknowledge_message(CROWD, "GreenHill", message["id"])
@@ -58,7 +58,7 @@ def crowd_seed(home: str) -> dict[str, object]:
     for i in range(MANY):
         mail.journal(CROWD, "BlueLake", f"Journal entry number {i}.")
     small = [mail.send_message(SMALL, "GreenHill", ["BlueLake"], f"Small note {i}", "Please **deploy** it.",
-                               importance="high")["deliveries"][0]["payload"]["id"] for i in range(3)]
+                               SendOptions(importance="high"))["deliveries"][0]["payload"]["id"] for i in range(3)]
     return {"slug": store.resolve(CROWD), "small": store.resolve(SMALL), "thread": thread["thread_id"],
             "acked": {m["id"] for m in sent[:2]}, "small_ids": set(small)}
 
