@@ -23,8 +23,9 @@ from gitmail.index import indexer_for, search_messages
 from gitmail.index.oversight import ACK_STATES, Filter
 from gitmail.model.errors import invalid
 from gitmail.model.names import AGENT_NAME_RE
+from gitmail.model.records import IMPORTANCE
 
-IMPORTANCES = ("low", "normal", "high", "urgent")
+IMPORTANCES = IMPORTANCE  # the levels a record may hold, offered as filters
 MAX_HITS = 1000
 MAX_PAGE = 100  # messages one page may hold
 
