@@ -265,3 +265,17 @@ def test_each_threads_metadata_connection_keeps_a_small_page_cache(tmp_path):
         thread.join(timeout=30)
     assert sizes == [-PAGE_CACHE_KIB] * 4  # negative: KiB, not pages
     assert PAGE_CACHE_KIB < 2000  # SQLite's default is 2,000 KiB a connection
+
+
+def test_a_store_made_with_a_deleted_journal_is_kept_and_commits_truncate_it(tmp_path):
+    path = str(tmp_path / "meta.sqlite")
+    meta = Meta(path)
+    meta.db.execute("INSERT INTO state VALUES ('probe', 'kept')")
+    meta.db.execute("PRAGMA journal_mode=DELETE")  # how stores were written before
+    meta.db.close()
+
+    reopened = Meta(path)
+    assert reopened.db.execute("SELECT value FROM state WHERE key = 'probe'").fetchone() == ("kept",)  # not rebuilt
+    reopened.db.execute("INSERT INTO state VALUES ('second', 'x')")
+    # The journal stays as an empty file between commits: no file created, deleted and its folder synced each time.
+    assert os.path.getsize(path + "-journal") == 0
