@@ -321,17 +321,28 @@ def _open_columns(searcher: Any) -> None:
                 reader.column_reader(name)
 
 
+def _toc_generation(gen_dir: str | None) -> int | None:
+    """The number of the segment list Whoosh holds in ``gen_dir`` now (it grows with every commit and merge)."""
+    try:
+        return int(windex.open_dir(os.path.join(gen_dir, "whoosh")).latest_generation()) if gen_dir else None
+    except Exception:  # noqa: BLE001 - no readable list: nothing to compare
+        return None
+
+
 class _Reader:
     """An open searcher on one generation, shared by searches until replaced."""
 
     def __init__(self, gen_dir: str):
         self.gen_dir = gen_dir
         self.lock_fd = _share(gen_dir)
+        searcher = None
         try:
             self.ix = windex.open_dir(os.path.join(gen_dir, "whoosh"))
-            self.searcher = self.ix.searcher()
-            _open_columns(self.searcher)
+            self.searcher = searcher = self.ix.searcher()
+            _open_columns(searcher)
         except BaseException:
+            if searcher is not None:
+                searcher.close()  # the files it did open
             os.close(self.lock_fd)
             raise
         self.refs = 0
@@ -725,17 +736,25 @@ class SearchIndex:
                 old.close()
 
     def _open_live(self, live: str | None) -> _Reader:
-        """A reader on the live generation, even if a swap moves it while we open it."""
+        """A reader on the live generation, even if a swap or a merge moves it while we open it.
+
+        Opening lists the generation's segments, then opens their files; a
+        merge committed in between (by the search writer, in another process)
+        deletes the files of the segments it absorbed. Opening again reads the
+        new list. A generation that fails every time is damaged: the error
+        goes up, and the caller rebuilds.
+        """
+        opened_toc = None
         for _ in range(5):
             if live is None:
                 raise IndexBroken("no live generation")
             try:
                 return _Reader(live)
-            except Exception:  # noqa: BLE001 - gone under us? then the link has moved on
-                now_live = self.live_dir()
-                if now_live == live:
+            except Exception:  # noqa: BLE001 - gone under us? then the link or the segment list has moved on
+                now_live, now_toc = self.live_dir(), _toc_generation(live)
+                if now_live == live and now_toc == opened_toc:
                     raise
-                live = now_live
+                live, opened_toc = now_live, now_toc
         raise IndexBroken("the live generation kept changing")
 
     def _acquire(self) -> _Reader:

@@ -447,3 +447,33 @@ def test_a_search_under_way_when_a_merge_deletes_its_segments_still_answers(stor
     finally:
         index.search_index._release(held)
     assert sorted(hit["subject"] for hit in hits) == ["Early 0", "Early 1"]
+
+
+def test_a_searcher_opened_while_a_merge_deletes_its_segments_opens_again(store, project, monkeypatch):
+    """Opening lists the segments, then opens their files: a merge in between took some of them away."""
+    from gitmail.index import search as search_module
+
+    archive, index = project
+    for i in range(3):  # small segments: one search-writer commit each
+        send(archive, message("Blue", ["Green"], f"Early {i}", f"numbat{i}"))
+        index.catch_up()
+    whoosh_dir = os.path.join(index.search_index.live_dir(), "whoosh")
+    before = set(os.listdir(whoosh_dir))
+    real_open_columns = search_module._open_columns
+    merged: list[set[str]] = []
+    opened = []
+
+    def merge_between(searcher):
+        opened.append(searcher)
+        if len(opened) == 1:  # the first opening has listed the segments: a merge now absorbs them
+            for i in range(search_module.MERGE_AT + 1):
+                send(archive, message("Green", ["Blue"], f"Later {i}", f"quokka{i}"))
+                index.catch_up()
+            merged.append(before - set(os.listdir(whoosh_dir)))
+        real_open_columns(searcher)
+
+    monkeypatch.setattr(search_module, "_open_columns", merge_between)
+    index.search_index.refresh()
+    assert merged[0], "the segments the first opening listed were merged and their files deleted"
+    assert {hit["subject"] for hit in index.search("numbat0 OR numbat1 OR quokka0")} == {"Early 0", "Early 1",
+                                                                                         "Later 0"}
