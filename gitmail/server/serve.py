@@ -37,6 +37,7 @@ from .origins import AllowedOrigins, OriginCheck
 from .profiles import Profile
 from .runtime import Listen
 from .sessionless import serve_sessionless
+from .upkeep import Upkeep
 
 _log = logging.getLogger("gitmail.server")
 WEB_PATH = "/ui"
@@ -48,6 +49,7 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
     """The store's background work for as long as the server runs; ``events`` hears of every change.
 
     With ``mail`` whose acknowledgement settings enable it, overdue acknowledgements are scanned on their interval.
+    Memory upkeep (:mod:`.upkeep`) runs once a minute.
     """
     indexer = indexer_for(store)
     indexer.write_search_in_child()
@@ -75,6 +77,7 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
             events.publish(slug)  # open web pages of the project refresh their lists
 
     syncer = IntervalSyncer(store, sync_interval).start() if sync_interval > 0 else None
+    upkeep = Upkeep().start()
     acks = mail.ack_scanner() if mail is not None else None
     if acks is not None:
         acks.start()
@@ -82,6 +85,7 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
         with Watcher(store, on_change):
             yield
     finally:
+        upkeep.stop()
         if acks is not None:
             acks.stop()
         if syncer is not None:
