@@ -417,3 +417,23 @@ def test_a_large_arrival_is_taken_in_as_a_segment_and_answers_as_whoosh_updates_
         assert answers(search) == answers(reference)
     finally:
         reference.close()
+
+
+def test_an_index_read_back_from_disk_analyzes_text_in_one_pass(tmp_path, monkeypatch):
+    """Workers and catch-ups write through an index opened from disk, whose schema is a copy of ours.
+
+    Its text analyzer is equal to the one the schema declares, not the same
+    object; the one-pass analysis must still be taken (Whoosh's own is
+    several times slower), with the same postings.
+    """
+    windex.create_in(str(tmp_path), SCHEMA)
+    field = windex.open_dir(str(tmp_path)).schema["text"]
+    assert field.analyzer is not TEXT_ANALYZER
+    text = "Deploy the v1.2 build: deploy.sh, then snake_case **checks** café ÉCOLE deploy"
+    expected = list(Positions.word_values(field.format, text, field.analyzer, mode="index"))
+
+    def whoosh_analysis(*args, **kwargs):
+        raise AssertionError("Whoosh's analysis was used for the text analyzer")
+
+    monkeypatch.setattr(Positions, "word_values", whoosh_analysis)
+    assert list(field.format.word_values(text, field.analyzer, mode="index")) == expected
