@@ -11,7 +11,12 @@ reservations, written with ``git fast-import``), then measures:
   CPU seconds of this process and of its worker processes, documents per
   wall second, and CPU milliseconds per document, for the whole reindex and
   for its two phases (the metadata store from the tree, then the search
-  index);
+  index), with documents per wall second and per CPU second of every
+  process involved;
+- the other paths that feed the index, at the same rates: joining (a store
+  with nothing derived catching up to the tip, as after a clone) and a
+  sync's arrival (an index of the second-to-last commit catching up to the
+  last, up to searchable);
 - search in process, each query kind of ``benchmarks/bench_index.py``:
   p50 wall and p50 CPU of the searching thread (limit 20, the default
   ranking: best match first over the newest matches);
@@ -31,8 +36,9 @@ reservations, written with ``git fast-import``), then measures:
 The machine may be shared: CPU figures are the ones to compare between
 runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
 in ``DIR/<size>`` and leaves it there; ``--reuse DIR`` uses a history kept
-there by an earlier run (building it if there is none). Prints a table (one
-column per size), then one JSON line with every figure.
+there by an earlier run (building it if there is none); ``--skip`` leaves
+parts out. Prints a table (one column per size), then one JSON line with
+every figure.
 """
 
 from __future__ import annotations
