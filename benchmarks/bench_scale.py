@@ -11,7 +11,12 @@ reservations, written with ``git fast-import``), then measures:
   CPU seconds of this process and of its worker processes, documents per
   wall second, and CPU milliseconds per document, for the whole reindex and
   for its two phases (the metadata store from the tree, then the search
-  index);
+  index), with documents per wall second and per CPU second of every
+  process involved;
+- the other paths that feed the index, at the same rates: joining (a store
+  with nothing derived catching up to the tip, as after a clone) and a
+  sync's arrival (an index of the second-to-last commit catching up to the
+  last, up to searchable);
 - search in process, each query kind of ``benchmarks/bench_index.py``:
   p50 wall and p50 CPU of the searching thread (limit 20, the default
   ranking: best match first over the newest matches);
@@ -31,8 +36,9 @@ reservations, written with ``git fast-import``), then measures:
 The machine may be shared: CPU figures are the ones to compare between
 runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
 in ``DIR/<size>`` and leaves it there; ``--reuse DIR`` uses a history kept
-there by an earlier run (building it if there is none). Prints a table (one
-column per size), then one JSON line with every figure.
+there by an earlier run (building it if there is none); ``--skip`` leaves
+parts out. Prints a table (one column per size), then one JSON line with
+every figure.
 """
 
 from __future__ import annotations
@@ -88,12 +94,49 @@ def reindex(home: str) -> dict[str, Any]:
     out: dict[str, Any] = {"documents": count}
     for name, (t0, c0, t1, c1) in phases.items():
         wall, own, children = t1 - t0, c1[0] - c0[0], c1[1] - c0[1]
-        out[name] = {"wall_s": round(wall, 2), "cpu_s": round(own, 2), "workers_cpu_s": round(children, 2),
-                     "docs_per_s": round(count / wall) if wall else None,
-                     "cpu_ms_per_doc": round(1000 * (own + children) / max(count, 1), 3)}
+        out[name] = _rates(count, wall, own, children)
     out["search_queries"] = {name: {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "cpu_p50_ms": round(cpu, 2)}
                              for name, (p50, p95, cpu) in time_queries(index, 30).items()}
     indexer_for(store).close()
+    return out
+
+
+def _rates(count: int, wall: float, own: float, children: float) -> dict[str, Any]:
+    """Documents per wall second and per CPU second of every process involved (this one and its workers)."""
+    cpu = own + children
+    return {"wall_s": round(wall, 2), "cpu_s": round(own, 2), "workers_cpu_s": round(children, 2),
+            "docs_per_s": round(count / wall) if wall else None,
+            "docs_per_cpu_s": round(count / cpu) if cpu else None,
+            "cpu_ms_per_doc": round(1000 * cpu / max(count, 1), 3)}
+
+
+def catch_up(home: str) -> dict[str, Any]:
+    """The index paths a sync feeds, timed: joining (everything from nothing) and catching up a last commit.
+
+    Joining is what a new machine does after its clone: the metadata store
+    and the search index from nothing, through ``catch_up`` as a sync calls
+    it. Catching up starts from an index of the history's second-to-last
+    commit and takes in the last commit's messages (a sync's arrival), up to
+    searchable.
+    """
+    store = Store(home, background=False, durable=False)
+    derived = store.paths(store.resolve(PROJECT)).derived
+    out: dict[str, Any] = {}
+    for name in ("join", "arrival"):
+        shutil.rmtree(derived, ignore_errors=True)
+        index = indexer_for(store).project(PROJECT)
+        repo = index.archive.repo
+        tip = index.archive.tip()
+        if name == "arrival":
+            index.catch_up(str(repo[tip].parents[0].id))
+        before = index.meta.message_count()
+        start, cpu0 = time.perf_counter(), cpu_now()
+        index.catch_up(tip)
+        end, cpu1 = time.perf_counter(), cpu_now()
+        count = index.meta.message_count() - before
+        out[name] = {"documents": count, "queued_after": index.meta.pending_count(),
+                     **_rates(count, end - start, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])}
+        indexer_for(store).close()
     return out
 
 
@@ -245,17 +288,19 @@ def server_memory(home: str) -> dict[str, float]:
     return {"started_mib": started, "rss_mib": rss, "peak_mib": peak}
 
 
-def measure(home: str, size: int, *, reuse: bool) -> dict[str, Any]:
+PARTS = ("reindex", "catch_up", "checkout", "reads", "server")
+
+
+def measure(home: str, size: int, *, reuse: bool, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
     kept = History.load(home) if reuse else None
     history = kept_or_built(home, size, reuse=reuse)
     result: dict[str, Any] = {"messages": size, "history": {
         "kept": kept is not None and kept.messages == size, "seconds": history.seconds,
         "msgs_per_s": round(size / history.seconds) if history.seconds else None, "receipts": history.receipts,
         "reservations": history.reservations, "commits": history.commits}}
-    result["reindex"] = reindex(home)
-    result["checkout"] = checkout(home)
-    result["reads"] = reads_and_send(home)
-    result["server"] = server_memory(home)
+    for part, run in zip(PARTS, (reindex, catch_up, checkout, reads_and_send, server_memory), strict=True):
+        if part not in skip:
+            result[part] = run(home)
     return result
 
 
@@ -264,7 +309,8 @@ ROWS: list[tuple[str, Any]] = [
     ("history msg/s", lambda r: "kept" if r["history"]["kept"] else r["history"]["msgs_per_s"]),
     ("reindex wall s", lambda r: r["reindex"]["total"]["wall_s"]),
     ("reindex docs/s (wall)", lambda r: r["reindex"]["total"]["docs_per_s"]),
-    ("reindex CPU ms/doc", lambda r: r["reindex"]["total"]["cpu_ms_per_doc"]),
+    ("reindex docs/CPU-s (ms/doc)", lambda r: f"{r['reindex']['total']['docs_per_cpu_s']} "
+                                            f"({r['reindex']['total']['cpu_ms_per_doc']})"),
     ("  records: wall s", lambda r: r["reindex"]["records"]["wall_s"]),
     ("  records: CPU ms/doc", lambda r: r["reindex"]["records"]["cpu_ms_per_doc"]),
     ("  search: wall s", lambda r: r["reindex"]["search"]["wall_s"]),
@@ -274,36 +320,48 @@ ROWS: list[tuple[str, Any]] = [
 ]
 
 
-ROWS.extend([
+CATCH_UP_ROWS: list[tuple[str, Any]] = [
+    (f"{label}: {figure}", lambda r, path=path, key=key: r["catch_up"][path][key])
+    for path, label in (("join", "join from nothing"), ("arrival", "sync arrival (last commit)"))
+    for figure, key in (("docs", "documents"), ("docs/s (wall)", "docs_per_s"), ("docs/CPU-s", "docs_per_cpu_s"))
+]
+CHECKOUT_ROWS: list[tuple[str, Any]] = [
     ("checkout window", lambda r: f"{r['checkout']['window']} ({r['checkout']['files']:,} files)"),
     ("checkout: made s (CPU s)", lambda r: f"{r['checkout']['made_s']} ({r['checkout']['made_cpu_s']})"),
     ("checkout: git status ms (CPU)", lambda r: f"{r['checkout']['status_ms']} ({r['checkout']['status_cpu_ms']})"),
     ("checkout: refresh 10 msgs ms (CPU)", lambda r: f"{r['checkout']['refresh_ms']} "
                                                      f"({r['checkout']['refresh_cpu_ms']})"),
-])
+]
 
 
 def table(results: list[dict[str, Any]]) -> str:
+    """One column per size; the rows of every part measured (see ``--skip``)."""
     width = 22
+    measured = results[0]
     lines = [f"{'figure':<34}" + "".join(f"{r['messages']:>{width},}" for r in results)]
-    for label, get in ROWS:
+    rows = [*ROWS[:2], *(ROWS[2:] if "reindex" in measured else []),
+            *(CATCH_UP_ROWS if "catch_up" in measured else []), *(CHECKOUT_ROWS if "checkout" in measured else [])]
+    for label, get in rows:
         lines.append(f"{label:<34}" + "".join(f"{get(r)!s:>{width}}" for r in results))
-    lines.append(f"{'search p50 ms (CPU p50 ms)':<34}")
-    for name in QUERIES:
-        cells = [f"{q['p50_ms']} ({q['cpu_p50_ms']})" for q in (r["reindex"]["search_queries"][name] for r in results)]
-        lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
-    first = results[0]
-    lines.append(f"{'p50 ms (CPU p50 ms) [CPU ratio to ' + format(first['messages'], ',') + ']':<34}")
-    for name in READS:
-        cells = []
-        for r in results:
-            fig = r["reads"][name]
-            ratio = fig["cpu_p50_ms"] / max(first["reads"][name]["cpu_p50_ms"], 1e-6)
-            cells.append(f"{fig['p50_ms']} ({fig['cpu_p50_ms']}) [{ratio:.2f}x]")
-        lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width + 6}}" for cell in cells))
-    lines.append(f"{'server RSS MiB (peak)':<34}"
-                 + "".join(f"{str(r['server']['rss_mib']) + ' (' + str(r['server']['peak_mib']) + ')':>{width}}"
-                           for r in results))
+    if "reindex" in measured:
+        lines.append(f"{'search p50 ms (CPU p50 ms)':<34}")
+        for name in QUERIES:
+            cells = [f"{q['p50_ms']} ({q['cpu_p50_ms']})"
+                     for q in (r["reindex"]["search_queries"][name] for r in results)]
+            lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
+    if "reads" in measured:
+        lines.append(f"{'p50 ms (CPU p50 ms) [CPU ratio to ' + format(measured['messages'], ',') + ']':<34}")
+        for name in READS:
+            cells = []
+            for r in results:
+                fig = r["reads"][name]
+                ratio = fig["cpu_p50_ms"] / max(measured["reads"][name]["cpu_p50_ms"], 1e-6)
+                cells.append(f"{fig['p50_ms']} ({fig['cpu_p50_ms']}) [{ratio:.2f}x]")
+            lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width + 6}}" for cell in cells))
+    if "server" in measured:
+        lines.append(f"{'server RSS MiB (peak)':<34}"
+                     + "".join(f"{str(r['server']['rss_mib']) + ' (' + str(r['server']['peak_mib']) + ')':>{width}}"
+                               for r in results))
     return "\n".join(lines)
 
 
@@ -314,13 +372,15 @@ def main() -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--keep", metavar="DIR", help="build each size in DIR/<size> and leave it there")
     where.add_argument("--reuse", metavar="DIR", help="use the histories kept in DIR/<size> (built if missing)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=PARTS, help="parts not to measure")
     args = parser.parse_args()
     sizes = [args.messages] if args.messages else [int(size) for size in args.sizes.split(",")]
     root = args.keep or args.reuse or tempfile.mkdtemp(prefix="bench-scale-")
     results = []
     try:
         for size in sizes:
-            results.append(measure(os.path.join(root, str(size)), size, reuse=bool(args.reuse)))
+            results.append(measure(os.path.join(root, str(size)), size, reuse=bool(args.reuse),
+                                   skip=frozenset(args.skip)))
     finally:
         if not (args.keep or args.reuse):
             shutil.rmtree(root, ignore_errors=True)

@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from whoosh import index as windex
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo, _lenfield
 from whoosh.fields import DATETIME, NUMERIC
-from whoosh.util.numeric import byte_to_length, to_sortable
+from whoosh.system import pack_ushort
+from whoosh.util.numeric import byte_to_length, length_to_byte, to_sortable
 from whoosh.writing import SegmentWriter
 
 from gitmail.storage.handles import open_repository
@@ -61,6 +62,7 @@ PROGRESS_EVERY = 500  # documents between progress reports
 NICENESS = 5  # workers' scheduling priority below the caller's (a server answers meanwhile)
 
 Progress = Callable[[int, int], None]
+_TERM_INFO = W3TermInfo._struct  # noqa: SLF001 - the layout of Whoosh's term statistics
 
 
 class _Table:
@@ -180,13 +182,20 @@ class SegmentBuilder(SegmentWriter):
         finally:
             perdoc.close()
         writer = self.fieldwriter
+        table = writer._tindex  # noqa: SLF001 - the term table Whoosh's field writer adds each term to
         for field in sorted(self.pool.fields):
             terms, column = self.pool.fields[field], lengths.get(field)
             writer.start_field(field, self.schema[field])
+            postings = writer._postwriter  # noqa: SLF001 - the field's postings writer
+            prefix, inline = pack_ushort(writer._fieldid), postings._inlinelimit  # noqa: SLF001
             for text in sorted(terms):  # text sorts as its UTF-8 bytes do
-                writer.start_term(text.encode("utf-8") if isinstance(text, str) else text)
+                btext = text.encode("utf-8") if isinstance(text, str) else text
                 docs, weights, values = terms[text]
-                _fill(writer._postwriter, docs, weights, values, column)  # noqa: SLF001 - the term's postings writer
+                if len(docs) < inline:
+                    table.add(prefix + btext, _inlined_term(docs, weights, values, column))
+                    continue
+                writer.start_term(btext)
+                _fill(postings, docs, weights, values, column)
                 writer.finish_term()
             writer.finish_field()
         writer.close()
@@ -242,6 +251,21 @@ def _fill(postings: Any, docs: array[int], weights: array[float], values: list[b
             postings._maxlength = max(present) if present else 0  # noqa: SLF001
         if start + limit < count:
             postings._write_block()  # noqa: SLF001
+
+
+def _inlined_term(docs: array[int], weights: array[float], values: list[bytes | None],
+                  lengths: list[int] | None) -> bytes:
+    """The term table entry of a term with its few postings kept in the table, as Whoosh's writer makes it.
+
+    Most terms of a segment have one posting (a message ID, a timestamp at
+    its finer tiers); Whoosh takes each through its postings writer and a
+    term info object to the same bytes: the term's statistics, then its
+    postings pickled.
+    """
+    present = [length for length in (lengths[d] for d in docs) if length] if lengths is not None else []
+    head = _TERM_INFO.pack(True, 0 + sum(weights), len(docs), length_to_byte(min(present)) if present else 0,
+                           length_to_byte(max(present)) if present else 0, max(0, max(weights)), docs[0], docs[-1])
+    return head + pickle.dumps((tuple(docs), tuple(weights), tuple(value for value in values if value)), 2)
 
 
 def write_segments(ix: windex.Index, documents: Iterable[dict[str, Any]], tick: Callable[[int], None] | None = None,

@@ -45,13 +45,17 @@ class WordPositions(Positions):
     encoding of position lists it has seen (most words occur once, at one
     of a few hundred places). The postings are the same as Whoosh's, in the
     same order (``tests/test_index_bulk.py`` compares them); other analyzers
-    and pre-split values take Whoosh's path.
+    and pre-split values take Whoosh's path. An analyzer equal to
+    :data:`TEXT_ANALYZER` (as read back from an index's stored schema) counts
+    as it.
     """
 
     _encoded: dict[tuple[int, ...], bytes] = {}
 
     def word_values(self, value: Any, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
-        if analyzer is not TEXT_ANALYZER or not isinstance(value, str):
+        # An index opened from disk holds its own copy of the analyzer (unpickled with the schema): equal, not
+        # the same object. Worker processes and every catch-up write through such an index.
+        if (analyzer is not TEXT_ANALYZER and analyzer != TEXT_ANALYZER) or not isinstance(value, str):
             yield from super().word_values(value, analyzer, **kwargs)
             return
         places: dict[str, list[int]] = {}

@@ -33,7 +33,7 @@ from gitmail import Change
 from gitmail.index import bulk, indexer_for, parse_query
 from gitmail.index import search as search_module
 from gitmail.index.postings import Codec
-from gitmail.index.schema import SCHEMA, TEXT_ANALYZER
+from gitmail.index.schema import SCHEMA, TEXT_ANALYZER, document
 from gitmail.index.search import GENERATION_FORMAT, SearchIndex, newest_matches
 from gitmail.mail.delivery import put_message
 from gitmail.model.records import message_files
@@ -139,6 +139,35 @@ def test_bulk_segments_are_whoosh_segments(store, tmp_path):
     index = indexer_for(store).project(PROJECT)
     index.catch_up()
     docs = [bulk.message_document(index._blob, *source) for source in index.meta.sources()]  # noqa: SLF001
+    built = []
+    for name, write in (("whoosh", _whoosh_writes), ("bulk", _bulk_writes)):
+        folder = tmp_path / name
+        folder.mkdir()
+        ix = windex.create_in(str(folder), SCHEMA)
+        write(ix, docs)
+        built.append((_digests(folder), _per_document(ix)))
+    assert built[0] == built[1]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_terms_of_a_few_postings_are_written_as_whoosh_writes_them(tmp_path, seed):
+    """Terms with fewer postings than a block keeps apart live in the term table: the same bytes as Whoosh's.
+
+    Words drawn from a large vocabulary, in documents of very different
+    lengths, give many terms of one to three postings with different field
+    lengths and weights (the statistics such a term's entry records).
+    """
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(400)]
+    docs = []
+    for i in range(120):
+        created = START + dt.timedelta(minutes=37 * i)
+        summary = {"id": f"m{i:04d}", "subject": " ".join(rng.choices(vocabulary, k=rng.randint(1, 6))),
+                   "from": rng.choice(AGENTS), "to": rng.sample(AGENTS, 2), "cc": [], "thread_id": f"t{i % 7}",
+                   "importance": "normal", "ack_required": False, "topic": None,
+                   "created_ts": created.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+        body = " ".join(rng.choices(vocabulary, k=rng.choice([1, 3, 30, 300])))
+        docs.append(document(summary, f"{i:040x}", body, []))
     built = []
     for name, write in (("whoosh", _whoosh_writes), ("bulk", _bulk_writes)):
         folder = tmp_path / name
@@ -388,3 +417,23 @@ def test_a_large_arrival_is_taken_in_as_a_segment_and_answers_as_whoosh_updates_
         assert answers(search) == answers(reference)
     finally:
         reference.close()
+
+
+def test_an_index_read_back_from_disk_analyzes_text_in_one_pass(tmp_path, monkeypatch):
+    """Workers and catch-ups write through an index opened from disk, whose schema is a copy of ours.
+
+    Its text analyzer is equal to the one the schema declares, not the same
+    object; the one-pass analysis must still be taken (Whoosh's own is
+    several times slower), with the same postings.
+    """
+    windex.create_in(str(tmp_path), SCHEMA)
+    field = windex.open_dir(str(tmp_path)).schema["text"]
+    assert field.analyzer is not TEXT_ANALYZER
+    text = "Deploy the v1.2 build: deploy.sh, then snake_case **checks** café ÉCOLE deploy"
+    expected = list(Positions.word_values(field.format, text, field.analyzer, mode="index"))
+
+    def whoosh_analysis(*args, **kwargs):
+        raise AssertionError("Whoosh's analysis was used for the text analyzer")
+
+    monkeypatch.setattr(Positions, "word_values", whoosh_analysis)
+    assert list(field.format.word_values(text, field.analyzer, mode="index")) == expected

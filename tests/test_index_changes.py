@@ -138,3 +138,40 @@ def test_what_the_engine_recorded_of_its_commits_is_what_comparing_trees_finds(t
         assert commit_rows(repo, commit, archive.changes_of) == commit_rows(repo, commit)
     assert archive.changes_of("0" * 40) is None
     assert recorded_changes(Archive(archive.path, maintain=False), repo, tips[0], tips[-1]) is None  # not made here
+
+
+def test_a_full_listing_is_the_tree_walk_from_nothing(tmp_path):
+    """``listing`` reads ``git ls-tree``; it must give what walking the trees gives, record for record, in order."""
+    repo_dir = _repo(tmp_path)
+    ids = sorted(new_id() for _ in range(6))
+    files = {
+        "project.yaml": "name: p\n",
+        "notes.txt": "not a record\n",
+        f"messages/2026/12/01/{ids[0]}.md": "m0\n",
+        f"messages/2026/12/01/{ids[1]}.md": "m1\n",
+        f"messages/2026/12/02/{ids[2]}.md": "m2\n",
+        f"agents/Blue/inbox/2026/12/01/{ids[0]}.md": "m0\n",
+        f"agents/Blue/outbox/2026/12/02/{ids[2]}.md": "m2\n",
+        f"agents/Blue/receipts/2026/12/01/{ids[0]}.yaml": "read_at: x\n",
+        "agents/Blue/profile.yaml": "name: Blue\n",
+        f"agents/Blue/journal/2026/12/01/{ids[3]}.md": "not derived\n",
+        f"agents/Blue/notes/inbox/{ids[4]}.md": "a folder named inbox deeper down\n",
+        f"agents/Blue.x/inbox/2026/12/01/{ids[1]}.md": "m1\n",
+        "agents/Blue.x/profile.yaml": "name: x\n",
+        "agents/Blüe/profile.yaml": "name: Blüe\n",
+        f"reservations/2026/12/01/{ids[5]}.yaml": "r\n",
+        "reservations.md": "a file sorting after the folder of the same stem\n",
+        "messages.old/x.md": "not records\n",
+    }
+    for path, text in files.items():
+        full = f"{repo_dir}/{path}"
+        subprocess.run(["mkdir", "-p", full.rsplit("/", 1)[0]], check=True)
+        with open(full, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    tip = _commit(repo_dir, "agents/Red/profile.yaml", "name: Red\n")
+    repo = pygit2.Repository(repo_dir)
+
+    walked = diff(repo, None, tip)
+    assert listing(repo, tip) == walked
+    assert {change.role for change in walked} == {"message", "inbox", "outbox", "receipt", "agent", "reservation"}
+    assert listing(repo, None) == []

@@ -2,7 +2,7 @@
 
 Derived state reads every record of an archive when it is rebuilt; records
 gitmail writes (and most a person writes) are flat mappings, which
-``parse.flat_mapping`` reads without building the loader's node tree. It
+``codec.flat_mapping`` reads without building the loader's node tree. It
 must answer exactly what the loader answers, or leave the text to it.
 """
 
@@ -37,7 +37,7 @@ def loaded(text: str):
 @given(st.dictionaries(KEYS, VALUES, max_size=6))
 def test_what_gitmail_writes_reads_back_the_same(fields):
     text = codec.dump_yaml(fields).decode()
-    flat = parse.flat_mapping(text)
+    flat = codec.flat_mapping(text)
     assert flat is None or flat == loaded(text)
 
 
@@ -46,7 +46,7 @@ def test_what_gitmail_writes_reads_back_the_same(fields):
                           st.lists(st.sampled_from(RISKY), max_size=10).map("".join)), max_size=6))
 def test_hand_written_text_is_read_the_same_or_left_to_the_loader(lines):
     text = "".join(f"{lead}{key}{sep}{value}\n" for lead, key, sep, value in lines)
-    flat = parse.flat_mapping(text)
+    flat = codec.flat_mapping(text)
     if flat is not None:
         assert flat == loaded(text)
 
@@ -61,7 +61,7 @@ def test_records_gitmail_writes_are_read_line_by_line():
                   when=dt.datetime(2026, 12, 3, tzinfo=dt.UTC))
     header = msg.to_bytes().decode().split("---\n")[1]
     for text in (receipt.to_bytes().decode(), reservation.to_bytes().decode(), header):
-        flat = parse.flat_mapping(text)
+        flat = codec.flat_mapping(text)
         assert flat is not None and flat == loaded(text)
-    assert parse.flat_mapping(header)["to"] == ["Green", "Red"]
-    assert parse.flat_mapping(header)["subject"] == "Re: build plan"
+    assert codec.flat_mapping(header)["to"] == ["Green", "Red"]
+    assert codec.flat_mapping(header)["subject"] == "Re: build plan"

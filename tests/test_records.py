@@ -234,3 +234,57 @@ def test_day_shard_is_the_utc_day_of_the_id_across_days_years_and_leap_days():
         for offset in (-1, 0, 1):
             record_id = derived_id(ms + offset, b"seed")
             assert day_shard(record_id) == id_time(record_id).strftime("%Y/%m/%d")
+
+
+def _yaml_answer(text: str):
+    import yaml
+
+    from gitmail.model import codec
+
+    return yaml.load(text, Loader=codec._Loader)  # noqa: S506, SLF001 - the dialect's own loader
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages())
+def test_message_headers_are_read_line_by_line_as_the_yaml_parser_reads_them(message):
+    """A message's front matter read line by line (or, past the flat subset, by the parser): the parser's answer."""
+    from gitmail.model import codec
+
+    header = message.to_bytes().decode().split("---\n")[1]
+    flat = codec.flat_mapping(header)
+    assert flat is None or flat == _yaml_answer(header)
+    assert codec.split_front_matter(message.to_bytes())[0] == _yaml_answer(header)
+
+
+@pytest.mark.parametrize("record", _every_kind(), ids=lambda r: r.KIND)
+def test_every_kind_reads_the_same_with_or_without_the_yaml_parser(record):
+    """Every kind gitmail writes is read as the YAML parser reads it (flat ones without it)."""
+    from gitmail.model import codec
+
+    data = record.to_bytes()
+    text = data.decode()
+    header = text.split("---\n")[1] if text.startswith("---\n") else text
+    loaded = codec.split_front_matter(data)[0] if text.startswith("---\n") else codec.load_yaml(data)
+    assert loaded == _yaml_answer(header)
+    flat = codec.flat_mapping(header)
+    assert flat is None or flat == loaded
+
+
+@pytest.mark.parametrize("text", [
+    'subject: "double quoted"\n', "to: [Blue, Red]\n", "attachments:\n- name: a.txt\n  size: 3\n",
+    "note: |\n  two\n  lines\n", "x: 1.5\n", "a: 1\na: 2\n", "key: value # comment\n",
+])
+def test_yaml_beyond_the_flat_subset_is_left_to_the_parser(text):
+    from gitmail.model import codec
+
+    assert codec.flat_mapping(text) is None
+    assert codec.load_yaml(text.encode()) == _yaml_answer(text)
+
+
+@pytest.mark.parametrize("text", ["- a list\n", "plain words\n", "", "key: [unclosed\n", "a: b: c\n"])
+def test_what_is_no_flat_mapping_fails_as_the_parser_makes_it_fail(text):
+    from gitmail.model import codec
+
+    assert codec.flat_mapping(text) is None
+    with pytest.raises(codec.DecodeError):
+        codec.load_yaml(text.encode())

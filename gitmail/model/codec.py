@@ -75,11 +75,98 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
             + (f" ({context})" if context else ""))
 
 
+class _NotFlat(Exception):
+    """The text uses YAML beyond :func:`flat_mapping`'s subset; the full parser reads it."""
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\Z")
+_OTHER_BREAKS = re.compile("[\r\x85\u2028\u2029]")
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+_RESOLVERS = _Loader.yaml_implicit_resolvers  # the dialect's, without timestamps
+_BOOL, _NULL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:int"
+
+
+def _read_scalar(raw: str) -> Any:
+    """The value of one plain or single-quoted scalar, as the YAML loader reads it (or _NotFlat)."""
+    if raw[:1] == "'":
+        inner = raw[1:-1]
+        if len(raw) < 2 or raw[-1] != "'" or "'" in inner.replace("''", "") or not inner.isprintable():
+            raise _NotFlat
+        return inner.replace("''", "'")
+    if (not raw or raw[0] in _INDICATORS or raw[0].isspace() or raw[-1].isspace() or raw[-1] == ":"
+            or ": " in raw or " #" in raw or not raw.isprintable()):
+        raise _NotFlat
+    for tag, pattern in _RESOLVERS.get(raw[0], ()):
+        if pattern.match(raw):
+            if tag == _BOOL:
+                return raw.lower() in ("yes", "true", "on")
+            if tag == _NULL:
+                return None
+            if tag == _INT and _DECIMAL.match(raw):
+                return int(raw)
+            raise _NotFlat  # floats, other integer forms, merge keys: the full parser's business
+    return raw
+
+
+def flat_mapping(text: str) -> dict[str, Any] | None:
+    """``text`` read as YAML, if it is a flat mapping of scalars and lists of scalars; None otherwise.
+
+    Every record gitmail writes but an attachment list is such a mapping:
+    ``key: value`` lines and ``key:`` followed by ``- item`` lines, values
+    plain or single-quoted. Reading those line by line costs a fraction of
+    building the YAML loader's node tree in Python, which was most of the
+    time a rebuild spent outside the search index. Anything else (double
+    quotes, flow or block styles, nesting, comments, repeated keys, a value
+    the loader would read as a float) returns None, and the caller uses the
+    full parser; ``tests/test_index_parse.py`` and ``tests/test_records.py``
+    hold the two to the same answers.
+    """
+    if _OTHER_BREAKS.search(text):
+        return None  # YAML breaks lines there too
+    out: dict[str, Any] = {}
+    listing: tuple[str, list[Any]] | None = None
+    try:
+        for line in text.split("\n"):
+            if line.startswith("- ") and listing is not None:
+                listing[1].append(_read_scalar(line[2:]))
+                continue
+            if listing is not None:
+                out[listing[0]] = listing[1] or None
+                listing = None
+            if not line:
+                continue
+            key, sep, raw = line.partition(": ")
+            if not sep:
+                if not line.endswith(":"):
+                    return None
+                key = line[:-1]
+            if key in out or not _KEY.match(key) or _read_scalar(key) != key:
+                return None
+            if sep:
+                out[key] = _read_scalar(raw)
+            else:
+                listing = key, []
+    except _NotFlat:
+        return None
+    if listing is not None:
+        out[listing[0]] = listing[1] or None
+    return out or None  # an empty document is no mapping: the loader says so
+
+
 def load_yaml(data: bytes) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _load_text(text)
+
+
+def _load_text(text: str) -> dict[str, Any]:
+    """A YAML mapping: read line by line when it is flat (what gitmail writes), else by the YAML parser."""
+    flat = flat_mapping(text)
+    if flat is not None:
+        return flat
     try:
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -194,7 +281,7 @@ def split_front_matter(data: bytes) -> tuple[dict[str, Any], str]:
     body = text[end + len("\n---\n") :]
     if body.startswith("\n"):
         body = body[1:]
-    return load_yaml(header.encode("utf-8")), body
+    return _load_text(header), body
 
 
 def join_front_matter(header: dict[str, Any], body: str) -> bytes:
