@@ -31,12 +31,15 @@ SPECS = ("mcp-agent-mail==0.1.0", "fastmcp==2.13.0.2")
 VENV = os.path.join(ROOT, "build", "agent-mail-venv")
 PYTHON = os.path.join(VENV, "bin", "python")
 DRIVER = os.path.join(ROOT, "tests", "agent_mail_driver.py")
-_PROBE = ("import importlib.metadata as m, mcp_agent_mail.app; "
-          "print(m.version('mcp-agent-mail'), m.version('fastmcp'))")
+_PROBE = "import importlib.metadata as m; print(m.version('mcp-agent-mail'), m.version('fastmcp'))"
 
 
 def installed() -> str | None:
-    """``<mcp-agent-mail version> <fastmcp version>`` of the venv, or None if it is missing or broken."""
+    """``<mcp-agent-mail version> <fastmcp version>`` of the venv, or None if it is missing or holds others.
+
+    Read from the installed packages' metadata: importing the server would
+    cost seconds of CPU on every check.
+    """
     if not os.path.exists(PYTHON):
         return None
     probe = subprocess.run([PYTHON, "-c", _PROBE], capture_output=True, text=True, env=_quiet_env())

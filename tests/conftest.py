@@ -122,21 +122,42 @@ def ctx(store):
     return Context(store)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store.
-
-    Its operator lets agents install the commit guard in repositories under
-    the tests' temporary folder (``GITMAIL_GUARD_ROOTS``), where the tests
-    that guard a repository over MCP make it. It lists every tool (``--tools
-    all``); the drop-in tests use a server on the default profile.
-    """
+def _serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real ``gitmail serve`` on a free loopback port on a store of its own, stopped when the caller ends."""
     from .mcp_harness import ServerProcess
 
     proc = ServerProcess(str(tmp_path_factory.mktemp("home")), extra_args=("--tools", "all"),
                          env={"GITMAIL_GUARD_ROOTS": str(tmp_path_factory.getbasetemp())})
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory):
+    """The ``server`` of every module that sets ``SHARES_SERVER``: one per test process, started once.
+
+    Such a module's tests each make a project of their own (a fresh key, or
+    a key no other module uses) and read nothing across projects that
+    another module's could change, so they need no server of their own.
+    """
+    yield from _serve(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory):
+    """A real ``gitmail serve`` on a free loopback port, one per test module, on its own store.
+
+    A module that sets ``SHARES_SERVER = True`` gets :func:`shared_server`
+    instead. Its operator lets agents install the commit guard in
+    repositories under the tests' temporary folder (``GITMAIL_GUARD_ROOTS``),
+    where the tests that guard a repository over MCP make it. It lists every
+    tool (``--tools all``); the drop-in tests use a server on the default
+    profile.
+    """
+    if getattr(request.module, "SHARES_SERVER", False):
+        yield request.getfixturevalue("shared_server")
+        return
+    yield from _serve(tmp_path_factory)
 
 
 class SteppedTime:

@@ -18,11 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = "mcp>=1.20,<2"
 VENV = os.path.join(ROOT, "build", "mcp1-venv")
 PYTHON = os.path.join(VENV, "bin", "python")
-_PROBE = "import mcp, importlib.metadata as m; v = m.version('mcp'); assert v.startswith('1.'), v; print(v)"
+_PROBE = "import importlib.metadata as m; v = m.version('mcp'); assert v.startswith('1.'), v; print(v)"
 
 
 def installed_version() -> str | None:
-    """The mcp 1.x version the venv holds, or None if it is missing or broken."""
+    """The mcp 1.x version the venv holds (by its package metadata), or None if it is missing or holds another."""
     if not os.path.exists(PYTHON):
         return None
     probe = subprocess.run([PYTHON, "-c", _PROBE], capture_output=True, text=True)

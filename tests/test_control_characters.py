@@ -21,6 +21,8 @@ from .conftest import git, tip
 from .mcp_harness import call, fail, run
 from .test_cli_mail import gitmail
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 PROJECT = "/work/projects/controls"
 NUL = "\0"
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x9b1m"  # retitle the window, clear the screen, colour, C1 CSI

@@ -14,6 +14,8 @@ from PIL import Image
 
 from .mcp_harness import call, child_env, fail, read_json, run
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 

@@ -11,6 +11,8 @@ from gitmail import Store
 
 from .mcp_harness import call, fail, run
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 

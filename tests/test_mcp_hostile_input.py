@@ -25,6 +25,8 @@ from gitmail.model.records import reservation_path as reservation_of
 from .mcp_harness import call, fail, run
 from .test_mcp_hierarchy import Archive, fresh_project, lead_and_peer
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 # Each spelling of a way out of editor@src/api, and the code it must get.

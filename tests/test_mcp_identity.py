@@ -20,6 +20,8 @@ from gitmail.storage.engine import Change
 
 from .mcp_harness import call, child_env, fail, run
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 

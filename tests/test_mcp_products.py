@@ -6,6 +6,8 @@ import pytest
 
 from .mcp_harness import call, fail, run
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow
 
 FRONT, BACK = "/data/shop-mcp/frontend", "/data/shop-mcp/backend"

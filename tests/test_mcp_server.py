@@ -12,7 +12,9 @@ import pytest
 
 from .mcp_harness import ServerProcess, call, child_env, fail, read_json, run, stdio_client
 
-pytestmark = pytest.mark.slow  # a real gitmail serve process per module (and per token setting)
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
+pytestmark = pytest.mark.slow  # a real gitmail serve process (and one per token setting)
 
 PROJECT = "/work/projects/server-tests"
 

@@ -8,6 +8,8 @@ import pytest
 
 from .mcp_harness import call, fail, read_json, run
 
+SHARES_SERVER = True  # each test makes a project of its own: the process's one server serves them all
+
 pytestmark = pytest.mark.slow  # a real gitmail serve process
 
 

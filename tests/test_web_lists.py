@@ -1,9 +1,10 @@
 """Long lists in the web view, in a real headless Chromium: every list that can pass a page pages, and all mail.
 
-One ``gitmail serve`` over two projects: a crowded one with more than fifty
-of everything the view lists (agents, threads, an inbox, search hits,
-acknowledgements owed, urgent mail, reservations, a thread's history, a
-journal) and a small one. Each test walks a list page by page through its
+One ``gitmail serve`` over more than fifty projects: a crowded one with
+more than fifty of everything the view lists (agents, threads, an inbox,
+search hits, acknowledgements owed, urgent mail, reservations, a thread's
+history, a journal), a small one, and quiet ones that only fill the list
+of projects. Each test walks a list page by page through its
 own links and checks that it met every item once; all mail is filtered and
 searched across both projects through its form.
 """
@@ -11,6 +12,7 @@ searched across both projects through its form.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Iterator
 
@@ -19,7 +21,7 @@ import pytest
 from gitmail import Store
 from gitmail.mail.facade import Mail, SendOptions
 
-from . import test_web
+from . import axe, test_web
 from .mcp_harness import ServerProcess
 from .test_web import base
 
@@ -31,12 +33,15 @@ CROWD = "/work/lists/crowd"
 SMALL = "/work/lists/small"
 MANY = 55  # of each kind of item: more than fifty
 EXTRA = [f"Helper{i:02d}" for i in range(MANY)]
+QUIET = [f"/work/lists/quiet{i:02d}" for i in range(MANY)]  # projects with nothing in them
 
 
 def crowd_seed(home: str) -> dict[str, object]:
-    """More than fifty of each list in CROWD, a few messages in SMALL."""
+    """More than fifty of each list in CROWD, a few messages in SMALL, more than fifty projects."""
     store = Store(home, background=False)
     mail = Mail(store)
+    for key in QUIET:
+        mail.ensure_project(key)
     for key in (CROWD, SMALL):
         mail.ensure_project(key)
         for name in ("BlueLake", "GreenHill"):
@@ -98,7 +103,8 @@ def walk(tab, url: str, items: str, pager: str) -> list[list[str]]:  # noqa: ANN
 
 
 LISTS = ("agents", "threads", "inbox", "outbox", "search", "owed", "urgent", "expiring", "reservations", "seats",
-         "history", "journal", "all mail")
+         "history", "journal", "journal tabs", "projects", "dashboards",
+         "all mail")
 
 
 def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[str, str, str, int, int]]:
@@ -129,6 +135,10 @@ def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[s
         (f"{p}/board", "table[data-live=seats] tbody tr", "Pages of seats", 2 + MANY, 25),
         (f"{p}/history?kind=thread&key={seeded['thread']}", "article.commit", "Pages of commits", len(thread), 25),
         (f"{p}/journals?agent=BlueLake", "div[data-live=journal] article", "Pages of the journal", MANY, 25),
+        (f"{p}/journals?agent=BlueLake", "nav.tabs a", "Pages of agents", 2 + MANY, 25),
+        ("/", "table[data-live=projects] tbody tr", "Pages of projects", len(mail.list_projects(include_archived=True)),
+         25),
+        ("/dashboard", "section.board", "Pages of projects", len(mail.list_projects()), 10),
         ("/mail", "table[data-live=mail] tbody tr", "Pages of mail", every, 25),
     ], strict=True))
 
@@ -141,6 +151,29 @@ def test_a_list_longer_than_fifty_pages_through_all_of_it(site, page, name):
     pages = walk(page, base(server) + url, items, pager)
     every = [key for keys in pages for key in keys]
     assert (len(pages[0]), len(every), len(set(every))) == (per, total, total)
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}],
+                         ids=["laptop", "phone"])
+def test_a_paged_list_has_no_serious_accessibility_violation_and_fits_a_phone(site, browser, viewport):
+    server, seeded = site
+    context = browser.new_context(viewport=viewport)
+    tab = context.new_page()
+    found = {}
+    try:
+        for name, (url, _, pager, _, _) in lists(server, seeded).items():
+            tab.goto(base(server) + url)
+            tab.get_by_role("navigation", name=pager).locator("a[rel=next]").click()  # a page with both links
+            tab.wait_for_load_state()
+            problems = axe.violations(tab)
+            width = tab.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            if width[0] > width[1]:
+                problems.append({"rule": "no sideways scroll", "widths": width})
+            if problems:
+                found[name] = problems
+    finally:
+        context.close()
+    assert found == {}, json.dumps(found, indent=1)
 
 
 def test_the_dashboard_across_projects_leads_to_the_next_page_of_a_list(site, page):

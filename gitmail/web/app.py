@@ -37,7 +37,7 @@ from . import render
 from .access import COOKIE, LoginLimit, Session, Sessions, csrf_ok, within_view
 from .console import Console
 from .events import Events
-from .paging import PAGE, head, paged, sliced
+from .paging import PAGE, head, link, paged, sliced
 
 DEEP = 10_000 * PAGE  # how deep a list read whole, or by offset, pages (any page costs the same there)
 HISTORY_ROWS = 200  # the derived history's bound on one read
@@ -204,14 +204,15 @@ class WebView:
 
     # -- pages ----------------------------------------------------------------
     def projects(self, request: Request) -> dict[str, Any]:
+        listed = paged(request, sliced(self.mail.list_projects(include_archived=True)), cap=DEEP)
         rows = []
-        for project in self.mail.list_projects(include_archived=True):
+        for project in listed.items:  # figures only for the projects this page shows
             slug = project["slug"]
             agents = self.mail.list_agents(slug, active_only=False)
             rows.append({**project, **self.mail.project_stats(slug), "agents": len(agents),
                          "last_active": max((a["last_active_ts"] for a in agents), default=None),
                          "remotes": self._sync_state(slug)})
-        return {"projects": rows}
+        return {"projects": rows, "pages": listed}
 
     def _sync_state(self, slug: str) -> list[dict[str, Any]]:
         """Each remote's sync state, as gitmail.sync.status keeps it (the same the CLI and MCP show)."""
@@ -349,7 +350,9 @@ class WebView:
         pages = paged(request, head(newest_first))
         entries = [{**e, "html": render.markdown(e.entry, attachment_base=f"/ui/p/{slug}/file")}
                    for e in reversed(pages.items)]  # a page reads oldest first, as a journal is written
-        return {"project": project, "agents": agents, "chosen": chosen, "entries": entries, "pages": pages}
+        tabs = paged(request, sliced(agents), name="agents", cap=DEEP)
+        return {"project": project, "tabs": [(a, link(request, agent=a, page=None)) for a in tabs.items],
+                "tab_pages": tabs, "chosen": chosen, "entries": entries, "pages": pages}
 
     def history(self, request: Request) -> dict[str, Any]:
         project = self._project(request)

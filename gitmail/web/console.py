@@ -1,6 +1,7 @@
 """The overseer's console: the dashboard of what needs a person, all mail, and what that person may do about it.
 
-Pages: ``/ui/dashboard`` (every project that is not archived) and
+Pages: ``/ui/dashboard`` (every project that is not archived, ten to a
+page: ``?projects=2``) and
 ``/ui/p/<slug>/dashboard`` (one), built from :meth:`Mail.needs_attention`,
 each list paged on its own (``?owed=2``); ``/ui/mail``, the mail of every
 project newest first or searched, with filters (:meth:`Mail.all_mail`).
@@ -29,7 +30,7 @@ from gitmail.model.names import OVERSEER
 
 from . import render
 from .access import within_view
-from .paging import PAGE, Paged, head, link, paged, whole_number
+from .paging import PAGE, Paged, head, link, paged, sliced, whole_number
 
 Build = Callable[[Request], dict[str, Any]]
 Run = Callable[[Request, dict[str, str]], str]
@@ -37,6 +38,7 @@ Again = Callable[[Request, dict[str, str]], dict[str, Any]]
 Confirm = Callable[[Request, dict[str, str]], str]
 
 PER_LIST = 20  # items of each list a dashboard shows per project
+BOARDS = 10  # projects the dashboard across projects shows a page (each up to six lists of PER_LIST)
 DEEPEST = 999  # how far into a dashboard list its pages reach (a read asks for one more than it shows, up to 1000)
 
 
@@ -60,10 +62,11 @@ class Console:
 
     # -- pages ----------------------------------------------------------------
     def everything(self, request: Request) -> dict[str, Any]:
-        projects = [p["slug"] for p in self.mail.list_projects()]
-        boards = [self.mail.needs_attention(slug, limit=PER_LIST) for slug in projects]
+        projects = paged(request, sliced([p["slug"] for p in self.mail.list_projects()]), name="projects",
+                         per=BOARDS, cap=BOARDS * 10_000)
+        boards = [self.mail.needs_attention(slug, limit=PER_LIST) for slug in projects.items]
         return {"boards": [(b, self._pages(request, b, here=False)) for b in boards], "project": None,
-                "overseer": OVERSEER, "error": None}
+                "board_pages": projects, "overseer": OVERSEER, "error": None}
 
     def one(self, request: Request) -> dict[str, Any]:
         project = self.mail.get_project(request.path_params["slug"])
