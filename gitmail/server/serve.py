@@ -49,7 +49,7 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
     """The store's background work for as long as the server runs; ``events`` hears of every change.
 
     With ``mail`` whose acknowledgement settings enable it, overdue acknowledgements are scanned on their interval.
-    Memory upkeep (:mod:`.upkeep`) runs once a minute.
+    Memory upkeep (:mod:`.upkeep`) runs every half minute.
     """
     indexer = indexer_for(store)
     indexer.write_search_in_child()
