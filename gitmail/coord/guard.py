@@ -203,9 +203,9 @@ def run_hook(ctx: Context, hook: str, repo: str, stdin: str = "", env: dict[str,
         lines.append(f"gitmail guard: {len(conflicts)} file(s) in this {hook.split('-')[1]} are reserved by other "
                      "agents:")
     for item in conflicts:
-        holders = "; ".join(f"{h['agent']} holds {h['path_pattern']} until {h['expires_ts']}"
-                            + (f" ({h['reason']})" if h["reason"] else "") for h in item["holders"])
-        lines.append(f"  {item['path']}: {holders}")
+        holders = "; ".join(f"{h.agent} holds {h.path_pattern} until {h.expires_ts}"
+                            + (f" ({h.reason})" if h.reason else "") for h in item.holders)
+        lines.append(f"  {item.path}: {holders}")
     if agent is None:
         lines.append("  AGENT_NAME is not set, so every agent's reservations count; set it to your agent name.")
     if mode == "warn":

@@ -19,6 +19,15 @@ from gitmail.coord import buildslots, capabilities, guard, journal, reservations
 from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.reservations import (
+    ForceRelease,
+    NothingReleased,
+    Released,
+    Renewal,
+    ReservationCycle,
+    ReservationList,
+    Reserved,
+)
 from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
@@ -63,14 +72,18 @@ from .agents import Credential
 from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
 from .delivery import MessageView
+from .mailbox import InboxMessage
 from .projects import ProjectDeleted, ProjectView
+from .receipts import AckReceipt, ReadReceipt
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
-__all__ = ["AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "JournalPage", "JournalView", "Mail",
-           "MailQuery", "MessageView", "NO_OPTIONS", "ProjectDeleted", "ProjectView", "ReplyResult", "SeatRelease",
-           "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
+__all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ForceRelease", "InboxMessage",
+           "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS", "NothingReleased",
+           "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle",
+           "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult",
+           "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:
@@ -250,7 +263,7 @@ class Mail:
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                     include_bodies: bool = False, since_ts: str | float | None = None, topic: str | None = None,
-                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[InboxMessage]:
         """The agent's inbox, newest first; bodies fit in ``max_bytes`` (see :mod:`gitmail.mail.budget`)."""
         return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit=limit, urgent_only=urgent_only,
                                    include_bodies=include_bodies, since_ts=since_ts, topic=topic,
@@ -345,11 +358,11 @@ class Mail:
 
     # -- receipts -------------------------------------------------------------
     def mark_message_read(self, project_key: str, agent_name: str, message_id: str | int, *,
-                          seat: str | None = None) -> receipts.ReadReceipt:
+                          seat: str | None = None) -> ReadReceipt:
         return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     def acknowledge_message(self, project_key: str, agent_name: str, message_id: str | int, *,
-                            seat: str | None = None) -> receipts.AckReceipt:
+                            seat: str | None = None) -> AckReceipt:
         return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     # -- contacts -------------------------------------------------------------
@@ -395,32 +408,32 @@ class Mail:
     # -- coordination: file reservations and the commit guard ----------------
     def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str], *,
                                ttl_seconds: int = DEFAULT_TTL, exclusive: bool = True, reason: str = "",
-                               seat: str | None = None) -> dict[str, Any]:
+                               seat: str | None = None) -> Reserved:
         return reservations.reserve(self.ctx, project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                     exclusive=exclusive, reason=reason, seat=seat)
 
     def release_file_reservations(self, project_key: str, agent_name: str, *, paths: list[str] | None = None,
                                   file_reservation_ids: list[str] | None = None,
-                                  seat: str | None = None) -> dict[str, Any]:
+                                  seat: str | None = None) -> Released:
         return reservations.release(self.ctx, project_key, agent_name, file_reservation_ids=file_reservation_ids,
                                     paths=paths, seat=seat)
 
     def renew_file_reservations(self, project_key: str, agent_name: str, *, extend_seconds: int = 1800,
                                 paths: list[str] | None = None, file_reservation_ids: list[str] | None = None,
-                                seat: str | None = None) -> dict[str, Any]:
+                                seat: str | None = None) -> Renewal:
         return reservations.renew(self.ctx, project_key, agent_name, extend_seconds=extend_seconds,
                                   file_reservation_ids=file_reservation_ids, paths=paths, seat=seat)
 
     def force_release_file_reservation(self, project_key: str, agent_name: str, file_reservation_id: str, *,
                                        note: str = "", notify_previous: bool = True,
                                        inactivity_seconds: int = DEFAULT_INACTIVITY,
-                                       seat: str | None = None) -> dict[str, Any]:
+                                       seat: str | None = None) -> ForceRelease:
         return reservations.force_release(self.ctx, project_key, agent_name, file_reservation_id, note=note,
                                           notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
                                           seat=seat)
 
     def list_file_reservations(self, project_key: str, agent_name: str | None = None, *,
-                               active_only: bool = True) -> dict[str, Any]:
+                               active_only: bool = True) -> ReservationList:
         return reservations.list_reservations(self.ctx, project_key, agent=agent_name, active_only=active_only)
 
     def install_precommit_guard(self, project_key: str, code_repo_path: str) -> dict[str, Any]:
@@ -583,7 +596,7 @@ class Mail:
         return attention.message_receipts(self.ctx, project_key, message_ids, viewer=viewer)
 
     def force_release_as_overseer(self, project_key: str, file_reservation_id: str, *,
-                                  note: str = "") -> dict[str, Any]:
+                                  note: str = "") -> ForceRelease:
         """Release an abandoned reservation as the overseer (the force-release rules apply; the holder is told)."""
         return overseer.force_release(self.ctx, project_key, file_reservation_id, note=note)
 

@@ -15,7 +15,7 @@ from .registry import ITSELF, Toolbox, agent
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
-Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="Lifetime.")]
+Ttl = Annotated[int, Field(ge=60, le=365 * 86400)]
 
 tools = Toolbox("contacts")
 

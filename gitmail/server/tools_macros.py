@@ -16,7 +16,7 @@ from .results import IDEMPOTENT
 from .runtime import Runtime
 from .tools_search import LlmMode, LlmModel, with_mode
 
-InboxLimit = Annotated[int, Field(ge=1, le=100, description="Inbox messages to show.")]
+InboxLimit = Annotated[int, Field(ge=1, le=100)]
 
 tools = Toolbox("messages")
 
@@ -37,12 +37,9 @@ def macro_start_session(
     model: Model,
     agent_name: Annotated[str | None, Field(description="Your name (default: generated).")] = None,
     task_description: TaskUpdate = None,
-    file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-        "Paths to reserve."))] = None,
-    file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
-        "Why."))] = "macro-session",
-    file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "Lifetime."))] = 3600,
+    file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS)] = None,
+    file_reservation_reason: Annotated[str, Field(max_length=4096)] = "macro-session",
+    file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL)] = 3600,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
     window_uuid: WindowUuid = None,
