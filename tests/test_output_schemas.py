@@ -31,12 +31,12 @@ NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
     "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",
     "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts", "list_remotes",
-    "macro_contact_handshake", "macro_prepare_thread", "macro_start_session", "products_link", "products_unlink",
-    "purge_old_messages", "register_agent", "release_build_slot", "renew_build_slot", "request_contact",
-    "respond_contact", "retire_agent", "retire_inactive_agents", "scan_overdue_acks", "search_messages",
-    "search_messages_product", "set_contact_policy", "sleep_agent", "spawn_agent", "summarize_recent",
-    "summarize_thread", "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard",
-    "unretire_agent", "update_agent", "wake_agent", "whois",
+    "macro_contact_handshake", "products_link", "products_unlink", "purge_old_messages", "register_agent",
+    "release_build_slot", "renew_build_slot", "request_contact", "respond_contact", "retire_agent",
+    "retire_inactive_agents", "scan_overdue_acks", "search_messages", "search_messages_product",
+    "set_contact_policy", "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread",
+    "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard", "unretire_agent",
+    "update_agent", "wake_agent", "whois",
 })
 
 
@@ -197,10 +197,13 @@ async def main(url, project):
             read = await call("mark_message_read", project_key=project, agent_name="Ben", message_id=message["id"])
             acked = await call("acknowledge_message", project_key=project, agent_name="Ben",
                                message_id=message["id"])
+            started = await call("macro_start_session", human_key=project, program="p", model="m", agent_name="Ben",
+                                 file_reservation_paths=["docs/*"])
             reserved = await call("file_reservation_paths", project_key=project, agent_name="Ann", paths=["src/*"])
             released = await call("release_file_reservations", project_key=project, agent_name="Ann")
             toon = await call("summarize_recent", project_key=project, format="toon")
-            print(json.dumps({"reserved": reserved.structuredContent, "released": released.structuredContent,
+            print(json.dumps({"started": started.structuredContent,
+                              "reserved": reserved.structuredContent, "released": released.structuredContent,
                               "sent": sent.structuredContent, "reply": reply.structuredContent,
                               "inbox": inbox.structuredContent, "read": read.structuredContent,
                               "acked": acked.structuredContent,
@@ -225,6 +228,10 @@ def test_the_mcp1_client_validates_and_reads_typed_answers(server, tmp_path):
         ("Ann", "to", "b", None)]
     assert seen["read"]["read"] is True and seen["acked"]["acknowledged"] is True
     assert seen["acked"]["read_at"] == seen["read"]["read_at"]
+    started = seen["started"]
+    assert started["agent"]["name"] == "Ben" and started["inbox"][0]["acknowledged_at"] == seen["acked"][
+        "acknowledged_at"]
+    assert [g["path_pattern"] for g in started["file_reservations"]["granted"]] == ["docs/*"]
     granted = seen["reserved"]["granted"]
     assert [g["path_pattern"] for g in granted] == ["src/*"] and seen["reserved"]["conflicts"] == []
     assert seen["released"]["file_reservation_ids"] == [granted[0]["id"]]

@@ -86,7 +86,7 @@ def send_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> SendResult:
-    """Send a Markdown message to agents (committed before this returns)."""
+    """Send a Markdown message to agents."""
     return rt.mail.send_message(
         project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
         options=SendOptions(
