@@ -25,18 +25,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
-# Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list"). Only
+# Tools whose domain answer is still a loose dictionary, or whose typed answer's fields would take the default
+# listing past its budget (list_contacts, respond_contact): their schema says only "an object" (or "a list"). Only
 # shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
     "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",
     "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts", "list_remotes",
-    "macro_contact_handshake", "products_link", "products_unlink", "purge_old_messages", "register_agent",
-    "release_build_slot", "renew_build_slot", "request_contact", "respond_contact", "retire_agent",
-    "retire_inactive_agents", "scan_overdue_acks", "search_messages", "search_messages_product",
-    "set_contact_policy", "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread",
-    "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard", "unretire_agent",
-    "update_agent", "wake_agent", "whois",
+    "products_link", "products_unlink", "purge_old_messages", "register_agent", "release_build_slot",
+    "renew_build_slot", "respond_contact", "retire_agent", "retire_inactive_agents", "scan_overdue_acks",
+    "search_messages", "search_messages_product", "sleep_agent", "spawn_agent", "summarize_recent",
+    "summarize_thread", "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard",
+    "unretire_agent", "update_agent", "wake_agent", "whois",
 })
 
 
@@ -77,6 +77,7 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "send_message": {"to": ["Bob"]},
         "register_agent": {"name": "Alice", "window_uuid": window},
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
+        "request_contact": {"to_agent": "Bob"},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
     }
 

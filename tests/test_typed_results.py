@@ -122,7 +122,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/agents.py",
     "gitmail/mail/attachments.py",
     "gitmail/mail/budget.py",
-    "gitmail/mail/contacts.py",
     "gitmail/mail/delivery.py",
     "gitmail/mail/facade.py",
     "gitmail/mail/feed.py",

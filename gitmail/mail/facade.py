@@ -71,6 +71,7 @@ from .acksettings import AckSettings
 from .agents import Credential
 from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
+from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .mailbox import InboxMessage
 from .projects import ProjectDeleted, ProjectView
@@ -79,11 +80,12 @@ from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendReq
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
-__all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ForceRelease", "InboxMessage",
+__all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ContactListing",
+           "ContactRequest", "ContactResponse", "ForceRelease", "HeldDelivery", "HeldView", "InboxMessage",
            "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS", "NothingReleased",
-           "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle",
-           "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult",
-           "WindowExpired", "WindowList", "WindowView"]
+           "PolicySet", "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal", "ReplyResult",
+           "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions",
+           "SendResult", "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:
@@ -368,23 +370,23 @@ class Mail:
     # -- contacts -------------------------------------------------------------
     def request_contact(self, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
                         ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None,
-                        to_project: str | None = None) -> dict[str, Any]:
+                        to_project: str | None = None) -> ContactRequest:
         return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason=reason,
                                         ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
     def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool, *,
-                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> ContactResponse:
         return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds=ttl_seconds,
                                         seat=seat)
 
-    def list_contacts(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    def list_contacts(self, project_key: str, agent_name: str) -> list[ContactListing]:
         return contacts.list_contacts(self.ctx, project_key, agent_name)
 
     def set_contact_policy(self, project_key: str, agent_name: str, policy: str, *,
-                           seat: str | None = None) -> dict[str, Any]:
+                           seat: str | None = None) -> PolicySet:
         return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
-    def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    def list_held(self, project_key: str, agent_name: str) -> list[HeldView]:
         return contacts.list_held(self.ctx, project_key, agent_name)
 
     # -- summaries ------------------------------------------------------------
