@@ -74,6 +74,7 @@ from .attachments import AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .mailbox import InboxMessage
+from .overdue import OverdueScan
 from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
@@ -83,9 +84,9 @@ from .windows import WindowExpired, WindowList, WindowView
 __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ContactListing",
            "ContactRequest", "ContactResponse", "ForceRelease", "HeldDelivery", "HeldView", "InboxMessage",
            "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS", "NothingReleased",
-           "PolicySet", "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal", "ReplyResult",
-           "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions",
-           "SendResult", "WindowExpired", "WindowList", "WindowView"]
+           "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal",
+           "ReplyResult", "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken",
+           "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:
@@ -329,7 +330,7 @@ class Mail:
     def view_ack_required(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
         return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit=limit)
 
-    def scan_overdue_acks(self, project_key: str) -> dict[str, Any]:
+    def scan_overdue_acks(self, project_key: str) -> OverdueScan:
         """Find the project's overdue acknowledgements now and escalate new ones as the settings say."""
         return overdue.scan(self.ctx, project_key, self.ack)
 
