@@ -77,6 +77,7 @@ from .mailbox import InboxMessage
 from .overdue import OverdueScan
 from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
+from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 from .windows import WindowExpired, WindowList, WindowView
 
@@ -84,9 +85,9 @@ from .windows import WindowExpired, WindowList, WindowView
 __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ContactListing",
            "ContactRequest", "ContactResponse", "ForceRelease", "HeldDelivery", "HeldView", "InboxMessage",
            "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS", "NothingReleased",
-           "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "ReadReceipt", "Released", "Renewal",
-           "ReplyResult", "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal", "SeatTaken",
-           "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
+           "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "PurgeReport", "ReadReceipt", "Released",
+           "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal",
+           "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
 
 
 class Mail:
@@ -405,7 +406,7 @@ class Mail:
 
     # -- retention ------------------------------------------------------------
     def purge_old_messages(self, project_key: str, *, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
-                           dry_run: bool = False) -> dict[str, Any]:
+                           dry_run: bool = False) -> PurgeReport:
         return retention.purge_old_messages(self.ctx, project_key, max_age_days=max_age_days, dry_run=dry_run)
 
     # -- coordination: file reservations and the commit guard ----------------
