@@ -26,8 +26,8 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
 # Tools whose domain answer is still a loose dictionary, or whose typed answer's fields would take the default
-# listing past its budget (list_contacts, respond_contact): their schema says only "an object" (or "a list"). Only
-# shrinks: a tool that declares a typed result must leave it.
+# listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
+# their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
     "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",

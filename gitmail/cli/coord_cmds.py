@@ -135,8 +135,8 @@ def guard_group() -> None:
 def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
     """Install the pre-commit and pre-push guard into the git repository REPO for PROJECT."""
     out = ctx.mail.install_precommit_guard(project, repo)
-    chained = f"\nkept and chained: {', '.join(out['chained'])}" if out["chained"] else ""
-    return out, f"installed {', '.join(out['hooks'])} for {out['project']}{chained}"
+    chained = f"\nkept and chained: {', '.join(out.chained)}" if out.chained else ""
+    return out, f"installed {', '.join(out.hooks)} for {out.project}{chained}"
 
 
 @command(group=guard_group, name="uninstall")
@@ -144,7 +144,7 @@ def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
 def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
     """Remove the guard from REPO (other hooks stay; a chained hook is put back)."""
     out = ctx.mail.uninstall_precommit_guard(repo)
-    return out, ("removed " + ", ".join(out["hooks"])) if out["removed"] else "no gitmail guard was installed"
+    return out, ("removed " + ", ".join(out.hooks)) if out.removed else "no gitmail guard was installed"
 
 
 @command(group=guard_group, name="check")

@@ -18,6 +18,7 @@ from typing import Any
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
+from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
 from gitmail.coord.reservations import (
     ForceRelease,
@@ -83,11 +84,12 @@ from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
 __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ContactListing",
-           "ContactRequest", "ContactResponse", "ForceRelease", "HeldDelivery", "HeldView", "InboxMessage",
-           "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS", "NothingReleased",
-           "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "PurgeReport", "ReadReceipt", "Released",
-           "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved", "SeatRelease", "SeatRenewal",
-           "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
+           "ContactRequest", "ContactResponse", "ForceRelease", "GuardInstalled", "GuardRemoved", "HeldDelivery",
+           "HeldView", "InboxMessage", "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS",
+           "NothingReleased", "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "PurgeReport",
+           "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved",
+           "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
+           "WindowView"]
 
 
 class Mail:
@@ -440,10 +442,10 @@ class Mail:
                                active_only: bool = True) -> ReservationList:
         return reservations.list_reservations(self.ctx, project_key, agent=agent_name, active_only=active_only)
 
-    def install_precommit_guard(self, project_key: str, code_repo_path: str) -> dict[str, Any]:
+    def install_precommit_guard(self, project_key: str, code_repo_path: str) -> GuardInstalled:
         return guard.install(self.ctx, project_key, code_repo_path)
 
-    def uninstall_precommit_guard(self, code_repo_path: str) -> dict[str, Any]:
+    def uninstall_precommit_guard(self, code_repo_path: str) -> GuardRemoved:
         return guard.uninstall(code_repo_path)
 
     def guard_project(self, code_repo_path: object) -> str | None:
