@@ -48,12 +48,12 @@ from gitmail.model.records import (
     receipt_path,
     tombstone_path,
 )
-from gitmail.model.results import OMIT_NONE, Result, renamed, result
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import BodyOf, check_budget, newest_first, oldest_first
-from .delivery import message_view
+from .delivery import MessageHeader, message_view
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
@@ -69,7 +69,7 @@ class MoreMessages(Result):
 
 
 @result
-class InboxMessage(Result):
+class InboxMessage(MessageHeader):
     """A message in an agent's inbox: its header, how it was addressed, and the agent's own read and ack times.
 
     With bodies asked for, ``body_md`` (or ``body_omitted`` and ``body_bytes``
@@ -77,18 +77,6 @@ class InboxMessage(Result):
     item of a page that could not hold everything, ``more``.
     """
 
-    id: str
-    thread_id: str
-    subject: str
-    sender: str = field(metadata=renamed("from"))
-    to: list[str]
-    cc: list[str]
-    created_ts: str
-    importance: str
-    ack_required: bool
-    topic: str | None
-    reply_to: str | None
-    attachments: list[dict[str, Any]]
     kind: str
     read_at: str | None
     acknowledged_at: str | None

@@ -54,8 +54,8 @@ MAX_ESCALATIONS = 100  # per project and scan; the rest wait for the next scan
 
 
 @result
-class OverdueAck(Result):
-    """One recipient that has not acknowledged a message past the TTL, and whether that was escalated."""
+class OverduePair(Result):
+    """A message and a recipient that owes its acknowledgement: who sent what, when, and when it was due."""
 
     message_id: str
     agent: str
@@ -63,20 +63,20 @@ class OverdueAck(Result):
     subject: str
     sent_ts: str
     due_ts: str
+
+
+@result
+class OverdueAck(OverduePair):
+    """One recipient that has not acknowledged a message past the TTL, and whether that was escalated."""
+
     overdue_seconds: int
     escalated: bool
 
 
 @result
-class EscalationView(Result):
+class EscalationView(OverduePair):
     """An escalation as the scan reports it: the overdue pair, and how (log or claim) and where it was raised."""
 
-    message_id: str
-    agent: str
-    sender: str
-    subject: str
-    sent_ts: str
-    due_ts: str
     escalated_ts: str
     mode: str
     holder: str | None
