@@ -25,21 +25,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
-# Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list"). Only
-# shrinks: a tool that declares a typed result must leave it.
+# Tools whose domain answer is still a loose dictionary, or whose typed answer's fields would take the default
+# listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
+# their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
-    "acknowledge_message", "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent",
-    "ensure_product", "fetch_inbox", "fetch_inbox_product", "fetch_summary", "fetch_topic",
-    "file_reservation_paths", "force_release_build_slot", "force_release_file_reservation", "get_attachment",
-    "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts",
-    "list_file_reservations", "list_remotes", "macro_contact_handshake", "macro_file_reservation_cycle",
-    "macro_prepare_thread", "macro_start_session", "mark_message_read", "products_link", "products_unlink",
-    "purge_old_messages", "register_agent", "release_build_slot", "release_file_reservations",
-    "renew_build_slot", "renew_file_reservations", "request_contact", "respond_contact", "retire_agent",
-    "retire_inactive_agents", "scan_overdue_acks", "search_messages", "search_messages_product",
-    "set_contact_policy", "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread",
-    "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard", "unretire_agent",
-    "update_agent", "wake_agent", "whois",
+    "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
+    "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",
+    "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts", "list_remotes",
+    "products_link", "products_unlink", "register_agent", "release_build_slot", "renew_build_slot",
+    "respond_contact", "retire_agent", "retire_inactive_agents", "search_messages", "search_messages_product",
+    "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread", "summarize_thread_product", "sync_project",
+    "sync_status", "uninstall_precommit_guard", "unretire_agent", "update_agent", "wake_agent", "whois",
 })
 
 
@@ -53,7 +49,18 @@ def described(schema: dict) -> bool:
 
 @pytest.fixture(scope="module")
 def world(server, tmp_path_factory):
-    return built_world(server, str(tmp_path_factory.mktemp("schemas")))
+    made = built_world(server, str(tmp_path_factory.mktemp("schemas")))
+
+    async def released_reservation() -> str:
+        """A reservation Bob made and released: force-releasing it answers without waiting for it to go stale."""
+        async with server.client() as bob:
+            proof = {"agent_name": "Bob", "agent_token": made.tokens["Bob"], "project_key": made.p}
+            granted = (await call(bob, "file_reservation_paths", paths=["docs/walk.md"], **proof))["granted"]
+            await call(bob, "release_file_reservations", file_reservation_ids=[granted[0]["id"]], **proof)
+            return granted[0]["id"]
+
+    made.released_reservation = run(released_reservation())
+    return made
 
 
 LEAVES = ("hard_delete_agent", "retire_agent", "deregister_agent", "sleep_agent")
@@ -69,6 +76,8 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "send_message": {"to": ["Bob"]},
         "register_agent": {"name": "Alice", "window_uuid": window},
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
+        "request_contact": {"to_agent": "Bob"},
+        "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
     }
 
 
@@ -184,8 +193,20 @@ async def main(url, project):
             message = sent.structuredContent["deliveries"][0]["payload"]
             reply = await call("reply_message", project_key=project, message_id=message["id"],
                                sender_name="Ben", body_md="r")
+            inbox = await call("fetch_inbox", project_key=project, agent_name="Ben", include_bodies=True)
+            read = await call("mark_message_read", project_key=project, agent_name="Ben", message_id=message["id"])
+            acked = await call("acknowledge_message", project_key=project, agent_name="Ben",
+                               message_id=message["id"])
+            started = await call("macro_start_session", human_key=project, program="p", model="m", agent_name="Ben",
+                                 file_reservation_paths=["docs/*"])
+            reserved = await call("file_reservation_paths", project_key=project, agent_name="Ann", paths=["src/*"])
+            released = await call("release_file_reservations", project_key=project, agent_name="Ann")
             toon = await call("summarize_recent", project_key=project, format="toon")
-            print(json.dumps({"sent": sent.structuredContent, "reply": reply.structuredContent,
+            print(json.dumps({"started": started.structuredContent,
+                              "reserved": reserved.structuredContent, "released": released.structuredContent,
+                              "sent": sent.structuredContent, "reply": reply.structuredContent,
+                              "inbox": inbox.structuredContent, "read": read.structuredContent,
+                              "acked": acked.structuredContent,
                               "toon_text": toon.content[0].text, "toon": toon.structuredContent}))
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -203,4 +224,15 @@ def test_the_mcp1_client_validates_and_reads_typed_answers(server, tmp_path):
     assert seen["sent"]["created"] is True and seen["sent"]["count"] == 1
     assert seen["reply"]["from"] == "Ben" and seen["reply"]["thread_id"] == seen["sent"]["deliveries"][0][
         "payload"]["thread_id"]
+    assert [(m["from"], m["kind"], m["body_md"], m["read_at"]) for m in seen["inbox"]["result"]] == [
+        ("Ann", "to", "b", None)]
+    assert seen["read"]["read"] is True and seen["acked"]["acknowledged"] is True
+    assert seen["acked"]["read_at"] == seen["read"]["read_at"]
+    started = seen["started"]
+    assert started["agent"]["name"] == "Ben" and started["inbox"][0]["acknowledged_at"] == seen["acked"][
+        "acknowledged_at"]
+    assert [g["path_pattern"] for g in started["file_reservations"]["granted"]] == ["docs/*"]
+    granted = seen["reserved"]["granted"]
+    assert [g["path_pattern"] for g in granted] == ["src/*"] and seen["reserved"]["conflicts"] == []
+    assert seen["released"]["file_reservation_ids"] == [granted[0]["id"]]
     assert seen["toon"]["mode"] == "extractive" and not is_json(seen["toon_text"])

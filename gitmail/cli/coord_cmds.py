@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_LEASE_S, DEFAULT_TT
 from ._app import Context, cli, command
 
 
-def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
+def table(rows: Sequence[Mapping[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
     """Rows as left-aligned text columns under a header, or ``empty`` when there are none."""
     if not rows:
         return empty
@@ -51,11 +52,11 @@ def reserve(ctx: Context, project: str, agent: str, paths: tuple[str, ...], ttl_
     """
     out = ctx.mail.file_reservation_paths(project, agent, list(paths), ttl_seconds=ttl_seconds,
                                           exclusive=not shared, reason=reason, seat=seat)
-    lines = [f"granted {g['path_pattern']} ({g['id']}) until {g['expires_ts']}" for g in out["granted"]]
-    for conflict in out["conflicts"]:
-        holders = ", ".join(f"{h['agent']} ({h['path_pattern']} until {h['expires_ts']})" for h in conflict["holders"])
-        lines.append(f"conflict {conflict['path']}: held by {holders}")
-    return out, "\n".join(lines), 1 if out["conflicts"] else 0
+    lines = [f"granted {g.path_pattern} ({g.id}) until {g.expires_ts}" for g in out.granted]
+    for conflict in out.conflicts:
+        holders = ", ".join(f"{h.agent} ({h.path_pattern} until {h.expires_ts})" for h in conflict.holders)
+        lines.append(f"conflict {conflict.path}: held by {holders}")
+    return out, "\n".join(lines), 1 if out.conflicts else 0
 
 
 @command(name="release")
@@ -69,7 +70,7 @@ def release(ctx: Context, project: str, agent: str, ids: tuple[str, ...], paths:
     """Release AGENT's active reservations: those named by --id / --path, or all of them."""
     out = ctx.mail.release_file_reservations(project, agent, file_reservation_ids=list(ids) or None,
                                              paths=list(paths) or None, seat=seat)
-    return out, f"released {out['released']} reservation(s)"
+    return out, f"released {out.released} reservation(s)"
 
 
 @command(name="renew")
@@ -86,8 +87,8 @@ def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tupl
     out = ctx.mail.renew_file_reservations(project, agent, extend_seconds=extend_seconds,
                                            file_reservation_ids=list(ids) or None, paths=list(paths) or None,
                                            seat=seat)
-    lines = [f"{r['path_pattern']}: {r['old_expires_ts']} -> {r['new_expires_ts']}" for r in out["file_reservations"]]
-    return out, "\n".join(lines + [f"renewed {out['renewed']} reservation(s)"])
+    lines = [f"{r.path_pattern}: {r.old_expires_ts} -> {r.new_expires_ts}" for r in out.file_reservations]
+    return out, "\n".join(lines + [f"renewed {out.renewed} reservation(s)"])
 
 
 @command(name="reservations")
@@ -97,7 +98,7 @@ def renew(ctx: Context, project: str, agent: str, extend_seconds: int, ids: tupl
 def reservations(ctx: Context, project: str, agent: str | None, history: bool) -> tuple[object, str]:
     """List the active reservations of PROJECT."""
     out = ctx.mail.list_file_reservations(project, agent, active_only=not history)
-    return out, table(out["file_reservations"], RESERVATION_COLUMNS, "no reservations")
+    return out, table(out.file_reservations, RESERVATION_COLUMNS, "no reservations")
 
 
 @command(name="force-release")
@@ -115,9 +116,9 @@ def force_release(ctx: Context, project: str, agent: str, reservation_id: str, n
     out = ctx.mail.force_release_file_reservation(project, agent, reservation_id, note=note,
                                                   notify_previous=not no_notify,
                                                   inactivity_seconds=inactivity_seconds, seat=seat)
-    if not out["released"]:
-        return out, f"already released at {out['already_released_ts']}"
-    return out, f"released {out['reservation']['path_pattern']} held by {out['reservation']['agent']}"
+    if not out.released:
+        return out, f"already released at {out.already_released_ts}"
+    return out, f"released {out.reservation.path_pattern} held by {out.reservation.agent}"
 
 
 # -- the commit guard ----------------------------------------------------------------------
@@ -134,8 +135,8 @@ def guard_group() -> None:
 def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
     """Install the pre-commit and pre-push guard into the git repository REPO for PROJECT."""
     out = ctx.mail.install_precommit_guard(project, repo)
-    chained = f"\nkept and chained: {', '.join(out['chained'])}" if out["chained"] else ""
-    return out, f"installed {', '.join(out['hooks'])} for {out['project']}{chained}"
+    chained = f"\nkept and chained: {', '.join(out.chained)}" if out.chained else ""
+    return out, f"installed {', '.join(out.hooks)} for {out.project}{chained}"
 
 
 @command(group=guard_group, name="uninstall")
@@ -143,7 +144,7 @@ def guard_install(ctx: Context, project: str, repo: str) -> tuple[object, str]:
 def guard_uninstall(ctx: Context, repo: str) -> tuple[object, str]:
     """Remove the guard from REPO (other hooks stay; a chained hook is put back)."""
     out = ctx.mail.uninstall_precommit_guard(repo)
-    return out, ("removed " + ", ".join(out["hooks"])) if out["removed"] else "no gitmail guard was installed"
+    return out, ("removed " + ", ".join(out.hooks)) if out.removed else "no gitmail guard was installed"
 
 
 @command(group=guard_group, name="check")

@@ -145,7 +145,7 @@ def register(ctx: Context, project: str, name: str | None, program: str | None, 
         program, model = program or "cli", model or "human"
     profile = mail.register_agent(project, program, model, name=name, task_description=task_description)
     if policy:
-        profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy)["policy"]
+        profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy).policy
     token = profile.get("registration_token")
     if token:
         text = f"agent {profile['name']} in {project}\nregistration token (shown once): {token}"

@@ -113,10 +113,10 @@ def acks(ctx: Context, project: str) -> tuple[object, str]:
     """Scan PROJECT for overdue acknowledgements with this environment's GITMAIL_ACK_* settings (and escalate
     the new ones if they say so)."""
     out = ctx.mail_serving.scan_overdue_acks(project)
-    rows = [{**item, "escalated": "yes" if item["escalated"] else ""} for item in out["overdue"]]
+    rows = [{**item, "escalated": "yes" if item.escalated else ""} for item in out.overdue]
     columns = [("message_id", "MESSAGE"), ("agent", "RECIPIENT"), ("sender", "FROM"), ("subject", "SUBJECT"),
                ("due_ts", "DUE"), ("escalated", "ESCALATED")]
-    text = table(rows, columns, f"no acknowledgement overdue (TTL {out['ttl_seconds']}s)")
-    if out["escalated"]:
-        text += f"\nescalated now: {len(out['escalated'])} ({out['escalation']})"
+    text = table(rows, columns, f"no acknowledgement overdue (TTL {out.ttl_seconds}s)")
+    if out.escalated:
+        text += f"\nescalated now: {len(out.escalated)} ({out.escalation})"
     return out, text

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import subprocess
 from importlib import resources
-from typing import Any
 
 from gitmail.model.errors import CONFLICT, NOT_FOUND, GitmailError, invalid
+from gitmail.model.results import Result, result
 
 from . import hierarchy
 from .context import Context
@@ -79,7 +79,27 @@ def is_ours(path: str) -> bool:
         return False
 
 
-def install(ctx: Context, project_key: str, repo: str) -> dict[str, Any]:
+@result
+class GuardInstalled(Result):
+    """The guard's hooks written into a repository, the hooks it kept and chains to, and the project it checks."""
+
+    hook: str
+    hooks: list[str]
+    chained: list[str]
+    hooks_dir: str
+    project: str
+
+
+@result
+class GuardRemoved(Result):
+    """Whether a repository had the guard, the hooks removed, and the chained hooks put back."""
+
+    removed: bool
+    hooks: list[str]
+    restored: list[str]
+
+
+def install(ctx: Context, project_key: str, repo: str) -> GuardInstalled:
     """Install the guard hooks into ``repo`` for ``project``; safe to run again."""
     root = _repo_root(repo)
     if not ctx.store.exists(project_key):
@@ -107,10 +127,10 @@ def install(ctx: Context, project_key: str, repo: str) -> dict[str, Any]:
         os.replace(tmp, path)
         installed.append(path)
     _git(root, "config", CONFIG_PROJECT, key)
-    return {"hook": installed[0], "hooks": installed, "chained": chained, "hooks_dir": folder, "project": key}
+    return GuardInstalled(hook=installed[0], hooks=installed, chained=chained, hooks_dir=folder, project=key)
 
 
-def uninstall(repo: str) -> dict[str, Any]:
+def uninstall(repo: str) -> GuardRemoved:
     """Remove the guard hooks from ``repo``, restoring hooks it had chained; others are left alone."""
     root = _repo_root(repo)
     folder = hooks_dir(root)
@@ -126,7 +146,7 @@ def uninstall(repo: str) -> dict[str, Any]:
             os.rename(kept, path)
             restored.append(path)
     _git(root, "config", "--unset", CONFIG_PROJECT, check=False)
-    return {"removed": bool(removed), "hooks": removed, "restored": restored}
+    return GuardRemoved(removed=bool(removed), hooks=removed, restored=restored)
 
 
 def recorded_project(repo: object) -> str | None:
@@ -203,9 +223,9 @@ def run_hook(ctx: Context, hook: str, repo: str, stdin: str = "", env: dict[str,
         lines.append(f"gitmail guard: {len(conflicts)} file(s) in this {hook.split('-')[1]} are reserved by other "
                      "agents:")
     for item in conflicts:
-        holders = "; ".join(f"{h['agent']} holds {h['path_pattern']} until {h['expires_ts']}"
-                            + (f" ({h['reason']})" if h["reason"] else "") for h in item["holders"])
-        lines.append(f"  {item['path']}: {holders}")
+        holders = "; ".join(f"{h.agent} holds {h.path_pattern} until {h.expires_ts}"
+                            + (f" ({h.reason})" if h.reason else "") for h in item.holders)
+        lines.append(f"  {item.path}: {holders}")
     if agent is None:
         lines.append("  AGENT_NAME is not set, so every agent's reservations count; set it to your agent name.")
     if mode == "warn":

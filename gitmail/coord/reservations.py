@@ -20,7 +20,7 @@ import datetime as dt
 import os
 import subprocess
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import field
 
 from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
@@ -43,6 +43,7 @@ from gitmail.model.records import (
     reservation_path,
     seat_path,
 )
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -56,11 +57,123 @@ MAX_PATHS = 200
 _WORKSPACE_SCAN_LIMIT = 5000
 
 
-def view(record: Reservation) -> dict[str, Any]:
+@result
+class Grant(Result):
+    """A reservation just granted (so not released)."""
+
+    id: str
+    agent: str
+    path_pattern: str
+    exclusive: bool
+    reason: str
+    created_ts: str
+    expires_ts: str
+
+
+@result
+class ReservationView(Grant):
+    """A reservation as the tools list it, with its release time once released."""
+
+    released_ts: str | None
+
+
+@result
+class Conflict(Result):
+    """A path refused (or a file guarded) because other agents hold it exclusively."""
+
+    path: str
+    holders: list[ReservationView]
+
+
+@result
+class Reserved(Result):
+    """What a reservation request got: the patterns granted and the ones refused with their holders."""
+
+    granted: list[Grant]
+    conflicts: list[Conflict]
+
+
+@result
+class Released(Result):
+    """The reservations a release ended (none when nothing of the caller's matched)."""
+
+    released: int
+    released_at: str
+    file_reservation_ids: list[str]
+
+
+@result
+class NothingReleased(Result):
+    """A reservation cycle that had nothing granted to release."""
+
+    released: int = 0
+    released_at: str | None = None
+
+
+@result
+class ReservationCycle(Result):
+    """A reservation request and, when asked for, the release of what it granted."""
+
+    file_reservations: Reserved
+    released: Released | NothingReleased | None
+
+
+@result
+class Renewed(Result):
+    """One reservation extended: its expiry before and after."""
+
+    id: str
+    path_pattern: str
+    old_expires_ts: str
+    new_expires_ts: str
+
+
+@result
+class Renewal(Result):
+    """The reservations a renewal extended; the tool adds the extension it applied, and why when it raised it."""
+
+    renewed: int
+    file_reservations: list[Renewed]
+    extend_seconds: int | None = field(default=None, metadata=OMIT_NONE)
+    note: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class ReservationList(Result):
+    """Reservations of a project or an agent, oldest first."""
+
+    file_reservations: list[ReservationView]
+
+
+@result
+class Staleness(Result):
+    """Why a force release was allowed: expiry, or how long the holder showed no activity, and its last sign."""
+
+    expired: bool
+    inactivity_seconds: int
+    last_activity: str | None
+    last_signal: str | None
+
+
+@result
+class ForceRelease(Result):
+    """A force release: the reservation, why it was found abandoned, and the notice sent to its holder.
+
+    Releasing one already released changes nothing and says since when.
+    """
+
+    released: bool
+    already_released_ts: str | None = field(default=None, metadata=OMIT_NONE)
+    reservation: ReservationView
+    heuristics: Staleness | None = field(default=None, metadata=OMIT_NONE)
+    notified: str | None
+
+
+def view(record: Reservation) -> ReservationView:
     """A reservation as tools return it."""
-    return {"id": record.id, "agent": record.agent, "path_pattern": record.path_pattern,
-            "exclusive": record.exclusive, "reason": record.reason, "created_ts": record.created_ts,
-            "expires_ts": record.expires_ts, "released_ts": record.released_ts}
+    return ReservationView(id=record.id, agent=record.agent, path_pattern=record.path_pattern,
+                           exclusive=record.exclusive, reason=record.reason, created_ts=record.created_ts,
+                           expires_ts=record.expires_ts, released_ts=record.released_ts)
 
 
 def _seconds(value: object, field: str, low: int, high: int) -> int:
@@ -109,8 +222,8 @@ def active(ctx: Context, project_key: str, snapshot: Snapshot, at: dt.datetime) 
 
 
 def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
-            exclusive: bool = True, reason: str = "", seat: str | None = None) -> dict[str, Any]:
-    """Grant what does not conflict; return ``{granted: [...], conflicts: [{path, holders}]}``."""
+            exclusive: bool = True, reason: str = "", seat: str | None = None) -> Reserved:
+    """Grant what does not conflict; the rest is refused with the reservations it conflicts with."""
     check_agent_name(agent, "agent_name")
     patterns = _patterns(paths)
     ttl = _seconds(ttl_seconds, "ttl_seconds", MIN_TTL, MAX_TTL)
@@ -129,22 +242,23 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
         require_paths(snap, actor, patterns, "reserve")  # a viewer reserves nothing; a location limits the paths
         me = actor.name
         blocking = [r for r in active(ctx, project_key, snap, at) if r.exclusive and r.agent != me]
-        granted: list[dict[str, Any]] = []
-        conflicts: list[dict[str, Any]] = []
+        granted: list[Grant] = []
+        conflicts: list[Conflict] = []
         change = Change("", author=me)
         for pattern, rid in zip(patterns, ids, strict=True):
             holders = [r for r in blocking if overlaps(pattern, r.path_pattern)]
             if holders:
-                conflicts.append({"path": pattern, "holders": [view(r) for r in holders]})
+                conflicts.append(Conflict(path=pattern, holders=[view(r) for r in holders]))
                 continue
             record = Reservation(id=rid, agent=me, path_pattern=pattern, created_ts=created, expires_ts=expires,
                                  hlc=hlc, exclusive=exclusive, reason=reason)
             change.put_record(record)
-            granted.append({k: v for k, v in view(record).items() if k != "released_ts"})
+            granted.append(Grant(id=rid, agent=me, path_pattern=pattern, exclusive=exclusive, reason=reason,
+                                 created_ts=created, expires_ts=expires))
         kind = "exclusive" if exclusive else "shared"
-        change.message = (f"{me} reserved {_listing(g['path_pattern'] for g in granted)} ({kind}, {ttl}s)"
+        change.message = (f"{me} reserved {_listing(g.path_pattern for g in granted)} ({kind}, {ttl}s)"
                           if granted else f"{me} was refused {_listing(patterns)}")
-        change.result = {"granted": granted, "conflicts": conflicts}
+        change.result = Reserved(granted=granted, conflicts=conflicts)
         return change
 
     result = archive.transact(fn).result
@@ -166,7 +280,7 @@ def _select(records: list[Reservation], agent: str, ids: list[str], patterns: li
 
 
 def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids: list[str] | None = None,
-            paths: list[str] | None = None, seat: str | None = None) -> dict[str, Any]:
+            paths: list[str] | None = None, seat: str | None = None) -> Released:
     """Release ``agent``'s active reservations: by ids, by patterns, or all of them when neither is given.
 
     Releasing what is already released, expired or not the agent's is a no-op.
@@ -185,8 +299,8 @@ def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids:
         change = Change(f"{me} released {_listing(r.path_pattern for r in chosen)}", author=me)
         for record in chosen:
             change.put_record(dataclasses.replace(record, released_ts=released_at, hlc=hlc))
-        change.result = {"released": len(chosen), "released_at": released_at,
-                         "file_reservation_ids": [r.id for r in chosen]}
+        change.result = Released(released=len(chosen), released_at=released_at,
+                                 file_reservation_ids=[r.id for r in chosen])
         return change
 
     result = archive.transact(fn).result
@@ -196,7 +310,7 @@ def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids:
 
 def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1800,
           file_reservation_ids: list[str] | None = None, paths: list[str] | None = None,
-          seat: str | None = None) -> dict[str, Any]:
+          seat: str | None = None) -> Renewal:
     """Extend ``agent``'s active reservations from the later of now and their expiry; never shortens."""
     check_agent_name(agent, "agent_name")
     extend = _seconds(extend_seconds, "extend_seconds", MIN_TTL, MAX_TTL)
@@ -215,9 +329,9 @@ def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1
             start = max(at, parse_ts(record.expires_ts))
             renewed = dataclasses.replace(record, expires_ts=format_ts(start + dt.timedelta(seconds=extend)), hlc=hlc)
             change.put_record(renewed)
-            out.append({"id": record.id, "path_pattern": record.path_pattern,
-                        "old_expires_ts": record.expires_ts, "new_expires_ts": renewed.expires_ts})
-        change.result = {"renewed": len(out), "file_reservations": out}
+            out.append(Renewed(id=record.id, path_pattern=record.path_pattern, old_expires_ts=record.expires_ts,
+                               new_expires_ts=renewed.expires_ts))
+        change.result = Renewal(renewed=len(out), file_reservations=out)
         return change
 
     result = archive.transact(fn).result
@@ -226,7 +340,7 @@ def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1
 
 
 def list_reservations(ctx: Context, project_key: str, *, agent: str | None = None,
-                      active_only: bool = True) -> dict[str, Any]:
+                      active_only: bool = True) -> ReservationList:
     """Reservations of the project (or of one agent): the active ones, or the whole history."""
     if agent is not None:
         check_agent_name(agent, "agent_name")
@@ -236,11 +350,11 @@ def list_reservations(ctx: Context, project_key: str, *, agent: str | None = Non
     else:
         records = indexer_for(ctx.store).project(project_key).reservations()
     chosen = sorted((r for r in records if agent is None or r.agent.lower() == agent.lower()), key=lambda r: r.id)
-    return {"file_reservations": [view(r) for r in chosen]}
+    return ReservationList(file_reservations=[view(r) for r in chosen])
 
 
 def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
-                        agent: str | None) -> list[dict[str, Any]]:
+                        agent: str | None) -> list[Conflict]:
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
     snap = ctx.archive(project_key).snapshot()
     me = (agent or "").lower()
@@ -249,7 +363,7 @@ def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
         if holders:
-            out.append({"path": path, "holders": [view(r) for r in holders]})
+            out.append(Conflict(path=path, holders=[view(r) for r in holders]))
     return out
 
 
@@ -338,7 +452,7 @@ def judge_stale(ctx: Context, project_key: str, snap: Snapshot, record: Reservat
 
 def force_release(ctx: Context, project_key: str, agent: str, file_reservation_id: str, *, note: str = "",
                   notify_previous: bool = True, inactivity_seconds: int = DEFAULT_INACTIVITY,
-                  seat: str | None = None) -> dict[str, Any]:
+                  seat: str | None = None) -> ForceRelease:
     """Release another agent's reservation that looks abandoned, and tell the holder.
 
     A reservation is abandoned when it has expired, or when its holder shows no
@@ -376,8 +490,9 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
                                "list_file_reservations", {"file_reservation_id": file_reservation_id})
         require_paths(snap, actor, [record.path_pattern], "force-release a reservation of")
         if record.released_ts is not None:
-            return Change("already released", result={"released": False, "already_released_ts": record.released_ts,
-                                                      "reservation": view(record), "notified": None})
+            already = ForceRelease(released=False, already_released_ts=record.released_ts, reservation=view(record),
+                                   notified=None)
+            return Change("already released", result=already)
         if record.agent == me:
             raise invalid("this reservation is yours: release it with release_file_reservations",
                           field="file_reservation_id")
@@ -386,9 +501,9 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
         why = "it had expired" if expired else (
             f"no activity for {int(idle)}s (last: {latest[0]})" if latest and idle is not None
             else "no recorded activity")
-        heuristics = {"expired": expired, "inactivity_seconds": threshold,
-                      "last_activity": format_ts(latest[1]) if latest else None,
-                      "last_signal": latest[0] if latest else None}
+        heuristics = Staleness(expired=expired, inactivity_seconds=threshold,
+                               last_activity=format_ts(latest[1]) if latest else None,
+                               last_signal=latest[0] if latest else None)
         change = Change(f"{me} force-released {record.agent}'s reservation {record.path_pattern}: {why}",
                         author=me).put_record(released)
         notified = None
@@ -404,8 +519,8 @@ def force_release(ctx: Context, project_key: str, agent: str, file_reservation_i
             change.put(message_path(message_id), data).put(inbox_path(record.agent, message_id), data)
             change.put(outbox_path(me, message_id), data)
             notified = message_id
-        change.result = {"released": True, "reservation": view(released), "heuristics": heuristics,
-                         "notified": notified}
+        change.result = ForceRelease(released=True, reservation=view(released), heuristics=heuristics,
+                                     notified=notified)
         return change
 
     result = archive.transact(fn).result

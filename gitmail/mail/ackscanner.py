@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.model.errors import GitmailError
@@ -34,10 +33,10 @@ class AckScanner(Periodic):
         self.rounds = 0
         self._lock = threading.Lock()
 
-    def run_round(self) -> list[dict[str, Any]]:
+    def run_round(self) -> list[overdue.OverdueScan]:
         return self.scan_now()
 
-    def scan_now(self) -> list[dict[str, Any]]:
+    def scan_now(self) -> list[overdue.OverdueScan]:
         """One round over every project now; one report per project (a failing project is logged and skipped)."""
         reports = []
         with self._lock:
@@ -47,8 +46,8 @@ class AckScanner(Periodic):
                 except GitmailError as exc:
                     _log.warning("overdue-acknowledgement scan of %s failed: [%s] %s", slug, exc.code, exc.message)
                     continue
-                if report["overdue"] and not self.settings.escalation_enabled:
-                    _log.info("%s: %d acknowledgement(s) overdue", slug, len(report["overdue"]))
+                if report.overdue and not self.settings.escalation_enabled:
+                    _log.info("%s: %d acknowledgement(s) overdue", slug, len(report.overdue))
                 reports.append(report)
             self.rounds += 1
         return reports

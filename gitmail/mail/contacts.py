@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import field
-from typing import Any
 
 from gitmail.coord import reservations
 from gitmail.coord.acting import check_acting
@@ -44,7 +43,7 @@ from gitmail.model.records import (
     agent_folder,
     contact_path,
 )
-from gitmail.model.results import Result, renamed, result
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -196,6 +195,66 @@ class ContactView(Result):
     expired: bool
 
 
+@result
+class ContactRequest(Result):
+    """A contact request opened (or the live link that made one needless), with its introduction message.
+
+    A request to another project's agent also names that project.
+    """
+
+    link: ContactView = field(metadata=FLATTEN)
+    intro_message_id: str | None
+    to_project: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class HeldDelivery(Result):
+    """A held message delivered once contact was approved: its held ID and the message it became."""
+
+    held_id: str
+    message_id: str
+
+
+@result
+class ContactResponse(Result):
+    """A contact request answered, and the held messages the approval delivered."""
+
+    link: ContactView = field(metadata=FLATTEN)
+    approved: bool
+    delivered_held: list[HeldDelivery]
+
+
+@result
+class ContactListing(Result):
+    """A link as an agent lists it: which way it goes, and the other project of a request made across."""
+
+    link: ContactView = field(metadata=FLATTEN)
+    direction: str
+    to_project: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class HeldView(Result):
+    """A message held until its recipients approve contact (or declined by all of them)."""
+
+    held_id: str
+    subject: str
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    created_ts: str
+    awaiting: list[str]
+    denied: list[str]
+
+
+@result
+class PolicySet(Result):
+    """An agent's contact policy, as set."""
+
+    agent: str
+    policy: str
+
+
 def contact_view(link: Contact, at: str) -> ContactView:
     """A link as callers see it; ``expired`` is judged at ``at``."""
     return ContactView(requester=link.requester, to=link.target, status=link.status, reason=link.reason,
@@ -204,7 +263,7 @@ def contact_view(link: Contact, at: str) -> ContactView:
 
 
 def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent, reason: str, ttl_seconds: int,
-                 hlc: HLC, note: str = "", *, clock: HybridClock) -> dict[str, Any]:
+                 hlc: HLC, note: str = "", *, clock: HybridClock) -> ContactRequest:
     """Queue a pending link (or refresh one) and an ack-required introduction message.
 
     A live approved link is left as it is and no introduction is sent.
@@ -212,7 +271,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
     at = clock.now_ts()
     existing = link_between(snap, requester.name, target.name)
     if approved_between(snap, requester.name, target.name, at) and existing is not None:
-        return {**contact_view(existing, at), "intro_message_id": None}
+        return ContactRequest(link=contact_view(existing, at), intro_message_id=None)
     link = Contact(requester=requester.name, target=target.name, status="pending", requested_at=at, hlc=hlc,
                    reason=reason, expires_at=_later(clock, ttl_seconds))
     change.put_record(link)
@@ -225,7 +284,7 @@ def open_request(snap: Snapshot, change: Change, requester: Agent, target: Agent
                     subject=f"Contact request from {requester.name}", body=body, importance="normal",
                     ack_required=True, thread_id=None, topic=INTRO_TOPIC)
     put_message(change, intro)
-    return {**contact_view(link, at), "intro_message_id": intro.id}
+    return ContactRequest(link=contact_view(link, at), intro_message_id=intro.id)
 
 
 def approve_in_band(snap: Snapshot, change: Change, requester: Agent, target: Agent, hlc: HLC, *,
@@ -243,7 +302,7 @@ def approve_in_band(snap: Snapshot, change: Change, requester: Agent, target: Ag
 
 def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
                     ttl_seconds: int = PENDING_TTL_SECONDS, seat: str | None = None,
-                    to_project: str | None = None) -> dict[str, Any]:
+                    to_project: str | None = None) -> ContactRequest:
     """Ask ``to_agent`` (of ``to_project``, default the same project) to accept mail from ``from_agent``."""
     check_ttl(ttl_seconds)
     if not isinstance(reason, str):
@@ -269,7 +328,7 @@ def request_contact(ctx: Context, project_key: str, from_agent: str, to_agent: s
         return change
 
     result = archive.transact(fn).result
-    ctx.touch(project_key, result["from"])
+    ctx.touch(project_key, result.link.requester)
     return result
 
 
@@ -280,7 +339,7 @@ def _project_key(value: object) -> str:
 
 
 def _request_across(ctx: Context, project_key: str, from_agent: str, to_agent: str, to_project: str, *,
-                    reason: str, ttl_seconds: int, seat: str | None) -> dict[str, Any]:
+                    reason: str, ttl_seconds: int, seat: str | None) -> ContactRequest:
     """A request to an agent of another project: the link and the introduction go into the target's archive.
 
     The requester is checked in its own project (registered, active, awake,
@@ -303,8 +362,8 @@ def _request_across(ctx: Context, project_key: str, from_agent: str, to_agent: s
                                "coordinate through another agent or a human", {"to_agent": target.name})
         change = Change(f"{me.name} asked {target.name} for contact", author=requester.name,
                         author_email=me.name)
-        change.result = open_request(snap, change, me, target, reason, ttl_seconds, hlc, clock=ctx.clock)
-        change.result["to_project"] = project_record(snap).human_key
+        opened = open_request(snap, change, me, target, reason, ttl_seconds, hlc, clock=ctx.clock)
+        change.result = dataclasses.replace(opened, to_project=project_record(snap).human_key)
         return change
 
     result = target_archive.transact(fn).result
@@ -324,7 +383,7 @@ def _requester(ctx: Context, from_agent: str) -> str | None:
 
 
 def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: str, accept: bool,
-                    *, ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+                    *, ttl_seconds: int = APPROVED_TTL_SECONDS, seat: str | None = None) -> ContactResponse:
     """``to_agent`` approves or denies the request of ``from_agent``; held mail moves on."""
     check_ttl(ttl_seconds)
     if not isinstance(accept, bool):
@@ -354,19 +413,19 @@ def respond_contact(ctx: Context, project_key: str, to_agent: str, from_agent: s
                      release_held(snap, change, requester_name, target.name, accept, hlc, clock=ctx.clock))
         if delivered:
             change.message += f"; delivered {len(delivered)} held message(s) from {requester_name}"
-        change.result = {**contact_view(link, at), "approved": accept, "delivered_held": delivered}
+        change.result = ContactResponse(link=contact_view(link, at), approved=accept, delivered_held=delivered)
         return change
 
     result = archive.transact(fn).result
-    ctx.touch(project_key, result["to"])
+    ctx.touch(project_key, result.link.to)
     return result
 
 
 def release_held(snap: Snapshot, change: Change, sender: str, responder: str, approved: bool,
-                 hlc: HLC, *, clock: HybridClock) -> list[dict[str, Any]]:
+                 hlc: HLC, *, clock: HybridClock) -> list[HeldDelivery]:
     """Settle ``sender``'s held messages that were waiting for ``responder``.
 
-    Returns ``{held_id, message_id}`` for each message delivered now. A message
+    Returns the held ID and the new message ID of each message delivered now. A message
     whose every recipient declined stays held (nothing is lost) with nobody
     awaited.
     """
@@ -397,7 +456,7 @@ def release_held(snap: Snapshot, change: Change, sender: str, responder: str, ap
             if key is not None and key.message_id == held.id:
                 key.message_id, key.held = message.id, False
                 change.put_record(key)
-        delivered.append({"held_id": held.id, "message_id": message.id})
+        delivered.append(HeldDelivery(held_id=held.id, message_id=message.id))
     return delivered
 
 
@@ -410,7 +469,7 @@ def _active(snap: Snapshot, name: str) -> bool:
     return agent is not None and agent.status == "active"
 
 
-def list_held(ctx: Context, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+def list_held(ctx: Context, project_key: str, agent_name: str) -> list[HeldView]:
     """The sender's messages still waiting for contact approval (or declined by all)."""
     snap = ctx.archive(project_key).snapshot()
     agent = require_agent(snap, agent_name)
@@ -419,12 +478,12 @@ def list_held(ctx: Context, project_key: str, agent_name: str) -> list[dict[str,
     for _, path in snap.day_files(agent_folder(agent.name, HELD)):
         held = snap.load(path, HeldMessage)
         if held is not None:
-            out.append({"held_id": held.id, "subject": held.subject, "to": held.to, "cc": held.cc, "bcc": held.bcc,
-                        "created_ts": held.created_ts, "awaiting": held.awaiting, "denied": held.denied})
+            out.append(HeldView(held_id=held.id, subject=held.subject, to=held.to, cc=held.cc, bcc=held.bcc,
+                                created_ts=held.created_ts, awaiting=held.awaiting, denied=held.denied))
     return out
 
 
-def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[ContactListing]:
     """Links the agent asked for and links asked of it, with status and expiry.
 
     Requests it made to agents of other projects of this store are kept in
@@ -443,8 +502,9 @@ def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[
         for name in there.listdir(f"{CONTACTS}/{me}"):
             link = link_between(there, me, name[: -len(".yaml")])
             if link is not None:
-                out.append({**contact_view(link, at), "from": agent.name, "direction": "outgoing",
-                            "to_project": project_record(there).human_key})
+                seen = dataclasses.replace(contact_view(link, at), requester=agent.name)
+                out.append(ContactListing(link=seen, direction="outgoing",
+                                          to_project=project_record(there).human_key))
     for requester in snap.listdir(CONTACTS):
         for name in snap.listdir(f"{CONTACTS}/{requester}"):
             target = name[: -len(".yaml")]
@@ -452,13 +512,13 @@ def list_contacts(ctx: Context, project_key: str, agent_name: str) -> list[dict[
                 continue
             link = link_between(snap, requester, target)
             if link is not None:
-                out.append({**contact_view(link, at),
-                            "direction": "outgoing" if requester == agent.name else "incoming"})
+                out.append(ContactListing(link=contact_view(link, at),
+                                          direction="outgoing" if requester == agent.name else "incoming"))
     return out
 
 
 def set_contact_policy(ctx: Context, project_key: str, agent_name: str, policy: str,
-                       *, seat: str | None = None) -> dict[str, Any]:
+                       *, seat: str | None = None) -> PolicySet:
     """Set who may write to the agent: open, auto, contacts_only or block_all."""
     if policy not in CONTACT_POLICIES:
         raise invalid(f"policy must be one of {', '.join(CONTACT_POLICIES)}; got {policy!r}", field="policy")
@@ -475,7 +535,7 @@ def set_contact_policy(ctx: Context, project_key: str, agent_name: str, policy: 
 
     name = archive.transact(fn).result
     ctx.touch(project_key, name)
-    return {"agent": name, "policy": policy}
+    return PolicySet(agent=name, policy=policy)
 
 
 def hold(change: Change, message: Message, awaiting: list[str], key_hash: str | None) -> HeldMessage:

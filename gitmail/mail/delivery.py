@@ -62,8 +62,8 @@ def commit_line(message: Message, verb: str = "sent") -> str:
 
 
 @result
-class MessageView(Result):
-    """A message as callers see it: its header, and its body and blind copies when they are shown."""
+class MessageHeader(Result):
+    """A message's header as every read shows it (the fields each kind of view starts with)."""
 
     id: str
     thread_id: str
@@ -77,6 +77,12 @@ class MessageView(Result):
     topic: str | None
     reply_to: str | None
     attachments: list[dict[str, Any]]
+
+
+@result
+class MessageView(MessageHeader):
+    """A message as callers see it: its header, and its body and blind copies when they are shown."""
+
     bcc: list[str] | None = field(default=None, metadata=OMIT_NONE)
     body_md: str | None = field(default=None, metadata=OMIT_NONE)
 

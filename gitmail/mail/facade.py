@@ -18,7 +18,17 @@ from typing import Any
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
 from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
+from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.reservations import (
+    ForceRelease,
+    NothingReleased,
+    Released,
+    Renewal,
+    ReservationCycle,
+    ReservationList,
+    Reserved,
+)
 from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
 from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
@@ -62,15 +72,24 @@ from .acksettings import AckSettings
 from .agents import Credential
 from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
+from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
+from .mailbox import InboxMessage
+from .overdue import OverdueScan
 from .projects import ProjectDeleted, ProjectView
+from .receipts import AckReceipt, ReadReceipt
+from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
-__all__ = ["AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "JournalPage", "JournalView", "Mail",
-           "MailQuery", "MessageView", "NO_OPTIONS", "ProjectDeleted", "ProjectView", "ReplyResult", "SeatRelease",
-           "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList", "WindowView"]
+__all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityCards", "ContactListing",
+           "ContactRequest", "ContactResponse", "ForceRelease", "GuardInstalled", "GuardRemoved", "HeldDelivery",
+           "HeldView", "InboxMessage", "JournalPage", "JournalView", "Mail", "MailQuery", "MessageView", "NO_OPTIONS",
+           "NothingReleased", "OverdueScan", "PolicySet", "ProjectDeleted", "ProjectView", "PurgeReport",
+           "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved",
+           "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
+           "WindowView"]
 
 
 class Mail:
@@ -250,7 +269,7 @@ class Mail:
     # -- reading --------------------------------------------------------------
     def fetch_inbox(self, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                     include_bodies: bool = False, since_ts: str | float | None = None, topic: str | None = None,
-                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[InboxMessage]:
         """The agent's inbox, newest first; bodies fit in ``max_bytes`` (see :mod:`gitmail.mail.budget`)."""
         return mailbox.fetch_inbox(self.ctx, project_key, agent_name, limit=limit, urgent_only=urgent_only,
                                    include_bodies=include_bodies, since_ts=since_ts, topic=topic,
@@ -314,7 +333,7 @@ class Mail:
     def view_ack_required(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
         return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit=limit)
 
-    def scan_overdue_acks(self, project_key: str) -> dict[str, Any]:
+    def scan_overdue_acks(self, project_key: str) -> OverdueScan:
         """Find the project's overdue acknowledgements now and escalate new ones as the settings say."""
         return overdue.scan(self.ctx, project_key, self.ack)
 
@@ -345,33 +364,33 @@ class Mail:
 
     # -- receipts -------------------------------------------------------------
     def mark_message_read(self, project_key: str, agent_name: str, message_id: str | int, *,
-                          seat: str | None = None) -> receipts.ReadReceipt:
+                          seat: str | None = None) -> ReadReceipt:
         return receipts.mark_message_read(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     def acknowledge_message(self, project_key: str, agent_name: str, message_id: str | int, *,
-                            seat: str | None = None) -> receipts.AckReceipt:
+                            seat: str | None = None) -> AckReceipt:
         return receipts.acknowledge_message(self.ctx, project_key, agent_name, message_id, seat=seat)
 
     # -- contacts -------------------------------------------------------------
     def request_contact(self, project_key: str, from_agent: str, to_agent: str, *, reason: str = "",
                         ttl_seconds: int = contacts.PENDING_TTL_SECONDS, seat: str | None = None,
-                        to_project: str | None = None) -> dict[str, Any]:
+                        to_project: str | None = None) -> ContactRequest:
         return contacts.request_contact(self.ctx, project_key, from_agent, to_agent, reason=reason,
                                         ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
 
     def respond_contact(self, project_key: str, to_agent: str, from_agent: str, accept: bool, *,
-                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> dict[str, Any]:
+                        ttl_seconds: int = contacts.APPROVED_TTL_SECONDS, seat: str | None = None) -> ContactResponse:
         return contacts.respond_contact(self.ctx, project_key, to_agent, from_agent, accept, ttl_seconds=ttl_seconds,
                                         seat=seat)
 
-    def list_contacts(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    def list_contacts(self, project_key: str, agent_name: str) -> list[ContactListing]:
         return contacts.list_contacts(self.ctx, project_key, agent_name)
 
     def set_contact_policy(self, project_key: str, agent_name: str, policy: str, *,
-                           seat: str | None = None) -> dict[str, Any]:
+                           seat: str | None = None) -> PolicySet:
         return contacts.set_contact_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
-    def list_held(self, project_key: str, agent_name: str) -> list[dict[str, Any]]:
+    def list_held(self, project_key: str, agent_name: str) -> list[HeldView]:
         return contacts.list_held(self.ctx, project_key, agent_name)
 
     # -- summaries ------------------------------------------------------------
@@ -389,44 +408,44 @@ class Mail:
 
     # -- retention ------------------------------------------------------------
     def purge_old_messages(self, project_key: str, *, max_age_days: int = retention.DEFAULT_MAX_AGE_DAYS,
-                           dry_run: bool = False) -> dict[str, Any]:
+                           dry_run: bool = False) -> PurgeReport:
         return retention.purge_old_messages(self.ctx, project_key, max_age_days=max_age_days, dry_run=dry_run)
 
     # -- coordination: file reservations and the commit guard ----------------
     def file_reservation_paths(self, project_key: str, agent_name: str, paths: list[str], *,
                                ttl_seconds: int = DEFAULT_TTL, exclusive: bool = True, reason: str = "",
-                               seat: str | None = None) -> dict[str, Any]:
+                               seat: str | None = None) -> Reserved:
         return reservations.reserve(self.ctx, project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                     exclusive=exclusive, reason=reason, seat=seat)
 
     def release_file_reservations(self, project_key: str, agent_name: str, *, paths: list[str] | None = None,
                                   file_reservation_ids: list[str] | None = None,
-                                  seat: str | None = None) -> dict[str, Any]:
+                                  seat: str | None = None) -> Released:
         return reservations.release(self.ctx, project_key, agent_name, file_reservation_ids=file_reservation_ids,
                                     paths=paths, seat=seat)
 
     def renew_file_reservations(self, project_key: str, agent_name: str, *, extend_seconds: int = 1800,
                                 paths: list[str] | None = None, file_reservation_ids: list[str] | None = None,
-                                seat: str | None = None) -> dict[str, Any]:
+                                seat: str | None = None) -> Renewal:
         return reservations.renew(self.ctx, project_key, agent_name, extend_seconds=extend_seconds,
                                   file_reservation_ids=file_reservation_ids, paths=paths, seat=seat)
 
     def force_release_file_reservation(self, project_key: str, agent_name: str, file_reservation_id: str, *,
                                        note: str = "", notify_previous: bool = True,
                                        inactivity_seconds: int = DEFAULT_INACTIVITY,
-                                       seat: str | None = None) -> dict[str, Any]:
+                                       seat: str | None = None) -> ForceRelease:
         return reservations.force_release(self.ctx, project_key, agent_name, file_reservation_id, note=note,
                                           notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
                                           seat=seat)
 
     def list_file_reservations(self, project_key: str, agent_name: str | None = None, *,
-                               active_only: bool = True) -> dict[str, Any]:
+                               active_only: bool = True) -> ReservationList:
         return reservations.list_reservations(self.ctx, project_key, agent=agent_name, active_only=active_only)
 
-    def install_precommit_guard(self, project_key: str, code_repo_path: str) -> dict[str, Any]:
+    def install_precommit_guard(self, project_key: str, code_repo_path: str) -> GuardInstalled:
         return guard.install(self.ctx, project_key, code_repo_path)
 
-    def uninstall_precommit_guard(self, code_repo_path: str) -> dict[str, Any]:
+    def uninstall_precommit_guard(self, code_repo_path: str) -> GuardRemoved:
         return guard.uninstall(code_repo_path)
 
     def guard_project(self, code_repo_path: object) -> str | None:
@@ -583,7 +602,7 @@ class Mail:
         return attention.message_receipts(self.ctx, project_key, message_ids, viewer=viewer)
 
     def force_release_as_overseer(self, project_key: str, file_reservation_id: str, *,
-                                  note: str = "") -> dict[str, Any]:
+                                  note: str = "") -> ForceRelease:
         """Release an abandoned reservation as the overseer (the force-release rules apply; the holder is told)."""
         return overseer.force_release(self.ctx, project_key, file_reservation_id, note=note)
 

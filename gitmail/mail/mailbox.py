@@ -22,7 +22,8 @@ hold each equal to a walk of the snapshot).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import field
 from typing import Any, overload
 
 from gitmail.coord.context import Context
@@ -47,14 +48,54 @@ from gitmail.model.records import (
     receipt_path,
     tombstone_path,
 )
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import BodyOf, check_budget, newest_first, oldest_first
-from .delivery import message_view
+from .delivery import MessageHeader, message_view
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
+
+
+@result
+class MoreMessages(Result):
+    """On the first item of a newest-first page that left newer messages out: how many, and how to read them."""
+
+    left_out: int
+    since_ts: str
+    hint: str
+
+
+@result
+class InboxMessage(MessageHeader):
+    """A message in an agent's inbox: its header, how it was addressed, and the agent's own read and ack times.
+
+    With bodies asked for, ``body_md`` (or ``body_omitted`` and ``body_bytes``
+    where the byte budget left it out, see :mod:`.budget`), and on the first
+    item of a page that could not hold everything, ``more``.
+    """
+
+    kind: str
+    read_at: str | None
+    acknowledged_at: str | None
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
+    more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, view: Mapping[str, Any]) -> InboxMessage:
+        """The inbox entry a read built as its JSON object (from the index, a snapshot, or a budgeted page)."""
+        more = view.get("more")
+        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
+                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
+                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
+                   attachments=view["attachments"], kind=view["kind"], read_at=view["read_at"],
+                   acknowledged_at=view["acknowledged_at"], body_md=view.get("body_md"),
+                   body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
+                   more=MoreMessages(**more) if more else None)
 
 
 def parse_since(value: object, field: str = "since_ts") -> str | None:
@@ -267,7 +308,7 @@ def body_reader(ctx: Context, project_key: str, snap: Snapshot | None = None) ->
 
 def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, urgent_only: bool = False,
                 include_bodies: bool = False, since_ts: object = None, topic: str | None = None,
-                unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[InboxMessage]:
     """The agent's received messages, newest first; reading marks nothing. Bodies fit in ``max_bytes``."""
     check_limit(limit)
     check_budget(max_bytes)
@@ -283,7 +324,8 @@ def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int =
         heads = indexer_for(ctx.store).project(project_key).inbox(name, **filters)
     except IndexUnavailable:
         heads = inbox(snap, name, **filters)
-    return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
+    page = newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
+    return [InboxMessage.of(view) for view in page]
 
 
 def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,

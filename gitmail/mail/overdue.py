@@ -20,6 +20,7 @@ the same pair apart write the same files: after a sync there is one of each
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from typing import Any
@@ -41,6 +42,7 @@ from gitmail.model.records import (
     receipt_path,
     reservation_path,
 )
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -51,50 +53,95 @@ SCAN_BATCH = 500
 MAX_ESCALATIONS = 100  # per project and scan; the rest wait for the next scan
 
 
+@result
+class OverduePair(Result):
+    """A message and a recipient that owes its acknowledgement: who sent what, when, and when it was due."""
+
+    message_id: str
+    agent: str
+    sender: str
+    subject: str
+    sent_ts: str
+    due_ts: str
+
+
+@result
+class OverdueAck(OverduePair):
+    """One recipient that has not acknowledged a message past the TTL, and whether that was escalated."""
+
+    overdue_seconds: int
+    escalated: bool
+
+
+@result
+class EscalationView(OverduePair):
+    """An escalation as the scan reports it: the overdue pair, and how (log or claim) and where it was raised."""
+
+    escalated_ts: str
+    mode: str
+    holder: str | None
+    claim_id: str | None
+    notice_id: str | None
+    node: str | None
+
+
+@result
+class OverdueScan(Result):
+    """One scan of a project: what is overdue, what this scan escalated, and whether the claim holder was missing."""
+
+    project: str
+    checked_at: str
+    ttl_seconds: int
+    escalation: str
+    overdue: list[OverdueAck]
+    escalated: list[EscalationView]
+    holder_missing: bool
+
+
 def _due(created_ts: str, settings: AckSettings) -> dt.datetime:
     return parse_ts(created_ts) + dt.timedelta(seconds=settings.ttl_seconds)
 
 
-def find_overdue(ctx: Context, project_key: str, settings: AckSettings, *, at: dt.datetime) -> list[dict[str, Any]]:
+def find_overdue(ctx: Context, project_key: str, settings: AckSettings, *, at: dt.datetime) -> list[OverdueAck]:
     """Every (message, recipient) pair overdue at ``at``, oldest first, each saying whether it was escalated."""
     cutoff = format_ts(at - dt.timedelta(seconds=settings.ttl_seconds))
     index = indexer_for(ctx.store).project(project_key)
     snap = ctx.archive(project_key).snapshot()
-    found: list[dict[str, Any]] = []
+    found: list[OverdueAck] = []
     after: tuple[str, str, str] | None = None
     while True:
         rows = index.unacked(older_than=cutoff, after=after, limit=SCAN_BATCH)
         for row in rows:
             due = _due(row["created_ts"], settings)
-            found.append({"message_id": row["id"], "agent": row["agent"], "sender": row["sender"],
-                          "subject": row["subject"], "sent_ts": row["created_ts"], "due_ts": format_ts(due),
-                          "overdue_seconds": int((at - due).total_seconds()),
-                          "escalated": snap.exists(escalation_path(row["id"], row["agent"]))})
+            found.append(OverdueAck(message_id=row["id"], agent=row["agent"], sender=row["sender"],
+                                    subject=row["subject"], sent_ts=row["created_ts"], due_ts=format_ts(due),
+                                    overdue_seconds=int((at - due).total_seconds()),
+                                    escalated=snap.exists(escalation_path(row["id"], row["agent"]))))
         if len(rows) < SCAN_BATCH:
             return found
         last = rows[-1]
         after = (last["created_ts"], last["id"], last["agent"])
 
 
-def scan(ctx: Context, project_key: str, settings: AckSettings) -> dict[str, Any]:
+def scan(ctx: Context, project_key: str, settings: AckSettings) -> OverdueScan:
     """Find the project's overdue acknowledgements and, when escalation is on, escalate the new ones."""
     at = ctx.clock.now()
     found = find_overdue(ctx, project_key, settings, at=at)
-    written: list[dict[str, Any]] = []
+    written: list[EscalationView] = []
     holder_missing = False
-    pending = [item for item in found if not item["escalated"]][:MAX_ESCALATIONS]
+    pending = [item for item in found if not item.escalated][:MAX_ESCALATIONS]
     if settings.escalation_enabled and pending:
         written, holder_missing = escalate(ctx, project_key, settings, pending, at=at)
-        done = {(e["message_id"], e["agent"]) for e in written}
-        for item in found:
-            item["escalated"] = item["escalated"] or (item["message_id"], item["agent"]) in done
-    return {"project": project_key, "checked_at": format_ts(at), "ttl_seconds": settings.ttl_seconds,
-            "escalation": settings.escalation_mode if settings.escalation_enabled else "off",
-            "overdue": found, "escalated": written, "holder_missing": holder_missing}
+        done = {(e.message_id, e.agent) for e in written}
+        found = [dataclasses.replace(item, escalated=True) if (item.message_id, item.agent) in done else item
+                 for item in found]
+    return OverdueScan(project=project_key, checked_at=format_ts(at), ttl_seconds=settings.ttl_seconds,
+                       escalation=settings.escalation_mode if settings.escalation_enabled else "off",
+                       overdue=found, escalated=written, holder_missing=holder_missing)
 
 
-def escalate(ctx: Context, project_key: str, settings: AckSettings, pending: list[dict[str, Any]], *,
-             at: dt.datetime) -> tuple[list[dict[str, Any]], bool]:
+def escalate(ctx: Context, project_key: str, settings: AckSettings, pending: list[OverdueAck], *,
+             at: dt.datetime) -> tuple[list[EscalationView], bool]:
     """Write an escalation for each pair of ``pending`` that still needs one; returns them and whether the
     operations agent was missing (its claims then fall back to ``log``)."""
     archive = ctx.archive(project_key)
@@ -132,10 +179,10 @@ def escalate(ctx: Context, project_key: str, settings: AckSettings, pending: lis
     return [escalation_view(record) for record in records], holder_missing
 
 
-def _escalation(snap: Snapshot, settings: AckSettings, item: dict[str, Any], *, at: dt.datetime, node: str,
+def _escalation(snap: Snapshot, settings: AckSettings, item: OverdueAck, *, at: dt.datetime, node: str,
                 holder: str | None) -> Escalation | None:
     """The record for one pending pair, or None when it needs none (already escalated, acknowledged, gone)."""
-    message_id, agent = item["message_id"], item["agent"]
+    message_id, agent = item.message_id, item.agent
     if snap.exists(escalation_path(message_id, agent)) or not snap.exists(inbox_path(agent, message_id)):
         return None
     message = snap.load(message_path(message_id), Message)
@@ -181,9 +228,9 @@ def _claim(change: Change, snap: Snapshot, settings: AckSettings, record: Escala
     change.put(outbox_path(record.holder, notice.id), data)
 
 
-def escalation_view(record: Escalation) -> dict[str, Any]:
+def escalation_view(record: Escalation) -> EscalationView:
     """An escalation as the scan and the tools report it."""
-    return {"message_id": record.message_id, "agent": record.agent, "sender": record.sender,
-            "subject": record.subject, "sent_ts": record.sent_ts, "due_ts": record.due_ts,
-            "escalated_ts": record.escalated_ts, "mode": record.mode, "holder": record.holder,
-            "claim_id": record.claim_id, "notice_id": record.notice_id, "node": record.node}
+    return EscalationView(message_id=record.message_id, agent=record.agent, sender=record.sender,
+                          subject=record.subject, sent_ts=record.sent_ts, due_ts=record.due_ts,
+                          escalated_ts=record.escalated_ts, mode=record.mode, holder=record.holder,
+                          claim_id=record.claim_id, notice_id=record.notice_id, node=record.node)

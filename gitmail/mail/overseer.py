@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
 
 from gitmail.coord import reservations
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import find_agent, project_record
+from gitmail.coord.reservations import ForceRelease
 from gitmail.model.errors import ALREADY_EXISTS, GitmailError
 from gitmail.model.ids import is_id
 from gitmail.model.limits import DEFAULT_INACTIVITY
@@ -85,7 +85,7 @@ def reply(ctx: Context, project_key: str, message_id: str, body_md: str,
                                                    options=options))
 
 
-def force_release(ctx: Context, project_key: str, reservation_id: str, *, note: str = "") -> dict[str, Any]:
+def force_release(ctx: Context, project_key: str, reservation_id: str, *, note: str = "") -> ForceRelease:
     """Release another agent's abandoned reservation as the overseer, by the rules any agent meets.
 
     The reservation must have expired or its holder must show no activity

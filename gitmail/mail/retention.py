@@ -9,8 +9,8 @@ older than the honoured window are dropped in the same commit.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from typing import Any
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import agent_names
@@ -19,6 +19,7 @@ from gitmail.model.clock import format_ts
 from gitmail.model.errors import invalid
 from gitmail.model.ids import first_id_at, id_time, is_id
 from gitmail.model.records import IDEMPOTENCY, MESSAGES, Message, agent_folder, message_path
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -57,8 +58,21 @@ def _candidates(ctx: Context, project_key: str, snap: Snapshot, cutoff: dt.datet
     return sorted(mid for mid in found if id_time(mid) < cutoff)
 
 
+@result
+class PurgeReport(Result):
+    """What a retention purge removed (or, dry, would remove) from the tip, and the commit that did it."""
+
+    purged: int
+    message_ids: list[str]
+    expired_keys_removed: int
+    cutoff_ts: str
+    dry_run: bool
+    note: str
+    commit: str | None = None
+
+
 def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DEFAULT_MAX_AGE_DAYS,
-                       dry_run: bool = False) -> dict[str, Any]:
+                       dry_run: bool = False) -> PurgeReport:
     """Remove messages older than ``max_age_days`` from the tip (history keeps them)."""
     if not isinstance(max_age_days, int) or isinstance(max_age_days, bool) or max_age_days < 1:
         raise invalid("max_age_days must be a whole number of days, at least 1", field="max_age_days")
@@ -85,16 +99,12 @@ def purge_old_messages(ctx: Context, project_key: str, *, max_age_days: int = DE
             if change.edits:
                 change.message = (f"Purge {len(purged)} message(s) older than {max_age_days} days "
                                   "(tombstones kept; git history keeps the content)")
-        change.result = {
-            "purged": len(purged),
-            "message_ids": sorted(purged)[:MAX_LISTED],
-            "expired_keys_removed": len(stale_keys),
-            "cutoff_ts": cutoff_ts,
-            "dry_run": bool(dry_run),
-            "note": "purged messages are gone from the current tree but remain in git history "
-                    "(git log -p shows them); a tombstone records each removal",
-        }
+        change.result = PurgeReport(
+            purged=len(purged), message_ids=sorted(purged)[:MAX_LISTED], expired_keys_removed=len(stale_keys),
+            cutoff_ts=cutoff_ts, dry_run=bool(dry_run),
+            note="purged messages are gone from the current tree but remain in git history "
+                 "(git log -p shows them); a tombstone records each removal")
         return change
 
     committed = archive.transact(fn)
-    return {**committed.result, "commit": committed.commit}
+    return dataclasses.replace(committed.result, commit=committed.commit)

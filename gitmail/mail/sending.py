@@ -54,7 +54,7 @@ from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
 from . import addresses, attachments, contacts, idempotency, relay
-from .contacts import ContactView
+from .contacts import ContactRequest, ContactView
 from .delivery import MessageView, commit_line, compose, put_message
 from .mailbox import load_message, resolve_message_id
 
@@ -153,7 +153,7 @@ class SendResult(Result):
     held: bool | None = field(default=None, metadata=OMIT_NONE)
     held_message_id: str | None = field(default=None, metadata=OMIT_NONE)
     awaiting: list[str] | None = field(default=None, metadata=OMIT_NONE)
-    contact_requests: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    contact_requests: list[ContactRequest] | None = field(default=None, metadata=OMIT_NONE)
     note: str | None = field(default=None, metadata=OMIT_NONE)
     broadcast_skipped: list[Skipped] | None = field(default=None, metadata=OMIT_NONE)
     contacts_approved: list[ContactView] | None = field(default=None, metadata=OMIT_NONE)
@@ -384,7 +384,7 @@ def _delivered_result(project: str, message: Message, created: bool, *, skipped:
                       contacts_approved=approved or None)
 
 
-def _held_result(held: HeldMessage, requests: list[dict[str, Any]], created: bool) -> SendResult:
+def _held_result(held: HeldMessage, requests: list[ContactRequest], created: bool) -> SendResult:
     return SendResult(
         deliveries=[], count=0, created=created, held=True, held_message_id=held.id, awaiting=list(held.awaiting),
         contact_requests=requests,

@@ -12,14 +12,14 @@ from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_
 
 ProjectKey = Annotated[str, Field(description="Path or slug.")]
 AgentName = str  # these arguments' names say what they hold: a description would repeat them
-AgentToken = Annotated[str | None, Field(
-    description="registration_token.")]
+# The proof arguments hold the registration_token register_agent answered (a refused call says so, and a session
+# that registered the agent needs none): a description on each of the forty tools would cost every agent 1.5 KB.
+AgentToken = str | None
 ProverName = Annotated[str | None, Field(description="You (an agent of the project).")]
-WindowUuid = Annotated[str | None, Field(max_length=64, description="Your window's UUID.")]
-SenderToken = Annotated[str | None, Field(
-    description="registration_token.")]
+WindowUuid = Annotated[str | None, Field(max_length=64)]
+SenderToken = str | None
 MessageId = str | int
-Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Agent names.")]
+Recipients = Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS)]
 Importance = Annotated[str, Field(max_length=32, description="low, normal, high or urgent.")]
 SinceTs = Annotated[str | int | float | None, Field(
     description="After this time (ISO-8601 or epoch seconds).")]
@@ -27,8 +27,8 @@ Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND'.")]
 Program = Annotated[str, Field(description="e.g. 'claude-code'.")]
 Model = Annotated[str, Field(description="e.g. 'opus-4.1'.")]
 TaskDescription = Annotated[str, Field(description="Its task.")]
-TaskUpdate = Annotated[str | None, Field(description="Your current task.")]
-AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS, description="Files to attach.")]
+TaskUpdate = str | None
+AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS)]
 ConvertImages = Annotated[bool | None, Field(description="false: keep images as is.")]
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
     "How body_md images are kept."))]

@@ -167,6 +167,9 @@ class Listed(FunctionTool):
         return shown
 
 
+_UNLISTED_BOUNDS = frozenset({"maxLength", "minLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` as listed: an optional argument shows its type without ``null`` and its ``null`` default.
 
@@ -178,7 +181,11 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     the listing leaves out ``additionalProperties: false`` (an argument the
     schema does not name is refused all the same, with the tool's arguments
     named). A flag whose default is ``false`` is listed without it: a flag
-    left out is off.
+    left out is off. Bounds on a text's length or a number's range
+    (``maxLength``, ``minimum``, ``maximum``) are not listed either: a value
+    past one is refused as INVALID_ARGUMENT naming the argument and the
+    bound, and agents rarely come near them. ``maxItems`` stays listed, the
+    cap on every list argument a caller builds.
     """
     properties = {}
     for name, prop in schema.get("properties", {}).items():
@@ -189,6 +196,7 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
             prop = {**(kept[0] if len(kept) == 1 else {"anyOf": kept}), **prop}
         if prop.get("type") == "boolean" and prop.get("default", True) is False:
             prop = {k: v for k, v in prop.items() if k != "default"}
+        prop = {k: v for k, v in prop.items() if k not in _UNLISTED_BOUNDS}
         properties[name] = prop
     listed = {key: value for key, value in schema.items() if key != "additionalProperties"}
     return {**listed, "properties": properties} if properties else listed

@@ -103,8 +103,12 @@ def _plain(annotation: Any, *, outer: bool) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
     if origin is Literal:
         return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [_schema(a, outer=outer) for a in args]}
+    if origin in (Union, types.UnionType):  # options that list alike (two results inside one) are listed once
+        options: list[dict[str, Any]] = []
+        for option in (_schema(a, outer=outer) for a in args):
+            if option not in options:
+                options.append(option)
+        return options[0] if len(options) == 1 else {"anyOf": options}
     raise Unschemable(f"no JSON schema for {annotation!r}: declare the tool's result as a Result or JSON types")
 
 

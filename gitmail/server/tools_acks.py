@@ -7,7 +7,7 @@ escalation, and ``gitmail serve`` also runs the same scan on an interval.
 
 from __future__ import annotations
 
-from typing import Any
+from gitmail.mail.facade import OverdueScan
 
 from .params import AgentToken, ProjectKey, ProverName
 from .registry import MEMBER, Toolbox
@@ -23,6 +23,6 @@ def scan_overdue_acks(
     project_key: ProjectKey,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> OverdueScan:
     """List overdue acknowledgements, and escalate new ones as the server is configured to."""
     return rt.mail.scan_overdue_acks(project_key)

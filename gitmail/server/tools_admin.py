@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import ProjectDeleted, ProjectView
+from gitmail.mail.facade import ProjectDeleted, ProjectView, PurgeReport
 
 from .params import AgentName, AgentToken, Confirmation, ProjectKey, ProverName
 from .registry import ITSELF, MEMBER, Toolbox
@@ -94,6 +94,6 @@ def purge_old_messages(
     dry_run: Annotated[bool, Field(description="Only count them.")] = False,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> PurgeReport:
     """Remove messages older than an age from the archive's tip (git history keeps them)."""
     return rt.mail.purge_old_messages(project_key=project_key, max_age_days=max_age_days, dry_run=dry_run)

@@ -7,17 +7,28 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.facade import ContactRequest, ContactResponse, PolicySet, SendResult
 from gitmail.model.errors import invalid
 from gitmail.model.records import MAX_BODY_BYTES
+from gitmail.model.results import Result, result
 
 from .params import AgentName, AgentToken, ProjectKey, SenderSeat
 from .registry import ITSELF, Toolbox, agent
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
-Ttl = Annotated[int, Field(ge=60, le=365 * 86400, description="Lifetime.")]
+Ttl = Annotated[int, Field(ge=60, le=365 * 86400)]
 
 tools = Toolbox("contacts")
+
+
+@result
+class Handshake(Result):
+    """A contact request, its approval when the call made it for the target, and the first message sent."""
+
+    request: ContactRequest
+    response: ContactResponse | None
+    welcome_message: SendResult | None
 
 
 @tools.tool(WRITE, access=agent("from_agent"))
@@ -32,7 +43,7 @@ def request_contact(
     to_project: Annotated[str | None, Field(description="The target's project, when not yours.")] = None,
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
-) -> dict[str, Any]:
+) -> ContactRequest:
     """Ask an agent for permission to message it (when its policy or another project requires it)."""
     return rt.mail.request_contact(project_key=project_key, from_agent=from_agent, to_agent=to_agent,
                                    reason=reason, ttl_seconds=ttl_seconds, seat=seat, to_project=to_project)
@@ -50,7 +61,7 @@ def respond_contact(
     ttl_seconds: Ttl = 30 * 86400,
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # a ContactResponse: its fields would take the default listing past its budget
     """Approve or deny a contact request made to you."""
     return rt.mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
                                    accept=accept, ttl_seconds=ttl_seconds, seat=seat)
@@ -58,7 +69,7 @@ def respond_contact(
 
 @tools.tool(READ, access=ITSELF)
 def list_contacts(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                  agent_token: AgentToken = None) -> list[dict[str, Any]]:
+                  agent_token: AgentToken = None) -> list[Any]:  # ContactListing items, listed bare as above
     """List your contact links with status and expiry."""
     return rt.mail.list_contacts(project_key=project_key, agent_name=agent_name)
 
@@ -73,7 +84,7 @@ def set_contact_policy(
         "open: anyone; auto: shared context or approved; contacts_only; block_all."))],
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
-) -> dict[str, Any]:
+) -> PolicySet:
     """Choose who may send you messages."""
     return rt.mail.set_contact_policy(project_key=project_key, agent_name=agent_name, policy=policy, seat=seat)
 
@@ -93,7 +104,7 @@ def macro_contact_handshake(
     welcome_body: Annotated[str | None, Field(description="Its Markdown body.")] = None,
     agent_token: AgentToken = None,
     target_token: Annotated[str | None, Field(description="The target's token, for auto_accept.")] = None,
-) -> dict[str, Any]:
+) -> Handshake:
     """Request contact, optionally approve it for the target, and send a first message."""
     if auto_accept:  # every proof before the first write: a call that fails changes nothing
         rt.act_as(ctx, project_key, target, target_token, argument="target_token")
@@ -108,4 +119,4 @@ def macro_contact_handshake(
     if welcome_subject and response is not None:
         welcome = rt.mail.send_message(project_key=project_key, sender_name=requester, to=[target],
                                        subject=welcome_subject, body_md=welcome_body or "")
-    return {"request": request, "response": response, "welcome_message": welcome}
+    return Handshake(request=request, response=response, welcome_message=welcome)

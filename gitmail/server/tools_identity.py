@@ -54,7 +54,7 @@ def register_agent(
     reason: Reason = None,
 ) -> dict[str, Any]:
     """Register an agent in a project, or update one you registered. A new agent's registration_token is shown only
-    here: keep it.
+    here: keep it, and pass it as agent_token (sender_token) from other sessions.
     """
     if window_uuid and not name and rt.store.exists(project_key):
         name = rt.mail.window_agent(project_key, window_uuid)

@@ -8,7 +8,9 @@ from fastmcp import Context
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
+from gitmail.mail.facade import InboxMessage, ProjectView, Reserved
 from gitmail.model.limits import MAX_TTL, MIN_TTL
+from gitmail.model.results import Result, result
 
 from .params import AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUuid
 from .registry import ANYONE, Toolbox
@@ -16,9 +18,29 @@ from .results import IDEMPOTENT
 from .runtime import Runtime
 from .tools_search import LlmMode, LlmModel, with_mode
 
-InboxLimit = Annotated[int, Field(ge=1, le=100, description="Inbox messages to show.")]
+InboxLimit = Annotated[int, Field(ge=1, le=100)]
 
 tools = Toolbox("messages")
+
+
+@result
+class SessionStart(Result):
+    """A session started: the project, the agent's registration, what it reserved (if it asked) and its inbox."""
+
+    project: ProjectView
+    agent: dict[str, Any]
+    file_reservations: Reserved | None
+    inbox: list[InboxMessage]
+
+
+@result
+class ThreadReady(Result):
+    """Ready to work on a thread: the project, the agent's registration, the thread's summary and the inbox."""
+
+    project: ProjectView
+    agent: dict[str, Any]
+    thread: dict[str, Any]
+    inbox: list[InboxMessage]
 
 
 def join(rt: Runtime, ctx: Context, project_key: str, program: str, model: str, name: str | None, task: str | None,
@@ -37,17 +59,14 @@ def macro_start_session(
     model: Model,
     agent_name: Annotated[str | None, Field(description="Your name (default: generated).")] = None,
     task_description: TaskUpdate = None,
-    file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS, description=(
-        "Paths to reserve."))] = None,
-    file_reservation_reason: Annotated[str, Field(max_length=4096, description=(
-        "Why."))] = "macro-session",
-    file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "Lifetime."))] = 3600,
+    file_reservation_paths: Annotated[list[str] | None, Field(max_length=MAX_PATHS)] = None,
+    file_reservation_reason: Annotated[str, Field(max_length=4096)] = "macro-session",
+    file_reservation_ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL)] = 3600,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
     window_uuid: WindowUuid = None,
-) -> dict[str, Any]:
-    """Start a session: the project, your registration, optional file reservations, your inbox."""
+) -> SessionStart:
+    """Start a session: join the project, reserve files, see your inbox."""
     project = rt.mail.ensure_project(human_key=human_key)
     if window_uuid and not agent_name:
         agent_name = rt.mail.window_agent(human_key, window_uuid)
@@ -60,7 +79,7 @@ def macro_start_session(
                                                   ttl_seconds=file_reservation_ttl_seconds,
                                                   reason=file_reservation_reason)
     inbox = rt.mail.fetch_inbox(project_key=human_key, agent_name=agent["name"], limit=inbox_limit)
-    return {"project": project, "agent": agent, "file_reservations": reserved, "inbox": inbox}
+    return SessionStart(project=project, agent=agent, file_reservations=reserved, inbox=inbox)
 
 
 @tools.tool(IDEMPOTENT, access=ANYONE)
@@ -81,7 +100,7 @@ def macro_prepare_thread(
     llm_model: LlmModel = None,
     inbox_limit: InboxLimit = 10,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ThreadReady:
     """Get ready to work on a thread: register if needed, summarize it, show your inbox."""
     project = rt.mail.ensure_project(human_key=project_key)
     if agent_name and not register_if_missing:
@@ -91,5 +110,4 @@ def macro_prepare_thread(
                                        include_examples=include_examples)
     inbox = rt.mail.fetch_inbox(project_key=project_key, agent_name=agent["name"], limit=inbox_limit,
                                 include_bodies=include_inbox_bodies)
-    return {"project": project, "agent": agent, "thread": with_mode(summary, llm_mode, llm_model),
-            "inbox": inbox}
+    return ThreadReady(project=project, agent=agent, thread=with_mode(summary, llm_mode, llm_model), inbox=inbox)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import ReplyResult, SendOptions, SendResult
+from gitmail.mail.facade import AckReceipt, InboxMessage, ReadReceipt, ReplyResult, SendOptions, SendResult
 from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
@@ -30,8 +30,7 @@ from .registry import ITSELF, MEMBER, Toolbox, agent
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
 
-IdempotencyKey = Annotated[str | None, Field(max_length=128, description=(
-    "Retry key."))]
+IdempotencyKey = Annotated[str | None, Field(max_length=128)]
 Topic = str | None
 Limit = Annotated[int, Field(ge=1, le=1000)]
 IncludeBodies = bool
@@ -39,7 +38,7 @@ UrgentOnly = Annotated[bool, Field(description="Only high or urgent.")]
 UnreadOnly = bool
 
 
-AutoContact = Annotated[bool, Field(description="Request contact where needed.")]
+AutoContact = bool
 HoldIfBlocked = Annotated[bool, Field(description="Hold until they approve.")]
 
 tools = Toolbox("messages")
@@ -67,14 +66,14 @@ def send_message(
     ctx: Context,
     project_key: ProjectKey,
     sender_name: Annotated[str, Field(description="You, the sender.")],
-    subject: Annotated[str, Field(max_length=512, description="One line.")],
-    body_md: Annotated[str, Field(description="Markdown.")],
+    subject: Annotated[str, Field(max_length=512)],
+    body_md: str,
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
         "Recipients (name@project elsewhere)."))] = None,
     cc: Recipients = None,
-    bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description="Hidden recipients.")] = None,
+    bcc: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS)] = None,
     importance: Importance = "normal",
-    ack_required: Annotated[bool, Field(description="Ask recipients to acknowledge.")] = False,
+    ack_required: bool = False,
     thread_id: Annotated[str | None, Field(description="Continue this thread.")] = None,
     topic: Topic = None,
     broadcast: Annotated[bool, Field(description="With no to: send to every active agent.")] = False,
@@ -87,7 +86,7 @@ def send_message(
     seat: SenderSeat = None,
     sender_token: SenderToken = None,
 ) -> SendResult:
-    """Send a Markdown message to agents (committed before this returns)."""
+    """Send a Markdown message to agents."""
     return rt.mail.send_message(
         project_key=project_key, sender_name=sender_name, to=named(to), subject=subject, body_md=body_md,
         options=SendOptions(
@@ -105,7 +104,7 @@ def reply_message(
     project_key: ProjectKey,
     message_id: MessageId,
     sender_name: Annotated[str, Field(description="You, the sender.")],
-    body_md: Annotated[str, Field(description="Markdown.")],
+    body_md: str,
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
         "Default: the sender."))] = None,
     cc: Recipients = None,
@@ -148,7 +147,7 @@ def fetch_inbox(
     unread_only: UnreadOnly = False,
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
-) -> list[dict[str, Any]]:
+) -> list[InboxMessage]:
     """List your newest inbox messages; read state unchanged."""
     return rt.mail.fetch_inbox(project_key=project_key, agent_name=agent_name, limit=limit, urgent_only=urgent_only,
                                include_bodies=include_bodies, since_ts=since_ts, topic=topic, unread_only=unread_only,
@@ -178,7 +177,7 @@ def fetch_topic(
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName, message_id: MessageId,
-                      agent_token: AgentToken = None, seat: SenderSeat = None) -> dict[str, Any]:
+                      agent_token: AgentToken = None, seat: SenderSeat = None) -> ReadReceipt:
     """Mark a message in your inbox read."""
     return rt.mail.mark_message_read(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                      seat=seat)
@@ -187,7 +186,7 @@ def mark_message_read(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def acknowledge_message(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
                         message_id: MessageId, agent_token: AgentToken = None,
-                        seat: SenderSeat = None) -> dict[str, Any]:
+                        seat: SenderSeat = None) -> AckReceipt:
     """Acknowledge an inbox message (and mark it read)."""
     return rt.mail.acknowledge_message(project_key=project_key, agent_name=agent_name, message_id=message_id,
                                        seat=seat)

@@ -5,12 +5,22 @@ Also the read-only resource ``resource://file_reservations/{slug}``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.coord.reservations import MAX_PATHS
+from gitmail.mail.facade import (
+    ForceRelease,
+    NothingReleased,
+    Released,
+    Renewal,
+    ReservationCycle,
+    ReservationList,
+    Reserved,
+)
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     MAX_TTL,
@@ -27,7 +37,7 @@ from .runtime import Runtime
 Paths = Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
     "Globs from the repository root."))]
 OptionalPaths = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these patterns.")]
-ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS, description="Only these IDs.")]
+ReservationIds = Annotated[list[str] | None, Field(max_length=MAX_PATHS)]
 
 tools = Toolbox("reservations")
 
@@ -39,12 +49,12 @@ def file_reservation_paths(
     project_key: ProjectKey,
     agent_name: AgentName,
     paths: Paths,
-    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description="Lifetime.")] = 3600,
+    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL)] = 3600,
     exclusive: Annotated[bool, Field(description="false: shared, only a signal.")] = True,
     reason: Annotated[str, Field(max_length=4096)] = "",
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> Reserved:
     """Reserve files before editing them; conflicting paths are not granted."""
     return rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                           exclusive=exclusive, reason=reason, seat=seat)
@@ -60,7 +70,7 @@ def release_file_reservations(
     file_reservation_ids: ReservationIds = None,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> Released:
     """Release your reservations matching paths or IDs, else all of them."""
     return rt.mail.release_file_reservations(project_key, agent_name, paths=paths,
                                              file_reservation_ids=file_reservation_ids, seat=seat)
@@ -77,15 +87,13 @@ def renew_file_reservations(
     file_reservation_ids: ReservationIds = None,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> Renewal:
     """Extend your active reservations."""
     granted = max(extend_seconds, MIN_TTL)
-    result = rt.mail.renew_file_reservations(project_key, agent_name, extend_seconds=granted, paths=paths,
-                                             file_reservation_ids=file_reservation_ids, seat=seat)
-    result["extend_seconds"] = granted
-    if granted != extend_seconds:
-        result["note"] = f"extend_seconds {extend_seconds} was raised to the minimum of {MIN_TTL}"
-    return result
+    renewal = rt.mail.renew_file_reservations(project_key, agent_name, extend_seconds=granted, paths=paths,
+                                              file_reservation_ids=file_reservation_ids, seat=seat)
+    raised = f"extend_seconds {extend_seconds} was raised to the minimum of {MIN_TTL}"
+    return dataclasses.replace(renewal, extend_seconds=granted, note=raised if granted != extend_seconds else None)
 
 
 @tools.tool(WRITE, access=ITSELF)
@@ -100,7 +108,7 @@ def force_release_file_reservation(
     inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> ForceRelease:
     """Release another agent's expired or abandoned reservation, and tell the holder."""
     return rt.mail.force_release_file_reservation(project_key, agent_name, file_reservation_id, note=note,
                                                   notify_previous=notify_previous,
@@ -113,7 +121,7 @@ def list_file_reservations(
     project_key: ProjectKey,
     agent_name: Annotated[str | None, Field(description="Only this agent's reservations.")] = None,
     active_only: Annotated[bool, Field(description="false: include released and expired ones.")] = True,
-) -> dict[str, Any]:
+) -> ReservationList:
     """List the project's file reservations (active ones by default)."""
     return rt.mail.list_file_reservations(project_key, agent_name=agent_name, active_only=active_only)
 
@@ -126,7 +134,7 @@ def install_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # a GuardInstalled, listed bare: its fields would take the default listing past its budget
     """Install the reservation guard's git hooks into a repository under GITMAIL_GUARD_ROOTS."""
     rt.access.require_guard_path(project_key, code_repo_path)
     return formatted(rt.mail.install_precommit_guard(project_key, code_repo_path), format)
@@ -146,7 +154,7 @@ def uninstall_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # a GuardRemoved, listed bare as above
     """Remove the reservation guard's hooks from a git repository."""
     assert project_key is not None  # the access rule found it
     rt.access.require_guard_path(project_key, code_repo_path, removing=True)
@@ -168,16 +176,16 @@ def macro_file_reservation_cycle(
         "Release what was granted again at the end of the call (a check that the paths are free, leaving "
         "nothing held)."))] = False,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ReservationCycle:
     """Reserve paths and, with auto_release, release them again in one call."""
     reserved = rt.mail.file_reservation_paths(project_key, agent_name, paths, ttl_seconds=ttl_seconds,
                                               exclusive=exclusive, reason=reason)
-    released = None
+    released: Released | NothingReleased | None = None
     if auto_release:
-        ids = [g["id"] for g in reserved["granted"]]
-        released = rt.mail.release_file_reservations(project_key, agent_name, file_reservation_ids=ids) if ids else {
-               "released": 0, "released_at": None}
-    return {"file_reservations": reserved, "released": released}
+        ids = [g.id for g in reserved.granted]
+        released = rt.mail.release_file_reservations(project_key, agent_name, file_reservation_ids=ids) if ids else (
+            NothingReleased())
+    return ReservationCycle(file_reservations=reserved, released=released)
 
 
 def register_resources(mcp: FastMCP, rt: Runtime) -> None:

@@ -29,7 +29,7 @@ def search_messages(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> list[dict[str, Any]]:
-    """Full-text search over the project's messages, best first."""
+    """Search the project's messages, best first."""
     return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
 

@@ -260,11 +260,11 @@ class WebView:
     def _view_of(self, slug: str, name: str, view: str, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` messages of one of an agent's lists (:data:`VIEWS`)."""
         if view == "inbox":
-            return self.mail.fetch_inbox(slug, name, limit=limit)
+            return list[dict[str, Any]](self.mail.fetch_inbox(slug, name, limit=limit))
         if view == "outbox":
             return list(self.mail.fetch_outbox(slug, name, limit=limit)["messages"])
         if view == "unread":
-            return self.mail.fetch_inbox(slug, name, limit=limit, unread_only=True)
+            return list[dict[str, Any]](self.mail.fetch_inbox(slug, name, limit=limit, unread_only=True))
         if view == "urgent":
             return list(self.mail.view_urgent_unread(slug, name, limit=limit)["messages"])
         if view == "ack":
@@ -321,7 +321,7 @@ class WebView:
         slug = project["slug"]
         show_all = request.query_params.get("all") == "1"
         reservations = paged(request, sliced(self.mail.list_file_reservations(slug, active_only=not show_all)
-                                             ["file_reservations"]), name="reservations", cap=DEEP)
+                                             .file_reservations), name="reservations", cap=DEEP)
         agents = paged(request, sliced(self.mail.list_agents(slug)), name="seats", cap=DEEP)
         seats = [self.mail.seat_status(slug, a["name"]) for a in agents.items]
         build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]),
