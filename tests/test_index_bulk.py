@@ -139,15 +139,18 @@ def test_bulk_segments_are_whoosh_segments(store, tmp_path):
     index = indexer_for(store).project(PROJECT)
     index.catch_up()
     docs = [bulk.message_document(index._blob, *source) for source in index.meta.sources()]  # noqa: SLF001
-    built = []
-    for name, write in (("whoosh", _whoosh_writes), ("bulk", _bulk_writes)):
-        folder = tmp_path / name
-        folder.mkdir()
-        ix = windex.create_in(str(folder), SCHEMA)
-        write(ix, docs)
-        built.append((_digests(folder), _per_document(ix)))
-    assert built[0] == built[1]
+    whoosh, ours = (_written(tmp_path / name, write, docs) for name, write in (("whoosh", _whoosh_writes),
+                                                                                   ("bulk", _bulk_writes)))
+    assert whoosh == ours
 
+
+
+def _written(folder, write, docs):
+    """What ``write`` leaves for ``docs`` in a new index in ``folder``: its files' digests and each document."""
+    folder.mkdir()
+    ix = windex.create_in(str(folder), SCHEMA)
+    write(ix, docs)
+    return _digests(folder), _per_document(ix)
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_terms_of_a_few_postings_are_written_as_whoosh_writes_them(tmp_path, seed):
@@ -168,14 +171,9 @@ def test_terms_of_a_few_postings_are_written_as_whoosh_writes_them(tmp_path, see
                    "created_ts": created.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
         body = " ".join(rng.choices(vocabulary, k=rng.choice([1, 3, 30, 300])))
         docs.append(document(summary, f"{i:040x}", body, []))
-    built = []
-    for name, write in (("whoosh", _whoosh_writes), ("bulk", _bulk_writes)):
-        folder = tmp_path / name
-        folder.mkdir()
-        ix = windex.create_in(str(folder), SCHEMA)
-        write(ix, docs)
-        built.append((_digests(folder), _per_document(ix)))
-    assert built[0] == built[1]
+    whoosh, ours = (_written(tmp_path / name, write, docs) for name, write in (("whoosh", _whoosh_writes),
+                                                                                   ("bulk", _bulk_writes)))
+    assert whoosh == ours
 
 
 def _whoosh_writes(ix, docs) -> None:
