@@ -306,3 +306,16 @@ def test_a_thread_and_the_board_show_the_first_of_a_long_list_and_lead_to_all_of
     slots.get_by_role("link", name=f"and {MANY - 5} more: every holder of ci").click()
     page.wait_for_url(re.compile(r".*/slot/ci$"))
     assert page.locator("table[data-live=slot-holders] tbody tr").count() == 25
+
+
+def test_an_unknown_slot_or_message_is_a_page_that_says_so(site, browser):
+    server, seeded = site
+    p = f"/p/{seeded['slug']}"
+    context = browser.new_context()  # a 404 is logged in the console, which the checked tab refuses
+    tab = context.new_page()
+    try:
+        answer = tab.goto(base(server) + f"{p}/slot/nope")
+        assert answer.status == 404 and "no build slot 'nope'" in tab.locator("main").inner_text()
+        assert tab.goto(base(server) + f"{p}/recipients/01m90dpxk77736ng7zz36q6").status == 404
+    finally:
+        context.close()
