@@ -165,20 +165,33 @@ class History:
             raise failure_of(exc) from exc
 
     def of_paths(self, paths: list[str], limit: int = MAX_ROWS) -> list[dict[str, Any]]:
-        """The commits that changed any of ``paths``, newest first, each with the files it changed among them."""
+        """The latest ``limit`` commits that changed any of ``paths``, newest first, each with its files among them.
+
+        A commit has one row per file it changed, all together, so rows are
+        read in chunks until ``limit`` commits are complete: a limit on rows
+        would cut a commit that changed many files (a broadcast's copies) and
+        count its files as commits.
+        """
         self._ensure()
         if not paths:
             return []
         marks = ",".join("?" * len(paths))
-        rows = self.meta.read(
-            f"SELECT path, commit_id, author, email, time, summary, old_blob, new_blob FROM history "
-            f"WHERE path IN ({marks}) ORDER BY row DESC LIMIT ?", [*paths, limit])
         commits: dict[str, dict[str, Any]] = {}
-        for path, commit_id, author, email, when, summary, old_blob, new_blob in rows:
-            entry = commits.setdefault(commit_id, {"commit": commit_id, "author": author, "email": email,
-                                                   "time": when, "summary": summary, "files": []})
-            entry["files"].append({"path": path, "old_blob": old_blob, "new_blob": new_blob})
-        return list(commits.values())
+        below, chunk = None, 8 * limit
+        while True:
+            rows = self.meta.read(
+                f"SELECT row, path, commit_id, author, email, time, summary, old_blob, new_blob FROM history "
+                f"WHERE path IN ({marks})" + ("" if below is None else " AND row < ?") + " ORDER BY row DESC LIMIT ?",
+                [*paths, *([] if below is None else [below]), chunk])
+            for row, path, commit_id, author, email, when, summary, old_blob, new_blob in rows:
+                if commit_id not in commits and len(commits) >= limit:
+                    return list(commits.values())
+                entry = commits.setdefault(commit_id, {"commit": commit_id, "author": author, "email": email,
+                                                       "time": when, "summary": summary, "files": []})
+                entry["files"].append({"path": path, "old_blob": old_blob, "new_blob": new_blob})
+                below = row
+            if len(rows) < chunk:
+                return list(commits.values())
 
     def by_author(self, author: str, limit: int) -> list[dict[str, Any]]:
         """The latest ``limit`` commits whose author is ``author``, newest first.

@@ -45,3 +45,16 @@ def test_rewritten_history_starts_the_table_afresh(store):
     git_run("--git-dir", store.archive(PROJECT).git_dir, "update-ref", "refs/heads/main", base)
     assert index.file_history([message_path(gone["id"])]) == []
     assert index.history.tip() == base
+
+
+def test_a_limit_counts_commits_however_many_files_each_changed(store):
+    mail = make_mail(store)
+    open_agents(mail, "BlueLake", "GreenHill", "RedStone", "GoldPond")
+    sent = [send(mail, "BlueLake", ["GreenHill", "RedStone", "GoldPond"], "one"),
+            send(mail, "GreenHill", ["BlueLake", "RedStone", "GoldPond"], "two")]
+    paths = [path for m in sent for path in mail.record_paths(PROJECT, "message", m["id"])]
+    whole = mail.history(PROJECT, paths, limit=10)
+    assert [len(c["files"]) for c in whole] == [5, 5]  # the message, the sender's copy, three recipients' copies
+    assert [(c["commit"], len(c["files"])) for c in mail.history(PROJECT, paths, limit=1)] == \
+        [(whole[0]["commit"], 5)]
+    assert [c["commit"] for c in mail.history(PROJECT, paths, limit=1, offset=1)] == [whole[1]["commit"]]

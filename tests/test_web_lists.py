@@ -49,6 +49,7 @@ def crowd_seed(home: str) -> dict[str, object]:
             mail.set_contact_policy(key, name, "open")
     for name in EXTRA:
         mail.register_agent(CROWD, "codex", "gpt", name=name)
+        mail.set_contact_policy(CROWD, name, "open")  # a broadcast reaches them all
     sent = [mail.send_message(CROWD, "BlueLake", ["GreenHill"], f"Crowd item {i}", f"Step {i}: run **deploy**.",
                               SendOptions(importance="urgent", ack_required=True))["deliveries"][0]["payload"]
             for i in range(MANY)]
@@ -58,14 +59,19 @@ def crowd_seed(home: str) -> dict[str, object]:
     thread = root["deliveries"][0]["payload"]
     for i in range(MANY):
         mail.reply_message(CROWD, thread["id"], "BlueLake" if i % 2 else "GreenHill", f"Turn {i}.")
+    broadcast = mail.reply_message(CROWD, thread["id"], "BlueLake", "A note for all.", to=["GreenHill", *EXTRA])
     mail.file_reservation_paths(CROWD, "BlueLake", [f"src/module_{i:02d}.py" for i in range(MANY)],
                                 ttl_seconds=1700, reason="refactor")  # within the dashboard's half hour
+    for name in EXTRA:  # more than fifty holders of one file, and of one build slot
+        mail.file_reservation_paths(CROWD, name, ["docs/**"], ttl_seconds=7200, exclusive=False, reason="review")
+        mail.acquire_build_slot(CROWD, name, "ci", exclusive=False, max_holders=64, reason="tests")
     for i in range(MANY):
         mail.journal(CROWD, "BlueLake", f"Journal entry number {i}.")
     small = [mail.send_message(SMALL, "GreenHill", ["BlueLake"], f"Small note {i}", "Please **deploy** it.",
                                SendOptions(importance="high"))["deliveries"][0]["payload"]["id"] for i in range(3)]
     return {"slug": store.resolve(CROWD), "small": store.resolve(SMALL), "thread": thread["thread_id"],
-            "acked": {m["id"] for m in sent[:2]}, "small_ids": set(small)}
+            "acked": {m["id"] for m in sent[:2]}, "small_ids": set(small),
+            "broadcast": broadcast["deliveries"][0]["payload"]["id"]}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +110,7 @@ def walk(tab, url: str, items: str, pager: str) -> list[list[str]]:  # noqa: ANN
 
 LISTS = ("agents", "threads", "inbox", "outbox", "search", "owed", "urgent", "expiring", "reservations", "seats",
          "history", "journal", "journal tabs", "projects", "dashboards",
-         "all mail")
+         "all mail", "recipients", "file holders", "slot holders", "files of a commit")
 
 
 def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[str, str, str, int, int]]:
@@ -114,6 +120,9 @@ def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[s
     green, blue = mail.agent_counts(slug, "GreenHill"), mail.agent_counts(slug, "BlueLake")
     every = sum(mail.project_stats(s)["messages"] for s in (slug, str(seeded["small"])))
     thread = mail.history(slug, mail.record_paths(slug, "thread", str(seeded["thread"])), limit=200)
+    broadcast = str(seeded["broadcast"])
+    commit = mail.history(slug, mail.record_paths(slug, "message", broadcast), limit=200)[-1]
+    sent, files = commit["commit"][:12], commit["files"]
 
     def needing(which: str) -> int:
         return len(mail.attention_list(slug, which, limit=500).items)
@@ -131,7 +140,7 @@ def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[s
          needing("urgent"), 20),
         (f"{p}/dashboard", "table[data-list=expiring] tbody tr", f"Pages of reservations about to expire in {CROWD}",
          MANY, 20),
-        (f"{p}/board", "table[data-live=reservations] tbody tr", "Pages of reservations", MANY, 25),
+        (f"{p}/board", "table[data-live=reservations] tbody tr", "Pages of reservations", 2 * MANY, 25),
         (f"{p}/board", "table[data-live=seats] tbody tr", "Pages of seats", 2 + MANY, 25),
         (f"{p}/history?kind=thread&key={seeded['thread']}", "article.commit", "Pages of commits", len(thread), 25),
         (f"{p}/journals?agent=BlueLake", "div[data-live=journal] article", "Pages of the journal", MANY, 25),
@@ -140,6 +149,11 @@ def lists(server: ServerProcess, seeded: dict[str, object]) -> dict[str, tuple[s
          25),
         ("/dashboard", "section.board", "Pages of projects", len(mail.list_projects()), 10),
         ("/mail", "table[data-live=mail] tbody tr", "Pages of mail", every, 25),
+        (f"{p}/recipients/{broadcast}", "ul.deliveries > li", "Pages of recipients", 1 + MANY, 25),
+        (f"{p}/board?path=docs/guide.md", "#holders li", "Pages of holders", MANY, 25),
+        (f"{p}/slot/ci", "table[data-live=slot-holders] tbody tr", "Pages of holders", MANY, 25),
+        (f"{p}/history?kind=message&key={broadcast}", f"#commit-{sent} details", f"Pages of files in commit {sent}",
+         len(files), 25),
     ], strict=True))
 
 
@@ -275,3 +289,33 @@ def test_a_filter_the_page_cannot_read_is_shown_beside_the_form(site, page):
     page.goto(base(server) + "/mail?q=%22open")
     assert "never closed" in page.locator("#mail-error").inner_text()
     assert page.get_by_role("link", name="All mail").get_attribute("aria-current") == "page"
+
+
+def test_a_thread_and_the_board_show_the_first_of_a_long_list_and_lead_to_all_of_it(site, page):
+    server, seeded = site
+    p = f"/p/{seeded['slug']}"
+    page.goto(base(server) + f"{p}/thread/{seeded['thread']}")
+    message = page.locator(f"#m-{seeded['broadcast']}")
+    assert message.locator("ul.deliveries > li").count() == 10
+    message.get_by_role("link", name=f"and {1 + MANY - 10} more: every recipient").click()
+    page.wait_for_url(re.compile(rf".*/recipients/{seeded['broadcast']}$"))
+    assert page.locator("ul.deliveries > li").count() == 25
+    page.goto(base(server) + f"{p}/board")
+    slots = page.locator("table[data-live=build-slots]")
+    assert slots.locator("tbody tr").count() == 6  # five holders and the way to the rest
+    slots.get_by_role("link", name=f"and {MANY - 5} more: every holder of ci").click()
+    page.wait_for_url(re.compile(r".*/slot/ci$"))
+    assert page.locator("table[data-live=slot-holders] tbody tr").count() == 25
+
+
+def test_an_unknown_slot_or_message_is_a_page_that_says_so(site, browser):
+    server, seeded = site
+    p = f"/p/{seeded['slug']}"
+    context = browser.new_context()  # a 404 is logged in the console, which the checked tab refuses
+    tab = context.new_page()
+    try:
+        answer = tab.goto(base(server) + f"{p}/slot/nope")
+        assert answer.status == 404 and "no build slot 'nope'" in tab.locator("main").inner_text()
+        assert tab.goto(base(server) + f"{p}/recipients/01m90dpxk77736ng7zz36q6").status == 404
+    finally:
+        context.close()

@@ -41,6 +41,8 @@ from .paging import PAGE, head, link, paged, sliced
 
 DEEP = 10_000 * PAGE  # how deep a list read whole, or by offset, pages (any page costs the same there)
 HISTORY_ROWS = 200  # the derived history's bound on one read
+RECIPIENTS_SHOWN = 10  # recipients a thread shows under a message: the rest are on the message's page of recipients
+HOLDERS_SHOWN = 5  # holders the board shows in a build slot's row: the rest are on the slot's page
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VIEWS = {  # an agent's lists: title, and how to fetch them
@@ -282,11 +284,21 @@ class WebView:
         humans = {a["name"] for a in self.mail.list_agents(slug, active_only=False) if a.get("human")}
         receipts = self.mail.message_receipts(slug, [m["id"] for m in found["messages"]], viewer=OVERSEER)
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
-                     "human": m["from"] in humans, "deliveries": receipts.get(m["id"], []),
+                     "human": m["from"] in humans, "deliveries": receipts.get(m["id"], [])[:RECIPIENTS_SHOWN],
+                     "more_recipients": max(0, len(receipts.get(m["id"], [])) - RECIPIENTS_SHOWN),
                      "answer_to": m["to"] if m["from"] == OVERSEER else [m["from"]]} for m in found["messages"]]
         return {"project": project, "thread_id": found["thread_id"], "messages": messages,
                 "subject": messages[0]["subject"], "overseer": OVERSEER, "after": after,
                 "next_after": found["next_after"]}
+
+    def recipients(self, request: Request) -> dict[str, Any]:
+        """Every recipient of one message with their receipts, a page at a time: a broadcast can reach hundreds."""
+        project = self._project(request)
+        slug = project["slug"]
+        found = self.mail.get_message(slug, request.path_params["message_id"])
+        receipts = self.mail.message_receipts(slug, [found["id"]], viewer=OVERSEER).get(found["id"], [])
+        listed = paged(request, sliced(receipts), cap=DEEP)
+        return {"project": project, "message": found, "pages": listed, "count": len(receipts)}
 
     def message(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -326,16 +338,30 @@ class WebView:
         seats = [self.mail.seat_status(slug, a["name"]) for a in agents.items]
         build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]),
                             name="slots", cap=DEEP)
+        slots = [{**s, "shown": s["holders"][:HOLDERS_SHOWN], "more": max(0, len(s["holders"]) - HOLDERS_SHOWN)}
+                 for s in build_slots.items]
         path = request.query_params.get("path", "").strip()
-        holders, lookup_error = [], None
+        found: list[Any] = []
+        lookup_error = None
         if path:
             try:
-                holders = self.mail.holders_of(slug, path)
+                found = self.mail.holders_of(slug, path)
             except GitmailError as exc:
                 lookup_error = exc
+        holders = paged(request, sliced(found), name="holders", cap=DEEP)
         return {"project": project, "reservations": reservations, "seats": seats, "seat_pages": agents,
-                "build_slots": build_slots, "show_all": show_all, "path": path, "holders": holders,
+                "build_slots": build_slots, "slots": slots, "show_all": show_all, "path": path, "holders": holders,
                 "lookup_error": lookup_error}
+
+    def slot(self, request: Request) -> dict[str, Any]:
+        """One build slot's terms and its holders a page at a time: a shared slot can admit many."""
+        project = self._project(request)
+        name = request.path_params["slot"]
+        found = [s for s in self.mail.list_build_slots(project["slug"])["build_slots"] if s["slot"] == name]
+        if not found:
+            raise GitmailError(NOT_FOUND, f"no build slot {name[:80]!r}: the board lists those in use", {"slot": name})
+        holders = paged(request, sliced(found[0]["holders"]), cap=DEEP)
+        return {"project": project, "slot": found[0], "pages": holders}
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -364,9 +390,11 @@ class WebView:
         paths = self.mail.record_paths(slug, kind, key)
         commits = paged(request, lambda offset, count: self.mail.history(slug, paths, limit=count, offset=offset),
                         cap=HISTORY_ROWS)
+        shown = [{**c, "file_pages": paged(request, sliced(c["files"]), name="files-" + c["commit"][:12], cap=DEEP)}
+                 for c in commits.items]  # a commit can touch hundreds of files (a broadcast's copies)
         git_dir = self.store.archive(slug).git_dir
         command = shlex.join(["git", "--git-dir", git_dir, "log", "-p", "main", "--", *paths])
-        return {"project": project, "kind": kind, "key": key, "commits": commits.items, "pages": commits,
+        return {"project": project, "kind": kind, "key": key, "commits": shown, "pages": commits,
                 "command": command, "paths": paths}
 
     def compose(self, request: Request) -> dict[str, Any]:
@@ -510,6 +538,8 @@ class WebView:
             Route(p + "/agents/{name}", self.page("agent.html", self.agent)),
             Route(p + "/thread/{thread_id}", self.page("thread.html", self.thread)),
             Route(p + "/m/{message_id}", self.redirect_message),
+            Route(p + "/recipients/{message_id}", self.page("recipients.html", self.recipients)),
+            Route(p + "/slot/{slot}", self.page("slot.html", self.slot)),
             Route(p + "/search", self.page("search.html", self.search)),
             Route(p + "/board", self.page("board.html", self.board)),
             Route(p + "/journals", self.page("journals.html", self.journals)),

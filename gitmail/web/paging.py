@@ -1,9 +1,10 @@
 """The view's lists a page at a time: page numbers read from the address, and links to the pages beside.
 
 A list that can grow past a page (projects, agents, mailboxes, search
-hits, the dashboard's lists, threads, reservations, history, journals and
-their tabs of agents) is read with
-one more item than the page shows, so the page knows whether another
+hits, the dashboard's lists, threads, reservations, the holders of a file
+and of a build slot, a message's recipients, history and the files of each
+of its commits, journals and their tabs of agents) is read with one more
+item than the page shows, so the page knows whether another
 follows without counting them all; every other parameter of the address is
 kept in the links, so a filtered or sorted list pages as itself.
 """
