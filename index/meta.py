@@ -22,7 +22,7 @@ process can) kills every process that has it mapped with SIGBUS. Without it,
 damage to the file is an error SQLite reports, which :class:`Meta` answers by
 starting afresh; so is the file being deleted or replaced while in use, which
 makes every thread reconnect. The journal is truncated at each commit, not
-deleted: a commit then costs a third of the CPU and a third of the wait.
+deleted: a commit then costs two thirds of the CPU and a third of the wait.
 No transaction is held for long (a rebuild reads in short chunks), so
 readers and the catch-up never wait on each other for more than a commit.
 

@@ -1,8 +1,8 @@
 """Reading records quickly for derived state.
 
 The index reads every message of an archive when it is built, so it parses
-front matter with libyaml's C loader (about eight times faster than the pure
-Python loader the engine uses for strict validation). It is lenient where
+front matter with the record codec's fast path (flat headers line by line,
+anything else by libyaml's C loader in the same dialect). It is lenient where
 strictness buys nothing here: a file the engine would reject is skipped by the
 index and reported by ``gitmail fsck``, never half-indexed.
 """
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import yaml
+from typing import Any, TypeVar
 
 from gitmail.model import codec
 from gitmail.model.clock import HLC, format_ts, parse_ts
@@ -21,34 +19,16 @@ from gitmail.model.errors import GitmailError
 from gitmail.model.ids import id_time, is_id
 from gitmail.model.records import IMPORTED_ID, MAX_IMPORTANCE, Record
 
-if TYPE_CHECKING:  # the C loader has the same interface
-    _Base = yaml.SafeLoader
-else:
-    _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_Base):
-    """libyaml's loader with timestamps kept as text, like the engine's codec."""
-
-
-_Loader.yaml_implicit_resolvers = codec._Loader.yaml_implicit_resolvers  # noqa: SLF001 - same dialect on purpose
-
 
 class Unreadable(ValueError):
     """The file is not a record the index can use."""
 
 
 def _load(text: str) -> dict[str, Any]:
-    flat = codec.flat_mapping(text)
-    if flat is not None:
-        return flat
     try:
-        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
-    except yaml.YAMLError as exc:
-        raise Unreadable(f"invalid YAML: {exc}") from None
-    if not isinstance(value, dict):
-        raise Unreadable("expected a YAML mapping")
-    return value
+        return codec.load_text(text)
+    except codec.DecodeError as exc:
+        raise Unreadable(str(exc)) from None
 
 
 def front_matter(data: bytes) -> tuple[dict[str, Any], str]:

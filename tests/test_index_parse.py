@@ -14,7 +14,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmail.index import parse
 from gitmail.model import codec
 from gitmail.model.clock import HLC
 from gitmail.model.records import Receipt, Reservation
@@ -30,7 +29,7 @@ VALUES = SCALARS | st.lists(st.lists(st.sampled_from(RISKY), max_size=8).map("".
 
 
 def loaded(text: str):
-    return yaml.load(text, Loader=parse._Loader)  # noqa: S506, SLF001 - the index's own loader
+    return yaml.load(text, Loader=codec._Loader)  # noqa: S506, SLF001 - the records' own loader
 
 
 @settings(max_examples=200, deadline=None)

@@ -159,10 +159,10 @@ def load_yaml(data: bytes) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return _load_text(text)
+    return load_text(text)
 
 
-def _load_text(text: str) -> dict[str, Any]:
+def load_text(text: str) -> dict[str, Any]:
     """A YAML mapping: read line by line when it is flat (what gitmail writes), else by the YAML parser."""
     flat = flat_mapping(text)
     if flat is not None:
@@ -281,7 +281,7 @@ def split_front_matter(data: bytes) -> tuple[dict[str, Any], str]:
     body = text[end + len("\n---\n") :]
     if body.startswith("\n"):
         body = body[1:]
-    return _load_text(header), body
+    return load_text(header), body
 
 
 def join_front_matter(header: dict[str, Any], body: str) -> bytes:
