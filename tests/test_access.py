@@ -101,6 +101,7 @@ PER_TOOL = {"set_attachments_policy": {"policy": "auto"}}
 async def arguments_for(client, world: World) -> dict[str, dict[str, Any]]:
     """Each tool's required arguments from its input schema, filled from the samples."""
     samples = world.samples()
+    rules = await read_json(client, "resource://tooling/access")
     out = {}
     for tool in await client.list_tools():
         schema = tool.input_schema
@@ -114,7 +115,7 @@ async def arguments_for(client, world: World) -> dict[str, dict[str, Any]]:
         if tool.name == "uninstall_precommit_guard":
             args["project_key"] = world.p
         args.update(PER_TOOL.get(tool.name, {}))
-        out[tool.name] = {"args": args, "rule": tool.meta["gitmail/access"],
+        out[tool.name] = {"args": args, "rule": rules[tool.name],
                           "token": next((t for t in ("sender_token", "agent_token") if t in schema["properties"]),
                                         None)}
     return out

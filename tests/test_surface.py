@@ -19,7 +19,7 @@ import httpx2 as httpx
 import pytest
 
 from . import mcp1
-from .mcp_harness import ROOT, ServerProcess, call, child_env, fail, run
+from .mcp_harness import ROOT, ServerProcess, call, child_env, fail, read_json, run
 from .test_http_guards import store_state
 from .test_seed_surface import DOCUMENTED
 
@@ -66,6 +66,22 @@ def test_each_profile_lists_its_tools_within_its_budget(servers):
     assert names["core,hierarchy"] == CORE | {"spawn_agent", "update_agent", "agent_position"}
     for profile, budget in BUDGETS.items():
         assert sizes[profile] <= budget, (profile, sizes[profile])
+
+
+def test_each_tools_access_rule_is_served_once_by_a_resource_not_repeated_in_the_listing(servers):
+    from .test_access import published_rules
+
+    every = published_rules()
+
+    async def rules(server: ServerProcess) -> dict[str, str]:
+        async with server.client() as client:
+            return await read_json(client, "resource://tooling/access")
+
+    for profile in ("core", "core,hierarchy"):
+        tools = listed(servers[profile])[1]
+        assert not any("gitmail/access" in (tool.get("_meta") or {}) for tool in tools)
+        served = run(rules(servers[profile]))
+        assert served == {tool["name"]: every[tool["name"]] for tool in tools}
 
 
 def test_seat_and_acting_as_are_listed_only_with_the_tools_that_make_them_useful(servers):

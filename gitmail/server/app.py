@@ -55,7 +55,8 @@ def catalog() -> list[ToolSpec]:
 INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.
 Start with macro_start_session (or ensure_project + register_agent) using the
-absolute path of your working directory as project_key (its slug also works);
+absolute path of your working directory as project_key (its slug also works;
+every tool's project_key takes either);
 keep the registration_token it returns. Tools that act as an agent take its
 token as agent_token or sender_token (registration_token is accepted too);
 calls in the MCP session that registered the agent need none. Use catch_up
@@ -95,5 +96,6 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)
-    resources.register(mcp, runtime)
+    resources.register(mcp, runtime, tool_rules={spec.name: spec.rule(runtime.access).describe() for spec in every
+                                                 if spec.name in surface.tokens})
     return mcp

@@ -10,7 +10,9 @@ from gitmail.mail.attachments import MAX_ATTACHMENTS
 from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
 
-ProjectKey = Annotated[str, Field(description="Path or slug.")]
+# The server's instructions (sent once, at initialize) say what a project_key holds: a path or a slug. Repeated
+# in every tool's schema it cost each agent 1.3 KB of context in the default listing.
+ProjectKey = str
 AgentName = str  # these arguments' names say what they hold: a description would repeat them
 # The proof arguments hold the registration_token register_agent answered (a refused call says so, and a session
 # that registered the agent needs none): a description on each of the forty tools would cost every agent 1.5 KB.

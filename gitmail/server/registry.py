@@ -86,8 +86,8 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
     the OS running out of file handles, disk or memory is
     RESOURCE_EXHAUSTED, anything else INTERNAL (and logged). Returns the
     tool's proof argument (``agent_token`` or ``sender_token``), if it has
-    one: :class:`~.guesses.Guesses` moves ``registration_token`` there. The rule is published in the tool's ``_meta``
-    (``gitmail/access``) and is checked before the body runs, so a refused
+    one: :class:`~.guesses.Guesses` moves ``registration_token`` there. The rule is kept in the tool's ``_meta``
+    (``gitmail/access``; served by ``resource://tooling/access``) and is checked before the body runs, so a refused
     call changes nothing. A tool that acts as one agent (rule ``agent``)
     also takes ``acting_as``: the caller proves the agent it names as usual,
     and the call then runs as the agent below it that ``acting_as`` names.
@@ -153,19 +153,25 @@ class Listed(FunctionTool):
     """A tool as ``tools/list`` shows it: without the title made from its name and FastMCP's own metadata or marks.
 
     A title that only re-spells the name (``Send Message``) and FastMCP's
-    ``_meta.fastmcp`` (its tags) tell an agent nothing the name and
-    ``gitmail/access`` do not, and every agent pays for them in its context.
+    ``_meta.fastmcp`` (its tags) tell an agent nothing the name does not, and
+    every agent pays for them in its context. The tool's access rule
+    (``gitmail/access``) stays on the tool and is served once for all tools
+    by ``resource://tooling/access`` instead of in each listed tool (1.4 KB of
+    the default listing): the server enforces it either way, and a refused
+    call's error says what proof it needs.
     """
 
     def to_mcp_tool(self, **overrides: Any) -> MCPTool:
         shown = super().to_mcp_tool(**overrides)
         shown.title = None
         if shown.meta:
-            shown.meta = {key: value for key, value in shown.meta.items() if key != "fastmcp"}
+            shown.meta = {key: value for key, value in shown.meta.items() if key not in _UNLISTED_META} or None
         if shown.output_schema is not None:
             shown.output_schema = listed(shown.output_schema)
         return shown
 
+
+_UNLISTED_META = frozenset({"fastmcp", "gitmail/access"})
 
 _UNLISTED_BOUNDS = frozenset({"maxLength", "minLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 

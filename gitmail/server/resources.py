@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastmcp import Context, FastMCP
@@ -140,7 +140,8 @@ def since(value: str | None) -> str | float | None:
         return value
 
 
-def register(mcp: FastMCP, rt: Runtime) -> None:
+def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> None:
+    """Add the resources, ``tool_rules`` (each served tool's access rule) among them."""
     mail = rt.mail
     anyone = rt.access.open()
     own = rt.access.agent("agent", "agent_token", project="project")
@@ -150,6 +151,11 @@ def register(mcp: FastMCP, rt: Runtime) -> None:
     def config_environment() -> dict[str, Any]:
         """The server's settings: version, transport, listen address, store (no secrets)."""
         return environment(rt)
+
+    @resource(mcp, "resource://tooling/access", access=anyone)
+    def tooling_access() -> dict[str, str]:
+        """Each served tool's access rule (docs/security.md says what each rule asks of a caller)."""
+        return dict(tool_rules)
 
     @resource(mcp, "resource://projects{?include_archived}", access=anyone)
     def projects(include_archived: str | None = None) -> list[ProjectView]:
