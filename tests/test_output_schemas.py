@@ -40,11 +40,16 @@ NOT_YET_TYPED = frozenset({
 
 
 def described(schema: dict) -> bool:
-    """Whether a listed output schema names the result's fields (a list's: its items' fields)."""
+    """Whether a listed output schema names the result's fields (a list's: its items' fields).
+
+    A field is named under ``properties`` or, when every answer has it and it
+    is a string, in ``required`` alone (``additionalProperties`` types it).
+    """
     properties = schema.get("properties") or {}
-    if list(properties) == ["result"]:
-        return "properties" in properties["result"].get("items", {})
-    return bool(properties)
+    if list(properties) == ["result"] and schema.get("required") == ["result"]:
+        items = properties["result"].get("items", {})
+        return bool(items.get("properties") or items.get("required"))
+    return bool(properties or schema.get("required"))
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +142,11 @@ def test_a_typed_answer_lists_its_fields_types_and_which_are_optional(server):
     reply = schemas["reply_message"]["properties"]
     assert reply["from"] == {"type": "string"} and reply["topic"] == {"type": ["string", "null"]}
     assert "sender" not in reply  # the key on the wire, not the field's Python name
+    item = schemas["fetch_inbox"]["properties"]["result"]["items"]
+    # a string every answer has is named in required alone, additionalProperties giving its type
+    assert "from" in item["required"] and "from" not in item["properties"]
+    assert item["additionalProperties"] == {"type": "string"} and item["properties"]["read_at"] == {
+        "type": ["string", "null"]}
     assert "x-fastmcp-wrap-result" not in json.dumps(schemas) and "title" not in json.dumps(schemas)
     assert {name for name, schema in schemas.items() if schema and not described(schema)} == NOT_YET_TYPED
 
