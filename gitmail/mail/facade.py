@@ -275,6 +275,14 @@ class Mail:
                                    include_bodies=include_bodies, since_ts=since_ts, topic=topic,
                                    unread_only=unread_only, max_bytes=max_bytes)
 
+    def inbox_mark(self, project_key: str, agent_name: str) -> int:
+        """What moves when mail arrives in the agent's inbox (:func:`feed.inbox_mark`), for pushed notices."""
+        return feed.inbox_mark(self.ctx, project_key, agent_name)
+
+    def thread_mark(self, project_key: str, thread_id: str) -> tuple[int, str]:
+        """What moves when a message joins the thread (:func:`feed.thread_mark`), for pushed notices."""
+        return feed.thread_mark(self.ctx, project_key, thread_id)
+
     def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
         return feed.catch_up(self.ctx, project_key, agent_name, limit=limit)

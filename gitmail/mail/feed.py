@@ -68,6 +68,19 @@ def watch(ctx: Context, project_key: str, listener: Callable[[], None]) -> FeedW
     return FeedWatch(indexer_for(ctx.store).project(project_key), listener)
 
 
+def inbox_mark(ctx: Context, project_key: str, agent_name: str) -> int:
+    """The sequence number of the newest arrival in the agent's inbox (0: none yet): it moves when mail arrives."""
+    agent = require_agent(ctx.archive(project_key).snapshot(), agent_name).name
+    rows, _ = indexer_for(ctx.store).project(project_key).newest_arrivals(agent, 1)
+    return int(rows[-1]["seq"]) if rows else 0
+
+
+def thread_mark(ctx: Context, project_key: str, thread_id: str) -> tuple[int, str]:
+    """How many messages the thread has and the last one's ID: it moves when a message joins the thread."""
+    rows = indexer_for(ctx.store).project(project_key).thread(thread_id, include_bodies=False)
+    return len(rows), (str(rows[-1]["id"]) if rows else "")
+
+
 def _whole(value: object, field: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise invalid(f"{field} must be a whole number from {low} to {high}; got {value!r}", field=field)

@@ -43,6 +43,7 @@ WAKE_REFUSED = "WAKE_REFUSED"  # an agent asleep until woken cannot wake itself
 AGENT_EXPIRED = "AGENT_EXPIRED"  # the agent's expires_at has passed
 IDENTITY_CLASH = "IDENTITY_CLASH"  # the name was registered twice apart, and the other registration kept it
 SLOT_NOT_STALE = "SLOT_NOT_STALE"  # force release of a build slot refused: its holder is still active
+TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"  # a subscription past the session's or the server's cap
 TOO_MANY_WAITS = "TOO_MANY_WAITS"  # a waiting read past the agent's or the server's cap on waiting reads
 SOURCE_LOCKED = "SOURCE_LOCKED"  # another program holds a lock on a database being imported
 HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"  # an HTTP request named a host the server does not answer for

@@ -35,6 +35,10 @@ FEED_MAX_WAIT = 25
 FEED_MAX_WAITS_PER_AGENT = 4
 FEED_MAX_WAITS = 128
 
+# Resource subscriptions (pushed mail): per MCP session or listen stream, and on one server in all.
+SUBSCRIPTIONS_PER_SESSION = 64
+SUBSCRIPTIONS_MAX = 4096
+
 # Build slots: how long a holding lasts unless renewed, and how many may share one slot.
 DEFAULT_SLOT_TTL = 3600
 DEFAULT_SLOT_EXTEND = 1800

@@ -39,6 +39,7 @@ from .auth import BearerToken
 from .guesses import Guesses, Surface
 from .identity import Identities
 from .profiles import TOOLS_ENV, Profile, choose
+from .push import Push
 from .registry import ToolSpec, install
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
@@ -96,6 +97,7 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)
+    Push(runtime.mail).install(mcp._mcp_server)
     resources.register(mcp, runtime, tool_rules={spec.name: spec.rule(runtime.access).describe() for spec in every
                                                  if spec.name in surface.tokens})
     return mcp

@@ -17,6 +17,14 @@ when it is not a wildcard. :data:`ORIGINS_ENV` (and ``gitmail serve
 (``box.lan:8765``); entries are compared exactly, without case, with what
 clients send. A refused request gets HTTP 421 (``Host``: the request was
 meant for a server of another name) or 403 (``Origin``), and nothing runs.
+
+The origins added this way are also the ones whose pages may call the MCP
+endpoint from a browser (CORS): :class:`OriginCheck` answers their
+preflight (``OPTIONS`` on the MCP path) and marks the MCP answers to them
+readable (``Access-Control-Allow-Origin``, with ``Mcp-Session-Id`` exposed).
+Nothing is allowed by default: the server's own loopback origins are the
+same origin as its pages and need no CORS, and any other page's request is
+refused before it runs.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitmail.model.errors import HOST_NOT_ALLOWED, ORIGIN_NOT_ALLOWED, GitmailError, invalid
 
@@ -53,6 +61,7 @@ class AllowedOrigins:
 
     hosts: frozenset[str]
     origins: frozenset[str]
+    cross: frozenset[str] = frozenset()  # the origins the operator added: their pages may call MCP (CORS)
 
     @classmethod
     def for_server(cls, host: str, port: int, extra: Iterable[str] = ()) -> AllowedOrigins:
@@ -65,6 +74,7 @@ class AllowedOrigins:
             names.append(_bracketed(host.strip().lower()))
         hosts = {f"{name}:{port}" for name in names} | (set(names) if port == 80 else set())
         origins = {f"http://{name}" for name in hosts}
+        cross: set[str] = set()
         for entry in extra:
             match = _ENTRY_RE.match(entry.strip())
             if match is None:
@@ -73,11 +83,11 @@ class AllowedOrigins:
                               setting=ORIGINS_ENV, entry=entry)
             named = match.group("host").lower()
             hosts.add(named)
-            if match.group("scheme"):
-                origins.add(match.group("scheme").lower() + named)
-            else:
-                origins.update({f"http://{named}", f"https://{named}"})
-        return cls(frozenset(hosts), frozenset(origins))
+            added = ({match.group("scheme").lower() + named} if match.group("scheme")
+                     else {f"http://{named}", f"https://{named}"})
+            origins |= added
+            cross |= added
+        return cls(frozenset(hosts), frozenset(origins), frozenset(cross))
 
     @classmethod
     def from_env(cls, host: str, port: int, extra: Iterable[str] = ()) -> AllowedOrigins:
@@ -120,15 +130,46 @@ class OriginCheck:
         host, origin = headers.get(b"host"), headers.get(b"origin")
         refused = self.allowed.refusal(None if host is None else host.decode("latin-1"),
                                        None if origin is None else origin.decode("latin-1"))
+        path = scope.get("path", "")
+        mcp = path == self.mcp_path or path.startswith(self.mcp_path + "/")
         if refused is None:
-            await self.app(scope, receive, send)
+            cross = origin is not None and mcp and origin.decode("latin-1").lower().rstrip("/") in self.allowed.cross
+            if not cross:
+                await self.app(scope, receive, send)
+            elif scope.get("method") == "OPTIONS":
+                await _preflight(send, origin or b"")
+            else:
+                await self.app(scope, receive, _readable_by(send, origin or b""))
             return
         status, error = refused
-        path = scope.get("path", "")
-        if path == self.mcp_path or path.startswith(self.mcp_path + "/"):
+        if mcp:
             body, media = json.dumps(error.to_dict()).encode("utf-8"), b"application/json"
         else:
             body, media = (f"{error.code}: {error.message}\n").encode(), b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", media), (b"content-length", str(len(body)).encode("ascii"))]})
         await send({"type": "http.response.body", "body": body})
+
+
+_CORS_METHODS = b"GET, POST, DELETE, OPTIONS"
+_CORS_HEADERS = b"authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version"
+
+
+async def _preflight(send: Send, origin: bytes) -> None:
+    """The answer to a browser's preflight from an allowed origin: which methods and headers it may use."""
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        (b"access-control-allow-origin", origin), (b"vary", b"Origin"),
+        (b"access-control-allow-methods", _CORS_METHODS), (b"access-control-allow-headers", _CORS_HEADERS),
+        (b"access-control-max-age", b"600"), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _readable_by(send: Send, origin: bytes) -> Send:
+    """``send`` with the headers that let a page of ``origin`` read the answer (and its session ID)."""
+    async def marked(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []),
+                                               (b"access-control-allow-origin", origin), (b"vary", b"Origin"),
+                                               (b"access-control-expose-headers", b"mcp-session-id")]}
+        await send(message)
+    return marked
