@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import Any
 
 import jsonschema
 import pytest
+
+from gitmail import Mail, Store
 
 from . import mcp1
 from .mcp_harness import ROOT, call, child_env, error_body, run
@@ -29,11 +32,10 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 # listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
 # their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
-    "acquire_build_slot", "agent_position", "ensure_product", "fetch_inbox_product", "fetch_summary", "fetch_topic",
-    "force_release_build_slot", "get_attachment", "install_precommit_guard", "list_contacts", "list_remotes",
-    "products_link", "products_unlink", "release_build_slot", "renew_build_slot", "respond_contact", "search_messages",
-    "search_messages_product", "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread",
-    "summarize_thread_product", "sync_project", "sync_status", "uninstall_precommit_guard", "update_agent", "wake_agent"
+    "ensure_product", "fetch_inbox_product", "fetch_summary", "fetch_topic", "get_attachment",
+    "install_precommit_guard", "list_contacts", "list_remotes", "products_link", "products_unlink", "respond_contact",
+    "search_messages", "search_messages_product", "summarize_recent", "summarize_thread", "summarize_thread_product",
+    "sync_project", "sync_status", "uninstall_precommit_guard",
 })
 
 
@@ -58,6 +60,10 @@ def world(server, tmp_path_factory):
             return granted[0]["id"]
 
     made.released_reservation = run(released_reservation())
+    # Bob's holding of a slot whose lease ran out an hour ago (written with a clock set back an hour), for
+    # force_release_build_slot to end without anyone waiting; the walk's own acquire takes another slot.
+    earlier = Store(made.server.home, background=False, wall=lambda: time.time() - 3600)
+    Mail(earlier).acquire_build_slot(made.p, "Bob", "stale-slot", ttl_seconds=60)
     return made
 
 
@@ -76,6 +82,8 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
         "request_contact": {"to_agent": "Bob"},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
+        "force_release_build_slot": {"slot": "stale-slot"},
+        "update_agent": {"purpose": "walks every tool"},
     }
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.mail.facade import SlotAcquired, SlotForceReleased, SlotReleased, SlotRenewed
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     DEFAULT_SLOT_EXTEND,
@@ -53,7 +54,7 @@ def acquire_build_slot(
     reason: Annotated[str, Field(max_length=4096, description="What you use it for, for the others.")] = "",
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotAcquired:
     """Hold a named slot for a scarce shared resource (a build folder, a test database); keep the epoch."""
     return rt.mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
                                       max_holders=max_holders, reason=reason, seat=seat)
@@ -71,7 +72,7 @@ def renew_build_slot(
         "Added to the later of now and the current expiry, in seconds."))] = DEFAULT_SLOT_EXTEND,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotRenewed:
     """Extend your holding of a build slot; STALE_EPOCH when it is over."""
     return rt.mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
@@ -86,7 +87,7 @@ def release_build_slot(
     epoch: Epoch,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotReleased:
     """Give up your holding of a build slot now."""
     return rt.mail.release_build_slot(project_key, agent_name, slot, epoch, seat=seat)
 
@@ -104,7 +105,7 @@ def force_release_build_slot(
     inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotForceReleased:
     """End another agent's stale holding of a build slot, and tell it."""
     return rt.mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
                                             notify_previous=notify_previous,
