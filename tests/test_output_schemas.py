@@ -50,6 +50,10 @@ def described(schema: dict) -> bool:
 @pytest.fixture(scope="module")
 def world(server, tmp_path_factory):
     made = built_world(server, str(tmp_path_factory.mktemp("schemas")))
+    # Bob's holding of a slot whose lease ran out an hour ago (written with a clock set back an hour), for
+    # force_release_build_slot to end without anyone waiting; the walk's own acquire takes another slot.
+    earlier = Store(made.server.home, background=False, wall=lambda: time.time() - 3600)
+    Mail(earlier).acquire_build_slot(made.p, "Bob", "stale-slot", ttl_seconds=60)
 
     async def released_reservation() -> str:
         """A reservation Bob made and released: force-releasing it answers without waiting for it to go stale."""
@@ -60,10 +64,6 @@ def world(server, tmp_path_factory):
             return granted[0]["id"]
 
     made.released_reservation = run(released_reservation())
-    # Bob's holding of a slot whose lease ran out an hour ago (written with a clock set back an hour), for
-    # force_release_build_slot to end without anyone waiting; the walk's own acquire takes another slot.
-    earlier = Store(made.server.home, background=False, wall=lambda: time.time() - 3600)
-    Mail(earlier).acquire_build_slot(made.p, "Bob", "stale-slot", ttl_seconds=60)
     return made
 
 
