@@ -6,12 +6,13 @@ over the facade that name and describe the arguments.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import field
+from typing import Annotated
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from gitmail.mail.facade import SlotAcquired, SlotForceReleased, SlotReleased, SlotRenewed
+from gitmail.mail.facade import SlotAcquired, SlotForceReleased, SlotList, SlotReleased, SlotRenewed
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     DEFAULT_SLOT_EXTEND,
@@ -20,6 +21,7 @@ from gitmail.model.limits import (
     MIN_TTL,
 )
 from gitmail.model.records import MAX_SLOT_HOLDERS
+from gitmail.model.results import FLATTEN, Result, result
 
 from .params import AgentName, AgentToken, ForceNote, InactivitySeconds, NotifyPrevious, ProjectKey, Seat
 from .registry import ITSELF, Toolbox
@@ -35,6 +37,14 @@ Epoch = Annotated[int, Field(ge=1, description=(
     "once it went stale) is refused with STALE_EPOCH."))]
 
 tools = Toolbox("coordination")
+
+
+@result
+class ProjectSlots(Result):
+    """A project's build slots, under the project's human key."""
+
+    project: str
+    slots: SlotList = field(metadata=FLATTEN)
 
 
 @tools.tool(WRITE, access=ITSELF)
@@ -115,8 +125,9 @@ def force_release_build_slot(
 def register_resources(mcp: FastMCP, rt: Runtime) -> None:
     """The read-only resource of build slots."""
     @resource(mcp, "resource://build_slots/{project_key*}{?active_only}", access=rt.access.open())
-    def build_slots(project_key: str, active_only: str | None = None) -> dict[str, Any]:
+    def build_slots(project_key: str, active_only: str | None = None) -> ProjectSlots:
         """A project's build slots with their holders and epochs (by slug or human key); active_only=true: only
         the slots someone holds now."""
         slug = rt.access.require_project(project_key)
-        return {"project": rt.mail.human_key(slug), **rt.mail.list_build_slots(slug, active_only=flag(active_only))}
+        return ProjectSlots(project=rt.mail.human_key(slug),
+                            slots=rt.mail.list_build_slots(slug, active_only=flag(active_only)))
