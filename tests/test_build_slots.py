@@ -44,6 +44,20 @@ def test_acquiring_a_held_slot_again_keeps_the_holding_and_never_shortens(store,
     assert longer["epoch"] == 1 and longer["expires_ts"] > first["expires_ts"]
 
 
+def test_each_acquire_outcome_keeps_its_keys_in_the_order_it_always_sent_them(store, project, ctx, wall):
+    new = slots.acquire(ctx, KEY, "Blue", "test-db", ttl_seconds=600)
+    kept = slots.acquire(ctx, KEY, "Blue", "test-db", ttl_seconds=60)
+    refused_now = slots.acquire(ctx, KEY, "Green", "test-db")
+    assert list(new) == ["granted", "slot", "epoch", "expires_ts", "already_held", "taken_over", "build_slot"]
+    assert list(kept) == ["granted", "slot", "epoch", "already_held", "expires_ts", "build_slot"]
+    assert list(refused_now) == ["granted", "slot", "reason", "retry_after_ts", "holders", "build_slot"]
+    assert kept.kept is not None and kept.new is None and kept.kept.expires_ts == new["expires_ts"]
+    assert refused_now.refusal is not None and refused_now.refusal.holders[0].agent == "Blue"
+    wall.advance(300)  # still held: a longer lease extends the holding it has
+    extended = slots.acquire(ctx, KEY, "Blue", "test-db", ttl_seconds=3600)
+    assert list(extended) == list(kept) and extended["expires_ts"] > new["expires_ts"]
+
+
 def test_shared_slot_admits_up_to_its_maximum(store, project, ctx):
     a = slots.acquire(ctx, KEY, "Blue", "ports", exclusive=False, max_holders=2)
     b = slots.acquire(ctx, KEY, "Green", "ports", exclusive=False, max_holders=5)  # joins under the slot's terms

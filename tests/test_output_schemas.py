@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import Any
 
 import jsonschema
 import pytest
+
+from gitmail import Mail, Store
 
 from . import mcp1
 from .mcp_harness import ROOT, call, child_env, error_body, run
@@ -29,13 +32,10 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 # listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
 # their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
-    "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
-    "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",
-    "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts", "list_remotes",
-    "products_link", "products_unlink", "register_agent", "release_build_slot", "renew_build_slot",
-    "respond_contact", "retire_agent", "retire_inactive_agents", "search_messages", "search_messages_product",
-    "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread", "summarize_thread_product", "sync_project",
-    "sync_status", "uninstall_precommit_guard", "unretire_agent", "update_agent", "wake_agent", "whois",
+    "ensure_product", "fetch_inbox_product", "fetch_summary", "fetch_topic", "get_attachment",
+    "install_precommit_guard", "list_contacts", "list_remotes", "products_link", "products_unlink", "respond_contact",
+    "search_messages", "search_messages_product", "summarize_recent", "summarize_thread", "summarize_thread_product",
+    "sync_project", "sync_status", "uninstall_precommit_guard",
 })
 
 
@@ -55,6 +55,10 @@ def described(schema: dict) -> bool:
 @pytest.fixture(scope="module")
 def world(server, tmp_path_factory):
     made = built_world(server, str(tmp_path_factory.mktemp("schemas")))
+    # Bob's holding of a slot whose lease ran out an hour ago (written with a clock set back an hour), for
+    # force_release_build_slot to end without anyone waiting; the walk's own acquire takes another slot.
+    earlier = Store(made.server.home, background=False, wall=lambda: time.time() - 3600)
+    Mail(earlier).acquire_build_slot(made.p, "Bob", "stale-slot", ttl_seconds=60)
 
     async def released_reservation() -> str:
         """A reservation Bob made and released: force-releasing it answers without waiting for it to go stale."""
@@ -83,6 +87,8 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
         "request_contact": {"to_agent": "Bob"},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
+        "force_release_build_slot": {"slot": "stale-slot"},
+        "update_agent": {"purpose": "walks every tool"},
     }
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitmail.model.limits import DEFAULT_INACTIVITY, DEFAULT_LEASE_S, DEFAULT_TTL
 
 from ._app import Context, cli, command
+
+if TYPE_CHECKING:
+    from gitmail.mail.facade import SleepState
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: list[tuple[str, str]], empty: str) -> str:
@@ -244,13 +247,13 @@ def journal_cmd(ctx: Context, project: str, agent: str, entry: str | None, seat:
 
 
 def _sleep_wake(ctx: Context, project: str, target: str, asleep: bool, actor: str | None,
-                seat: str | None, reason: str | None, until: str = "reply") -> tuple[dict[str, Any], str]:
+                seat: str | None, reason: str | None, until: str = "reply") -> tuple[SleepState, str]:
     if asleep:
         out = ctx.mail.sleep_agent(project, actor, target=target, until=until, seat=seat, reason=reason)
     else:
         out = ctx.mail.wake_agent(project, actor, target, seat=seat, reason=reason)
     state = "asleep" if asleep else "awake"
-    return out, f"{target} is {state}" + ("" if out["changed"] else " (no change)")
+    return out, f"{target} is {state}" + ("" if out.changed else " (no change)")
 
 
 @command(name="sleep")

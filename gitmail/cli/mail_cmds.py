@@ -6,6 +6,7 @@ store. The shell user owns the store's files, so no agent token is asked for.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -118,8 +119,8 @@ def reset_token(ctx: Context, project: str, name: str) -> tuple[object, str]:
     cannot be shown again. Give the new token to the agent's next session.
     """
     issued = ctx.mail.reset_agent_token(project, name)
-    return issued, (f"new registration token for {issued['agent']} (shown once; the old one no longer works):\n"
-                    f"{issued['registration_token']}")
+    return issued, (f"new registration token for {issued.agent} (shown once; the old one no longer works):\n"
+                    f"{issued.registration_token}")
 
 
 @command(name="register")
@@ -139,20 +140,21 @@ def register(ctx: Context, project: str, name: str | None, program: str | None, 
     a new one with `gitmail agents reset-token PROJECT NAME`).
     """
     mail = ctx.mail
-    exists = name is not None and any(a["name"].lower() == name.lower()
+    exists = name is not None and any(a.name.lower() == name.lower()
                                       for a in mail.list_agents(project, active_only=False))
     if not exists:
         program, model = program or "cli", model or "human"
-    profile = mail.register_agent(project, program, model, name=name, task_description=task_description)
+    made = mail.register_agent(project, program, model, name=name, task_description=task_description)
     if policy:
-        profile["contact_policy"] = mail.set_contact_policy(project, profile["name"], policy).policy
-    token = profile.get("registration_token")
+        chosen = mail.set_contact_policy(project, made.profile.name, policy).policy
+        made = dataclasses.replace(made, profile=dataclasses.replace(made.profile, contact_policy=chosen))
+    agent, token = made.profile.name, made.registration_token
     if token:
-        text = f"agent {profile['name']} in {project}\nregistration token (shown once): {token}"
+        text = f"agent {agent} in {project}\nregistration token (shown once): {token}"
     else:
-        text = (f"agent {profile['name']} in {project} updated; its token is unchanged (only its hash is kept: "
-                f"`gitmail agents reset-token {project} {profile['name']}` issues a new one)")
-    return profile, text
+        text = (f"agent {agent} in {project} updated; its token is unchanged (only its hash is kept: "
+                f"`gitmail agents reset-token {project} {agent}` issues a new one)")
+    return made, text
 
 
 @command(name="send")

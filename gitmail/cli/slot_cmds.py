@@ -38,10 +38,12 @@ def slot_acquire(ctx: Context, project: str, agent: str, slot: str, ttl_seconds:
     """Hold SLOT as AGENT; prints the epoch to renew and release with, or who holds it (exit 1)."""
     out = ctx.mail.acquire_build_slot(project, agent, slot, ttl_seconds=ttl_seconds, exclusive=not shared,
                                       max_holders=max_holders, reason=reason, seat=seat)
-    if not out["granted"]:
-        holders = ", ".join(f"{h['agent']} until {h['expires_ts']}" for h in out["holders"])
-        return out, f"{out['reason']} ({holders}); try again after {out['retry_after_ts']}", 1
-    return out, f"epoch {out['epoch']}, held until {out['expires_ts']}", 0
+    if out.refusal is not None:
+        holders = ", ".join(f"{h.agent} until {h.expires_ts}" for h in out.refusal.holders)
+        return out, f"{out.refusal.reason} ({holders}); try again after {out.refusal.retry_after_ts}", 1
+    held = out.new or out.kept
+    assert held is not None  # granted: a new holding or the one the agent had
+    return out, f"epoch {held.epoch}, held until {held.expires_ts}", 0
 
 
 @command(group=slot_group, name="renew")
@@ -56,7 +58,7 @@ def slot_renew(ctx: Context, project: str, agent: str, slot: str, epoch: int, ex
                seat: str | None) -> tuple[object, str]:
     """Extend AGENT's holding EPOCH of SLOT (never shortens it)."""
     out = ctx.mail.renew_build_slot(project, agent, slot, epoch, extend_seconds=extend_seconds, seat=seat)
-    return out, f"held until {out['expires_ts']}"
+    return out, f"held until {out.expires_ts}"
 
 
 @command(group=slot_group, name="release")
@@ -69,7 +71,7 @@ def slot_release(ctx: Context, project: str, agent: str, slot: str, epoch: int,
                  seat: str | None) -> tuple[object, str]:
     """End AGENT's holding EPOCH of SLOT now."""
     out = ctx.mail.release_build_slot(project, agent, slot, epoch, seat=seat)
-    return out, f"released {out['slot']} (epoch {epoch})"
+    return out, f"released {out.slot} (epoch {epoch})"
 
 
 @command(group=slot_group, name="force-release")
@@ -87,7 +89,7 @@ def slot_force_release(ctx: Context, project: str, agent: str, slot: str, holder
     """As AGENT, end HOLDER's stale holding of SLOT and tell it."""
     out = ctx.mail.force_release_build_slot(project, agent, slot, holder, note=note, notify_previous=not no_notify,
                                             inactivity_seconds=inactivity_seconds, seat=seat)
-    return out, f"released {out['holder']}'s holding of {out['slot']}: {out['reason']}"
+    return out, f"released {out.holder}'s holding of {out.slot}: {out.reason}"
 
 
 @command(name="slots")
@@ -97,12 +99,14 @@ def slots(ctx: Context, project: str, in_use: bool) -> tuple[object, str]:
     """List PROJECT's build slots with their holders."""
     out = ctx.mail.list_build_slots(project, active_only=in_use)
     rows = []
-    for slot in out["build_slots"]:
-        terms = "exclusive" if slot["exclusive"] else f"shared <= {slot['max_holders']}"
-        for holding in slot["holders"] or [None]:
-            rows.append({"slot": slot["slot"], "terms": terms, "epoch": slot["epoch"],
-                         "holder": holding and f"{holding['agent']} (epoch {holding['epoch']})",
-                         "until": holding and holding["expires_ts"] + (" (stale)" if holding["stale"] else "")})
+    for slot in out.build_slots:
+        terms = "exclusive" if slot.exclusive else f"shared <= {slot.max_holders}"
+        for holding in slot.holders:
+            rows.append({"slot": slot.slot, "terms": terms, "epoch": slot.epoch,
+                         "holder": f"{holding.agent} (epoch {holding.epoch})",
+                         "until": holding.expires_ts + (" (stale)" if holding.stale else "")})
+        if not slot.holders:
+            rows.append({"slot": slot.slot, "terms": terms, "epoch": slot.epoch, "holder": None, "until": None})
     columns = [("slot", "SLOT"), ("terms", "TERMS"), ("epoch", "EPOCH"), ("holder", "HOLDER"), ("until", "UNTIL")]
     return out, table(rows, columns, "no build slots")
 

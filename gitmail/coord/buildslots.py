@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from dataclasses import field
 from typing import Any
 
 from gitmail.model.clock import HLC, format_ts, parse_ts
@@ -47,6 +48,7 @@ from gitmail.model.records import (
     message_path,
     outbox_path,
 )
+from gitmail.model.results import FLATTEN, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -72,29 +74,148 @@ def _seconds(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def _live(holding: dict[str, Any], at: dt.datetime) -> bool:
+Stored = dict[str, Any]
+"""One holding as the slot's record keeps it (``agent``, ``epoch``, ``acquired_ts``, ``expires_ts``, ``reason``)."""
+
+
+@result
+class SlotHolding(Result):
+    """A holding of a slot as answers show it: ``stale`` once its lease ran out."""
+
+    agent: str
+    epoch: int
+    acquired_ts: str
+    expires_ts: str
+    reason: str
+    stale: bool
+
+
+@result
+class SlotView(Result):
+    """A slot as tools, resources and the web view show it."""
+
+    slot: str
+    exclusive: bool
+    max_holders: int
+    epoch: int
+    holders: list[SlotHolding]
+    in_use: bool
+
+
+@result
+class TakenOver(Result):
+    """A stale holding an acquire dropped."""
+
+    agent: str
+    epoch: int
+
+
+@result
+class NewHolding(Result):
+    """A holding an acquire granted: its epoch and lease, and the stale holdings it took over."""
+
+    epoch: int
+    expires_ts: str
+    already_held: bool
+    taken_over: list[TakenOver]
+
+
+@result
+class KeptHolding(Result):
+    """A holding the agent had already: its epoch, and its lease (extended when the new one reached further)."""
+
+    epoch: int
+    already_held: bool
+    expires_ts: str
+
+
+@result
+class Refusal(Result):
+    """Why a slot took no holder now, who holds it, and when the first of them ends."""
+
+    reason: str
+    retry_after_ts: str
+    holders: list[SlotHolding]
+
+
+@result
+class SlotAcquired(Result):
+    """What an acquire got: ``granted`` with a new or kept holding, or a refusal; and the slot as it is now."""
+
+    granted: bool
+    slot: str
+    new: NewHolding | None = field(default=None, metadata=FLATTEN)
+    kept: KeptHolding | None = field(default=None, metadata=FLATTEN)
+    refusal: Refusal | None = field(default=None, metadata=FLATTEN)
+    build_slot: SlotView
+
+
+@result
+class SlotRenewed(Result):
+    """A holding's lease extended."""
+
+    slot: str
+    epoch: int
+    old_expires_ts: str
+    expires_ts: str
+    build_slot: SlotView
+
+
+@result
+class SlotReleased(Result):
+    """A holding its holder ended."""
+
+    slot: str
+    epoch: int
+    released: bool
+    released_ts: str
+    build_slot: SlotView
+
+
+@result
+class SlotForceReleased(Result):
+    """A stale holding another agent ended, why, and the message that told the holder (None: not told)."""
+
+    released: bool
+    slot: str
+    holder: str
+    epoch: int
+    reason: str
+    notified: str | None
+    build_slot: SlotView
+
+
+@result
+class SlotList(Result):
+    """The build slots of a project."""
+
+    build_slots: list[SlotView]
+
+
+def _live(holding: Stored, at: dt.datetime) -> bool:
     return parse_ts(holding["expires_ts"]) > at
 
 
-def holding_view(holding: dict[str, Any], at: dt.datetime) -> dict[str, Any]:
-    return {"agent": holding["agent"], "epoch": holding["epoch"], "acquired_ts": holding["acquired_ts"],
-            "expires_ts": holding["expires_ts"], "reason": holding.get("reason", ""), "stale": not _live(holding, at)}
+def holding_view(holding: Stored, at: dt.datetime) -> SlotHolding:
+    return SlotHolding(agent=holding["agent"], epoch=holding["epoch"], acquired_ts=holding["acquired_ts"],
+                       expires_ts=holding["expires_ts"], reason=holding.get("reason", ""),
+                       stale=not _live(holding, at))
 
 
-def view(record: BuildSlot, at: dt.datetime) -> dict[str, Any]:
+def view(record: BuildSlot, at: dt.datetime) -> SlotView:
     """A slot as tools, resources and the web view show it."""
     holders = [holding_view(h, at) for h in record.holders]
-    return {"slot": record.slot, "exclusive": record.exclusive, "max_holders": record.max_holders,
-            "epoch": record.epoch, "holders": holders, "in_use": any(not h["stale"] for h in holders)}
+    return SlotView(slot=record.slot, exclusive=record.exclusive, max_holders=record.max_holders, epoch=record.epoch,
+                    holders=holders, in_use=any(not h.stale for h in holders))
 
 
-def _find(record: BuildSlot | None, agent: str) -> dict[str, Any] | None:
+def _find(record: BuildSlot | None, agent: str) -> Stored | None:
     return next((h for h in record.holders if h["agent"] == agent), None) if record else None
 
 
 def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_seconds: int = DEFAULT_SLOT_TTL,
             exclusive: bool = True, max_holders: int | None = None, reason: str = "",
-            seat: str | None = None) -> dict[str, Any]:
+            seat: str | None = None) -> SlotAcquired:
     """Hold ``slot`` for ``ttl_seconds``; returns ``granted`` with the holding's ``epoch``, or who holds it.
 
     An agent that already holds the slot keeps its holding (its lease is
@@ -138,7 +259,7 @@ def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_second
         else:
             terms = (exclusive, limit)
         epoch = (record.epoch if record else 0) + 1
-        holding: dict[str, Any] = {"agent": me, "epoch": epoch, "acquired_ts": format_ts(at), "expires_ts": expires}
+        holding: Stored = {"agent": me, "epoch": epoch, "acquired_ts": format_ts(at), "expires_ts": expires}
         if reason:
             holding["reason"] = reason
         updated = BuildSlot(slot=name, epoch=epoch, hlc=hlc, exclusive=terms[0], max_holders=terms[1],
@@ -147,9 +268,9 @@ def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_second
         text = f"{me} acquired build slot {name} ({kind}, epoch {epoch}, {ttl}s)"
         if dropped:
             text += "; stale holding(s) of " + ", ".join(h["agent"] for h in dropped) + " taken over"
-        result = {"granted": True, "slot": name, "epoch": epoch, "expires_ts": expires, "already_held": False,
-                  "taken_over": [{"agent": h["agent"], "epoch": h["epoch"]} for h in dropped],
-                  "build_slot": view(updated, at)}
+        result = SlotAcquired(granted=True, slot=name, new=NewHolding(
+            epoch=epoch, expires_ts=expires, already_held=False,
+            taken_over=[TakenOver(agent=h["agent"], epoch=h["epoch"]) for h in dropped]), build_slot=view(updated, at))
         return Change(text, author=me, result=result).put_record(updated)
 
     result = archive.transact(fn).result
@@ -157,18 +278,19 @@ def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_second
     return result
 
 
-def _keep(record: BuildSlot, mine: dict[str, Any], expires: str, hlc: HLC, at: dt.datetime) -> Change:
+def _keep(record: BuildSlot, mine: Stored, expires: str, hlc: HLC, at: dt.datetime) -> Change:
     """An agent acquiring a slot it holds: the same holding, its lease extended if the new one reaches further."""
-    result = {"granted": True, "slot": record.slot, "epoch": mine["epoch"], "already_held": True}
     if parse_ts(expires) <= parse_ts(mine["expires_ts"]):
-        return Change("", result={**result, "expires_ts": mine["expires_ts"], "build_slot": view(record, at)})
+        kept = KeptHolding(epoch=mine["epoch"], already_held=True, expires_ts=mine["expires_ts"])
+        return Change("", result=SlotAcquired(granted=True, slot=record.slot, kept=kept, build_slot=view(record, at)))
     updated = _with_holding(record, {**mine, "expires_ts": expires}, hlc)
+    kept = KeptHolding(epoch=mine["epoch"], already_held=True, expires_ts=expires)
     return Change(f"{mine['agent']} extended its hold on build slot {record.slot} to {expires}", author=mine["agent"],
-                  result={**result, "expires_ts": expires, "build_slot": view(updated, at)}).put_record(updated)
+                  result=SlotAcquired(granted=True, slot=record.slot, kept=kept, build_slot=view(updated, at))
+                  ).put_record(updated)
 
 
-def _refusal(record: BuildSlot, holders: list[dict[str, Any]], exclusive: bool,
-             at: dt.datetime) -> dict[str, Any] | None:
+def _refusal(record: BuildSlot, holders: list[Stored], exclusive: bool, at: dt.datetime) -> SlotAcquired | None:
     """Why the slot cannot take one more holder now (as the result to return), or None when it can."""
     if record.exclusive:
         why = "held exclusively"
@@ -179,12 +301,12 @@ def _refusal(record: BuildSlot, holders: list[dict[str, Any]], exclusive: bool,
     else:
         return None
     retry = min(h["expires_ts"] for h in holders)
-    return {"granted": False, "slot": record.slot, "reason": f"build slot {record.slot} is {why}",
-            "retry_after_ts": retry, "holders": [holding_view(h, at) for h in holders],
-            "build_slot": view(record, at)}
+    refusal = Refusal(reason=f"build slot {record.slot} is {why}", retry_after_ts=retry,
+                      holders=[holding_view(h, at) for h in holders])
+    return SlotAcquired(granted=False, slot=record.slot, refusal=refusal, build_slot=view(record, at))
 
 
-def _with_holding(record: BuildSlot, holding: dict[str, Any] | None, hlc: HLC, *,
+def _with_holding(record: BuildSlot, holding: Stored | None, hlc: HLC, *,
                   without: str | None = None) -> BuildSlot:
     """``record`` with one holding replaced (or the one of agent ``without`` taken out)."""
     holders = []
@@ -196,7 +318,7 @@ def _with_holding(record: BuildSlot, holding: dict[str, Any] | None, hlc: HLC, *
     return dataclasses.replace(record, holders=holders, hlc=hlc)
 
 
-def _held(snap: Snapshot, name: str, me: str, epoch: int) -> tuple[BuildSlot, dict[str, Any]]:
+def _held(snap: Snapshot, name: str, me: str, epoch: int) -> tuple[BuildSlot, Stored]:
     """The slot and ``me``'s holding at ``epoch``; STALE_EPOCH when that holding is over."""
     record = snap.load(build_slot_path(name), BuildSlot)
     if record is None:
@@ -217,7 +339,7 @@ def _held(snap: Snapshot, name: str, me: str, epoch: int) -> tuple[BuildSlot, di
 
 
 def renew(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *,
-          extend_seconds: int = DEFAULT_SLOT_EXTEND, seat: str | None = None) -> dict[str, Any]:
+          extend_seconds: int = DEFAULT_SLOT_EXTEND, seat: str | None = None) -> SlotRenewed:
     """Extend the holding ``epoch`` of ``slot`` from the later of now and its expiry; never shortens."""
     check_agent_name(agent, "agent_name")
     name = check_slot(slot)
@@ -234,8 +356,8 @@ def renew(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *,
         expires = format_ts(start + dt.timedelta(seconds=extend))
         updated = _with_holding(record, {**mine, "expires_ts": expires}, hlc)
         return Change(f"{me} renewed its hold on build slot {name} (epoch {fence}) until {expires}", author=me,
-                      result={"slot": name, "epoch": fence, "old_expires_ts": mine["expires_ts"],
-                              "expires_ts": expires, "build_slot": view(updated, at)}).put_record(updated)
+                      result=SlotRenewed(slot=name, epoch=fence, old_expires_ts=mine["expires_ts"], expires_ts=expires,
+                                         build_slot=view(updated, at))).put_record(updated)
 
     result = archive.transact(fn).result
     ctx.touch(project_key, agent)
@@ -243,7 +365,7 @@ def renew(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *,
 
 
 def release(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *,
-            seat: str | None = None) -> dict[str, Any]:
+            seat: str | None = None) -> SlotReleased:
     """End the holding ``epoch`` of ``slot`` now, making room for the next holder."""
     check_agent_name(agent, "agent_name")
     name = check_slot(slot)
@@ -257,8 +379,8 @@ def release(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *
         record, _ = _held(snap, name, me, fence)
         updated = _with_holding(record, None, hlc, without=me)
         return Change(f"{me} released build slot {name} (epoch {fence})", author=me,
-                      result={"slot": name, "epoch": fence, "released": True, "released_ts": format_ts(at),
-                              "build_slot": view(updated, at)}).put_record(updated)
+                      result=SlotReleased(slot=name, epoch=fence, released=True, released_ts=format_ts(at),
+                                          build_slot=view(updated, at))).put_record(updated)
 
     result = archive.transact(fn).result
     ctx.touch(project_key, agent)
@@ -267,7 +389,7 @@ def release(ctx: Context, project_key: str, agent: str, slot: str, epoch: int, *
 
 def force_release(ctx: Context, project_key: str, agent: str, slot: str, holder: str, *, note: str = "",
                   notify_previous: bool = True, inactivity_seconds: int = DEFAULT_INACTIVITY,
-                  seat: str | None = None) -> dict[str, Any]:
+                  seat: str | None = None) -> SlotForceReleased:
     """Take ``holder``'s stale holding out of ``slot`` and tell the holder.
 
     Stale means its lease ran out, or its holder shows no activity (mail,
@@ -324,8 +446,8 @@ def force_release(ctx: Context, project_key: str, agent: str, slot: str, holder:
             change.put(message_path(message_id), data).put(inbox_path(theirs["agent"], message_id), data)
             change.put(outbox_path(me, message_id), data)
             notified = message_id
-        change.result = {"released": True, "slot": name, "holder": theirs["agent"], "epoch": theirs["epoch"],
-                         "reason": why, "notified": notified, "build_slot": view(updated, at)}
+        change.result = SlotForceReleased(released=True, slot=name, holder=theirs["agent"], epoch=theirs["epoch"],
+                                          reason=why, notified=notified, build_slot=view(updated, at))
         return change
 
     result = archive.transact(fn).result
@@ -333,7 +455,7 @@ def force_release(ctx: Context, project_key: str, agent: str, slot: str, holder:
     return result
 
 
-def list_slots(ctx: Context, project_key: str, *, active_only: bool = False) -> dict[str, Any]:
+def list_slots(ctx: Context, project_key: str, *, active_only: bool = False) -> SlotList:
     """Every build slot of the project with its holders (``active_only``: those someone holds now)."""
     snap = ctx.archive(project_key).snapshot()
     at = ctx.clock.now()
@@ -345,7 +467,7 @@ def list_slots(ctx: Context, project_key: str, *, active_only: bool = False) -> 
         if record is None:
             continue
         shown = view(record, at)
-        if active_only and not shown["in_use"]:
+        if active_only and not shown.in_use:
             continue
         slots.append(shown)
-    return {"build_slots": slots}
+    return SlotList(build_slots=slots)

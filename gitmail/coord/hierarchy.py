@@ -34,11 +34,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from gitmail.model.clock import HLC, parse_ts
 from gitmail.model.errors import AGENT_EXPIRED, NOT_ABOVE, SCOPE_DENIED, GitmailError, invalid
 from gitmail.model.records import MAX_SCOPES, Agent
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.snapshot import Snapshot
 
 from . import globs
@@ -319,12 +319,36 @@ def check_child_expiry(parent_expiry: str | None, wanted: str | None, *, field: 
                       field=field, parent_expires_at=parent_expiry)
 
 
-def card(agent: Agent) -> dict[str, Any]:
+@result
+class Orphaned(Result):
+    """The agent an orphan was spawned by, deleted since: its name and registration."""
+
+    name: str
+    id: str | None
+
+
+@result
+class Card(Result):
     """The hierarchy and card fields of an agent, as answers show them (``orphaned_from`` only for an orphan)."""
-    shown: dict[str, Any] = {"parent": agent.parent}
-    if agent.orphaned_from is not None:
-        shown["orphaned_from"] = {"name": agent.orphaned_from, "id": agent.orphaned_from_id}
-    return {**shown, "scopes": [str(s) for s in scopes_of(agent)], "expires_at": agent.expires_at,
-            "lifecycle": agent.lifecycle, "vendor": agent.vendor, "purpose": agent.purpose,
-            "risk_tier": agent.risk_tier, "environment": agent.environment, "capabilities": agent.capabilities,
-            "asleep": agent.asleep, "sleep_until": agent.sleep_until if agent.asleep else None}
+
+    parent: str | None
+    orphaned_from: Orphaned | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    scopes: list[str]
+    expires_at: str | None
+    lifecycle: str
+    vendor: str
+    purpose: str
+    risk_tier: str
+    environment: str
+    capabilities: list[str]
+    asleep: bool
+    sleep_until: str | None
+
+
+def card(agent: Agent) -> Card:
+    """The :class:`Card` of ``agent`` (its sleep's end only while it sleeps)."""
+    orphan = Orphaned(name=agent.orphaned_from, id=agent.orphaned_from_id) if agent.orphaned_from is not None else None
+    return Card(parent=agent.parent, orphaned_from=orphan, scopes=[str(s) for s in scopes_of(agent)],
+                expires_at=agent.expires_at, lifecycle=agent.lifecycle, vendor=agent.vendor, purpose=agent.purpose,
+                risk_tier=agent.risk_tier, environment=agent.environment, capabilities=agent.capabilities,
+                asleep=agent.asleep, sleep_until=agent.sleep_until if agent.asleep else None)

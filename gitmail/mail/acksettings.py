@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from gitmail.model.errors import invalid
 from gitmail.model.limits import MAX_TTL, MIN_TTL
 from gitmail.model.names import AGENT_NAME_RE
+from gitmail.model.results import Result, result
 
 ESCALATION_MODES = ("log", "claim")
 PREFIX = "GITMAIL_ACK_"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
-@dataclass(frozen=True)
-class AckSettings:
-    """How overdue acknowledgements are found and escalated (see the module's list of variables)."""
+@result
+class AckSettings(Result):
+    """How overdue acknowledgements are found and escalated (see the module's list of variables).
+
+    The settings are their own answer, too: ``health_check`` shows them as they are.
+    """
 
     enabled: bool = False
     ttl_seconds: int = 1800
@@ -65,14 +67,12 @@ class AckSettings:
             raise invalid(f"{PREFIX}ESCALATION_MODE=claim needs {PREFIX}ESCALATION_CLAIM_HOLDER_NAME: the agent "
                           "that takes the claims (register it in each project)",
                           field=f"{PREFIX}ESCALATION_CLAIM_HOLDER_NAME")
+        super().__post_init__()
 
     @property
     def claims(self) -> bool:
         """Whether an escalation files a claim and a notice (not only a record)."""
         return self.escalation_enabled and self.escalation_mode == "claim"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AckSettings:

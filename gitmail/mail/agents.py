@@ -12,8 +12,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from gitmail.coord import hierarchy, reservations
 from gitmail.coord.context import Context
@@ -44,6 +43,7 @@ from gitmail.model.records import (
     agent_folder,
     profile_path,
 )
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.history import authors_since, commits_by
 from gitmail.storage.snapshot import Snapshot
@@ -59,26 +59,116 @@ RETIRE_FLOOR_SECONDS = 60
 DEFAULT_INACTIVE_SECONDS = 24 * 3600
 
 
-def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> dict[str, Any]:
+@result
+class AgentProfile(Result):
+    """The public profile of an agent (never its token hash); ``human`` only for the project's overseer."""
+
+    id: str
+    name: str
+    program: str
+    model: str
+    task_description: str
+    inception_ts: str
+    last_active_ts: str
+    project_id: str
+    status: str
+    retired_at: str | None
+    contact_policy: str
+    attachments_policy: str
+    card: hierarchy.Card = field(metadata=FLATTEN)
+    human: bool | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class Registration(Result):
+    """A registered (or updated) agent; its token only when this call issued it, ``replayed`` on a retry."""
+
+    profile: AgentProfile = field(metadata=FLATTEN)
+    registration_token: str | None = field(default=None, metadata=OMIT_NONE)
+    replayed: bool | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class TokenReset(Result):
+    """A new token issued to an agent by the operator."""
+
+    agent: str
+    registration_token: str
+
+
+@result
+class AuthoredCommit(Result):
+    """One of an agent's commits, as whois lists it."""
+
+    hexsha: str
+    summary: str
+    authored_ts: str
+
+
+@result
+class JournalCommit(AuthoredCommit):
+    """An agent's commit and the agents whose journal it wrote to (whose text whois may hide)."""
+
+    journals: list[str]
+
+
+@result
+class Whois(Result):
+    """An agent's profile and, when asked for, its latest commits."""
+
+    profile: AgentProfile = field(metadata=FLATTEN)
+    recent_commits: list[AuthoredCommit] | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class AgentDeleted(Result):
+    """What a hard delete removed from the tip, and the children it orphaned."""
+
+    deleted: bool
+    agent: str
+    id: str
+    orphaned: list[str]
+    messages_removed: int
+    files_removed: int
+    note: str
+
+
+@result
+class InactiveAgent(Result):
+    """An agent retired (or, on a dry run, to be retired) for inactivity."""
+
+    agent: str
+    last_active_ts: str
+
+
+@result
+class SkippedAgent(Result):
+    """An inactive agent left active, and why."""
+
+    agent: str
+    reason: str
+
+
+@result
+class InactiveRetired(Result):
+    """The agents a retire_inactive_agents call retired (or would, on a dry run) and those it skipped."""
+
+    retired: list[InactiveAgent]
+    skipped: list[SkippedAgent]
+    threshold_seconds: int
+    dry_run: bool
+
+
+def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> AgentProfile:
     """The public profile of an agent (never its token hash)."""
     committed = ts_of_hlc(agent.hlc)
     seen = ctx.activity.last(slug, agent.name)
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "program": agent.program,
-        "model": agent.model,
-        "task_description": agent.task_description,
-        "inception_ts": agent.inception_ts,
-        "last_active_ts": max(filter(None, (seen, committed, agent.inception_ts))),
-        "project_id": project_id,
-        "status": agent.status,
-        "retired_at": agent.retired_at,
-        "contact_policy": agent.contact_policy,
-        "attachments_policy": agent.attachments_policy,
-        **hierarchy.card(agent),
-        **({"human": True} if agent.human else {}),
-    }
+    return AgentProfile(
+        id=agent.id, name=agent.name, program=agent.program, model=agent.model,
+        task_description=agent.task_description, inception_ts=agent.inception_ts,
+        last_active_ts=max(filter(None, (seen, committed, agent.inception_ts))), project_id=project_id,
+        status=agent.status, retired_at=agent.retired_at, contact_policy=agent.contact_policy,
+        attachments_policy=agent.attachments_policy, card=hierarchy.card(agent), human=True if agent.human else None)
 
 
 def check_reason(reason: object) -> str | None:
@@ -109,7 +199,7 @@ Claim = Callable[[Agent], None]
 def _register(ctx: Context, project_key: str, program: str | None, model: str | None, name: str | None,
               task_description: str | None, *, fresh_only: bool, name_field: str,
               claim: Claim | None = None, idempotency_key: str | None = None,
-              reason: str | None = None) -> dict[str, Any]:
+              reason: str | None = None) -> Registration:
     """Create the agent, or update the fields given (None leaves a field of an existing agent as it is).
 
     With ``idempotency_key`` (which needs ``name``: the key is filed under
@@ -182,18 +272,15 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
 
     agent, project_id, issued, replayed = archive.transact(fn).result
     ctx.touch(project_key, agent.name)
-    view = agent_view(ctx, slug, agent, project_id)
-    if issued is not None:
-        view["registration_token"] = issued
-    if replayed:
-        view["replayed"] = True  # the first answer, without the token it showed once
-    return view
+    # a retry gets the first answer (replayed), without the token it showed once
+    return Registration(profile=agent_view(ctx, slug, agent, project_id), registration_token=issued,
+                        replayed=True if replayed else None)
 
 
 def register_agent(ctx: Context, project_key: str, program: str | None, model: str | None, *,
                    name: str | None = None, task_description: str | None = None,
                    claim: Claim | None = None, idempotency_key: str | None = None,
-                   reason: str | None = None) -> dict[str, Any]:
+                   reason: str | None = None) -> Registration:
     """Create an agent, or update the profile of the one registered under ``name``.
 
     An update changes only the fields given: None keeps what the profile holds
@@ -210,13 +297,11 @@ def register_agent(ctx: Context, project_key: str, program: str | None, model: s
 
 def create_agent_identity(ctx: Context, project_key: str, program: str, model: str,
                           *, name_hint: str | None = None, task_description: str = "",
-                          return_registration_token: bool = True) -> dict[str, Any]:
+                          return_registration_token: bool = True) -> Registration:
     """Always a new agent: a taken ``name_hint`` is an error, never an update."""
-    view = _register(ctx, project_key, program, model, name_hint, task_description, fresh_only=True,
+    made = _register(ctx, project_key, program, model, name_hint, task_description, fresh_only=True,
                      name_field="name_hint")
-    if not return_registration_token:
-        view.pop("registration_token", None)
-    return view
+    return made if return_registration_token else dataclasses.replace(made, registration_token=None)
 
 
 @dataclass(frozen=True)
@@ -236,9 +321,10 @@ class Credential:
         return cls(agent.name, agent.id, None if agent.human else agent.token_hash)
 
     @classmethod
-    def issued(cls, view: dict[str, Any]) -> Credential:
+    def issued(cls, made: Registration) -> Credential:
         """The credential a registration answer carries with its new ``registration_token``."""
-        return cls(view["name"], view["id"], hash_token(view["registration_token"]))
+        assert made.registration_token is not None, "a registration that issued no token proves nobody"
+        return cls(made.profile.name, made.profile.id, hash_token(made.registration_token))
 
     def proved_by(self, token: object) -> bool:
         return token_matches(token, self.token_hash)
@@ -299,7 +385,7 @@ def identity_clash(ctx: Context, project_key: str, agent_name: str, *, token: st
     return None
 
 
-def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
+def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> TokenReset:
     """Issue a new token for an agent (an operator's recovery path); the old one stops working.
 
     Every session that proved the agent with the old token stops acting as
@@ -317,11 +403,11 @@ def reset_agent_token(ctx: Context, project_key: str, agent_name: str) -> dict[s
         agent.token_hash, agent.hlc = hash_token(token), hlc
         return Change(f"Issue a new token for agent {agent.name}", result=agent.name).put_record(agent)
 
-    return {"agent": archive.transact(fn).result, "registration_token": token}
+    return TokenReset(agent=archive.transact(fn).result, registration_token=token)
 
 
 def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
-          commit_limit: int = 5, readers: list[str] | None = None) -> dict[str, Any]:
+          commit_limit: int = 5, readers: list[str] | None = None) -> Whois:
     """An agent's profile, plus its latest commits to the archive.
 
     A commit that wrote a journal entry quotes the entry in its summary:
@@ -338,18 +424,19 @@ def whois(ctx: Context, project_key: str, agent_name: str, *, include_recent_com
     agent = require_agent(snap, agent_name)
     view = agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
     expiry = hierarchy.effective_expiry(snap, agent)
-    if view["status"] == "active" and expiry is not None and parse_ts(expiry) <= ctx.clock.now():
-        view["status"] = "dead"  # past its (or an ancestor's) expiry it can no longer act: AGENT_EXPIRED
-    if include_recent_commits:
-        readable = _journal_reader(snap, readers)
-        view["recent_commits"] = []
-        for commit in recent_commits(ctx, project_key, agent.name, commit_limit):
-            journals = commit.pop("journals")
-            if not all(readable(owner) for owner in journals):
-                commit["summary"] = (f"{agent.name} wrote to the journal of {', '.join(journals)} (the entry is "
-                                     "shown only to that agent and the agents above it)")
-            view["recent_commits"].append(commit)
-    return view
+    if view.status == "active" and expiry is not None and parse_ts(expiry) <= ctx.clock.now():
+        view = dataclasses.replace(view, status="dead")  # past its (or an ancestor's) expiry: AGENT_EXPIRED
+    if not include_recent_commits:
+        return Whois(profile=view)
+    readable = _journal_reader(snap, readers)
+    shown = []
+    for commit in recent_commits(ctx, project_key, agent.name, commit_limit):
+        summary = commit.summary
+        if not all(readable(owner) for owner in commit.journals):
+            summary = (f"{agent.name} wrote to the journal of {', '.join(commit.journals)} (the entry is "
+                       "shown only to that agent and the agents above it)")
+        shown.append(AuthoredCommit(hexsha=commit.hexsha, summary=summary, authored_ts=commit.authored_ts))
+    return Whois(profile=view, recent_commits=shown)
 
 
 def _journal_reader(snap: Snapshot, readers: list[str] | None) -> Callable[[str], bool]:
@@ -365,7 +452,7 @@ def _journal_reader(snap: Snapshot, readers: list[str] | None) -> Callable[[str]
     return readable
 
 
-def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> list[dict[str, Any]]:
+def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> list[JournalCommit]:
     """An agent's latest ``limit`` commits, newest first: from the derived history, or from git while it is down.
 
     Each names the agents whose journal it wrote to (``journals``), whose
@@ -378,13 +465,13 @@ def recent_commits(ctx: Context, project_key: str, author: str, limit: int) -> l
     try:
         found = indexer_for(ctx.store).project(project_key).commits_by(author, limit)
     except IndexUnavailable:
-        return commits_by(ctx.archive(project_key), author, limit)
-    return [{"hexsha": c["commit"], "summary": c["summary"],
-             "authored_ts": format_ts(dt.datetime.fromtimestamp(c["time"], tz=dt.UTC)), "journals": c["journals"]}
-            for c in found]
+        return [JournalCommit(**c) for c in commits_by(ctx.archive(project_key), author, limit)]
+    return [JournalCommit(hexsha=c["commit"], summary=c["summary"],
+                          authored_ts=format_ts(dt.datetime.fromtimestamp(c["time"], tz=dt.UTC)),
+                          journals=c["journals"]) for c in found]
 
 
-def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
+def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> list[AgentProfile]:
     """The project's agent directory, sorted by name."""
     snap = ctx.archive(project_key).snapshot()
     project_id, slug = project_record(snap).id, ctx.slug(project_key)
@@ -394,7 +481,7 @@ def list_agents(ctx: Context, project_key: str, *, active_only: bool = True) -> 
             if agent.status == "active" or not active_only]
 
 
-def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, verb: str) -> dict[str, Any]:
+def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, verb: str) -> AgentProfile:
     archive = ctx.archive(project_key)
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
 
@@ -411,22 +498,22 @@ def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, ve
     return agent_view(ctx, ctx.slug(project_key), agent, project_id)
 
 
-def retire_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
+def retire_agent(ctx: Context, project_key: str, agent_name: str) -> AgentProfile:
     """Stop an agent from sending or receiving new mail; its history stays."""
     return _set_status(ctx, project_key, agent_name, "retired", "Retire")
 
 
-def unretire_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
+def unretire_agent(ctx: Context, project_key: str, agent_name: str) -> AgentProfile:
     """Make a retired or deregistered agent active again."""
     return _set_status(ctx, project_key, agent_name, "active", "Restore")
 
 
-def deregister_agent(ctx: Context, project_key: str, agent_name: str) -> dict[str, Any]:
+def deregister_agent(ctx: Context, project_key: str, agent_name: str) -> AgentProfile:
     """Take an agent off the roster; its mail stays for audit."""
     return _set_status(ctx, project_key, agent_name, "deregistered", "Deregister")
 
 
-def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confirmation: str) -> dict[str, Any]:
+def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confirmation: str) -> AgentDeleted:
     """Remove an agent's files, the messages it sent, its contacts and reservations from the tip.
 
     Its children are orphaned in the same commit (see
@@ -470,26 +557,22 @@ def hard_delete_agent(ctx: Context, project_key: str, agent_name: str, *, confir
             names = ", ".join(child.name for child in orphans)
             change.message += (f"\n\n{names} now {'answers' if len(orphans) == 1 else 'answer'} to the operator "
                                f"(orphaned from {name}, registration {agent.id}).\n")
-        change.result = {
-            "deleted": True,
-            "agent": name,
-            "id": agent.id,
-            "orphaned": [child.name for child in orphans],
-            "messages_removed": len(removed_messages),
-            "files_removed": sum(1 for data in change.edits.values() if data is None),
-            "note": "the files are gone from the current tree, but git history still holds them "
-                    "(git log -p shows them); erasing them everywhere means rewriting history on every clone",
-        }
+        change.result = AgentDeleted(
+            deleted=True, agent=name, id=agent.id, orphaned=[child.name for child in orphans],
+            messages_removed=len(removed_messages),
+            files_removed=sum(1 for data in change.edits.values() if data is None),
+            note="the files are gone from the current tree, but git history still holds them "
+                 "(git log -p shows them); erasing them everywhere means rewriting history on every clone")
         return change
 
-    result = archive.transact(fn).result
-    ctx.activity.forget(ctx.slug(project_key), result["agent"])
+    result: AgentDeleted = archive.transact(fn).result
+    ctx.activity.forget(ctx.slug(project_key), result.agent)
     return result
 
 
 def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
                            *, inactive_seconds: int = DEFAULT_INACTIVE_SECONDS, include_reserved: bool = False,
-                           dry_run: bool = False) -> dict[str, Any]:
+                           dry_run: bool = False) -> InactiveRetired:
     """Retire agents with no activity for ``inactive_seconds`` (at least 60).
 
     Activity is any commit the agent authored, any call seen by this process,
@@ -507,7 +590,8 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
     recent = authors_since(archive, since)
     cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
     reserved = {r.agent for r in reservations.active(ctx, project_key, snap, ctx.clock.now())}
-    candidates, skipped = [], []
+    candidates: list[InactiveAgent] = []
+    skipped: list[SkippedAgent] = []
     for agent in profiles(snap):
         name = agent.name
         if agent.status != "active" or name == caller.name or is_reserved_name(name):
@@ -517,14 +601,14 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
         if seen[:19] >= cutoff:
             continue
         if name in reserved and not include_reserved:
-            skipped.append({"agent": name, "reason": "holds an active file reservation"})
+            skipped.append(SkippedAgent(agent=name, reason="holds an active file reservation"))
             continue
-        candidates.append({"agent": name, "last_active_ts": seen})
-    result = {"retired": candidates, "skipped": skipped, "threshold_seconds": threshold, "dry_run": bool(dry_run)}
+        candidates.append(InactiveAgent(agent=name, last_active_ts=seen))
+    result = InactiveRetired(retired=candidates, skipped=skipped, threshold_seconds=threshold, dry_run=bool(dry_run))
     if dry_run or not candidates:
         return result
     stamp, hlc = ctx.clock.now_ts(), ctx.tick()
-    names = [c["agent"] for c in candidates]
+    names = [c.agent for c in candidates]
 
     def fn(tip: Snapshot) -> Change:
         change = Change(f"{caller.name} retired {len(names)} inactive agent(s): {', '.join(names)}", author=caller.name)

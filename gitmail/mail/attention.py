@@ -235,10 +235,10 @@ def holders_of(ctx: Context, project_key: str, path: str) -> list[Holding]:
 
 def held_slots(ctx: Context, project_key: str, *, limit: int = DEFAULT_LIMIT) -> Bounded:
     """Every holding of a build slot, stale ones included (they still block until someone acquires)."""
-    found = [HeldSlot(slot=slot["slot"], agent=holder["agent"], epoch=holder["epoch"],
-                      expires_ts=holder["expires_ts"], stale=bool(holder.get("stale")))
-             for slot in buildslots.list_slots(ctx, project_key, active_only=True)["build_slots"]
-             for holder in slot["holders"]]
+    found = [HeldSlot(slot=slot.slot, agent=holder.agent, epoch=holder.epoch, expires_ts=holder.expires_ts,
+                      stale=holder.stale)
+             for slot in buildslots.list_slots(ctx, project_key, active_only=True).build_slots
+             for holder in slot.holders]
     return _bounded(found, limit)
 
 

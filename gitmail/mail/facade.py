@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from gitmail.coord import buildslots, capabilities, guard, journal, reservations, seats
+from gitmail.coord.buildslots import SlotAcquired, SlotForceReleased, SlotList, SlotReleased, SlotRenewed, SlotView
 from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.guard import GuardInstalled, GuardRemoved
@@ -69,11 +70,12 @@ from . import (
 )
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
-from .agents import Credential
+from .agents import AgentDeleted, AgentProfile, Credential, InactiveRetired, Registration, TokenReset, Whois
 from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
+from .identities import AgentUpdated, Position, SleepState, Spawned
 from .mailbox import InboxMessage
 from .overdue import OverdueScan
 from .projects import ProjectDeleted, ProjectView
@@ -91,6 +93,10 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
 
+# The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
+__all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
+            "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
+            "SlotRenewed", "SlotView", "Spawned", "TokenReset", "Whois"]
 
 class Mail:
     """Agent mail over one :class:`Store` of project archives."""
@@ -174,13 +180,14 @@ class Mail:
     # -- agents ---------------------------------------------------------------
     def register_agent(self, project_key: str, program: str | None, model: str | None, *, name: str | None = None,
                        task_description: str | None = None, claim: agents.Claim | None = None,
-                       idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                       idempotency_key: str | None = None, reason: str | None = None) -> agents.Registration:
         return agents.register_agent(self.ctx, project_key, program, model, name=name,
                                      task_description=task_description, claim=claim,
                                      idempotency_key=idempotency_key, reason=reason)
 
     def create_agent_identity(self, project_key: str, program: str, model: str, *, name_hint: str | None = None,
-                              task_description: str = "", return_registration_token: bool = True) -> dict[str, Any]:
+                              task_description: str = "",
+                              return_registration_token: bool = True) -> agents.Registration:
         return agents.create_agent_identity(self.ctx, project_key, program, model, name_hint=name_hint,
                                             task_description=task_description,
                                             return_registration_token=return_registration_token)
@@ -196,32 +203,33 @@ class Mail:
                        registration: str | None = None) -> GitmailError | None:
         return agents.identity_clash(self.ctx, project_key, agent_name, token=token, registration=registration)
 
-    def reset_agent_token(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def reset_agent_token(self, project_key: str, agent_name: str) -> agents.TokenReset:
         return agents.reset_agent_token(self.ctx, project_key, agent_name)
 
     def whois(self, project_key: str, agent_name: str, *, include_recent_commits: bool = True,
-              commit_limit: int = 5, readers: list[str] | None = None) -> dict[str, Any]:
+              commit_limit: int = 5, readers: list[str] | None = None) -> agents.Whois:
         return agents.whois(self.ctx, project_key, agent_name, include_recent_commits=include_recent_commits,
                             commit_limit=commit_limit, readers=readers)
 
-    def list_agents(self, project_key: str, *, active_only: bool = True) -> list[dict[str, Any]]:
+    def list_agents(self, project_key: str, *, active_only: bool = True) -> list[agents.AgentProfile]:
         return agents.list_agents(self.ctx, project_key, active_only=active_only)
 
-    def retire_agent(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def retire_agent(self, project_key: str, agent_name: str) -> agents.AgentProfile:
         return agents.retire_agent(self.ctx, project_key, agent_name)
 
-    def unretire_agent(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def unretire_agent(self, project_key: str, agent_name: str) -> agents.AgentProfile:
         return agents.unretire_agent(self.ctx, project_key, agent_name)
 
-    def deregister_agent(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def deregister_agent(self, project_key: str, agent_name: str) -> agents.AgentProfile:
         return agents.deregister_agent(self.ctx, project_key, agent_name)
 
-    def hard_delete_agent(self, project_key: str, agent_name: str, *, confirmation: str = "") -> dict[str, Any]:
+    def hard_delete_agent(self, project_key: str, agent_name: str, *,
+                          confirmation: str = "") -> agents.AgentDeleted:
         return agents.hard_delete_agent(self.ctx, project_key, agent_name, confirmation=confirmation)
 
     def retire_inactive_agents(self, project_key: str, agent_name: str, *,
                                inactive_seconds: int = agents.DEFAULT_INACTIVE_SECONDS,
-                               include_reserved: bool = False, dry_run: bool = False) -> dict[str, Any]:
+                               include_reserved: bool = False, dry_run: bool = False) -> agents.InactiveRetired:
         return agents.retire_inactive_agents(self.ctx, project_key, agent_name, inactive_seconds=inactive_seconds,
                                              include_reserved=include_reserved, dry_run=dry_run)
 
@@ -467,28 +475,29 @@ class Mail:
     # -- coordination: build slots ---------------------------------------------
     def acquire_build_slot(self, project_key: str, agent_name: str, slot: str, *,
                            ttl_seconds: int = DEFAULT_SLOT_TTL, exclusive: bool = True,
-                           max_holders: int | None = None, reason: str = "", seat: str | None = None) -> dict[str, Any]:
+                           max_holders: int | None = None, reason: str = "",
+                           seat: str | None = None) -> buildslots.SlotAcquired:
         return buildslots.acquire(self.ctx, project_key, agent_name, slot, ttl_seconds=ttl_seconds,
                                   exclusive=exclusive, max_holders=max_holders, reason=reason, seat=seat)
 
     def renew_build_slot(self, project_key: str, agent_name: str, slot: str, epoch: int, *,
-                         extend_seconds: int = DEFAULT_SLOT_EXTEND, seat: str | None = None) -> dict[str, Any]:
+                         extend_seconds: int = DEFAULT_SLOT_EXTEND, seat: str | None = None) -> buildslots.SlotRenewed:
         return buildslots.renew(self.ctx, project_key, agent_name, slot, epoch, extend_seconds=extend_seconds,
                                 seat=seat)
 
     def release_build_slot(self, project_key: str, agent_name: str, slot: str, epoch: int, *,
-                           seat: str | None = None) -> dict[str, Any]:
+                           seat: str | None = None) -> buildslots.SlotReleased:
         return buildslots.release(self.ctx, project_key, agent_name, slot, epoch, seat=seat)
 
     def force_release_build_slot(self, project_key: str, agent_name: str, slot: str, holder: str, *,
                                  note: str = "", notify_previous: bool = True,
                                  inactivity_seconds: int = DEFAULT_INACTIVITY,
-                                 seat: str | None = None) -> dict[str, Any]:
+                                 seat: str | None = None) -> buildslots.SlotForceReleased:
         return buildslots.force_release(self.ctx, project_key, agent_name, slot, holder, note=note,
                                         notify_previous=notify_previous, inactivity_seconds=inactivity_seconds,
                                         seat=seat)
 
-    def list_build_slots(self, project_key: str, *, active_only: bool = False) -> dict[str, Any]:
+    def list_build_slots(self, project_key: str, *, active_only: bool = False) -> buildslots.SlotList:
         return buildslots.list_slots(self.ctx, project_key, active_only=active_only)
 
     # -- coordination: seats, journals, sleep/wake, capability cards ----------
@@ -522,7 +531,7 @@ class Mail:
 
     def sleep_agent(self, project_key: str, agent_name: str | None, *, target: str | None = None,
                     until: str = "reply", seat: str | None = None, idempotency_key: str | None = None,
-                    reason: str | None = None) -> dict[str, Any]:
+                    reason: str | None = None) -> identities.SleepState:
         """Put ``target`` (default: ``agent_name`` itself) to sleep; ``agent_name`` None is the operator."""
         chosen = target or agent_name
         if chosen is None:
@@ -532,7 +541,7 @@ class Mail:
 
     def wake_agent(self, project_key: str, agent_name: str | None, target: str | None = None, *,
                    seat: str | None = None, idempotency_key: str | None = None,
-                   reason: str | None = None) -> dict[str, Any]:
+                   reason: str | None = None) -> identities.SleepState:
         """Wake ``target`` (default: ``agent_name`` itself); ``agent_name`` None is the operator."""
         chosen = target or agent_name
         if chosen is None:
@@ -541,15 +550,16 @@ class Mail:
                                      idempotency_key=idempotency_key, reason=reason)
 
     # -- the hierarchy: spawn, update, position ---------------------------------
-    def spawn_agent(self, project_key: str, agent_name: str, scope: list[str], **options: Any) -> dict[str, Any]:
+    def spawn_agent(self, project_key: str, agent_name: str, scope: list[str],
+                    **options: Any) -> identities.Spawned:
         """Create an agent below ``agent_name`` (see :func:`gitmail.mail.identities.spawn` for the options)."""
         return identities.spawn(self.ctx, project_key, agent_name, scope, **options)
 
-    def update_agent(self, project_key: str, agent_name: str, **options: Any) -> dict[str, Any]:
+    def update_agent(self, project_key: str, agent_name: str, **options: Any) -> identities.AgentUpdated:
         """Update an agent's card, scopes or expiry (see :func:`gitmail.mail.identities.update`)."""
         return identities.update(self.ctx, project_key, agent_name, **options)
 
-    def agent_position(self, project_key: str, agent_name: str) -> dict[str, Any]:
+    def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""
         return identities.position(self.ctx, project_key, agent_name)
 

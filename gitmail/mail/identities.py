@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any
+from dataclasses import field
+from typing import Any, TypedDict
 
 from gitmail.coord import acting, hierarchy
 from gitmail.coord.capabilities import MAX_CAPABILITIES, check_capability
@@ -23,11 +24,12 @@ from gitmail.model.errors import ALREADY_EXISTS, NOT_ABOVE, GitmailError, invali
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
 from gitmail.model.records import LIFECYCLES, RISK_TIERS, Agent
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from . import idempotency
-from .agents import agent_view, check_reason, with_reason
+from .agents import AgentProfile, Registration, agent_view, check_reason, with_reason
 from .tokens import hash_token, mint_token
 
 EPHEMERAL_HOURS = 24  # an ephemeral agent spawned without an expiry ends this long after it was spawned
@@ -67,9 +69,28 @@ def _expiry(value: object, field: str = "expires_at") -> str | None:
                       field=field) from None
 
 
-def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
+class CardFields(TypedDict, total=False):
+    """The card fields of an agent's profile a spawn sets or an update changes, checked."""
+
+    vendor: str
+    environment: str
+    purpose: str
+    risk_tier: str
+    capabilities: list[str]
+    task_description: str
+
+
+class AgentChanges(CardFields, total=False):
+    """What an update changes: card fields, and (only from above) the lifecycle, scopes and expiry."""
+
+    lifecycle: str
+    scopes: list[str]
+    expires_at: str
+
+
+def _card_fields(card: dict[str, Any]) -> CardFields:
     """The card fields given (None: leave as is), checked."""
-    out: dict[str, Any] = {}
+    out: CardFields = {}
     for key in ("vendor", "environment"):
         if card.get(key) is not None:
             out[key] = _text(card[key], key, 128)
@@ -84,7 +105,53 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _view(ctx: Context, project_key: str, snap: Snapshot, agent: Agent) -> dict[str, Any]:
+@result
+class Spawned(Registration):
+    """An agent spawned below another: with its token when this call made it, or ``replayed`` and a note."""
+
+    note: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class AgentUpdated(Result):
+    """An agent's profile after an update, and whether the update changed it."""
+
+    profile: AgentProfile = field(metadata=FLATTEN)
+    changed: bool
+    replayed: bool | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class SleepState(Result):
+    """Whether an agent sleeps now (and until what), and whether this call changed it."""
+
+    agent: str
+    asleep: bool
+    until: str | None
+    changed: bool
+    replayed: bool | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class Placed(Result):
+    """An agent as its position in the hierarchy lists it."""
+
+    name: str
+    status: str
+    card: hierarchy.Card = field(metadata=FLATTEN)
+
+
+@result
+class Position(Result):
+    """Where an agent stands: itself, the agents above it (nearest first), its children, its effective expiry."""
+
+    me: Placed = field(metadata=renamed("self"))
+    ancestors: list[Placed]
+    children: list[Placed]
+    effective_expires_at: str | None
+
+
+def _view(ctx: Context, project_key: str, snap: Snapshot, agent: Agent) -> AgentProfile:
     return agent_view(ctx, ctx.slug(project_key), agent, project_record(snap).id)
 
 
@@ -94,7 +161,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
           program: str | None = None, model: str | None = None, task_description: str = "",
           expires_at: str | None = None, lifecycle: str = "intermittent", capabilities: list[str] | None = None,
           vendor: str = "", purpose: str = "", risk_tier: str = "standard", environment: str = "",
-          seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+          seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None) -> Spawned:
     """Create an agent below ``parent`` holding ``scope`` (a subset of the parent's); return it with its token.
 
     The parent must be a manager somewhere; the child's expiry is never later
@@ -126,11 +193,11 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         me = acting.require_actor(snap, parent, seat, at=at)
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
             child = require_agent(snap, earlier.target, "target")
-            return Change("", result={**_view(ctx, project_key, snap, child), "replayed": True,
-                                      "note": REPLAYED_TOKEN_NOTE})
+            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, child), replayed=True,
+                                             note=REPLAYED_TOKEN_NOTE))
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
-            return Change("", result={**_view(ctx, project_key, snap, existing), "registration_token": token})
+            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
         if existing is not None:
@@ -153,7 +220,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
                       parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
-                        result={**_view(ctx, project_key, snap, child), "registration_token": token})
+                        result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token))
         change.put_record(child)
         if key is not None:
             change.put_record(key.record(me.name, chosen, format_ts(at), True))
@@ -171,7 +238,7 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
            capabilities: list[str] | None = None, vendor: str | None = None, purpose: str | None = None,
            risk_tier: str | None = None, environment: str | None = None, task_description: str | None = None,
            seat: str | None = None, idempotency_key: str | None = None,
-           reason: str | None = None) -> dict[str, Any]:
+           reason: str | None = None) -> AgentUpdated:
     """Update ``target`` (default: ``actor`` itself); fields left None stay as they are.
 
     The agent itself or one above it may change its card (capabilities,
@@ -181,9 +248,9 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     expiry above it) or its lifecycle: no agent widens its own authority.
     """
     check_agent_name(actor, "agent_name")
-    fields = _card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier,
-                           "environment": environment, "capabilities": capabilities,
-                           "task_description": task_description})
+    fields = AgentChanges(**_card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier,
+                                          "environment": environment, "capabilities": capabilities,
+                                          "task_description": task_description}))
     wanted = hierarchy.parse_scopes(scope) if scope is not None else None
     expires = _expiry(expires_at)
     if lifecycle is not None:
@@ -204,8 +271,8 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         me = acting.require_actor(snap, actor, seat, at=at)
         profile = require_agent(snap, target or me.name, "target")
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            return Change("", result={**_view(ctx, project_key, snap, profile), "changed": bool(earlier.changed),
-                                      "replayed": True})
+            return Change("", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
+                                                  changed=bool(earlier.changed), replayed=True))
         hierarchy.require_self_or_above(snap, me, profile, "update")
         if me.id == profile.id:
             if structural:
@@ -213,7 +280,7 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
                     NOT_ABOVE, f"{me.name} may not change its own scopes, expiry or lifecycle: only an agent above "
                     "it may (an agent never widens its own authority)", {"agent": me.name, "target": me.name})
             hierarchy.require_role(snap, me, "editor", "publish its capability card")
-        values = dict(fields)
+        values = AgentChanges(**fields)
         above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
         if wanted is not None:
             if above is None:
@@ -226,14 +293,15 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
             hierarchy.check_child_expiry(ceiling, expires)
             values["expires_at"] = expires
         changed = any(getattr(profile, k) != v for k, v in values.items())
-        result = {"changed": changed}
         if not changed:
-            return Change("no change", result={**_view(ctx, project_key, snap, profile), **result})
+            return Change("no change", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
+                                                           changed=False))
         updated = dataclasses.replace(profile, hlc=hlc, **values)
         names = ", ".join(sorted(values))
         who = "its own" if me.id == profile.id else f"{profile.name}'s"
         change = Change(with_reason(f"{me.name} updated {who} {names}", why), author=me.name,
-                        result={**_view(ctx, project_key, snap, updated), **result}).put_record(updated)
+                        result=AgentUpdated(profile=_view(ctx, project_key, snap, updated), changed=True)
+                        ).put_record(updated)
         if expires is not None:
             for below in _outliving(snap, profile, expires):  # nobody below may end later than it now does
                 change.put_record(dataclasses.replace(below, expires_at=expires, hlc=hlc))
@@ -258,14 +326,13 @@ def _outliving(snap: Snapshot, agent: Agent, expires: str) -> list[Agent]:
 
 def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, actor: str | None = None,
                until: str = "reply", seat: str | None = None, idempotency_key: str | None = None,
-               reason: str | None = None) -> dict[str, Any]:
+               reason: str | None = None) -> SleepState:
     """Put ``target`` to sleep (until a reply, or until woken) or wake it; ``actor`` None is the operator.
 
     An asleep agent keeps receiving mail, but every write as it is refused
     (AGENT_ASLEEP) and its seat cannot be taken. Who may do it:
     :func:`gitmail.coord.acting.sleep_decision` and
-    :func:`~gitmail.coord.acting.wake_decision`. Returns
-    ``{agent, asleep, until, changed}``.
+    :func:`~gitmail.coord.acting.wake_decision`.
     """
     check_agent_name(target, "target")
     if actor is not None:
@@ -282,15 +349,15 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
     hlc = ctx.tick()
     at = ctx.clock.now()
 
-    def outcome(profile: Agent, changed: bool) -> dict[str, Any]:
-        return {"agent": profile.name, "asleep": asleep, "until": until if asleep else None, "changed": changed}
+    def outcome(profile: Agent, changed: bool, replayed: bool | None = None) -> SleepState:
+        return SleepState(agent=profile.name, asleep=asleep, until=until if asleep else None, changed=changed,
+                          replayed=replayed)
 
     def fn(snap: Snapshot) -> Change:
         # A retry is answered before the decision: the first call may have put the caller itself to sleep.
         me = find_agent(snap, actor) if key is not None and actor is not None else None
         if key is not None and me is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            return Change("", result={**outcome(require_agent(snap, target, "target"), bool(earlier.changed)),
-                                      "replayed": True})
+            return Change("", result=outcome(require_agent(snap, target, "target"), bool(earlier.changed), True))
         if asleep:
             profile, me = acting.sleep_decision(snap, actor, target, until, seat=seat, at=at)
         else:
@@ -316,17 +383,17 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
 
 # -- reading the hierarchy ---------------------------------------------------------------
 
-def position(ctx: Context, project_key: str, agent: str) -> dict[str, Any]:
+def position(ctx: Context, project_key: str, agent: str) -> Position:
     """Where ``agent`` stands: itself, the agents above it (nearest first), its children."""
     snap = ctx.archive(project_key).snapshot()
     me = require_agent(snap, agent)
 
-    def brief(profile: Agent) -> dict[str, Any]:
-        return {"name": profile.name, "status": profile.status, **hierarchy.card(profile)}
+    def brief(profile: Agent) -> Placed:
+        return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile))
 
-    return {"self": brief(me), "ancestors": [brief(a) for a in hierarchy.ancestors(snap, me)],
-            "children": [brief(c) for c in hierarchy.children(snap, me)],
-            "effective_expires_at": hierarchy.effective_expiry(snap, me)}
+    return Position(me=brief(me), ancestors=[brief(a) for a in hierarchy.ancestors(snap, me)],
+                    children=[brief(c) for c in hierarchy.children(snap, me)],
+                    effective_expires_at=hierarchy.effective_expiry(snap, me))
 
 
 def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:

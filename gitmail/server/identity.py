@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
 
 from fastmcp import Context
 from fastmcp.server.dependencies import get_http_request
 
-from gitmail.mail.facade import Credential, Mail
+from gitmail.mail.facade import Credential, Mail, Registration
 from gitmail.model.errors import UNAUTHORIZED, GitmailError
 from gitmail.model.records import Agent
 from gitmail.storage.store import Store
@@ -68,7 +67,7 @@ class Identities:
 
     def register(self, ctx: Context | None, project_key: str, *, program: str | None, model: str | None,
                  name: str | None, task_description: str | None, token: str | None,
-                 idempotency_key: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                 idempotency_key: str | None = None, reason: str | None = None) -> Registration:
         """Register an agent (or update one the caller proves to be) and bind it to this session.
 
         The check that ``name`` is free (or the caller's), the commit that
@@ -93,7 +92,7 @@ class Identities:
 
         profile = self.mail.register_agent(project_key, program, model, name=name, task_description=task_description,
                                            claim=claim, idempotency_key=idempotency_key, reason=reason)
-        if "registration_token" in profile:
+        if profile.registration_token is not None:
             self._bind(key, slug, Credential.issued(profile))
         elif claimed:
             self._bind(key, slug, claimed[-1])

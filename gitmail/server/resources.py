@@ -33,7 +33,8 @@ from gitmail.sync.status import remote_states
 from .access import OPEN, Rule
 from .results import log_failure
 from .runtime import Runtime
-from .tools_health import environment
+from .tools_health import Environment, environment
+from .tools_identity import AgentDirectory
 
 JSON = "application/json"
 # Project keys are absolute paths by design, but only ever name a project (the
@@ -148,7 +149,7 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
     member = rt.access.member("agent_name", "agent_token", project="project")
 
     @resource(mcp, "resource://config/environment", access=anyone)
-    def config_environment() -> dict[str, Any]:
+    def config_environment() -> Environment:
         """The server's settings: version, transport, listen address, store (no secrets)."""
         return environment(rt)
 
@@ -168,12 +169,12 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
         return mail.get_project(slug)
 
     @resource(mcp, "resource://agents/{project_key*}{?active_only}", access=anyone)
-    def agents(project_key: str, active_only: str | None = None) -> dict[str, Any]:
+    def agents(project_key: str, active_only: str | None = None) -> AgentDirectory:
         """The agents of a project, named by slug or by its absolute key as written (retired ones too with
         active_only=false)."""
         slug = rt.access.require_project(project_key)
         listed = mail.list_agents(slug, active_only=True if active_only is None else flag(active_only))
-        return {"project": mail.human_key(slug), "count": len(listed), "agents": listed}
+        return AgentDirectory(project=mail.human_key(slug), count=len(listed), agents=listed)
 
     @resource(mcp, "resource://sync{?project,agent_name,agent_token}", access=member)
     def sync(project: str = "", agent_name: str | None = None, agent_token: str | None = None) -> dict[str, Any]:

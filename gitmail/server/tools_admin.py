@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import ProjectDeleted, ProjectView, PurgeReport
+from gitmail.mail.facade import AgentDeleted, AgentProfile, InactiveRetired, ProjectDeleted, ProjectView, PurgeReport
 
 from .params import AgentName, AgentToken, Confirmation, ProjectKey, ProverName
 from .registry import ITSELF, MEMBER, Toolbox
@@ -43,28 +43,28 @@ def hard_delete_project(rt: Runtime, project_key: ProjectKey, confirmation: Conf
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def retire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                 agent_token: AgentToken = None) -> dict[str, Any]:
+                 agent_token: AgentToken = None) -> AgentProfile:
     """Retire an agent: it stops receiving messages; its history stays."""
     return rt.mail.retire_agent(project_key=project_key, agent_name=agent_name)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def unretire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                   agent_token: AgentToken = None) -> dict[str, Any]:
+                   agent_token: AgentToken = None) -> AgentProfile:
     """Bring a retired agent back: it receives messages again."""
     return rt.mail.unretire_agent(project_key=project_key, agent_name=agent_name)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def deregister_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                     agent_token: AgentToken = None) -> dict[str, Any]:
+                     agent_token: AgentToken = None) -> AgentProfile:
     """Take an agent off the project's roster; its messages stay."""
     return rt.mail.deregister_agent(project_key=project_key, agent_name=agent_name)
 
 
 @tools.tool(DESTRUCTIVE, access=ITSELF)
 def hard_delete_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                      confirmation: Confirmation, agent_token: AgentToken = None) -> dict[str, Any]:
+                      confirmation: Confirmation, agent_token: AgentToken = None) -> AgentDeleted:
     """Delete an agent, what it owns and the messages it sent. Irreversible."""
     result = rt.mail.hard_delete_agent(project_key=project_key, agent_name=agent_name, confirmation=confirmation)
     rt.identities.forget(rt.store.resolve(project_key), agent_name)
@@ -80,7 +80,7 @@ def retire_inactive_agents(
     agent_token: AgentToken = None,
     inactive_seconds: Annotated[int, Field(ge=60, description="Inactive at least this long.")] = 86400,
     dry_run: Annotated[bool, Field(description="Only list them.")] = False,
-) -> dict[str, Any]:
+) -> InactiveRetired:
     """Retire the project's long-inactive agents (never you, nor agents holding reservations)."""
     return rt.mail.retire_inactive_agents(project_key=project_key, agent_name=agent_name,
                                           inactive_seconds=inactive_seconds, dry_run=dry_run)

@@ -18,6 +18,7 @@ from gitmail.mail.facade import (
     SeatRelease,
     SeatRenewal,
     SeatTaken,
+    SleepState,
 )
 from gitmail.model.limits import (
     DEFAULT_LEASE_S,
@@ -132,7 +133,7 @@ def sleep_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
-) -> dict[str, Any]:
+) -> SleepState:
     """Put yourself or an agent below you to sleep: it cannot act until woken."""
     return rt.mail.sleep_agent(project_key, agent_name, target=target or agent_name, until=until, seat=seat,
                                idempotency_key=idempotency_key, reason=reason)
@@ -150,7 +151,7 @@ def wake_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
-) -> dict[str, Any]:
+) -> SleepState:
     """Wake an agent below you, or yourself from a sleep until a reply."""
     return rt.mail.wake_agent(project_key, agent_name, target or agent_name, seat=seat,
                               idempotency_key=idempotency_key, reason=reason)

@@ -6,11 +6,12 @@ coordination tools (:mod:`.tools_coordination`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.facade import AgentUpdated, Position, Spawned
 from gitmail.model.records import MAX_SCOPES
 
 from .params import (
@@ -70,7 +71,7 @@ def spawn_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
-) -> dict[str, Any]:
+) -> Spawned:
     """Create an agent below you with a subset of your scopes; you may then act as it (acting_as)."""
     return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
                                task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
@@ -103,7 +104,7 @@ def update_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
-) -> dict[str, Any]:
+) -> AgentUpdated:
     """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you."""
     return rt.mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
@@ -116,6 +117,6 @@ def agent_position(
     rt: Runtime,
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
-) -> dict[str, Any]:
+) -> Position:
     """Where an agent stands: the agents above it and its children, with their scopes."""
     return rt.mail.agent_position(project_key, agent_name)

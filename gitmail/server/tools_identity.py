@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import dataclasses
+from dataclasses import field
+from typing import Annotated
 
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import Credential, ProjectView, WindowExpired, WindowList, WindowView
+from gitmail.mail.facade import (
+    AgentProfile,
+    Credential,
+    ProjectView,
+    Registration,
+    Whois,
+    WindowExpired,
+    WindowList,
+    WindowView,
+)
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, result
 
 from .params import (
     AgentName,
@@ -32,10 +44,25 @@ ReturnToken = Annotated[bool, Field(
 tools = Toolbox("identity")
 
 
-def shown(profile: dict[str, Any], show_token: bool) -> dict[str, Any]:
-    if not show_token:
-        profile = {k: v for k, v in profile.items() if k != "registration_token"}
-    return profile
+@result
+class WhoisAnswer(Result):
+    """A profile as whois answers it; to a caller proving no agent of the project, a note on the missing commits."""
+
+    found: Whois = field(metadata=FLATTEN)
+    recent_commits_note: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class AgentDirectory(Result):
+    """A project's agents, under the project's human key."""
+
+    project: str
+    count: int
+    agents: list[AgentProfile]
+
+
+def shown(profile: Registration, show_token: bool) -> Registration:
+    return profile if show_token else dataclasses.replace(profile, registration_token=None)
 
 
 @tools.tool(IDEMPOTENT, access=ANYONE)
@@ -52,7 +79,7 @@ def register_agent(
     window_uuid: WindowUuid = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
-) -> dict[str, Any]:
+) -> Registration:
     """Register an agent in a project, or update one you registered. A new agent's registration_token is shown only
     here: keep it, and pass it as agent_token (sender_token) from other sessions.
     """
@@ -62,7 +89,7 @@ def register_agent(
                                      task_description=task_description, token=agent_token,
                                      idempotency_key=idempotency_key, reason=reason)
     if window_uuid:
-        rt.mail.use_window(project_key, window_uuid, profile["name"])
+        rt.mail.use_window(project_key, window_uuid, profile.profile.name)
     return shown(profile, return_registration_token)
 
 
@@ -76,7 +103,7 @@ def create_agent_identity(
     name_hint: Annotated[str | None, Field(description="A name to use (taken: the call fails).")] = None,
     task_description: TaskDescription = "",
     return_registration_token: ReturnToken = True,
-) -> dict[str, Any]:
+) -> Registration:
     """Create a new agent identity (never reuses a name), e.g. for a separate worker."""
     profile = rt.mail.create_agent_identity(project_key=project_key, program=program, model=model,
                                             name_hint=name_hint, task_description=task_description)
@@ -93,7 +120,7 @@ def whois(
     agent_name: AgentName,
     include_recent_commits: Annotated[bool, Field(description="Also list its latest commits.")] = True,
     commit_limit: Annotated[int, Field(ge=1, le=100, description="How many.")] = 5,
-) -> dict[str, Any]:
+) -> WhoisAnswer:
     """Show an agent's profile: program, model, task, status, contact policy, recent commits."""
     slug = rt.access.require_project(project_key)
     proved = rt.identities.agents_in(ctx, slug)
@@ -101,10 +128,11 @@ def whois(
     found = rt.mail.whois(project_key=project_key, agent_name=agent_name,
                           include_recent_commits=include_recent_commits and member, commit_limit=commit_limit,
                           readers=proved)
+    note = None
     if include_recent_commits and not member:
-        found["recent_commits_note"] = ("recent_commits name message subjects: they are shown to an MCP "
-                                        "session that registered or proved an agent of this project")
-    return found
+        note = ("recent_commits name message subjects: they are shown to an MCP session that registered or proved "
+                "an agent of this project")
+    return WhoisAnswer(found=found, recent_commits_note=note)
 
 
 @tools.tool(READ, access=ANYONE)
@@ -112,11 +140,11 @@ def list_agents(
     rt: Runtime,
     project_key: ProjectKey,
     active_only: Annotated[bool, Field(description="false: include retired and deregistered agents.")] = True,
-) -> dict[str, Any]:
+) -> AgentDirectory:
     """List the project's agents: the names to write to."""
     slug = rt.access.require_project(project_key)
     listed = rt.mail.list_agents(slug, active_only=active_only)
-    return {"project": rt.mail.human_key(slug), "count": len(listed), "agents": listed}
+    return AgentDirectory(project=rt.mail.human_key(slug), count=len(listed), agents=listed)
 
 
 @tools.tool(READ, access=ANYONE)

@@ -6,11 +6,13 @@ over the facade that name and describe the arguments.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import field
+from typing import Annotated
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gitmail.mail.facade import SlotAcquired, SlotForceReleased, SlotList, SlotReleased, SlotRenewed
 from gitmail.model.limits import (
     DEFAULT_INACTIVITY,
     DEFAULT_SLOT_EXTEND,
@@ -19,6 +21,7 @@ from gitmail.model.limits import (
     MIN_TTL,
 )
 from gitmail.model.records import MAX_SLOT_HOLDERS
+from gitmail.model.results import FLATTEN, Result, result
 
 from .params import AgentName, AgentToken, ForceNote, InactivitySeconds, NotifyPrevious, ProjectKey, Seat
 from .registry import ITSELF, Toolbox
@@ -34,6 +37,14 @@ Epoch = Annotated[int, Field(ge=1, description=(
     "once it went stale) is refused with STALE_EPOCH."))]
 
 tools = Toolbox("coordination")
+
+
+@result
+class ProjectSlots(Result):
+    """A project's build slots, under the project's human key."""
+
+    project: str
+    slots: SlotList = field(metadata=FLATTEN)
 
 
 @tools.tool(WRITE, access=ITSELF)
@@ -53,7 +64,7 @@ def acquire_build_slot(
     reason: Annotated[str, Field(max_length=4096, description="What you use it for, for the others.")] = "",
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotAcquired:
     """Hold a named slot for a scarce shared resource (a build folder, a test database); keep the epoch."""
     return rt.mail.acquire_build_slot(project_key, agent_name, slot, ttl_seconds=ttl_seconds, exclusive=exclusive,
                                       max_holders=max_holders, reason=reason, seat=seat)
@@ -71,7 +82,7 @@ def renew_build_slot(
         "Added to the later of now and the current expiry, in seconds."))] = DEFAULT_SLOT_EXTEND,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotRenewed:
     """Extend your holding of a build slot; STALE_EPOCH when it is over."""
     return rt.mail.renew_build_slot(project_key, agent_name, slot, epoch, extend_seconds=extend_seconds, seat=seat)
 
@@ -86,7 +97,7 @@ def release_build_slot(
     epoch: Epoch,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotReleased:
     """Give up your holding of a build slot now."""
     return rt.mail.release_build_slot(project_key, agent_name, slot, epoch, seat=seat)
 
@@ -104,7 +115,7 @@ def force_release_build_slot(
     inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
     agent_token: AgentToken = None,
     seat: Seat = None,
-) -> dict[str, Any]:
+) -> SlotForceReleased:
     """End another agent's stale holding of a build slot, and tell it."""
     return rt.mail.force_release_build_slot(project_key, agent_name, slot, holder, note=note,
                                             notify_previous=notify_previous,
@@ -114,8 +125,9 @@ def force_release_build_slot(
 def register_resources(mcp: FastMCP, rt: Runtime) -> None:
     """The read-only resource of build slots."""
     @resource(mcp, "resource://build_slots/{project_key*}{?active_only}", access=rt.access.open())
-    def build_slots(project_key: str, active_only: str | None = None) -> dict[str, Any]:
+    def build_slots(project_key: str, active_only: str | None = None) -> ProjectSlots:
         """A project's build slots with their holders and epochs (by slug or human key); active_only=true: only
         the slots someone holds now."""
         slug = rt.access.require_project(project_key)
-        return {"project": rt.mail.human_key(slug), **rt.mail.list_build_slots(slug, active_only=flag(active_only))}
+        return ProjectSlots(project=rt.mail.human_key(slug),
+                            slots=rt.mail.list_build_slots(slug, active_only=flag(active_only)))

@@ -212,7 +212,7 @@ class WebView:
             slug = project["slug"]
             agents = self.mail.list_agents(slug, active_only=False)
             rows.append({**project, **self.mail.project_stats(slug), "agents": len(agents),
-                         "last_active": max((a["last_active_ts"] for a in agents), default=None),
+                         "last_active": max((a.last_active_ts for a in agents), default=None),
                          "remotes": self._sync_state(slug)})
         return {"projects": rows, "pages": listed}
 
@@ -229,7 +229,7 @@ class WebView:
         slug = project["slug"]
         agents = paged(request, sliced(self.mail.list_agents(slug, active_only=False)), name="agents",
                        cap=DEEP)
-        counted = [{**a, **self.mail.agent_counts(slug, a["name"])} for a in agents.items]
+        counted = [{**a, **self.mail.agent_counts(slug, a.name)} for a in agents.items]
         threads = paged(request, lambda offset, count: self.mail.recent_threads(slug, limit=count, offset=offset),
                         cap=DEEP)
         return {"project": project, "agents": counted, "agent_pages": agents, "threads": threads,
@@ -241,8 +241,8 @@ class WebView:
         view = request.query_params.get("view", "inbox")
         if view not in VIEWS:
             view = "inbox"
-        profile = next((a for a in self.mail.list_agents(slug, active_only=False) if a["name"].lower() == name.lower()),
-                       None)
+        profile: dict[str, Any] | None = next(
+            (a for a in self.mail.list_agents(slug, active_only=False) if a.name.lower() == name.lower()), None)
         if profile is None and is_reserved_name(name):
             profile = _overseer_to_be()
         if profile is None:
@@ -281,7 +281,7 @@ class WebView:
         if not found["messages"]:
             raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
         base = f"/ui/p/{slug}/file"
-        humans = {a["name"] for a in self.mail.list_agents(slug, active_only=False) if a.get("human")}
+        humans = {a.name for a in self.mail.list_agents(slug, active_only=False) if a.human}
         receipts = self.mail.message_receipts(slug, [m["id"] for m in found["messages"]], viewer=OVERSEER)
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
                      "human": m["from"] in humans, "deliveries": receipts.get(m["id"], [])[:RECIPIENTS_SHOWN],
@@ -335,10 +335,10 @@ class WebView:
         reservations = paged(request, sliced(self.mail.list_file_reservations(slug, active_only=not show_all)
                                              .file_reservations), name="reservations", cap=DEEP)
         agents = paged(request, sliced(self.mail.list_agents(slug)), name="seats", cap=DEEP)
-        seats = [self.mail.seat_status(slug, a["name"]) for a in agents.items]
-        build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all)["build_slots"]),
+        seats = [self.mail.seat_status(slug, a.name) for a in agents.items]
+        build_slots = paged(request, sliced(self.mail.list_build_slots(slug, active_only=not show_all).build_slots),
                             name="slots", cap=DEEP)
-        slots = [{**s, "shown": s["holders"][:HOLDERS_SHOWN], "more": max(0, len(s["holders"]) - HOLDERS_SHOWN)}
+        slots = [{**s, "shown": s.holders[:HOLDERS_SHOWN], "more": max(0, len(s.holders) - HOLDERS_SHOWN)}
                  for s in build_slots.items]
         path = request.query_params.get("path", "").strip()
         found: list[Any] = []
@@ -357,16 +357,16 @@ class WebView:
         """One build slot's terms and its holders a page at a time: a shared slot can admit many."""
         project = self._project(request)
         name = request.path_params["slot"]
-        found = [s for s in self.mail.list_build_slots(project["slug"])["build_slots"] if s["slot"] == name]
+        found = [s for s in self.mail.list_build_slots(project["slug"]).build_slots if s.slot == name]
         if not found:
             raise GitmailError(NOT_FOUND, f"no build slot {name[:80]!r}: the board lists those in use", {"slot": name})
-        holders = paged(request, sliced(found[0]["holders"]), cap=DEEP)
+        holders = paged(request, sliced(found[0].holders), cap=DEEP)
         return {"project": project, "slot": found[0], "pages": holders}
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
-        agents = [a["name"] for a in self.mail.list_agents(slug, active_only=False)]
+        agents = [a.name for a in self.mail.list_agents(slug, active_only=False)]
         chosen = request.query_params.get("agent") or (agents[0] if agents else None)
 
         def newest_first(limit: int) -> list[JournalView]:
@@ -399,7 +399,7 @@ class WebView:
 
     def compose(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
-        agents = [a["name"] for a in self.mail.list_agents(project["slug"]) if a["name"] != OVERSEER]
+        agents = [a.name for a in self.mail.list_agents(project["slug"]) if a.name != OVERSEER]
         threads = self.mail.recent_threads(project["slug"], limit=PAGE)
         return {"project": project, "agents": agents, "form": dict(request.query_params), "error": None,
                 "overseer": OVERSEER, "threads": threads}
