@@ -116,6 +116,8 @@ def test_a_session_acts_as_the_agent_it_registered_and_others_need_the_token(ser
     profile, retired, denied, wrong, takeover, allowed, whois = run(scenario())
     assert profile["name"] == "BlueLake" and len(profile["registration_token"]) >= 32
     assert retired["status"] == "retired"
+    # the agent-mail answer (status, agent_name, project_key) and when; whois has the whole profile
+    assert list(retired) == ["status", "agent_name", "project_key", "retired_at"] and retired["retired_at"]
     for body in (denied, wrong, takeover):
         assert body["code"] == "UNAUTHORIZED", body
         assert "registration_token" in body["message"]

@@ -80,6 +80,26 @@ class AgentProfile(Result):
 
 
 @result
+class StatusChange(Result):
+    """An agent retired, brought back or taken off the roster: its new status, named as the caller named it.
+
+    The agent-mail answer to these calls (``status``, ``agent_name``,
+    ``project_key``), plus when it was retired; ``whois`` reads the whole
+    profile.
+    """
+
+    status: str
+    agent_name: str
+    project_key: str
+    retired_at: str | None
+
+    @classmethod
+    def of(cls, profile: AgentProfile, project_key: str) -> StatusChange:
+        return cls(status=profile.status, agent_name=profile.name, project_key=project_key,
+                   retired_at=profile.retired_at)
+
+
+@result
 class Registration(Result):
     """A registered (or updated) agent; its token only when this call issued it, ``replayed`` on a retry."""
 

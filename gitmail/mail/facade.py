@@ -70,7 +70,16 @@ from . import (
 )
 from .ackscanner import AckScanner
 from .acksettings import AckSettings
-from .agents import AgentDeleted, AgentProfile, Credential, InactiveRetired, Registration, TokenReset, Whois
+from .agents import (
+    AgentDeleted,
+    AgentProfile,
+    Credential,
+    InactiveRetired,
+    Registration,
+    StatusChange,
+    TokenReset,
+    Whois,
+)
 from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
@@ -96,7 +105,7 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
-            "SlotRenewed", "SlotView", "Spawned", "TokenReset", "Whois"]
+            "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
 
 class Mail:
     """Agent mail over one :class:`Store` of project archives."""

@@ -7,7 +7,14 @@ from typing import Annotated
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import AgentDeleted, AgentProfile, InactiveRetired, ProjectDeleted, ProjectView, PurgeReport
+from gitmail.mail.facade import (
+    AgentDeleted,
+    InactiveRetired,
+    ProjectDeleted,
+    ProjectView,
+    PurgeReport,
+    StatusChange,
+)
 
 from .params import AgentName, AgentToken, Confirmation, ProjectKey, ProverName
 from .registry import ITSELF, MEMBER, Toolbox
@@ -43,23 +50,23 @@ def hard_delete_project(rt: Runtime, project_key: ProjectKey, confirmation: Conf
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def retire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                 agent_token: AgentToken = None) -> AgentProfile:
+                 agent_token: AgentToken = None) -> StatusChange:
     """Retire an agent: it stops receiving messages; its history stays."""
-    return rt.mail.retire_agent(project_key=project_key, agent_name=agent_name)
+    return StatusChange.of(rt.mail.retire_agent(project_key=project_key, agent_name=agent_name), project_key)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def unretire_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                   agent_token: AgentToken = None) -> AgentProfile:
+                   agent_token: AgentToken = None) -> StatusChange:
     """Bring a retired agent back: it receives messages again."""
-    return rt.mail.unretire_agent(project_key=project_key, agent_name=agent_name)
+    return StatusChange.of(rt.mail.unretire_agent(project_key=project_key, agent_name=agent_name), project_key)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
 def deregister_agent(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                     agent_token: AgentToken = None) -> AgentProfile:
+                     agent_token: AgentToken = None) -> StatusChange:
     """Take an agent off the project's roster; its messages stay."""
-    return rt.mail.deregister_agent(project_key=project_key, agent_name=agent_name)
+    return StatusChange.of(rt.mail.deregister_agent(project_key=project_key, agent_name=agent_name), project_key)
 
 
 @tools.tool(DESTRUCTIVE, access=ITSELF)
