@@ -92,13 +92,20 @@ def test_a_schema_derived_from_a_result_names_the_wire_keys():
 
 
 def _loose_returns(path: str) -> list[str]:
-    """The functions of a module whose return annotation mentions ``dict[str, Any]``."""
+    """The functions of a module whose return annotation mentions ``dict[str, Any]``, or a module name for it."""
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
+    loose = {"dict[str, Any]"}
+    for node in tree.body:  # Stored = dict[str, Any] is the same loose dictionary under another name
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if value is not None and "dict[str, Any]" in ast.unparse(value).replace("Dict[", "dict["):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[union-attr]
+            loose |= {t.id for t in targets if isinstance(t, ast.Name)}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
-            if "dict[str, Any]" in ast.unparse(node.returns).replace("Dict[", "dict["):
+            names = {n.id for n in ast.walk(node.returns) if isinstance(n, ast.Name)}
+            if "dict[str, Any]" in ast.unparse(node.returns).replace("Dict[", "dict[") or names & loose:
                 found.append(f"{node.name} (line {node.lineno})")
     return found
 
@@ -135,6 +142,8 @@ def test_no_domain_operation_answers_a_loose_dictionary():
 
 def test_the_scan_sees_a_loose_return_annotation(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text("from typing import Any\n\n\ndef answer(x: int) -> list[dict[str, Any]] | None:\n"
-                       "    return None\n\n\ndef fine() -> dict[str, int]:\n    return {}\n")
-    assert _loose_returns(str(planted)) == ["answer (line 4)"]
+    planted.write_text("from typing import Any\n\nLoose = dict[str, Any]\n\n\n"
+                       "def answer(x: int) -> list[dict[str, Any]] | None:\n    return None\n\n\n"
+                       "def fine() -> dict[str, int]:\n    return {}\n\n\ndef aliased() -> Loose | None:\n"
+                       "    return None\n")
+    assert _loose_returns(str(planted)) == ["answer (line 6)", "aliased (line 14)"]

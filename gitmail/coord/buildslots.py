@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import NOT_FOUND, SLOT_NOT_STALE, STALE_EPOCH, GitmailError, invalid
@@ -74,9 +74,21 @@ def _seconds(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-Stored = dict[str, Any]
-"""One holding as the slot's record keeps it (``agent``, ``epoch``, ``acquired_ts``, ``expires_ts``, ``reason``)."""
+class Stored(TypedDict):
+    """One holding as the slot's record keeps it (the record's ``holders`` are these maps)."""
 
+    agent: str
+    epoch: int
+    acquired_ts: str
+    expires_ts: str
+    reason: NotRequired[str]
+
+
+def _holdings(record: BuildSlot | None) -> list[Stored]:
+    """The record's holdings, typed as the record checker has already checked them."""
+    return cast(list[Stored], record.holders) if record is not None else []
+
+_RECORDED = list[dict[str, Any]]  # the type of the record's holders field, which these holdings are kept in
 
 @result
 class SlotHolding(Result):
@@ -204,13 +216,13 @@ def holding_view(holding: Stored, at: dt.datetime) -> SlotHolding:
 
 def view(record: BuildSlot, at: dt.datetime) -> SlotView:
     """A slot as tools, resources and the web view show it."""
-    holders = [holding_view(h, at) for h in record.holders]
+    holders = [holding_view(h, at) for h in _holdings(record)]
     return SlotView(slot=record.slot, exclusive=record.exclusive, max_holders=record.max_holders, epoch=record.epoch,
                     holders=holders, in_use=any(not h.stale for h in holders))
 
 
 def _find(record: BuildSlot | None, agent: str) -> Stored | None:
-    return next((h for h in record.holders if h["agent"] == agent), None) if record else None
+    return next((h for h in _holdings(record) if h["agent"] == agent), None)
 
 
 def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_seconds: int = DEFAULT_SLOT_TTL,
@@ -248,8 +260,8 @@ def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_second
         mine = _find(record, me)
         if record is not None and mine is not None and _live(mine, at):
             return _keep(record, mine, expires, hlc, at)
-        holders = [h for h in (record.holders if record else []) if _live(h, at)]
-        dropped = [h for h in (record.holders if record else []) if not _live(h, at)]
+        holders = [h for h in _holdings(record) if _live(h, at)]
+        dropped = [h for h in _holdings(record) if not _live(h, at)]
         if holders:
             assert record is not None
             refusal = _refusal(record, holders, exclusive, at)
@@ -263,7 +275,7 @@ def acquire(ctx: Context, project_key: str, agent: str, slot: str, *, ttl_second
         if reason:
             holding["reason"] = reason
         updated = BuildSlot(slot=name, epoch=epoch, hlc=hlc, exclusive=terms[0], max_holders=terms[1],
-                            holders=[*holders, holding])
+                            holders=cast(_RECORDED, [*holders, holding]))
         kind = "exclusive" if terms[0] else f"shared, at most {terms[1]}"
         text = f"{me} acquired build slot {name} ({kind}, epoch {epoch}, {ttl}s)"
         if dropped:
@@ -310,12 +322,12 @@ def _with_holding(record: BuildSlot, holding: Stored | None, hlc: HLC, *,
                   without: str | None = None) -> BuildSlot:
     """``record`` with one holding replaced (or the one of agent ``without`` taken out)."""
     holders = []
-    for h in record.holders:
+    for h in _holdings(record):
         if holding is not None and h["agent"] == holding["agent"]:
             holders.append(holding)
         elif h["agent"] != without:
             holders.append(h)
-    return dataclasses.replace(record, holders=holders, hlc=hlc)
+    return dataclasses.replace(record, holders=cast(_RECORDED, holders), hlc=hlc)
 
 
 def _held(snap: Snapshot, name: str, me: str, epoch: int) -> tuple[BuildSlot, Stored]:
@@ -411,7 +423,7 @@ def force_release(ctx: Context, project_key: str, agent: str, slot: str, holder:
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
         record = snap.load(build_slot_path(name), BuildSlot)
-        theirs = next((h for h in record.holders if h["agent"].lower() == holder.lower()), None) if record else None
+        theirs = next((h for h in _holdings(record) if h["agent"].lower() == holder.lower()), None)
         if record is None or theirs is None:
             raise GitmailError(NOT_FOUND, f"{holder} holds no build slot {name!r}; list the slots with the "
                                f"resource resource://build_slots/{{project_key}}", {"slot": name, "holder": holder})
