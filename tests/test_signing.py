@@ -288,3 +288,43 @@ def test_a_push_that_swaps_or_deletes_a_nodes_key_is_refused(mail, store, tmp_pa
     assert git_run("commit", "-q", "-m", "no more node", cwd=clone).returncode == 0
     pushed = git_run("push", "-q", "origin", "main", cwd=clone)
     assert pushed.returncode != 0 and "deleted" in pushed.stderr
+
+
+def test_machines_that_sync_keep_each_others_signatures_and_verify_clean(tmp_path):
+    from gitmail.storage.verify import verify
+    from gitmail.sync.remotes import add_remote
+    from gitmail.sync.syncer import sync_project
+
+    from .sync_helpers import PROJECT as SHARED
+    from .sync_helpers import Machine
+
+    hub = str(tmp_path / "hub.git")
+    git("init", "-q", "--bare", "--initial-branch=main", hub)
+    machines = [Machine(str(tmp_path / "m"), f"node{i}") for i in range(3)]
+    machines[0].create_project()
+    for machine in machines:
+        add_remote(machine.store, SHARED, "hub", "file://" + hub)
+        sync_project(machine.store, SHARED)
+    for round_no in range(2):  # each writes while apart, then all sync: merges on top of others' commits
+        for machine in machines:
+            machine.send("BlueLake", ["GreenCastle"], f"round {round_no} from {machine.name}")
+        for machine in machines + machines:
+            sync_project(machine.store, SHARED)
+    tips = {machine.archive.tip() for machine in machines}
+    assert len(tips) == 1
+    signers = str(tmp_path / "signers")
+    with open(signers, "w", encoding="utf-8") as handle:
+        handle.write(nodes.allowed_signers(machines[0].archive))
+    keys = {machine.store.key.public: machine.name for machine in machines}
+    seen = set()
+    archive = machines[1].archive
+    for commit in archive.repo.walk(archive.tip()):
+        signature, payload = split_signature(commit.read_raw())
+        assert signature is not None, f"{commit.id} is unsigned"
+        seen.add(keys[sshsig.signer_of(signature, payload)])
+        assert _verify(archive.git_dir, signers, str(commit.id)).returncode == 0
+    assert seen == {"node0", "node1", "node2"}  # no machine re-signed another's commits
+    for machine in machines:
+        slug = machine.store.resolve(SHARED)
+        found = verify(machine.archive, slug, machine.store.paths(slug).derived)
+        assert found.clean, found.findings
