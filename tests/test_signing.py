@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 
 import pygit2
@@ -217,6 +218,8 @@ def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_clears_old_histor
     unsigned = _hand_commit(archive, tmp_path)
     found = verify(archive, slug, derived)
     assert [(f.commit, f.problem) for f in found.findings] == [(unsigned, "unsigned")]
+    pooled = verify(archive, slug, str(tmp_path / "pooled"), workers=2, parallel_from=1)  # the same, in processes
+    assert pooled.checked == pooled.commits and pooled.findings == found.findings
     adopt(archive, node=store.node, now=store.clock.now_ts())
     assert verify(archive, slug, derived).clean
     stranger = Ed25519PrivateKey.generate()  # a key the archive never named signs a commit
@@ -328,3 +331,16 @@ def test_machines_that_sync_keep_each_others_signatures_and_verify_clean(tmp_pat
         slug = machine.store.resolve(SHARED)
         found = verify(machine.archive, slug, machine.store.paths(slug).derived)
         assert found.clean, found.findings
+
+
+@pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="git signs with ssh-keygen")
+def test_verify_reads_a_commit_git_itself_signed(tmp_path):
+    key = NodeKey(str(tmp_path / "home"), "person")
+    repo = str(tmp_path / "repo")
+    git("init", "-q", "--initial-branch=main", repo)
+    signed = git_run("-c", "gpg.format=ssh", "-c", f"user.signingkey={key.path}", "commit", "-q", "-S",
+                     "--allow-empty", "-m", "signed by git", cwd=repo)
+    assert signed.returncode == 0, signed.stderr
+    raw = pygit2.Repository(repo)[git("rev-parse", "HEAD", cwd=repo).strip()].read_raw()
+    signature, payload = split_signature(raw)
+    assert signature is not None and sshsig.signer_of(signature, payload) == key.public

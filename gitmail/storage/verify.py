@@ -24,6 +24,7 @@ commit's history.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import struct
 from collections.abc import Iterable
@@ -126,8 +127,13 @@ def adopted(snap: Snapshot) -> list[str]:
     return out
 
 
-def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2) -> Verification:
-    """Judge every commit of ``main`` not in an adopted history (see the module docs)."""
+def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
+           parallel_from: int = PARALLEL_FROM) -> Verification:
+    """Judge every commit of ``main`` not in an adopted history (see the module docs).
+
+    With ``parallel_from`` new commits or more, their signatures are checked
+    by ``workers`` processes.
+    """
     tip = archive.tip()
     if tip is None:
         return Verification(project=project, commits=0, checked=0, adopted=[], findings=[], clean=True)
@@ -142,9 +148,10 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     order: list[pygit2.Commit] = list(walker)
     new = [commit for commit in order if commit.id.raw not in cache.known]
     raws = [commit.read_raw() for commit in new]
-    if len(raws) >= PARALLEL_FROM and workers > 1:
+    if len(raws) >= parallel_from and workers > 1:
         size = -(-len(raws) // (workers * 4))
-        with ProcessPoolExecutor(workers) as pool:
+        # forkserver: a server's threads are never forked mid-flight
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
             results = [v for part in pool.map(_verdicts, [raws[i:i + size] for i in range(0, len(raws), size)])
                        for v in part]
     else:
