@@ -11,7 +11,7 @@ import pytest
 
 from gitmail import Change, Store
 from gitmail.model.ids import new_id
-from gitmail.model.records import JournalEntry
+from gitmail.model.records import JournalEntry, node_path
 from gitmail.storage.checkout import refresh
 
 from .conftest import git, git_run
@@ -156,8 +156,9 @@ def test_a_refresh_applies_the_change_and_leaves_index_and_tree_exactly_at_main(
 
     archive.transact(change)
     assert refresh(paths.archive, paths.checkout) == "updated"
+    own = node_path(store.node)  # the store's key, published with its first commit
     assert _tree_of(paths.checkout) == {"notes/a/keep.md": "keep\n", "notes/a/new.md": "new\n",
-                                        "notes/c/inside.md": "inside\n"}
+                                        "notes/c/inside.md": "inside\n", own: archive.snapshot().read(own).decode()}
     assert not os.path.exists(os.path.join(paths.checkout, "notes", "b"))  # an emptied folder goes, as with git
     again = os.stat(os.path.join(paths.checkout, "notes", "a", "keep.md"))
     assert (again.st_ino, again.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # an unchanged file is not rewritten

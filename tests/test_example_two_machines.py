@@ -21,7 +21,7 @@ def test_two_machines_example_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     out = proc.stdout
     assert "hub checks installed in" in out and ": pre-receive" in out
-    assert "5 records in (1 messages)" in out  # the desktop took the laptop's project in
+    assert "6 records in (1 messages)" in out  # the desktop took the laptop's project in (and its node key)
     assert "Schema for the users table" in out.split("GreenCastle's inbox on the desktop:")[1]
     inbox = out.split("BlueLake's inbox on the laptop:")[1].split("the laptop's remotes:")[0]
     assert "Written on the desktop" in inbox and "Re: Schema for the users table" in inbox

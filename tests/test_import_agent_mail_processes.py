@@ -55,12 +55,17 @@ def import_command(archive: bool = True) -> list[str]:
     return ["import", "agent-mail", DATABASE, *(("--archive", ARCHIVE) if archive else ()), "--json", "--quiet"]
 
 
-def trees(home: str) -> dict[str, str]:
-    """The tree of ``main`` in each project's archive of a store."""
+def trees(home: str) -> dict[str, list[str]]:
+    """The top of ``main``'s tree in each project's archive of a store, but for ``nodes/``.
+
+    ``nodes/`` holds the key of the machine (the store) that wrote the
+    archive, which differs from store to store whatever was imported.
+    """
     out = {}
     for slug in sorted(os.listdir(os.path.join(home, "projects"))):
         git_dir = os.path.join(home, "projects", slug, "archive.git")
-        out[slug] = git("--git-dir", git_dir, "rev-parse", "main^{tree}").strip()
+        out[slug] = [line for line in git("--git-dir", git_dir, "ls-tree", "main").splitlines()
+                     if not line.endswith("\tnodes")]
     return out
 
 

@@ -13,6 +13,7 @@ from . import (
     import_cmds,  # noqa: F401
     index_cmds,  # noqa: F401
     mail_cmds,  # noqa: F401
+    node_cmds,  # noqa: F401
     serve_cmds,  # noqa: F401
     slot_cmds,  # noqa: F401
     store_cmds,  # noqa: F401  (registers commands)

@@ -860,6 +860,84 @@ class Escalation(Record):
         return escalation_path(self.message_id, self.agent)
 
 
+NODE_KINDS = ("node", "human")  # a machine's own key, or a person's git signing key registered by an operator
+
+
+@dataclass
+class Node(Record):
+    """A signing key allowed to write this archive: a machine's node key, or a person's (``kind: human``).
+
+    A node publishes its own record, in a commit it signs itself; a person's
+    key is added by an operator. ``key`` is the public key as OpenSSH writes
+    it. A rotation replaces ``key`` and names the key it replaces in
+    ``previous_key``, with ``rotation_sig``: the old key's signature of
+    :func:`rotation_statement` (the record checker verifies it at every door,
+    so nobody without the old key can put another key in a node's place).
+    """
+
+    KIND: ClassVar[str] = "node"
+    LOCATED_BY: ClassVar[str] = "node"
+    node: str = _spec("str", max_len=128)
+    key: str = _spec("str", max_len=512)
+    kind: str = _spec("choice", choices=NODE_KINDS)
+    created_at: str = _spec("ts")
+    added_by: str | None = _spec("str", default=None, max_len=128)
+    previous_key: str | None = _spec("str", default=None, max_len=512)
+    rotated_at: str | None = _spec("ts", default=None)
+    rotation_sig: str | None = _spec("text", default=None, max_len=4096)
+
+    def path(self) -> str:
+        return node_path(self.node)
+
+
+ROTATION_NAMESPACE = "gitmail-node-rotation"
+
+
+def rotation_statement(node: str, key: str, rotated_at: str) -> bytes:
+    """What the old key signs when ``node`` moves to ``key`` (the ``rotation_sig`` of its record)."""
+    return f"gitmail node {node} rotates to {key} at {rotated_at}\n".encode()
+
+
+@dataclass
+class Revocation(Record):
+    """A key no longer trusted from ``revoked_at`` on: commits it signs are reported, whoever wrote them.
+
+    Named by the key's SHA-256 (``key_id``), so two machines revoking one key
+    write one file; any node of the project may revoke any key (a stolen
+    machine cannot be trusted to revoke itself), and a revocation is final.
+    """
+
+    KIND: ClassVar[str] = "revocation"
+    LOCATED_BY: ClassVar[str] = "key_id"
+    key_id: str = _spec("str", max_len=64)
+    key: str = _spec("str", max_len=512)
+    node: str = _spec("str", max_len=128)
+    revoked_at: str = _spec("ts")
+    revoked_by: str = _spec("str", max_len=128)
+    reason: str = _spec("text", default="", max_len=4096)
+
+    def path(self) -> str:
+        return revocation_path(self.key_id)
+
+
+@dataclass
+class Adoption(Record):
+    """The history up to ``commit`` (written before commits were signed) is trusted as it is.
+
+    Written once by ``gitmail adopt``, in a commit signed by ``node``;
+    ``gitmail verify`` then checks only the commits after it.
+    """
+
+    KIND: ClassVar[str] = "adoption"
+    LOCATED_BY: ClassVar[str] = "commit"
+    commit: str = _spec("str", max_len=40)
+    node: str = _spec("str", max_len=128)
+    adopted_at: str = _spec("ts")
+
+    def path(self) -> str:
+        return adoption_path(self.commit)
+
+
 # -- paths --------------------------------------------------------------------
 # Where each record lives is written down here once: every other module asks
 # these functions (and PATH_TYPES below answers the reverse question, what a
@@ -896,6 +974,9 @@ PRODUCTS = "products"
 RELAYS = "relays"
 BUILD_SLOTS = "build_slots"
 ESCALATIONS = "escalations"
+NODES = "nodes"
+REVOCATIONS = "revocations"
+ADOPTIONS = "adoptions"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -960,6 +1041,18 @@ def reservation_path(reservation_id: str) -> str:
 
 def escalation_path(message_id: str, agent: str) -> str:
     return f"{ESCALATIONS}/{day_shard(message_id)}/{fan_out(message_id)}/{message_id}/{agent}.yaml"
+
+
+def node_path(node: str) -> str:
+    return f"{NODES}/{node}.yaml"
+
+
+def revocation_path(key_id: str) -> str:
+    return f"{REVOCATIONS}/{key_id}.yaml"
+
+
+def adoption_path(commit: str) -> str:
+    return f"{ADOPTIONS}/{commit}.yaml"
 
 
 def build_slot_path(slot: str) -> str:
@@ -1126,10 +1219,13 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^relays/{_SLUG}/{_DAY}{_BY_ID}/{_ID}\.yaml$"), Relay, "relay"),
     (re.compile(r"^build_slots/[a-z0-9][a-z0-9._-]{0,63}\.yaml$"), BuildSlot, "build_slot"),
     (re.compile(rf"^escalations/{_DAY}{_BY_ID}/{_ID}/{_NAME}\.yaml$"), Escalation, "escalation"),
+    (re.compile(rf"^nodes/{_NAME}\.yaml$"), Node, "node"),
+    (re.compile(r"^revocations/[0-9a-f]{64}\.yaml$"), Revocation, "revocation"),
+    (re.compile(r"^adoptions/[0-9a-f]{40}\.yaml$"), Adoption, "adoption"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
-                             "attachment", "repair"})
+                             "attachment", "repair", "revocation", "adoption"})
 # Files that may sit in an archive without being records.
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 # The archive's ``.gitattributes`` names gitmail's merge driver for record files, so a human's

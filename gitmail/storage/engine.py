@@ -41,7 +41,7 @@ from gitmail.model.records import Record
 from . import leftovers
 from .handles import open_repository
 from .maintenance import Maintainer
-from .objects import COMMIT, PackBuffer, Signature, encode_commit, fsync_dir
+from .objects import COMMIT, CommitSigner, PackBuffer, Signature, encode_commit, fsync_dir
 from .operator import by_operator
 from .snapshot import Snapshot
 from .treeedit import TreeEditor, check_path
@@ -125,14 +125,23 @@ class Archive:
     """One project's git repository, used as a database."""
 
     def __init__(self, path: str, *, node: str = "local", durable: bool = True, maintain: bool = True,
-                 wall: WallTime = time.time, pack_check_interval: float = PACK_CHECK_SECONDS):
+                 wall: WallTime = time.time, pack_check_interval: float = PACK_CHECK_SECONDS,
+                 signer: CommitSigner | None = None, publish: tuple[str, bytes] | None = None):
         """Open the repository at ``path``; ``maintain`` consolidates packs in the background.
 
         ``wall`` gives the commits' time (the store passes its clock's source).
         Every ``pack_check_interval`` seconds at most, a thread asking for its
         handle also looks whether packs were removed (see :attr:`repo`).
+        ``signer`` signs every commit this archive writes (the store passes
+        its node key's); without one the commits are unsigned. ``publish``
+        is a file (the node's own record, path and bytes) that the first
+        commit this archive writes adds when ``main`` does not hold it yet,
+        so a node's key reaches an archive in a commit that key signs.
         """
         self.path = os.path.abspath(path)
+        self.signer = signer
+        self.publish = publish
+        self._published = publish is None
         self.node = node
         self.wall = wall
         self.durable = durable
@@ -377,7 +386,12 @@ class Archive:
         parent = bytes.fromhex(base) if base else None
         now = int(self.wall())
         made: dict[str, list[tuple[str, bytes | None, bytes | None]]] = {}
+        publication = self._publication(repo, base)
         for group in _by_author(writers):
+            if publication and not group[-1][1].merge_parent and not any(p in overlay for p in publication):
+                for path, own in publication.items():
+                    editor.set(path, own)
+                publication = {}
             for _, change in group:
                 for path, data in change.edits.items():
                     editor.set(path, data)
@@ -392,7 +406,8 @@ class Archive:
             merged = group[-1][1].merge_parent
             if merged:
                 parents.append(bytes.fromhex(merged))
-            parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message))
+            parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message,
+                                                 sign=self.signer))
             changed = editor.take_changes()
             if not merged:  # a merge's changes are judged against both parents: derived state diffs those
                 made[parent.hex()] = changed
@@ -407,6 +422,7 @@ class Archive:
         if swapped != _DONE:
             return swapped
         editor.remember()
+        self._published = self._published or not publication
         with self._changes_lock:
             self._changes.update(made)
             while len(self._changes) > CHANGES_KEPT:
@@ -420,6 +436,20 @@ class Archive:
                 _log.exception("commit listener failed after %s", new_tip)
         self._settle(batch, attempt)
         return _DONE
+
+    def _publication(self, repo: pygit2.Repository, base: str | None) -> dict[str, bytes]:
+        """The file to publish with the next commit: none once ``main`` holds it (whatever its version)."""
+        if self._published or self.publish is None:
+            return {}
+        path, data = self.publish
+        if base is not None:
+            try:
+                repo[base].peel(pygit2.Tree)[path]
+            except KeyError:
+                return {path: data}
+            self._published = True
+            return {}
+        return {path: data}
 
     def advance(self, expected: str | None, new: str) -> bool:
         """Move main from ``expected`` to the existing commit ``new`` by compare-and-swap.

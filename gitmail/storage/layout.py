@@ -81,7 +81,8 @@ def migrate(archive: Archive) -> Migration:
         signature = Signature(SYSTEM_AUTHOR, f"{SYSTEM_AUTHOR}@{archive.node}", when)
         message = (f"Move the archive to layout {LAYOUT}: the records of each day under two folders named by the "
                    f"end of their IDs\n\n{moved} files moved, none changed (gitmail migrate).\n")
-        new = pack.add(COMMIT, encode_commit(root, [commit.id.raw], signature, signature, message)).hex()
+        new = pack.add(COMMIT, encode_commit(root, [commit.id.raw], signature, signature, message,
+                                                    sign=archive.signer)).hex()
         pack.write(os.path.join(archive.git_dir, "objects", "pack"), durable=archive.durable)
         if archive.advance(tip, new):
             return Migration(before, LAYOUT, new, moved)

@@ -16,7 +16,7 @@ import hashlib
 import os
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -225,15 +225,45 @@ class Signature:
         return f"{name} <{email}> {self.when} +0000".encode()
 
 
-def encode_commit(tree: bytes, parents: list[bytes], author: Signature, committer: Signature, message: str) -> bytes:
-    """A commit object; control characters in ``message`` are written escaped (git history stays printable)."""
+CommitSigner = Callable[[bytes], str]  # a commit's bytes without the signature -> its armored ``gpgsig``
+
+
+def encode_commit(tree: bytes, parents: list[bytes], author: Signature, committer: Signature, message: str,
+                  *, sign: CommitSigner | None = None) -> bytes:
+    """A commit object; control characters in ``message`` are written escaped (git history stays printable).
+
+    With ``sign``, the commit carries the signature of its own bytes in a
+    ``gpgsig`` header after the committer line, where git puts it (and
+    where ``git verify-commit`` takes it out again before checking).
+    """
     message = printable(message)
     lines = [b"tree " + tree.hex().encode()]
     lines += [b"parent " + parent.hex().encode() for parent in parents]
     lines.append(b"author " + author.encode())
     lines.append(b"committer " + committer.encode())
-    text = message if message.endswith("\n") else message + "\n"
-    return b"\n".join(lines) + b"\n\n" + text.encode("utf-8")
+    text = (message if message.endswith("\n") else message + "\n").encode("utf-8")
+    if sign is None:
+        return b"\n".join(lines) + b"\n\n" + text
+    armored = sign(b"\n".join(lines) + b"\n\n" + text)
+    lines.append(b"gpgsig " + armored.rstrip("\n").replace("\n", "\n ").encode("ascii"))
+    return b"\n".join(lines) + b"\n\n" + text
+
+
+def split_signature(raw: bytes) -> tuple[bytes | None, bytes]:
+    """A commit object's ``gpgsig`` value (None when unsigned) and the bytes it signs (the commit without it)."""
+    end = raw.find(b"\n\n")
+    header = raw if end < 0 else raw[:end + 1]
+    at = header.find(b"\ngpgsig ")
+    if at < 0:
+        return None, raw
+    stop = at + 1
+    lines: list[bytes] = []
+    for line in header[at + 1:].split(b"\n"):
+        if lines and not line.startswith(b" "):
+            break
+        lines.append(line[7:] if not lines else line[1:])
+        stop += len(line) + 1
+    return b"\n".join(lines) + b"\n", raw[:at + 1] + raw[stop:]
 
 
 class PackBuffer:

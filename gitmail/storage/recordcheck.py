@@ -62,6 +62,7 @@ from typing import Any
 
 import pygit2
 
+from gitmail.model import sshsig
 from gitmail.model.controls import printable
 from gitmail.model.errors import GitmailError
 from gitmail.model.limits import MAX_ATTACHMENT_BYTES
@@ -75,21 +76,26 @@ from gitmail.model.records import (
     IMMUTABLE_ROLES,
     LAYOUT,
     PLAIN_FILES,
+    ROTATION_NAMESPACE,
     Agent,
     BuildSlot,
     Contact,
+    Node,
     Project,
     Record,
     Relay,
     Repair,
     Reservation,
+    Revocation,
     classify,
     conflict_path,
+    is_extra_key,
     layout_forms,
     path_layout,
     placed,
     profile_path,
     role_of,
+    rotation_statement,
     tombstone_path,
 )
 
@@ -200,7 +206,55 @@ def record_problem(record: Record) -> str | None:
     if isinstance(record, Agent) and record.human and record.token_hash:
         return (f"{record.name} is a human profile (human: true) and carries a token_hash; a person is never proved "
                 "by a token")
+    if isinstance(record, Node):
+        return _node_problem(record)
+    if isinstance(record, Revocation):
+        try:
+            raw = sshsig.parse_public_line(record.key)
+        except sshsig.SignatureError as exc:
+            return f"key: {exc}"
+        if sshsig.key_id(raw) != record.key_id:
+            return f"key_id: {record.key_id} is not the SHA-256 of the key it revokes ({sshsig.key_id(raw)})"
     return None
+
+
+def _node_problem(node: Node) -> str | None:
+    """A node's key must read, and a rotated key must carry the old key's signature of the rotation."""
+    try:
+        sshsig.parse_public_line(node.key)
+    except sshsig.SignatureError as exc:
+        return f"key: {exc}"
+    if node.previous_key is None and node.rotation_sig is None and node.rotated_at is None:
+        return None
+    if node.previous_key is None or node.rotation_sig is None or node.rotated_at is None:
+        return "a rotated node names previous_key, rotated_at and rotation_sig together (gitmail nodes rotate)"
+    try:
+        old = sshsig.parse_public_line(node.previous_key)
+        signer = sshsig.signer_of(node.rotation_sig, rotation_statement(node.node, node.key, node.rotated_at),
+                                  namespace=ROTATION_NAMESPACE)
+    except sshsig.SignatureError as exc:
+        return f"rotation_sig: {exc}; only the holder of the previous key can rotate (gitmail nodes rotate)"
+    if signer != old:
+        return "rotation_sig: not signed by previous_key; only the holder of the previous key can rotate"
+    return None
+
+
+def node_refusal(old: Node, new: Node) -> tuple[str, str] | None:
+    """A node's record keeps its kind and its first day; its key changes only by a rotation from the key it had."""
+    if (old.kind, old.created_at) != (new.kind, new.created_at):
+        return f"changes the kind or creation of node {old.node}, which are fixed", _RESTORE
+    if old.key != new.key and new.previous_key != old.key:
+        return (f"replaces node {old.node}'s key without a rotation signed by its key; only that node can move "
+                "to a new key (gitmail nodes rotate), and another node may only revoke it (gitmail nodes revoke)"),\
+            _RESTORE
+    if old.key == new.key and _own_fields(old) != _own_fields(new):
+        return (f"changes node {old.node}'s record without moving its key; a node's record changes only by a "
+                "rotation (fields of your own named x-something excepted)"), _RESTORE
+    return None
+
+
+def _own_fields(record: Record) -> dict[str, Any]:
+    return {key: value for key, value in record.to_fields().items() if not is_extra_key(key)}
 
 
 def _agent_spellings(tree: pygit2.Tree | None) -> dict[str, list[str]]:
@@ -282,6 +336,8 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Project) and isinstance(new, Project) and new.layout < old.layout:
         return (f"moves the archive back from layout {old.layout} to layout {new.layout}; an archive's layout only "
                 "moves forward (gitmail migrate)"), _RESTORE
+    if isinstance(old, Node) and isinstance(new, Node):
+        return node_refusal(old, new)
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE

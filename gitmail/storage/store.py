@@ -4,6 +4,7 @@ Layout::
 
     $GITMAIL_HOME/
       node                      this machine's node name (for clocks and commits)
+      keys/                     this node's signing key, owner-only (see nodekey.py)
       projects/<slug>/archive.git   the database: a bare repository
       projects/<slug>/checkout/     a read-mostly clone for grep and editors
       derived/<slug>/               index and caches; safe to delete at any time
@@ -28,10 +29,12 @@ from dataclasses import dataclass
 from gitmail.model.clock import HybridClock, WallTime
 from gitmail.model.errors import NOT_FOUND, GitmailError
 from gitmail.model.names import normalize_human_key
+from gitmail.model.records import Node, node_path
 
 from .checkout import CheckoutRefresher, protect_archive
 from .engine import Archive
 from .hookfiles import ensure_archive_hooks, install_archive_hooks
+from .nodekey import NodeKey
 
 _SLUG_SAFE = re.compile(r"[^a-z0-9]+")
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}$")
@@ -78,6 +81,7 @@ class Store:
         os.makedirs(os.path.join(self.home, "projects"), exist_ok=True)
         self.node = self._node_name()
         self.clock = HybridClock(self.node, wall=wall or time.time)
+        self.key = NodeKey(self.home, self.node)
         self._archives: dict[str, Archive] = {}
         self._lock = threading.Lock()
 
@@ -133,12 +137,12 @@ class Store:
                                        {"project": project})
                 os.makedirs(os.path.dirname(paths.archive), exist_ok=True)
                 archive = Archive.init(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
-                                       wall=self.clock.wall)
+                                       wall=self.clock.wall, signer=self.key.sign_commit, publish=self._own_record())
                 protect_archive(archive.git_dir)
                 install_archive_hooks(archive.git_dir)
             else:
                 archive = Archive(paths.archive, node=self.node, durable=self.durable, maintain=self.background,
-                                  wall=self.clock.wall)
+                                  wall=self.clock.wall, signer=self.key.sign_commit, publish=self._own_record())
                 ensure_archive_hooks(archive.git_dir)
             if self.background:
                 refresher = CheckoutRefresher(paths.archive, paths.checkout)
@@ -146,6 +150,11 @@ class Store:
                 self._refreshers[slug] = refresher
             self._archives[slug] = archive
             return archive
+
+    def _own_record(self) -> tuple[str, bytes]:
+        """This node's record, published by the first commit it makes in an archive that lacks it."""
+        record = Node(node=self.node, key=self.key.public_line, kind="node", created_at=self.clock.now_ts())
+        return node_path(self.node), record.to_bytes()
 
     def poke_checkout(self, project: str) -> None:
         """Bring the project's checkout to ``main`` soon, after a move this process did not make."""

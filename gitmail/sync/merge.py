@@ -43,6 +43,7 @@ from gitmail.model.records import (
     Escalation,
     HeldMessage,
     IdempotencyKey,
+    Node,
     ProductLink,
     Project,
     Receipt,
@@ -299,6 +300,22 @@ def _escalation(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> by
                                                                        theirs) else theirs
 
 
+def _node(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """A node's record moves only by rotation: the side whose key was rotated from the other's key wins.
+
+    Only the node itself writes its record, so two versions differ only when
+    one side has seen a rotation the other has not (or, after a stolen key,
+    two rotations that fork: then every machine keeps the same one, the
+    smaller file, and ``gitmail verify`` shows both keys' commits).
+    """
+    mine, other = _parse(Node, path, ours, theirs)
+    if other.previous_key == mine.key:
+        return theirs
+    if mine.previous_key == other.key:
+        return ours
+    return min(ours, theirs)
+
+
 def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A held message only ever loses awaited recipients and gains refusals."""
     old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
@@ -344,6 +361,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "seat": _seat,
     "build_slot": _build_slot,
     "escalation": _escalation,
+    "node": _node,
     "held": _held,
     "idempotency": _idempotency,
 }

@@ -104,7 +104,7 @@ def _valid_part(archive: Archive, base: str | None, tip: str, rejected: list[Rej
                f"{len(rejected)} change(s) that break the record rules were left out and kept aside "
                f"(see {QUARANTINE_REFS}/).\n")
     commit = pack.add(COMMIT, encode_commit(tree, [bytes.fromhex(base)] if base else [], signature, signature,
-                                            message))
+                                            message, sign=archive.signer))
     pack.write(os.path.join(archive.git_dir, "objects", "pack"), durable=archive.durable)
     return commit.hex()
 
@@ -142,7 +142,7 @@ def keep_aside(archive: Archive, remote: str, refused: list[Checked]) -> str | N
     signature = Signature(_AUTHOR, f"{_AUTHOR}@{archive.node}", when)
     message = f"Kept aside {len(entries)} change(s) from {remote} that break the record rules\n"
     parents = sorted({bytes.fromhex(item.tip) for item in refused})
-    commit = pack.add(COMMIT, encode_commit(tree, parents, signature, signature, message))
+    commit = pack.add(COMMIT, encode_commit(tree, parents, signature, signature, message, sign=archive.signer))
     current = repo.references.get(name)
     if current is not None and str(current.target) == commit.hex():
         return name

@@ -1,0 +1,204 @@
+"""``gitmail verify``: every commit of a project's history, judged by its signature; ``gitmail adopt``.
+
+A commit is *clean* when it carries an SSH signature (``gpgsig``) that checks
+against the commit's own bytes, made by a key the archive names (a node's
+current key or the one it rotated from) and that is not revoked. Anything
+else is a finding: ``unsigned``, ``bad-signature`` (the bytes were changed
+after signing, or the signature does not read), ``unknown-key`` or
+``revoked-key``. Nothing is refused here: this reports.
+
+Checking a signature costs some 60-140 microseconds, so each commit is
+checked once: its verdict (the key that signed it, or why none did) is kept
+outside the archive in ``derived/<slug>/signatures.bin``, keyed by commit id
+(a commit id names its bytes, so the verdict never changes). Which keys are
+known and which revoked is decided afresh on every run from the tip's
+``nodes/`` and ``revocations/``, so a revocation applies to commits checked
+before it. New commits are checked in a pool of processes when there are
+many of them.
+
+History written before commits were signed is taken as it is by ``gitmail
+adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit, after
+which ``verify`` checks only the commits that are not part of the adopted
+commit's history.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import struct
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+
+import pygit2
+
+from gitmail.model import sshsig
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
+from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
+from gitmail.model.results import Result, result
+
+from .engine import Archive, Change
+from .nodes import keyring
+from .objects import split_signature
+from .snapshot import Snapshot
+
+CACHE_FILE = "signatures.bin"
+_UNSIGNED, _BAD, _SIGNED = 0, 1, 2
+_ENTRY = struct.Struct(">20sB32s")  # commit id, verdict, signer's raw key (zeros unless signed)
+PARALLEL_FROM = 4096  # fewer new commits than this are checked in this process (a pool costs more to start)
+_NO_KEY = bytes(32)
+
+
+@result
+class Finding(Result):
+    """One commit ``verify`` reports: which, why, and by whom it says it was made."""
+
+    commit: str
+    problem: str  # unsigned | bad-signature | unknown-key | revoked-key
+    node: str | None
+    summary: str
+
+
+@result
+class Verification(Result):
+    """What ``verify`` found in one project's history."""
+
+    project: str
+    commits: int  # commits judged (history after any adoption)
+    checked: int  # of those, signatures checked in this run (the rest were remembered)
+    adopted: list[str]
+    findings: list[Finding]
+    clean: bool
+
+
+def _verdict(raw: bytes) -> tuple[int, bytes]:
+    signature, payload = split_signature(raw)
+    if signature is None:
+        return _UNSIGNED, _NO_KEY
+    try:
+        return _SIGNED, sshsig.signer_of(signature, payload)
+    except sshsig.SignatureError:
+        return _BAD, _NO_KEY
+
+
+def _verdicts(raws: list[bytes]) -> list[tuple[int, bytes]]:
+    return [_verdict(raw) for raw in raws]
+
+
+class VerdictCache:
+    """Signature verdicts by commit id, appended to one file; a torn last entry is ignored."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, CACHE_FILE)
+        self.known: dict[bytes, tuple[int, bytes]] = {}
+        try:
+            with open(self.path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            data = b""
+        for at in range(0, len(data) - _ENTRY.size + 1, _ENTRY.size):
+            oid, verdict, key = _ENTRY.unpack_from(data, at)
+            self.known[oid] = (verdict, key)
+
+    def add(self, found: Iterable[tuple[bytes, tuple[int, bytes]]]) -> None:
+        chunk = b"".join(_ENTRY.pack(oid, verdict, key) for oid, (verdict, key) in found)
+        if not chunk:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "ab") as handle:
+            if handle.tell() % _ENTRY.size:  # a write cut short before: start at an entry's boundary
+                handle.truncate(handle.tell() - handle.tell() % _ENTRY.size)
+            handle.write(chunk)
+        for at in range(0, len(chunk), _ENTRY.size):
+            oid, verdict, key = _ENTRY.unpack_from(chunk, at)
+            self.known[oid] = (verdict, key)
+
+
+def adopted(snap: Snapshot) -> list[str]:
+    """The commits the archive's adoption records name (their history is trusted as it is)."""
+    out = []
+    for name in sorted(snap.listdir(ADOPTIONS)):
+        try:
+            record = snap.load(f"{ADOPTIONS}/{name}", Adoption)
+        except GitmailError:
+            continue
+        if record is not None:
+            out.append(record.commit)
+    return out
+
+
+def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
+           parallel_from: int = PARALLEL_FROM) -> Verification:
+    """Judge every commit of ``main`` not in an adopted history (see the module docs).
+
+    With ``parallel_from`` new commits or more, their signatures are checked
+    by ``workers`` processes.
+    """
+    tip = archive.tip()
+    if tip is None:
+        return Verification(project=project, commits=0, checked=0, adopted=[], findings=[], clean=True)
+    repo = archive.repo
+    snap = archive.snapshot(tip)
+    ring = keyring(snap)
+    trusted = [hexsha for hexsha in adopted(snap) if hexsha in repo]
+    walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+    for hexsha in trusted:
+        walker.hide(pygit2.Oid(hex=hexsha))
+    cache = VerdictCache(cache_folder)
+    order: list[pygit2.Commit] = list(walker)
+    new = [commit for commit in order if commit.id.raw not in cache.known]
+    raws = [commit.read_raw() for commit in new]
+    if len(raws) >= parallel_from and workers > 1:
+        size = -(-len(raws) // (workers * 4))
+        # forkserver: a server's threads are never forked mid-flight
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            results = [v for part in pool.map(_verdicts, [raws[i:i + size] for i in range(0, len(raws), size)])
+                       for v in part]
+    else:
+        results = _verdicts(raws)
+    cache.add(zip([commit.id.raw for commit in new], results, strict=True))
+    findings = []
+    for commit in order:
+        verdict, key = cache.known[commit.id.raw]
+        problem = _problem(verdict, key, ring.state(key) if verdict == _SIGNED else "")
+        if problem is not None:
+            findings.append(Finding(commit=str(commit.id), problem=problem, node=ring.keys.get(key),
+                                    summary=commit.message.split("\n", 1)[0][:200]))
+    return Verification(project=project, commits=len(order), checked=len(new), adopted=trusted, findings=findings,
+                        clean=not findings)
+
+
+def _problem(verdict: int, key: bytes, state: str) -> str | None:
+    if verdict == _UNSIGNED:
+        return "unsigned"
+    if verdict == _BAD:
+        return "bad-signature"
+    if state == "revoked":
+        return "revoked-key"
+    return None if state == "known" else "unknown-key"
+
+
+def adopt(archive: Archive, *, node: str, now: str, commit: str | None = None) -> Adoption:
+    """Record that the history up to ``commit`` (default: the tip) is trusted as it is, in a signed commit."""
+    target = commit or archive.tip()
+    if target is None:
+        raise GitmailError(INVALID_ARGUMENT, "the project has no history to adopt yet", {})
+    try:
+        resolved = str(archive.repo.revparse_single(target).peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise GitmailError(INVALID_ARGUMENT, f"{target!r} names no commit of this project; give a commit id of its "
+                           "history (git log main)", {"commit": target}) from None
+    tip = archive.tip()
+    if tip is None or (resolved != tip and not archive.repo.descendant_of(tip, resolved)):
+        raise GitmailError(INVALID_ARGUMENT, f"{resolved[:12]} is not in the history of main; adopt a commit of "
+                           "main's history", {"commit": resolved})
+    record = Adoption(commit=resolved, node=node, adopted_at=now)
+
+    def fn(snap: Snapshot) -> Change:
+        if snap.exists(adoption_path(resolved)):
+            return Change("")
+        return Change(f"Adopt the history up to {resolved[:12]} as trusted (gitmail adopt)",
+                      author="gitmail").put_record(record)
+
+    archive.transact(fn)
+    return record
