@@ -25,17 +25,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
-# Tools whose domain answer is still a loose dictionary, or whose typed answer's fields would take the default
-# listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
-# their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
+# Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list").
+# Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
     "fetch_inbox_product", "fetch_summary", "fetch_topic", "force_release_build_slot", "get_attachment",
-    "hard_delete_agent", "health_check", "install_precommit_guard", "list_agents", "list_contacts", "list_remotes",
-    "products_link", "products_unlink", "register_agent", "release_build_slot", "renew_build_slot",
-    "respond_contact", "retire_agent", "retire_inactive_agents", "search_messages", "search_messages_product",
-    "sleep_agent", "spawn_agent", "summarize_recent", "summarize_thread", "summarize_thread_product", "sync_project",
-    "sync_status", "uninstall_precommit_guard", "unretire_agent", "update_agent", "wake_agent", "whois",
+    "hard_delete_agent", "health_check", "list_agents", "list_remotes", "products_link", "products_unlink",
+    "register_agent", "release_build_slot", "renew_build_slot", "retire_agent", "retire_inactive_agents",
+    "search_messages", "search_messages_product", "sleep_agent", "spawn_agent", "summarize_recent",
+    "summarize_thread", "summarize_thread_product", "sync_project", "sync_status", "unretire_agent", "update_agent",
+    "wake_agent", "whois",
 })
 
 
@@ -59,7 +58,14 @@ def world(server, tmp_path_factory):
             await call(bob, "release_file_reservations", file_reservation_ids=[granted[0]["id"]], **proof)
             return granted[0]["id"]
 
+    async def asked_by_bob() -> None:
+        """Bob asks Alice for contact, so her answer to him (respond_contact) has a request to answer."""
+        async with server.client() as bob:
+            await call(bob, "request_contact", project_key=made.p, from_agent="Bob", to_agent="Alice",
+                       agent_token=made.tokens["Bob"])
+
     made.released_reservation = run(released_reservation())
+    run(asked_by_bob())
     return made
 
 
@@ -77,6 +83,7 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "register_agent": {"name": "Alice", "window_uuid": window},
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
         "request_contact": {"to_agent": "Bob"},
+        "respond_contact": {"from_agent": "Bob", "accept": True},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
     }
 
