@@ -128,7 +128,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/overview.py",
     "gitmail/mail/products.py",
     "gitmail/mail/relay.py",
-    "gitmail/mail/summaries.py",
 })
 
 

@@ -80,6 +80,7 @@ from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
 from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
+from .summaries import SummaryView, ThreadSummaries
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
@@ -90,6 +91,8 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved",
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
+# The reads' results: summaries, searches, topics, products, attachments and the project's overview.
+__all__ += ["SummaryView", "ThreadSummaries"]
 
 
 class Mail:
@@ -395,15 +398,16 @@ class Mail:
 
     # -- summaries ------------------------------------------------------------
     def summarize_thread(self, project_key: str, thread_id: str, *, include_examples: bool = False,
-                         per_thread_limit: int = 50) -> dict[str, Any]:
+                         per_thread_limit: int = 50) -> ThreadSummaries:
         return summaries.summarize_thread(self.ctx, project_key, thread_id, include_examples=include_examples,
                                           per_thread_limit=per_thread_limit)
 
     def summarize_recent(self, project_key: str, *, since_hours: float = 1.0,
-                         max_messages: int = summaries.MAX_RECENT_MESSAGES) -> dict[str, Any]:
+                         max_messages: int = summaries.MAX_RECENT_MESSAGES) -> SummaryView:
         return summaries.summarize_recent(self.ctx, project_key, since_hours=since_hours, max_messages=max_messages)
 
-    def fetch_summary(self, project_key: str, *, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+    def fetch_summary(self, project_key: str, *, since_hours: float = 24.0,
+                      limit: int = 5) -> list[SummaryView]:
         return summaries.fetch_summary(self.ctx, project_key, since_hours=since_hours, limit=limit)
 
     # -- retention ------------------------------------------------------------
