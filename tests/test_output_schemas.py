@@ -29,11 +29,11 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 # Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "ensure_product",
-    "fetch_inbox_product", "fetch_topic", "force_release_build_slot", "get_attachment", "hard_delete_agent",
-    "health_check", "list_agents", "list_remotes", "products_link", "products_unlink", "register_agent",
-    "release_build_slot", "renew_build_slot", "retire_agent", "retire_inactive_agents", "search_messages",
-    "search_messages_product", "sleep_agent", "spawn_agent", "summarize_thread_product", "sync_project",
-    "sync_status", "unretire_agent", "update_agent", "wake_agent", "whois",
+    "fetch_inbox_product", "force_release_build_slot", "get_attachment", "hard_delete_agent", "health_check",
+    "list_agents", "list_remotes", "products_link", "products_unlink", "register_agent", "release_build_slot",
+    "renew_build_slot", "retire_agent", "retire_inactive_agents", "search_messages_product", "sleep_agent",
+    "spawn_agent", "summarize_thread_product", "sync_project", "sync_status", "unretire_agent", "update_agent",
+    "wake_agent", "whois",
 })
 
 

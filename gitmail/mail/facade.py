@@ -30,7 +30,6 @@ from gitmail.coord.reservations import (
     Reserved,
 )
 from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
-from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
 from gitmail.model.limits import (
     CATCH_UP_DEFAULT,
@@ -74,7 +73,7 @@ from .allmail import MailQuery
 from .attachments import AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
-from .mailbox import InboxMessage
+from .mailbox import InboxMessage, SearchHit, TopicMessage
 from .overdue import OverdueScan
 from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
@@ -92,7 +91,7 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
 # The reads' results: summaries, searches, topics, products, attachments and the project's overview.
-__all__ += ["SummaryView", "ThreadSummaries"]
+__all__ += ["SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 
 class Mail:
@@ -315,17 +314,17 @@ class Mail:
                                   max_bytes=max_bytes)
 
     def search_messages(self, project_key: str, query: str, *, limit: int = 20, agent_name: str | None = None,
-                        exhaustive: bool = False) -> list[dict[str, Any]]:
+                        exhaustive: bool = False) -> list[SearchHit]:
         """Full-text search, best first; with ``agent_name``, only what that agent sent or received.
 
         The newest matches are ranked (each hit's ``bounded`` says whether
         older ones were left out); ``exhaustive`` ranks every match.
         """
-        return search_messages(self.store, project_key, query, limit, agent_name, exhaustive=exhaustive)
+        return mailbox.search(self.ctx, project_key, query, limit=limit, agent_name=agent_name, exhaustive=exhaustive)
 
     def fetch_topic(self, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,
-                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[TopicMessage]:
         return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit=limit, include_bodies=include_bodies,
                                    since_ts=since_ts, agent_name=agent_name, unread_only=unread_only,
                                    max_bytes=max_bytes)

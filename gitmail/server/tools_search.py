@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
-from gitmail.mail.facade import SummaryView, ThreadSummaries
+from gitmail.mail.facade import SearchHit, SummaryView, ThreadSummaries
 from gitmail.model.results import FLATTEN, OMIT_NONE, Result, result
 
 from .params import AgentToken, ProjectKey, ProverName
@@ -53,7 +53,7 @@ def search_messages(
     = False,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> list[dict[str, Any]]:
+) -> list[SearchHit]:
     """Search the project's messages, best first."""
     return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
