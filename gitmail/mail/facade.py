@@ -75,6 +75,7 @@ from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDeliv
 from .delivery import MessageView
 from .mailbox import InboxMessage, SearchHit, TopicMessage
 from .overdue import OverdueScan
+from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
 from .retention import PurgeReport
@@ -91,7 +92,8 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
 # The reads' results: summaries, searches, topics, products, attachments and the project's overview.
-__all__ += ["SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
+__all__ += ["ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown", "ProductThread", "ProductUnlinked",
+            "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 
 class Mail:
@@ -143,13 +145,13 @@ class Mail:
         return relay.recover(self.ctx, projects)
 
     # -- products -------------------------------------------------------------
-    def ensure_product(self, product_key: str) -> dict[str, Any]:
+    def ensure_product(self, product_key: str) -> ProductShown:
         return products.ensure_product(self.ctx, product_key)
 
-    def products_link(self, product_key: str, project_key: str, *, name: str | None = None) -> dict[str, Any]:
+    def products_link(self, product_key: str, project_key: str, *, name: str | None = None) -> ProductLinked:
         return products.products_link(self.ctx, product_key, project_key, name=name)
 
-    def products_unlink(self, product_key: str, project_key: str) -> dict[str, Any]:
+    def products_unlink(self, product_key: str, project_key: str) -> ProductUnlinked:
         return products.products_unlink(self.ctx, product_key, project_key)
 
     def product_projects(self, product_key: str) -> list[str]:
@@ -157,18 +159,18 @@ class Mail:
         return products.linked_slugs(self.ctx, product_key)
 
     def search_product(self, product_key: str, query: str, *, projects: list[str], limit: int = 20,
-                       exhaustive: bool = False) -> list[dict[str, Any]]:
+                       exhaustive: bool = False) -> list[ProductHit]:
         """Search the product's ``projects`` (slugs), each hit naming its project."""
         return products.search_product(self.ctx, product_key, query, slugs=projects, limit=limit,
                                        exhaustive=exhaustive)
 
     def fetch_inbox_product(self, product_key: str, agent_name: str, *, projects: list[str],
-                            **options: Any) -> list[dict[str, Any]]:
+                            **options: Any) -> list[ProductInboxMessage]:
         """The agent's inbox across the product's ``projects``; ``options`` as for :meth:`fetch_inbox`."""
         return products.fetch_inbox_product(self.ctx, product_key, agent_name, slugs=projects, **options)
 
     def summarize_thread_product(self, product_key: str, thread_id: str, *, projects: list[str],
-                                 include_examples: bool = False, per_thread_limit: int = 50) -> dict[str, Any]:
+                                 include_examples: bool = False, per_thread_limit: int = 50) -> ProductThread:
         return products.summarize_thread_product(self.ctx, product_key, thread_id, slugs=projects,
                                                  include_examples=include_examples,
                                                  per_thread_limit=per_thread_limit)
