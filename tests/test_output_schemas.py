@@ -22,6 +22,10 @@ from .test_access import World, arguments_for, built_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
+PNG_URI = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAAB"
+           "JRU5ErkJggg==")
+"""A one-pixel PNG, stored as an attachment of a message in the walk's world."""
+
 TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
@@ -29,9 +33,9 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 # Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "force_release_build_slot",
-    "get_attachment", "hard_delete_agent", "health_check", "list_agents", "list_remotes", "register_agent",
-    "release_build_slot", "renew_build_slot", "retire_agent", "retire_inactive_agents", "sleep_agent", "spawn_agent",
-    "sync_project", "sync_status", "unretire_agent", "update_agent", "wake_agent", "whois",
+    "hard_delete_agent", "health_check", "list_agents", "list_remotes", "register_agent", "release_build_slot",
+    "renew_build_slot", "retire_agent", "retire_inactive_agents", "sleep_agent", "spawn_agent", "sync_project",
+    "sync_status", "unretire_agent", "update_agent", "wake_agent", "whois",
 })
 
 
@@ -61,7 +65,15 @@ def world(server, tmp_path_factory):
             await call(bob, "request_contact", project_key=made.p, from_agent="Bob", to_agent="Alice",
                        agent_token=made.tokens["Bob"])
 
+    async def attached() -> str:
+        """A message from Bob with a stored image: the path get_attachment fetches."""
+        async with server.client() as bob:
+            sent = await call(bob, "send_message", project_key=made.p, sender_name="Bob", to=["Alice"], subject="shot",
+                              body_md=f"![dot]({PNG_URI})", attachments_policy="file", sender_token=made.tokens["Bob"])
+            return sent["deliveries"][0]["payload"]["attachments"][0]["path"]
+
     made.released_reservation = run(released_reservation())
+    made.attachment = run(attached())
     run(asked_by_bob())
     return made
 
@@ -82,6 +94,7 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
         "request_contact": {"to_agent": "Bob"},
         "respond_contact": {"from_agent": "Bob", "accept": True},
+        "get_attachment": {"path": world.attachment},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
     }
 

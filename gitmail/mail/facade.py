@@ -70,7 +70,7 @@ from .ackscanner import AckScanner
 from .acksettings import AckSettings
 from .agents import Credential
 from .allmail import MailQuery
-from .attachments import AttachmentsPolicySet
+from .attachments import AttachmentContent, AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .mailbox import InboxMessage, SearchHit, TopicMessage
@@ -92,8 +92,8 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
 # The reads' results: summaries, searches, topics, products, attachments and the project's overview.
-__all__ += ["ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown", "ProductThread", "ProductUnlinked",
-            "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
+__all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown",
+            "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 
 class Mail:
@@ -565,7 +565,7 @@ class Mail:
                                seat: str | None = None) -> attachments.AttachmentsPolicySet:
         return attachments.set_agent_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
-    def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
+    def get_attachment(self, project_key: str, path: str) -> AttachmentContent:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
 
     def all_mail(self, query: MailQuery, *, after: str | None = None, page: int = 1,

@@ -502,8 +502,8 @@ class WebView:
             found = await run_in_threadpool(self.mail.get_attachment, slug, path)
         except GitmailError as exc:
             return Response(exc.message, status_code=404 if exc.code == NOT_FOUND else 400)
-        data = base64.b64decode(found["content_base64"])
-        media = found["media_type"]
+        data = base64.b64decode(found.content_base64)
+        media = found.media_type
         if not media.startswith("image/"):
             media = "application/octet-stream"  # only images are shown in place; the rest is a download
         return Response(data, media_type=media, headers={"X-Content-Type-Options": "nosniff",
