@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -33,9 +34,9 @@ TEXT_ONLY = {"catch_up", "read_messages"}
 # Only shrinks: a tool that declares a typed result must leave it.
 NOT_YET_TYPED = frozenset({
     "acquire_build_slot", "agent_position", "create_agent_identity", "deregister_agent", "force_release_build_slot",
-    "hard_delete_agent", "health_check", "list_agents", "list_remotes", "register_agent", "release_build_slot",
-    "renew_build_slot", "retire_agent", "retire_inactive_agents", "sleep_agent", "spawn_agent", "sync_project",
-    "sync_status", "unretire_agent", "update_agent", "wake_agent", "whois",
+    "hard_delete_agent", "health_check", "list_agents", "register_agent", "release_build_slot", "renew_build_slot",
+    "retire_agent", "retire_inactive_agents", "sleep_agent", "spawn_agent", "unretire_agent", "update_agent",
+    "wake_agent", "whois",
 })
 
 
@@ -75,6 +76,10 @@ def world(server, tmp_path_factory):
     made.released_reservation = run(released_reservation())
     made.attachment = run(attached())
     run(asked_by_bob())
+    hub = str(tmp_path_factory.mktemp("hub"))  # a remote for sync_project, named on the machine as an operator does
+    subprocess.run(["git", "init", "-q", "--bare", hub], check=True)
+    subprocess.run([sys.executable, "-m", "gitmail", "remote", "add", made.p, "hub", "file://" + hub], check=True,
+                   capture_output=True, env=child_env(server.home), cwd=ROOT, timeout=120)
     return made
 
 
