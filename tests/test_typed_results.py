@@ -126,7 +126,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/identities.py",
     "gitmail/mail/mailbox.py",
     "gitmail/mail/overview.py",
-    "gitmail/mail/relay.py",
 })
 
 

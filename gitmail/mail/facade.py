@@ -140,7 +140,7 @@ class Mail:
         """The key a project (named by key or slug) records for itself."""
         return projects.human_key(self.ctx, project)
 
-    def complete_relays(self, projects: list[str] | None = None) -> list[dict[str, Any]]:
+    def complete_relays(self, projects: list[str] | None = None) -> list[relay.RelayOutcome]:
         """Write the cross-project copies still owed by ``projects`` (default: all); see :mod:`.relay`."""
         return relay.recover(self.ctx, projects)
 

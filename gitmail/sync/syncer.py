@@ -54,6 +54,7 @@ import pygit2
 from gitmail.coord.context import Context
 from gitmail.index import indexer_for
 from gitmail.mail import relay
+from gitmail.mail.relay import RelayOutcome
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
@@ -127,7 +128,7 @@ class ProjectSync(Result):
     status: str
     results: list[RemoteSync]
     index: dict[str, Any]
-    relayed: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    relayed: list[RelayOutcome] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass
@@ -215,7 +216,7 @@ class SyncReport:
     project: str
     results: list[SyncResult]
     index: dict[str, Any] = field(default_factory=dict)
-    relayed: list[dict[str, Any]] = field(default_factory=list)  # cross-project copies completed after it
+    relayed: list[RelayOutcome] = field(default_factory=list)  # cross-project copies completed after it
 
     @property
     def exit_code(self) -> int:
