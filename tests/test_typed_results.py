@@ -125,7 +125,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/feed.py",
     "gitmail/mail/identities.py",
     "gitmail/mail/mailbox.py",
-    "gitmail/mail/overview.py",
 })
 
 

@@ -348,10 +348,10 @@ class Mail:
         return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl, limit=limit)
 
     # -- the overseer's views ------------------------------------------------
-    def project_stats(self, project_key: str) -> dict[str, Any]:
+    def project_stats(self, project_key: str) -> overview.ProjectStats:
         return overview.stats(self.ctx, project_key)
 
-    def recent_threads(self, project_key: str, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    def recent_threads(self, project_key: str, *, limit: int = 50, offset: int = 0) -> list[overview.ThreadRow]:
         return overview.recent_threads(self.ctx, project_key, limit=limit, offset=offset)
 
     def agent_counts(self, project_key: str, agent_name: str) -> dict[str, int]:
@@ -362,7 +362,7 @@ class Mail:
         return overview.record_paths(self.ctx, project_key, kind, key)
 
     def history(self, project_key: str, paths: list[str], *, limit: int = 100,
-                offset: int = 0) -> list[dict[str, Any]]:
+                offset: int = 0) -> list[overview.HistoryCommit]:
         """The commits that changed ``paths`` (from the derived history), newest first, with diffs."""
         return overview.history(self.ctx, project_key, paths, limit=limit, offset=offset)
 
