@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -25,18 +26,16 @@ from .test_access import World, arguments_for, built_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
+PNG_URI = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAAB"
+           "JRU5ErkJggg==")
+"""A one-pixel PNG, stored as an attachment of a message in the walk's world."""
+
 TEXT_ONLY = {"catch_up", "read_messages"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
-# Tools whose domain answer is still a loose dictionary, or whose typed answer's fields would take the default
-# listing past its budget (list_contacts, respond_contact, install_precommit_guard, uninstall_precommit_guard):
-# their schema says only "an object" (or "a list"). Only shrinks: a tool that declares a typed result must leave it.
-NOT_YET_TYPED = frozenset({
-    "ensure_product", "fetch_inbox_product", "fetch_summary", "fetch_topic", "get_attachment",
-    "install_precommit_guard", "list_contacts", "list_remotes", "products_link", "products_unlink", "respond_contact",
-    "search_messages", "search_messages_product", "summarize_recent", "summarize_thread", "summarize_thread_product",
-    "sync_project", "sync_status", "uninstall_precommit_guard",
-})
+# Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list").
+# Empty now that every tool declares its typed result; a tool added without one fails the walk.
+NOT_YET_TYPED: frozenset[str] = frozenset()
 
 
 def described(schema: dict) -> bool:
@@ -68,14 +67,34 @@ def world(server, tmp_path_factory):
             await call(bob, "release_file_reservations", file_reservation_ids=[granted[0]["id"]], **proof)
             return granted[0]["id"]
 
+    async def asked_by_bob() -> None:
+        """Bob asks Alice for contact, so her answer to him (respond_contact) has a request to answer."""
+        async with server.client() as bob:
+            await call(bob, "request_contact", project_key=made.p, from_agent="Bob", to_agent="Alice",
+                       agent_token=made.tokens["Bob"])
+
+    async def attached() -> str:
+        """A message from Bob with a stored image: the path get_attachment fetches."""
+        async with server.client() as bob:
+            sent = await call(bob, "send_message", project_key=made.p, sender_name="Bob", to=["Alice"], subject="shot",
+                              body_md=f"![dot]({PNG_URI})", attachments_policy="file", sender_token=made.tokens["Bob"])
+            return sent["deliveries"][0]["payload"]["attachments"][0]["path"]
+
     made.released_reservation = run(released_reservation())
+    made.attachment = run(attached())
+    run(asked_by_bob())
+    hub = str(tmp_path_factory.mktemp("hub"))  # a remote for sync_project, named on the machine as an operator does
+    subprocess.run(["git", "init", "-q", "--bare", hub], check=True)
+    subprocess.run([sys.executable, "-m", "gitmail", "remote", "add", made.p, "hub", "file://" + hub], check=True,
+                   capture_output=True, env=child_env(server.home), cwd=ROOT, timeout=120)
     return made
 
 
 LEAVES = ("hard_delete_agent", "retire_agent", "deregister_agent", "sleep_agent")
 """Tools that would take Alice out of the rest of the walk."""
-LAST = ("take_seat", "renew_seat", "release_seat", "hard_delete_project")
-"""Called after the others, in this order: a held seat refuses Alice's writes without its token."""
+LAST = ("products_unlink", "take_seat", "renew_seat", "release_seat", "hard_delete_project")
+"""Called after the others, in this order: the product reads need its link; a held seat refuses Alice's writes
+without its token."""
 
 
 def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
@@ -86,6 +105,8 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "register_agent": {"name": "Alice", "window_uuid": window},
         "hard_delete_project": {"confirmation": "I UNDERSTAND"},
         "request_contact": {"to_agent": "Bob"},
+        "respond_contact": {"from_agent": "Bob", "accept": True},
+        "get_attachment": {"path": world.attachment},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
         "force_release_build_slot": {"slot": "stale-slot"},
         "update_agent": {"purpose": "walks every tool"},

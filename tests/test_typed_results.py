@@ -127,10 +127,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/facade.py",
     "gitmail/mail/feed.py",
     "gitmail/mail/mailbox.py",
-    "gitmail/mail/overview.py",
-    "gitmail/mail/products.py",
-    "gitmail/mail/relay.py",
-    "gitmail/mail/summaries.py",
 })
 
 

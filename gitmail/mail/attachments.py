@@ -389,8 +389,20 @@ def verify_entries(snapshot: Snapshot, entries: list[dict[str, Any]]) -> None:
         read_attachment(snapshot, entry.get("path", ""), entry.get("sha256"))
 
 
-def fetch(snapshot: Snapshot, path: str) -> dict[str, Any]:
+@result
+class AttachmentContent(Result):
+    """A stored attachment: its path, media type, size, SHA-256 and its bytes in base64."""
+
+    path: str
+    media_type: str
+    size: int
+    sha256: str
+    content_base64: str
+
+
+def fetch(snapshot: Snapshot, path: str) -> AttachmentContent:
     """A stored attachment as a tool result: type, size, hash and base64 content."""
     data = read_attachment(snapshot, path)
-    return {"path": path, "media_type": _media_type(path), "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "content_base64": base64.b64encode(data).decode("ascii")}
+    return AttachmentContent(path=path, media_type=_media_type(path), size=len(data),
+                             sha256=hashlib.sha256(data).hexdigest(),
+                             content_base64=base64.b64encode(data).decode("ascii"))

@@ -31,7 +31,6 @@ from gitmail.coord.reservations import (
     Reserved,
 )
 from gitmail.coord.seats import SeatRelease, SeatRenewal, SeatStatus, SeatTaken
-from gitmail.index import search_messages
 from gitmail.model.errors import GitmailError, invalid
 from gitmail.model.limits import (
     CATCH_UP_DEFAULT,
@@ -81,16 +80,18 @@ from .agents import (
     Whois,
 )
 from .allmail import MailQuery
-from .attachments import AttachmentsPolicySet
+from .attachments import AttachmentContent, AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .identities import AgentUpdated, Position, SleepState, Spawned
-from .mailbox import InboxMessage
+from .mailbox import InboxMessage, SearchHit, TopicMessage
 from .overdue import OverdueScan
+from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
 from .receipts import AckReceipt, ReadReceipt
 from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
+from .summaries import SummaryView, ThreadSummaries
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
@@ -101,6 +102,9 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
            "ReadReceipt", "Released", "Renewal", "ReplyResult", "ReservationCycle", "ReservationList", "Reserved",
            "SeatRelease", "SeatRenewal", "SeatTaken", "SendOptions", "SendResult", "WindowExpired", "WindowList",
            "WindowView"]
+# The reads' results: summaries, searches, topics, products, attachments and the project's overview.
+__all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown",
+            "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
@@ -151,18 +155,18 @@ class Mail:
         """The key a project (named by key or slug) records for itself."""
         return projects.human_key(self.ctx, project)
 
-    def complete_relays(self, projects: list[str] | None = None) -> list[dict[str, Any]]:
+    def complete_relays(self, projects: list[str] | None = None) -> list[relay.RelayOutcome]:
         """Write the cross-project copies still owed by ``projects`` (default: all); see :mod:`.relay`."""
         return relay.recover(self.ctx, projects)
 
     # -- products -------------------------------------------------------------
-    def ensure_product(self, product_key: str) -> dict[str, Any]:
+    def ensure_product(self, product_key: str) -> ProductShown:
         return products.ensure_product(self.ctx, product_key)
 
-    def products_link(self, product_key: str, project_key: str, *, name: str | None = None) -> dict[str, Any]:
+    def products_link(self, product_key: str, project_key: str, *, name: str | None = None) -> ProductLinked:
         return products.products_link(self.ctx, product_key, project_key, name=name)
 
-    def products_unlink(self, product_key: str, project_key: str) -> dict[str, Any]:
+    def products_unlink(self, product_key: str, project_key: str) -> ProductUnlinked:
         return products.products_unlink(self.ctx, product_key, project_key)
 
     def product_projects(self, product_key: str) -> list[str]:
@@ -170,18 +174,18 @@ class Mail:
         return products.linked_slugs(self.ctx, product_key)
 
     def search_product(self, product_key: str, query: str, *, projects: list[str], limit: int = 20,
-                       exhaustive: bool = False) -> list[dict[str, Any]]:
+                       exhaustive: bool = False) -> list[ProductHit]:
         """Search the product's ``projects`` (slugs), each hit naming its project."""
         return products.search_product(self.ctx, product_key, query, slugs=projects, limit=limit,
                                        exhaustive=exhaustive)
 
     def fetch_inbox_product(self, product_key: str, agent_name: str, *, projects: list[str],
-                            **options: Any) -> list[dict[str, Any]]:
+                            **options: Any) -> list[ProductInboxMessage]:
         """The agent's inbox across the product's ``projects``; ``options`` as for :meth:`fetch_inbox`."""
         return products.fetch_inbox_product(self.ctx, product_key, agent_name, slugs=projects, **options)
 
     def summarize_thread_product(self, product_key: str, thread_id: str, *, projects: list[str],
-                                 include_examples: bool = False, per_thread_limit: int = 50) -> dict[str, Any]:
+                                 include_examples: bool = False, per_thread_limit: int = 50) -> ProductThread:
         return products.summarize_thread_product(self.ctx, product_key, thread_id, slugs=projects,
                                                  include_examples=include_examples,
                                                  per_thread_limit=per_thread_limit)
@@ -337,17 +341,17 @@ class Mail:
                                   max_bytes=max_bytes)
 
     def search_messages(self, project_key: str, query: str, *, limit: int = 20, agent_name: str | None = None,
-                        exhaustive: bool = False) -> list[dict[str, Any]]:
+                        exhaustive: bool = False) -> list[SearchHit]:
         """Full-text search, best first; with ``agent_name``, only what that agent sent or received.
 
         The newest matches are ranked (each hit's ``bounded`` says whether
         older ones were left out); ``exhaustive`` ranks every match.
         """
-        return search_messages(self.store, project_key, query, limit, agent_name, exhaustive=exhaustive)
+        return mailbox.search(self.ctx, project_key, query, limit=limit, agent_name=agent_name, exhaustive=exhaustive)
 
     def fetch_topic(self, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                     since_ts: str | float | None = None, agent_name: str | None = None,
-                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                    unread_only: bool = False, max_bytes: int = READ_BUDGET_DEFAULT) -> list[TopicMessage]:
         return mailbox.fetch_topic(self.ctx, project_key, topic_name, limit=limit, include_bodies=include_bodies,
                                    since_ts=since_ts, agent_name=agent_name, unread_only=unread_only,
                                    max_bytes=max_bytes)
@@ -369,10 +373,10 @@ class Mail:
         return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl, limit=limit)
 
     # -- the overseer's views ------------------------------------------------
-    def project_stats(self, project_key: str) -> dict[str, Any]:
+    def project_stats(self, project_key: str) -> overview.ProjectStats:
         return overview.stats(self.ctx, project_key)
 
-    def recent_threads(self, project_key: str, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    def recent_threads(self, project_key: str, *, limit: int = 50, offset: int = 0) -> list[overview.ThreadRow]:
         return overview.recent_threads(self.ctx, project_key, limit=limit, offset=offset)
 
     def agent_counts(self, project_key: str, agent_name: str) -> dict[str, int]:
@@ -383,7 +387,7 @@ class Mail:
         return overview.record_paths(self.ctx, project_key, kind, key)
 
     def history(self, project_key: str, paths: list[str], *, limit: int = 100,
-                offset: int = 0) -> list[dict[str, Any]]:
+                offset: int = 0) -> list[overview.HistoryCommit]:
         """The commits that changed ``paths`` (from the derived history), newest first, with diffs."""
         return overview.history(self.ctx, project_key, paths, limit=limit, offset=offset)
 
@@ -420,15 +424,16 @@ class Mail:
 
     # -- summaries ------------------------------------------------------------
     def summarize_thread(self, project_key: str, thread_id: str, *, include_examples: bool = False,
-                         per_thread_limit: int = 50) -> dict[str, Any]:
+                         per_thread_limit: int = 50) -> ThreadSummaries:
         return summaries.summarize_thread(self.ctx, project_key, thread_id, include_examples=include_examples,
                                           per_thread_limit=per_thread_limit)
 
     def summarize_recent(self, project_key: str, *, since_hours: float = 1.0,
-                         max_messages: int = summaries.MAX_RECENT_MESSAGES) -> dict[str, Any]:
+                         max_messages: int = summaries.MAX_RECENT_MESSAGES) -> SummaryView:
         return summaries.summarize_recent(self.ctx, project_key, since_hours=since_hours, max_messages=max_messages)
 
-    def fetch_summary(self, project_key: str, *, since_hours: float = 24.0, limit: int = 5) -> list[dict[str, Any]]:
+    def fetch_summary(self, project_key: str, *, since_hours: float = 24.0,
+                      limit: int = 5) -> list[SummaryView]:
         return summaries.fetch_summary(self.ctx, project_key, since_hours=since_hours, limit=limit)
 
     # -- retention ------------------------------------------------------------
@@ -587,7 +592,7 @@ class Mail:
                                seat: str | None = None) -> attachments.AttachmentsPolicySet:
         return attachments.set_agent_policy(self.ctx, project_key, agent_name, policy, seat=seat)
 
-    def get_attachment(self, project_key: str, path: str) -> dict[str, Any]:
+    def get_attachment(self, project_key: str, path: str) -> AttachmentContent:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
 
     def all_mail(self, query: MailQuery, *, after: str | None = None, page: int = 1,

@@ -28,7 +28,7 @@ from typing import Any, overload
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record, require_agent
-from gitmail.index import IndexUnavailable, indexer_for
+from gitmail.index import IndexUnavailable, indexer_for, search_messages
 from gitmail.model.clock import UTC, format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.ids import is_id
@@ -48,7 +48,7 @@ from gitmail.model.records import (
     receipt_path,
     tombstone_path,
 )
-from gitmail.model.results import OMIT_NONE, Result, result
+from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
@@ -96,6 +96,69 @@ class InboxMessage(MessageHeader):
                    acknowledged_at=view["acknowledged_at"], body_md=view.get("body_md"),
                    body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
                    more=MoreMessages(**more) if more else None)
+
+
+@result
+class TopicMessage(Result):
+    """A message with a topic tag: its header (without attachments) and, with bodies asked for, as in an inbox."""
+
+    id: str
+    thread_id: str
+    subject: str
+    sender: str = field(metadata=renamed("from"))
+    to: list[str]
+    cc: list[str]
+    created_ts: str
+    importance: str
+    ack_required: bool
+    topic: str | None
+    reply_to: str | None
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
+    more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, view: Mapping[str, Any]) -> TopicMessage:
+        """The entry a topic read built as its JSON object (from the index, or a budgeted page)."""
+        more = view.get("more")
+        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
+                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
+                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
+                   body_md=view.get("body_md"), body_omitted=view.get("body_omitted"),
+                   body_bytes=view.get("body_bytes"), more=MoreMessages(**more) if more else None)
+
+
+@result
+class SearchHit(Result):
+    """A message a search found: its header, its score, a snippet, and whether older matches went unranked."""
+
+    id: str
+    subject: str
+    importance: str
+    ack_required: bool
+    created_ts: str
+    thread_id: str
+    sender: str = field(metadata=renamed("from"))
+    topic: str | None
+    score: float
+    snippet: str
+    bounded: bool
+
+    @classmethod
+    def of(cls, hit: Mapping[str, Any]) -> SearchHit:
+        """The hit as the project's search index gives it."""
+        return cls(id=hit["id"], subject=hit["subject"], importance=hit["importance"],
+                   ack_required=hit["ack_required"], created_ts=hit["created_ts"], thread_id=hit["thread_id"],
+                   sender=hit["from"], topic=hit["topic"], score=hit["score"], snippet=hit["snippet"],
+                   bounded=hit["bounded"])
+
+
+def search(ctx: Context, project_key: str, query: str, *, limit: int = 20, agent_name: str | None = None,
+           exhaustive: bool = False) -> list[SearchHit]:
+    """Full-text search of the project's index, best first (see :meth:`gitmail.mail.facade.Mail.search_messages`)."""
+    return [SearchHit.of(hit) for hit in search_messages(ctx.store, project_key, query, limit, agent_name,
+                                                           exhaustive=exhaustive)]
 
 
 def parse_since(value: object, field: str = "since_ts") -> str | None:
@@ -411,7 +474,7 @@ def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies
 
 def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
                 since_ts: object = None, agent_name: str | None = None, unread_only: bool = False,
-                max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                max_bytes: int = READ_BUDGET_DEFAULT) -> list[TopicMessage]:
     """Messages of the project tagged with a topic, newest first. Bodies fit in ``max_bytes``."""
     check_topic(topic_name, "topic_name")
     check_limit(limit)
@@ -423,9 +486,8 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int =
     found = indexer_for(ctx.store).project(project_key).topic(topic_name, viewer=name, since_ts=since,
                                                               unread_only=unread_only, limit=limit,
                                                               include_bodies=False)
-    for item in found:
-        item.pop("attachments", None)
-    return newest_first(found, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else found
+    page = newest_first(found, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else found
+    return [TopicMessage.of(view) for view in page]
 
 
 def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:

@@ -8,6 +8,7 @@ ten thousand messages as at ten. Nothing here counts as an agent's activity.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from gitmail.coord.context import Context
@@ -21,6 +22,7 @@ from gitmail.model.records import (
     reservation_path,
     seat_path,
 )
+from gitmail.model.results import Result, result
 from gitmail.storage.snapshot import blob_data
 
 from .mailbox import check_message_id, load_message
@@ -28,14 +30,60 @@ from .mailbox import check_message_id, load_message
 MAX_DIFF_LINES = 400
 
 
-def stats(ctx: Context, project_key: str) -> dict[str, Any]:
+@result
+class ProjectStats(Result):
+    """A project's message and thread counts and the time of its latest message."""
+
+    messages: int
+    threads: int
+    last_message_ts: str | None
+
+
+@result
+class ThreadRow(Result):
+    """A thread by its latest message: its size, first and last times, first subject and last sender."""
+
+    thread_id: str
+    count: int
+    last_ts: str
+    first_ts: str
+    subject: str
+    last_from: str | None
+
+
+@result
+class FileChange(Result):
+    """One file a commit changed: its blobs before and after, and the unified diff (cut at MAX_DIFF_LINES)."""
+
+    path: str
+    old_blob: str | None
+    new_blob: str | None
+    diff: list[str]
+    truncated: bool
+
+
+@result
+class HistoryCommit(Result):
+    """A commit that changed the files asked about: who, when (epoch seconds), its summary and those files."""
+
+    commit: str
+    author: str
+    email: str
+    time: int
+    summary: str
+    files: list[FileChange]
+
+
+def stats(ctx: Context, project_key: str) -> ProjectStats:
     """Message and thread counts and the latest message time of a project."""
-    return indexer_for(ctx.store).project(project_key).stats()
+    found = indexer_for(ctx.store).project(project_key).stats()
+    return ProjectStats(messages=found["messages"], threads=found["threads"], last_message_ts=found["last_message_ts"])
 
 
-def recent_threads(ctx: Context, project_key: str, *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+def recent_threads(ctx: Context, project_key: str, *, limit: int = 50, offset: int = 0) -> list[ThreadRow]:
     """Threads by their latest message, newest first."""
-    return indexer_for(ctx.store).project(project_key).recent_threads(limit=limit, offset=offset)
+    return [ThreadRow(**row) for row in
+            indexer_for(ctx.store).project(project_key).recent_threads(limit=limit, offset=offset)]
 
 
 def agent_counts(ctx: Context, project_key: str, agent_name: str) -> dict[str, int]:
@@ -67,21 +115,25 @@ def record_paths(ctx: Context, project_key: str, kind: str, key: str) -> list[st
 
 
 def history(ctx: Context, project_key: str, paths: list[str], *, limit: int = 100,
-            offset: int = 0) -> list[dict[str, Any]]:
+            offset: int = 0) -> list[HistoryCommit]:
     """The commits that changed ``paths``, newest first from the ``offset``-th, each file with its unified diff."""
     archive = ctx.archive(project_key)
     forms = [form for path in paths for form in layout_forms(path)]  # a record keeps its history across layouts
     found = indexer_for(ctx.store).project(project_key).file_history(forms, offset + limit)[offset:]
     repo = archive.repo
-    for commit in found:
-        for change in commit["files"]:
-            old = _text(repo, change["old_blob"])
-            new = _text(repo, change["new_blob"])
-            lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{change['path']}",
-                                              f"b/{change['path']}", lineterm=""))
-            change["diff"] = lines[:MAX_DIFF_LINES]
-            change["truncated"] = len(lines) > MAX_DIFF_LINES
-    return found
+    return [HistoryCommit(commit=commit["commit"], author=commit["author"], email=commit["email"],
+                          time=commit["time"], summary=commit["summary"],
+                          files=[_diffed(repo, change) for change in commit["files"]]) for commit in found]
+
+
+def _diffed(repo: Any, change: Mapping[str, Any]) -> FileChange:
+    """One changed file of a commit, with its unified diff."""
+    old = _text(repo, change["old_blob"])
+    new = _text(repo, change["new_blob"])
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{change['path']}",
+                                      f"b/{change['path']}", lineterm=""))
+    return FileChange(path=change["path"], old_blob=change["old_blob"], new_blob=change["new_blob"],
+                      diff=lines[:MAX_DIFF_LINES], truncated=len(lines) > MAX_DIFF_LINES)
 
 
 def _text(repo: Any, blob: str | None) -> str:

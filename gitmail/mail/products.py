@@ -15,6 +15,9 @@ every hit with the project it came from.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import field
 from typing import Any
 
 from gitmail.coord.context import Context
@@ -24,15 +27,123 @@ from gitmail.model.errors import invalid, not_found
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 from gitmail.model.names import check_product_key
 from gitmail.model.records import PRODUCTS, Message, ProductLink, product_path
+from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from . import mailbox
 from .budget import check_budget, fill, kept_body, newest_first
-from .delivery import message_view
-from .summaries import thread_summary
+from .delivery import MessageHeader, message_view
+from .mailbox import MoreMessages, SearchHit
+from .summaries import ThreadSummary, thread_summary
 
 MAX_NAME = 200
+
+
+@result
+class LinkedProject(Result):
+    """A project linked to a product, and when."""
+
+    slug: str
+    human_key: str
+    linked_at: str
+
+
+@result
+class ProductView(Result):
+    """A product: its key, the name it goes by, and the projects linked to it (by human key)."""
+
+    product_key: str
+    name: str
+    projects: list[LinkedProject]
+
+
+@result
+class ProductShown(ProductView):
+    """A product as ensure_product shows it: ``stored`` once a project is linked, else a ``note`` on how."""
+
+    stored: bool
+    note: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class ProductLinked(ProductView):
+    """A product after a project (``linked``, its slug) was linked; ``changed``: whether anything was written."""
+
+    linked: str
+    changed: bool
+
+
+@result
+class ProductUnlinked(ProductView):
+    """A product after a project (``unlinked``, its slug) left it; ``changed``: whether anything was written."""
+
+    unlinked: str
+    changed: bool
+
+
+@result
+class ProductHit(SearchHit):
+    """A search hit in one of a product's projects, naming the project."""
+
+    project: str
+    project_slug: str
+
+    @classmethod
+    def tagged(cls, hit: Mapping[str, Any], *, project: str, slug: str) -> ProductHit:
+        """A hit of the search index of project ``slug`` (``project``: its human key)."""
+        found = SearchHit.of(hit)
+        return cls(**{f.name: getattr(found, f.name) for f in dataclasses.fields(found)}, project=project,
+                   project_slug=slug)
+
+
+@result
+class ProductInboxMessage(MessageHeader):
+    """An inbox message in one of a product's projects: as :class:`InboxMessage`, naming its project."""
+
+    kind: str
+    read_at: str | None
+    acknowledged_at: str | None
+    project: str
+    project_slug: str
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
+    more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, view: Mapping[str, Any]) -> ProductInboxMessage:
+        """The entry a product inbox read built as its JSON object."""
+        more = view.get("more")
+        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
+                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
+                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
+                   attachments=view["attachments"], kind=view["kind"], read_at=view["read_at"],
+                   acknowledged_at=view["acknowledged_at"], project=view["project"],
+                   project_slug=view["project_slug"], body_md=view.get("body_md"),
+                   body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
+                   more=MoreMessages(**more) if more else None)
+
+
+@result
+class ThreadEntry(Result):
+    """A message of a thread read across projects: who sent it, when, and the projects that hold it."""
+
+    id: str
+    sender: str = field(metadata=renamed("from"))
+    created_ts: str
+    projects: list[str]
+
+
+@result
+class ProductThread(Result):
+    """A thread summarized across a product's projects (with up to three examples when asked)."""
+
+    thread_id: str
+    summary: ThreadSummary
+    projects: list[str]
+    messages: list[ThreadEntry]
+    examples: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
 
 
 def _check_name(name: object) -> str | None:
@@ -59,33 +170,30 @@ def linked_slugs(ctx: Context, product_key: str) -> list[str]:
     return [slug for slug, _, _ in links(ctx, check_product_key(product_key))]
 
 
-def _view(product: str, found: list[tuple[str, str, ProductLink]]) -> dict[str, Any]:
+def _view(product: str, found: list[tuple[str, str, ProductLink]]) -> ProductView:
     newest = max(found, key=lambda item: item[2].hlc)[2].name if found else product  # the latest naming wins
-    return {
-        "product_key": product,
-        "name": newest,
-        "projects": [{"slug": slug, "human_key": key, "linked_at": link.linked_at} for slug, key, link in found],
-    }
+    return ProductView(product_key=product, name=newest,
+                       projects=[LinkedProject(slug=slug, human_key=key, linked_at=link.linked_at)
+                                 for slug, key, link in found])
 
 
-def product_view(ctx: Context, product_key: str) -> dict[str, Any]:
+def product_view(ctx: Context, product_key: str) -> ProductView:
     """A product and the projects linked to it."""
     product = check_product_key(product_key)
     return _view(product, links(ctx, product))
 
 
-def ensure_product(ctx: Context, product_key: str) -> dict[str, Any]:
+def ensure_product(ctx: Context, product_key: str) -> ProductShown:
     """The product named by ``product_key`` and its linked projects; nothing is written.
 
     A product lives in its projects' archives, so it comes into being with
     its first link (:func:`products_link`); until then ``stored`` is false.
     """
     view = product_view(ctx, product_key)
-    view["stored"] = bool(view["projects"])
-    if not view["stored"]:
-        view["note"] = ("a product is kept in the archives of its projects: products_link creates it with its "
-                        "first project")
-    return view
+    note = None if view.projects else ("a product is kept in the archives of its projects: products_link creates "
+                                       "it with its first project")
+    return ProductShown(product_key=view.product_key, name=view.name, projects=view.projects,
+                        stored=bool(view.projects), note=note)
 
 
 def _write(ctx: Context, project_key: str, product: str, *, name: str | None, relink: bool) -> bool:
@@ -118,10 +226,10 @@ def _write(ctx: Context, project_key: str, product: str, *, name: str | None, re
 
 def _known_name(ctx: Context, product: str) -> str | None:
     found = links(ctx, product)
-    return _view(product, found)["name"] if found else None
+    return _view(product, found).name if found else None
 
 
-def products_link(ctx: Context, product_key: str, project_key: str, *, name: str | None = None) -> dict[str, Any]:
+def products_link(ctx: Context, product_key: str, project_key: str, *, name: str | None = None) -> ProductLinked:
     """Link a project to a product (creating the product on its first link); linking twice changes nothing.
 
     ``name`` is the product's display name as this project records it (the
@@ -132,10 +240,12 @@ def products_link(ctx: Context, product_key: str, project_key: str, *, name: str
     wanted = _check_name(name)
     ctx.archive(project_key)  # NOT_FOUND for an unknown project, before anything is written
     changed = _write(ctx, project_key, product, name=wanted, relink=True)
-    return {**product_view(ctx, product), "linked": ctx.slug(project_key), "changed": changed}
+    view = product_view(ctx, product)
+    return ProductLinked(product_key=view.product_key, name=view.name, projects=view.projects,
+                         linked=ctx.slug(project_key), changed=changed)
 
 
-def products_unlink(ctx: Context, product_key: str, project_key: str) -> dict[str, Any]:
+def products_unlink(ctx: Context, product_key: str, project_key: str) -> ProductUnlinked:
     """Take a project out of a product; the link is marked undone in the project's archive."""
     product = check_product_key(product_key)
     archive = ctx.archive(project_key)
@@ -152,8 +262,10 @@ def products_unlink(ctx: Context, product_key: str, project_key: str) -> dict[st
         link.unlinked_at, link.hlc = stamp, hlc
         return Change(f"Unlink project {project.human_key} from product {product}", result=True).put_record(link)
 
-    changed = archive.transact(fn).result
-    return {**product_view(ctx, product), "unlinked": ctx.slug(project_key), "changed": changed}
+    changed = bool(archive.transact(fn).result)
+    view = product_view(ctx, product)
+    return ProductUnlinked(product_key=view.product_key, name=view.name, projects=view.projects,
+                           unlinked=ctx.slug(project_key), changed=changed)
 
 
 def products_of(snap: Snapshot) -> list[str]:
@@ -173,42 +285,42 @@ def _tag(ctx: Context, slugs: list[str]) -> dict[str, str]:
 
 
 def search_product(ctx: Context, product_key: str, query: str, *, slugs: list[str], limit: int = 20,
-                   exhaustive: bool = False) -> list[dict[str, Any]]:
+                   exhaustive: bool = False) -> list[ProductHit]:
     """Search each of ``slugs`` (projects of the product) and merge the hits, best first, each naming its project."""
     check_product_key(product_key)
     hits = []
     for slug, key in _tag(ctx, slugs).items():
         for hit in search_messages(ctx.store, slug, query, limit, None, exhaustive=exhaustive):
-            hits.append({**hit, "project": key, "project_slug": slug})
-    hits.sort(key=lambda h: (-float(h.get("score") or 0), h.get("created_ts") or "", h["project_slug"]))
+            hits.append(ProductHit.tagged(hit, project=key, slug=slug))
+    hits.sort(key=lambda h: (-float(h.score or 0), h.created_ts or "", h.project_slug))
     return hits[:limit]
 
 
 def fetch_inbox_product(ctx: Context, product_key: str, agent_name: str, *, slugs: list[str], limit: int = 20,
                         urgent_only: bool = False, include_bodies: bool = False, since_ts: object = None,
                         topic: str | None = None, unread_only: bool = False,
-                        max_bytes: int = READ_BUDGET_DEFAULT) -> list[dict[str, Any]]:
+                        max_bytes: int = READ_BUDGET_DEFAULT) -> list[ProductInboxMessage]:
     """The agent's inbox in each of ``slugs``, newest first, each message naming its project.
 
     Bodies fit in ``max_bytes`` across the projects, by the rules of :mod:`.budget`.
     """
     check_product_key(product_key)
     check_budget(max_bytes)
-    items = []
+    items: list[dict[str, Any]] = []
     for slug, key in _tag(ctx, slugs).items():
         for item in mailbox.fetch_inbox(ctx, slug, agent_name, limit=limit, urgent_only=urgent_only,
                                         since_ts=since_ts, topic=topic, unread_only=unread_only):
             items.append({**item, "project": key, "project_slug": slug})
     items.sort(key=lambda m: (m.get("created_ts") or "", m["id"], m["project_slug"]), reverse=True)
     items = items[:limit]
-    if not include_bodies:
-        return items
-    readers = {slug: mailbox.body_reader(ctx, slug) for slug in {item["project_slug"] for item in items}}
-    return newest_first(items, lambda head: readers[head["project_slug"]](head), max_bytes)
+    if include_bodies:
+        readers = {slug: mailbox.body_reader(ctx, slug) for slug in {item["project_slug"] for item in items}}
+        items = newest_first(items, lambda head: readers[head["project_slug"]](head), max_bytes)
+    return [ProductInboxMessage.of(item) for item in items]
 
 
 def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, slugs: list[str],
-                             include_examples: bool = False, per_thread_limit: int = 50) -> dict[str, Any]:
+                             include_examples: bool = False, per_thread_limit: int = 50) -> ProductThread:
     """One thread across the projects in ``slugs``: a message in several archives counts once and names each."""
     check_product_key(product_key)
     if not isinstance(thread_id, str) or not thread_id.strip() or "," in thread_id:
@@ -225,13 +337,9 @@ def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, 
         raise not_found(f"no messages in thread {thread_id!r} in the projects read; thread IDs come from the "
                         "thread_id of a message", thread_id=thread_id)
     messages = sorted(found.values(), key=lambda m: (m.created_ts, m.id))[-per_thread_limit:]
-    result: dict[str, Any] = {
-        "thread_id": thread_id.strip(), "summary": thread_summary(messages),
-        "projects": sorted({key for keys in where.values() for key in keys}),
-        "messages": [{"id": m.id, "from": m.sender, "created_ts": m.created_ts, "projects": where[m.id]}
-                     for m in messages],
-    }
-    if include_examples:
-        result["examples"] = fill([{**message_view(m), "projects": where[m.id]} for m in messages[:3]], kept_body,
-                                  READ_BUDGET_DEFAULT)
-    return result
+    examples = (fill([{**message_view(m), "projects": where[m.id]} for m in messages[:3]], kept_body,
+                     READ_BUDGET_DEFAULT) if include_examples else None)
+    return ProductThread(thread_id=thread_id.strip(), summary=thread_summary(messages),
+                         projects=sorted({key for keys in where.values() for key in keys}),
+                         messages=[ThreadEntry(id=m.id, sender=m.sender, created_ts=m.created_ts, projects=where[m.id])
+                                   for m in messages], examples=examples)

@@ -25,13 +25,15 @@ synced the relay, finds it or writes the same bytes at the same path).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from dataclasses import field
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import RELAYS, Message, Relay, message_path, relay_path
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -40,6 +42,21 @@ from .delivery import commit_line, put_message
 
 # Called between the two commits with (sender's slug, message id): a test's way to stop a process exactly there.
 FAULT_HOOK: Callable[[str, str], None] | None = None
+
+
+@result
+class RelayOutcome(Result):
+    """How one copy owed to another project went: ``written`` now (or before), or ``reason`` it is still owed.
+
+    ``from_slug`` names the sending project when a recovery across the store completed it.
+    """
+
+    project_slug: str
+    message_id: str
+    delivered: bool
+    written: bool | None = field(default=None, metadata=OMIT_NONE)
+    reason: str | None = field(default=None, metadata=OMIT_NONE)
+    from_slug: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 def owed(snap: Snapshot, message_id: str) -> list[Relay]:
@@ -52,7 +69,7 @@ def owed(snap: Snapshot, message_id: str) -> list[Relay]:
     return out
 
 
-def deliver(ctx: Context, source: str, message_id: str) -> list[dict[str, Any]]:
+def deliver(ctx: Context, source: str, message_id: str) -> list[RelayOutcome]:
     """Complete the copies one message still owes to other projects; one outcome per project."""
     if FAULT_HOOK is not None:
         FAULT_HOOK(source, message_id)
@@ -62,20 +79,23 @@ def deliver(ctx: Context, source: str, message_id: str) -> list[dict[str, Any]]:
         try:
             outcomes.append(_complete(ctx, source, snap, relay))
         except GitmailError as exc:  # the send stands; the relay stays owed and the next start or sync retries it
-            outcomes.append({"project_slug": relay.project, "message_id": message_id, "delivered": False,
-                             "reason": exc.message})
+            outcomes.append(RelayOutcome(project_slug=relay.project, message_id=message_id, delivered=False,
+                                         reason=exc.message))
     return outcomes
 
 
-def _complete(ctx: Context, source: str, snap: Snapshot, relay: Relay) -> dict[str, Any]:
-    outcome: dict[str, Any] = {"project_slug": relay.project, "message_id": relay.message_id}
+def _complete(ctx: Context, source: str, snap: Snapshot, relay: Relay) -> RelayOutcome:
+    def outcome(*, delivered: bool, written: bool | None = None, reason: str | None = None) -> RelayOutcome:
+        return RelayOutcome(project_slug=relay.project, message_id=relay.message_id, delivered=delivered,
+                            written=written, reason=reason)
+
     if relay.delivered_at is not None:
-        return {**outcome, "delivered": True, "written": False}
+        return outcome(delivered=True, written=False)
     if not ctx.store.exists(relay.project):
-        return {**outcome, "delivered": False, "reason": "the project is not in this store"}
+        return outcome(delivered=False, reason="the project is not in this store")
     message = snap.load(message_path(relay.message_id), Message)
     if message is None:  # purged before its copy was made: nothing is left to copy
-        return {**outcome, "delivered": False, "reason": "the message is no longer in the sender's archive"}
+        return outcome(delivered=False, reason="the message is no longer in the sender's archive")
     copy = view_in(message, origin=source, here=relay.project)
     files = {item["path"]: data for item in message.attachments
              if isinstance(item.get("path"), str) and (data := snap.read(item["path"])) is not None}
@@ -104,10 +124,10 @@ def _complete(ctx: Context, source: str, snap: Snapshot, relay: Relay) -> dict[s
         return Change(f"Relayed {relay.message_id} to {relay.project}").put_record(current)
 
     ctx.archive(source).transact(mark)
-    return {**outcome, "delivered": True, "written": written}
+    return outcome(delivered=True, written=written)
 
 
-def recover(ctx: Context, projects: list[str] | None = None) -> list[dict[str, Any]]:
+def recover(ctx: Context, projects: list[str] | None = None) -> list[RelayOutcome]:
     """Complete every relay still owed by ``projects`` (default: every project in the store)."""
     done = []
     for slug in projects if projects is not None else ctx.store.slugs():
@@ -117,6 +137,6 @@ def recover(ctx: Context, projects: list[str] | None = None) -> list[dict[str, A
                 relay = snap.load(path, Relay)
                 if relay is not None and relay.delivered_at is None:
                     outcome = _complete(ctx, slug, snap, relay)
-                    if outcome.get("written") or outcome["delivered"]:
-                        done.append({**outcome, "from_slug": slug})
+                    if outcome.written or outcome.delivered:
+                        done.append(dataclasses.replace(outcome, from_slug=slug))
     return done

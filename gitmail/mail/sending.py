@@ -575,9 +575,9 @@ def _relayed(ctx: Context, here: str, result: SendResult, payload: MessageView) 
     outcomes = relay.deliver(ctx, here, payload.id)
     deliveries = list(result.deliveries)
     for outcome in outcomes:
-        if not outcome["delivered"]:
+        if not outcome.delivered:
             continue
-        there = ctx.archive(outcome["project_slug"]).snapshot()
+        there = ctx.archive(outcome.project_slug).snapshot()
         copy = there.load(message_path(payload.id), Message)
         if copy is not None:
             deliveries.append(ProjectDelivery(project=project_record(there).human_key, payload=MessageView.of(copy)))

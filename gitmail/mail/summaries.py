@@ -18,6 +18,7 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import field
 from typing import Any
 
 from gitmail.coord.context import Context
@@ -27,6 +28,7 @@ from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import invalid, not_found
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 from gitmail.model.records import SUMMARIES, Message, Summary
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
@@ -48,6 +50,70 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
 _NOTABLE = re.compile(r"\b(?:decided|decision|agreed|conclusion|important|note|blocker|blocked|risk|breaking|"
                       r"done|finished|fixed|merged|released)\b", re.IGNORECASE)
 _MENTION = re.compile(r"@([A-Za-z0-9][A-Za-z0-9._-]{0,127})")
+
+
+@result
+class Mention(Result):
+    """An agent named in the messages, and how often."""
+
+    name: str
+    count: int
+
+
+@result
+class ThreadSummary(Result):
+    """One thread's subject, size, participants, key points and action items."""
+
+    subject: str
+    message_count: int
+    participants: list[str]
+    key_points: list[str]
+    action_items: list[str]
+
+
+@result
+class ThreadDigest(Result):
+    """One thread's summary among several."""
+
+    thread_id: str
+    summary: ThreadSummary
+
+
+@result
+class Aggregate(Result):
+    """What several threads share: the agents they mention most, their key points and action items."""
+
+    top_mentions: list[Mention]
+    key_points: list[str]
+    action_items: list[str]
+
+
+@result
+class ThreadSummaries(Result):
+    """One thread in detail (``thread_id``, ``summary``, ``examples``), or several (``threads``, ``aggregate``)."""
+
+    thread_id: str | None = field(default=None, metadata=OMIT_NONE)
+    summary: ThreadSummary | None = field(default=None, metadata=OMIT_NONE)
+    examples: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    threads: list[ThreadDigest] | None = field(default=None, metadata=OMIT_NONE)
+    aggregate: Aggregate | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class SummaryView(Result):
+    """A project-wide summary of a time window, as stored for ``fetch_summary``; ``cached``: made earlier."""
+
+    id: str
+    start_ts: str
+    end_ts: str
+    created_ts: str
+    message_count: int
+    thread_count: int
+    participants: list[str]
+    key_points: list[str]
+    action_items: list[str]
+    threads: list[dict[str, Any]]
+    cached: bool
 
 
 def _clean(text: str) -> str:
@@ -130,7 +196,7 @@ def participants(messages: list[Message]) -> list[str]:
     return sorted(names)
 
 
-def mentions(messages: list[Message], known: list[str]) -> list[dict[str, Any]]:
+def mentions(messages: list[Message], known: list[str]) -> list[Mention]:
     """Agents named in bodies (``@Name`` or a registered name as a word), most mentioned first."""
     counts: Counter[str] = Counter()
     lowered = {name.lower(): name for name in known}
@@ -140,20 +206,16 @@ def mentions(messages: list[Message], known: list[str]) -> list[dict[str, Any]]:
         for word in set(re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]+", message.body)) - set(_MENTION.findall(message.body)):
             if word.lower() in lowered:
                 counts[lowered[word.lower()]] += 1
-    return [{"name": name, "count": count} for name, count in counts.most_common(MAX_ITEMS)]
+    return [Mention(name=name, count=count) for name, count in counts.most_common(MAX_ITEMS)]
 
 
-def thread_summary(messages: list[Message]) -> dict[str, Any]:
-    return {
-        "subject": messages[0].subject if messages else "",
-        "message_count": len(messages),
-        "participants": participants(messages),
-        **extract(messages),
-    }
+def thread_summary(messages: list[Message]) -> ThreadSummary:
+    return ThreadSummary(subject=messages[0].subject if messages else "", message_count=len(messages),
+                         participants=participants(messages), **extract(messages))
 
 
 def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_examples: bool = False,
-                     per_thread_limit: int = 50) -> dict[str, Any]:
+                     per_thread_limit: int = 50) -> ThreadSummaries:
     """One thread in detail, or a digest of several when ``thread_id`` lists them with commas."""
     if not isinstance(thread_id, str):
         raise invalid("thread_id must name a thread, or several separated by commas", field="thread_id")
@@ -169,18 +231,18 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
         if not messages:
             raise not_found(f"no messages in thread {ids[0]!r}; thread IDs come from the thread_id of a message",
                             thread_id=ids[0])
-        result: dict[str, Any] = {"thread_id": ids[0], "summary": thread_summary(messages[-per_thread_limit:])}
-        if include_examples:
-            result["examples"] = fill([message_view(m) for m in messages[:3]], kept_body, READ_BUDGET_DEFAULT)
-        return result
-    threads, everything = [], []
+        examples = (fill([message_view(m) for m in messages[:3]], kept_body, READ_BUDGET_DEFAULT)
+                    if include_examples else None)
+        return ThreadSummaries(thread_id=ids[0], summary=thread_summary(messages[-per_thread_limit:]),
+                               examples=examples)
+    threads: list[ThreadDigest] = []
+    everything: list[Message] = []
     for one in dict.fromkeys(ids):
         messages = thread_messages(ctx, project_key, one)[-per_thread_limit:]
         everything.extend(messages)
-        threads.append({"thread_id": one, "summary": thread_summary(messages)})
-    combined = extract(everything)
-    return {"threads": threads,
-            "aggregate": {"top_mentions": mentions(everything, agent_names(snap)), **combined}}
+        threads.append(ThreadDigest(thread_id=one, summary=thread_summary(messages)))
+    return ThreadSummaries(threads=threads, aggregate=Aggregate(top_mentions=mentions(everything, agent_names(snap)),
+                                                                **extract(everything)))
 
 
 def _check_hours(value: object, field: str) -> float:
@@ -189,13 +251,12 @@ def _check_hours(value: object, field: str) -> float:
     return float(value)
 
 
-def summary_view(summary: Summary, cached: bool) -> dict[str, Any]:
-    return {
-        "id": summary.id, "start_ts": summary.start_ts, "end_ts": summary.end_ts, "created_ts": summary.created_ts,
-        "message_count": summary.message_count, "thread_count": summary.thread_count,
-        "participants": summary.participants, "key_points": summary.key_points,
-        "action_items": summary.action_items, "threads": summary.threads, "cached": cached,
-    }
+def summary_view(summary: Summary, cached: bool) -> SummaryView:
+    return SummaryView(id=summary.id, start_ts=summary.start_ts, end_ts=summary.end_ts,
+                       created_ts=summary.created_ts, message_count=summary.message_count,
+                       thread_count=summary.thread_count, participants=summary.participants,
+                       key_points=summary.key_points, action_items=summary.action_items, threads=summary.threads,
+                       cached=cached)
 
 
 def _stored(snap: Snapshot, since: dt.datetime) -> Iterable[Summary]:
@@ -207,7 +268,7 @@ def _stored(snap: Snapshot, since: dt.datetime) -> Iterable[Summary]:
 
 
 def summarize_recent(ctx: Context, project_key: str, *, since_hours: float = 1.0,
-                     max_messages: int = MAX_RECENT_MESSAGES) -> dict[str, Any]:
+                     max_messages: int = MAX_RECENT_MESSAGES) -> SummaryView:
     """A project-wide summary of the last ``since_hours``, stored for ``fetch_summary``."""
     hours = _check_hours(since_hours, "since_hours")
     if not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 1:
@@ -243,7 +304,7 @@ def summarize_recent(ctx: Context, project_key: str, *, since_hours: float = 1.0
 
 
 def fetch_summary(ctx: Context, project_key: str, *, since_hours: float = 24.0,
-                  limit: int = 5) -> list[dict[str, Any]]:
+                  limit: int = 5) -> list[SummaryView]:
     """Stored summaries whose window ended within the last ``since_hours``, newest first."""
     hours = _check_hours(since_hours, "since_hours")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import AttachmentsPolicySet
+from gitmail.mail.facade import AttachmentContent, AttachmentsPolicySet
 
 from .params import AgentName, AgentToken, ProjectKey, ProverName, Seat
 from .registry import ITSELF, MEMBER, Toolbox
@@ -40,6 +40,6 @@ def get_attachment(
         "The stored path from a message's attachments (attachments/xx/<sha256>.<ext>)."))],
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> AttachmentContent:
     """Fetch a stored attachment, base64 encoded, checked against its SHA-256."""
     return rt.mail.get_attachment(project_key, path)

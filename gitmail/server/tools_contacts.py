@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import ContactRequest, ContactResponse, PolicySet, SendResult
+from gitmail.mail.facade import ContactListing, ContactRequest, ContactResponse, PolicySet, SendResult
 from gitmail.model.errors import invalid
 from gitmail.model.records import MAX_BODY_BYTES
 from gitmail.model.results import Result, result
@@ -61,7 +61,7 @@ def respond_contact(
     ttl_seconds: Ttl = 30 * 86400,
     agent_token: AgentToken = None,
     seat: SenderSeat = None,
-) -> dict[str, Any]:  # a ContactResponse: its fields would take the default listing past its budget
+) -> ContactResponse:
     """Approve or deny a contact request made to you."""
     return rt.mail.respond_contact(project_key=project_key, to_agent=to_agent, from_agent=from_agent,
                                    accept=accept, ttl_seconds=ttl_seconds, seat=seat)
@@ -69,7 +69,7 @@ def respond_contact(
 
 @tools.tool(READ, access=ITSELF)
 def list_contacts(rt: Runtime, ctx: Context, project_key: ProjectKey, agent_name: AgentName,
-                  agent_token: AgentToken = None) -> list[Any]:  # ContactListing items, listed bare as above
+                  agent_token: AgentToken = None) -> list[ContactListing]:
     """List your contact links with status and expiry."""
     return rt.mail.list_contacts(project_key=project_key, agent_name=agent_name)
 

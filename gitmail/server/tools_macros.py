@@ -16,7 +16,7 @@ from .params import AgentToken, Model, Program, ProjectKey, TaskUpdate, WindowUu
 from .registry import ANYONE, Toolbox
 from .results import IDEMPOTENT
 from .runtime import Runtime
-from .tools_search import LlmMode, LlmModel, with_mode
+from .tools_search import LlmMode, LlmModel, ThreadsSummarized, with_mode
 
 InboxLimit = Annotated[int, Field(ge=1, le=100)]
 
@@ -39,7 +39,7 @@ class ThreadReady(Result):
 
     project: ProjectView
     agent: dict[str, Any]
-    thread: dict[str, Any]
+    thread: ThreadsSummarized
     inbox: list[InboxMessage]
 
 

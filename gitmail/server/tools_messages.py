@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import AckReceipt, InboxMessage, ReadReceipt, ReplyResult, SendOptions, SendResult
+from gitmail.mail.facade import (
+    AckReceipt,
+    InboxMessage,
+    ReadReceipt,
+    ReplyResult,
+    SendOptions,
+    SendResult,
+    TopicMessage,
+)
 from gitmail.mail.sending import MAX_RECIPIENTS
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
@@ -167,7 +175,7 @@ def fetch_topic(
     unread_only: Annotated[bool, Field(description="Only unread ones addressed to you.")] = False,
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
-) -> list[dict[str, Any]]:
+) -> list[TopicMessage]:
     """List the project's messages with a topic tag, newest first."""
     viewer = rt.access.viewer(ctx, project_key, agent_name)
     return rt.mail.fetch_topic(project_key=project_key, topic_name=topic_name, limit=limit,

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import field
+from typing import Annotated
 
 from fastmcp import Context
 from pydantic import Field
 
+from gitmail.mail.facade import (
+    ProductHit,
+    ProductInboxMessage,
+    ProductLinked,
+    ProductShown,
+    ProductThread,
+    ProductUnlinked,
+)
 from gitmail.model.limits import READ_BUDGET_DEFAULT
+from gitmail.model.results import FLATTEN, Result, result
 
 from .params import AgentName, AgentToken, MaxBytes, ProjectKey, ProverName, SinceTs
 from .registry import ANYONE, MEMBER, PRODUCT, Toolbox
@@ -25,15 +35,47 @@ ProductReader = Annotated[str | None, Field(description=(
 tools = Toolbox("products")
 
 
-def with_left_out(rt: Runtime, ctx: Context, product_key: str, agent_name: str | None, agent_token: str | None,
-                  read: Any) -> dict[str, Any]:
+@result
+class ProductRead(Result):
+    """What a read across a product covered: the projects read (human keys) and those left out, with why."""
+
+    product_key: str
+    projects_read: list[str]
+    not_read: list[dict[str, str]]
+
+
+@result
+class ProductSearch(ProductRead):
+    """A search across a product's projects: the hits, best first."""
+
+    results: list[ProductHit]
+
+
+@result
+class ProductInbox(ProductRead):
+    """An agent's inbox across a product's projects, newest first."""
+
+    messages: list[ProductInboxMessage]
+
+
+@result
+class ProductThreadRead(ProductRead):
+    """A thread summarized across a product's projects, with the mode that made the summary."""
+
+    found: ProductThread = field(metadata=FLATTEN)
+    mode: str
+
+
+def reach(rt: Runtime, ctx: Context, product_key: str, agent_name: str | None,
+          agent_token: str | None) -> tuple[list[str], ProductRead]:
+    """The slugs of the product's projects a read covers, and what the answer says about them."""
     projects, left_out = rt.access.reach(ctx, product_key, agent_name, agent_token)
-    return {"product_key": product_key.lower(), "projects_read": [rt.mail.human_key(s) for s in projects],
-            "not_read": left_out, **read(projects)}
+    keys = [rt.mail.human_key(slug) for slug in projects]
+    return projects, ProductRead(product_key=product_key.lower(), projects_read=keys, not_read=left_out)
 
 
 @tools.tool(READ, access=ANYONE)
-def ensure_product(rt: Runtime, product_key: ProductKey) -> dict[str, Any]:
+def ensure_product(rt: Runtime, product_key: ProductKey) -> ProductShown:
     """Show a product: its name and linked projects."""
     return rt.mail.ensure_product(product_key=product_key)
 
@@ -48,7 +90,7 @@ def products_link(
         "else its key)."))] = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProductLinked:
     """Link a project to a product; the first link creates the product."""
     return rt.mail.products_link(product_key=product_key, project_key=project_key, name=name)
 
@@ -60,7 +102,7 @@ def products_unlink(
     project_key: ProjectKey,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProductUnlinked:
     """Take a project out of a product."""
     return rt.mail.products_unlink(product_key=product_key, project_key=project_key)
 
@@ -77,11 +119,12 @@ def search_messages_product(
     = False,
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProductSearch:
     """Full-text search across a product's projects in which you proved an agent."""
-    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
-        "results": rt.mail.search_product(product_key, query, projects=projects, limit=limit,
-                                          exhaustive=exhaustive)})
+    projects, read = reach(rt, ctx, product_key, agent_name, agent_token)
+    return ProductSearch(product_key=read.product_key, projects_read=read.projects_read, not_read=read.not_read,
+                         results=rt.mail.search_product(product_key, query, projects=projects, limit=limit,
+                                                        exhaustive=exhaustive))
 
 
 @tools.tool(READ, access=PRODUCT)
@@ -98,13 +141,15 @@ def fetch_inbox_product(
     unread_only: UnreadOnly = False,
     max_bytes: MaxBytes = READ_BUDGET_DEFAULT,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProductInbox:
     """Your inbox across a product's projects in which you proved agent_name."""
-    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
-        "messages": rt.mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
-                                                urgent_only=urgent_only, include_bodies=include_bodies,
-                                                since_ts=since_ts, topic=topic, unread_only=unread_only,
-                                                max_bytes=max_bytes)})
+    projects, read = reach(rt, ctx, product_key, agent_name, agent_token)
+    messages = rt.mail.fetch_inbox_product(product_key, agent_name, projects=projects, limit=limit,
+                                           urgent_only=urgent_only, include_bodies=include_bodies,
+                                           since_ts=since_ts, topic=topic, unread_only=unread_only,
+                                           max_bytes=max_bytes)
+    return ProductInbox(product_key=read.product_key, projects_read=read.projects_read, not_read=read.not_read,
+                        messages=messages)
 
 
 @tools.tool(READ, access=PRODUCT)
@@ -117,9 +162,10 @@ def summarize_thread_product(
     per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered.")] = 50,
     agent_name: ProductReader = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProductThreadRead:
     """Summarize a thread across a product's projects in which you proved an agent."""
-    return with_left_out(rt, ctx, product_key, agent_name, agent_token, lambda projects: {
-        **rt.mail.summarize_thread_product(product_key, thread_id, projects=projects,
-                                           include_examples=include_examples,
-                                           per_thread_limit=per_thread_limit), "mode": "extractive"})
+    projects, read = reach(rt, ctx, product_key, agent_name, agent_token)
+    found = rt.mail.summarize_thread_product(product_key, thread_id, projects=projects,
+                                             include_examples=include_examples, per_thread_limit=per_thread_limit)
+    return ProductThreadRead(product_key=read.product_key, projects_read=read.projects_read, not_read=read.not_read,
+                             found=found, mode="extractive")

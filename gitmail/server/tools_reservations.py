@@ -14,6 +14,8 @@ from pydantic import Field
 from gitmail.coord.reservations import MAX_PATHS
 from gitmail.mail.facade import (
     ForceRelease,
+    GuardInstalled,
+    GuardRemoved,
     NothingReleased,
     Released,
     Renewal,
@@ -134,7 +136,7 @@ def install_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> dict[str, Any]:  # a GuardInstalled, listed bare: its fields would take the default listing past its budget
+) -> GuardInstalled:
     """Install the reservation guard's git hooks into a repository under GITMAIL_GUARD_ROOTS."""
     rt.access.require_guard_path(project_key, code_repo_path)
     return formatted(rt.mail.install_precommit_guard(project_key, code_repo_path), format)
@@ -154,7 +156,7 @@ def uninstall_precommit_guard(
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
-) -> dict[str, Any]:  # a GuardRemoved, listed bare as above
+) -> GuardRemoved:
     """Remove the reservation guard's hooks from a git repository."""
     assert project_key is not None  # the access rule found it
     rt.access.require_guard_path(project_key, code_repo_path, removing=True)

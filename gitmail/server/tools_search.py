@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import field
+from typing import Annotated
 
 from pydantic import Field
+
+from gitmail.mail.facade import SearchHit, SummaryView, ThreadSummaries
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, result
 
 from .params import AgentToken, ProjectKey, ProverName
 from .registry import MEMBER, Toolbox
@@ -15,6 +19,27 @@ LlmMode = Annotated[bool, Field(description="Ignored: summaries are extracted.")
 LlmModel = Annotated[str | None, Field(max_length=200, description="Ignored.")]
 
 tools = Toolbox("messages")
+
+NO_MODEL = ("no language model runs on this server, so the summary was extracted from the messages "
+            "(llm_mode and llm_model have no effect)")
+
+
+@result
+class ThreadsSummarized(Result):
+    """A thread summary, with the mode that made it and, when a model was asked for, why none ran."""
+
+    found: ThreadSummaries = field(metadata=FLATTEN)
+    mode: str
+    note: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class RecentSummarized(Result):
+    """A project summary of a time window, with the mode that made it and, when a model was asked for, the note."""
+
+    found: SummaryView = field(metadata=FLATTEN)
+    mode: str
+    note: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @tools.tool(READ, access=MEMBER)
@@ -28,7 +53,7 @@ def search_messages(
     = False,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> list[dict[str, Any]]:
+) -> list[SearchHit]:
     """Search the project's messages, best first."""
     return rt.mail.search_messages(project_key=project_key, query=query, limit=limit, exhaustive=exhaustive)
 
@@ -44,7 +69,7 @@ def summarize_thread(
     per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ThreadsSummarized:
     """Summarize threads (comma-separated IDs): participants, key points, action items."""
     found = rt.mail.summarize_thread(project_key=project_key, thread_id=thread_id,
                                      include_examples=include_examples, per_thread_limit=per_thread_limit)
@@ -62,10 +87,11 @@ def summarize_recent(
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> RecentSummarized:
     """Summarize the project's recent messages by thread, kept for fetch_summary."""
     found = rt.mail.summarize_recent(project_key=project_key, since_hours=since_hours, max_messages=max_messages)
-    return formatted(with_mode(found, llm_mode, llm_model), format)
+    note = NO_MODEL if llm_mode or llm_model else None
+    return formatted(RecentSummarized(found=found, mode="extractive", note=note), format)
 
 
 @tools.tool(READ, access=MEMBER)
@@ -77,15 +103,11 @@ def fetch_summary(
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> list[dict[str, Any]]:
+) -> list[SummaryView]:
     """List summaries made by summarize_recent, newest first."""
     return formatted(rt.mail.fetch_summary(project_key=project_key, since_hours=since_hours, limit=limit), format)
 
 
-def with_mode(summary: dict[str, Any], llm_mode: bool, llm_model: str | None) -> dict[str, Any]:
+def with_mode(summary: ThreadSummaries, llm_mode: bool, llm_model: str | None) -> ThreadsSummarized:
     """The summary with the mode that made it: always extractive; a request for a model is answered, not ignored."""
-    summary = {**summary, "mode": "extractive"}
-    if llm_mode or llm_model:
-        summary["note"] = ("no language model runs on this server, so the summary was extracted from the messages "
-                           "(llm_mode and llm_model have no effect)")
-    return summary
+    return ThreadsSummarized(found=summary, mode="extractive", note=NO_MODEL if llm_mode or llm_model else None)

@@ -8,11 +8,14 @@ teammate on another machine just sent).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
 from gitmail.sync import remotes, status, syncer
+from gitmail.sync.remotes import RemoteList
+from gitmail.sync.status import RemoteStates
+from gitmail.sync.syncer import ProjectSync
 
 from .params import AgentToken, ProjectKey, ProverName
 from .registry import MEMBER, Toolbox
@@ -24,9 +27,9 @@ tools = Toolbox("sync")
 
 @tools.tool(READ, access=MEMBER)
 def list_remotes(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
-                 agent_token: AgentToken = None) -> dict[str, Any]:
+                 agent_token: AgentToken = None) -> RemoteList:
     """List the git remotes the project's archive syncs with."""
-    return {"remotes": remotes.list_remotes(rt.store, project_key)}
+    return remotes.remote_list(rt.store, project_key)
 
 
 @tools.tool(WRITE, access=MEMBER)
@@ -37,15 +40,15 @@ def sync_project(
         "The remote to sync with (see list_remotes); default: every remote of the project."))] = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
-) -> dict[str, Any]:
+) -> ProjectSync:
     """Sync the project's archive with its git remotes now (fetch, check, merge, push). exit_code 0: clean, 1: look,
     2: failed.
     """
-    return syncer.sync_project(rt.store, project_key, remote).to_dict()
+    return syncer.sync_project(rt.store, project_key, remote).to_result()
 
 
 @tools.tool(READ, access=MEMBER)
 def sync_status(rt: Runtime, project_key: ProjectKey, agent_name: ProverName = None,
-                agent_token: AgentToken = None) -> dict[str, Any]:
+                agent_token: AgentToken = None) -> RemoteStates:
     """How each git remote of the project is syncing, without syncing."""
-    return {"remotes": [state.to_dict() for state in status.remote_states(rt.store, project_key)]}
+    return RemoteStates(remotes=status.remote_states(rt.store, project_key))

@@ -15,6 +15,7 @@ import re
 import subprocess
 
 from gitmail.model.errors import ALREADY_EXISTS, NOT_FOUND, SYNC_FAILED, GitmailError, invalid
+from gitmail.model.results import Result, result
 from gitmail.storage.store import Store
 
 NODE_REFS = "refs/gitmail/nodes"
@@ -81,6 +82,18 @@ def list_remotes(store: Store, project: str) -> dict[str, str]:
         if match and entry.value is not None:
             remotes[match.group(1)] = entry.value
     return dict(sorted(remotes.items()))
+
+
+@result
+class RemoteList(Result):
+    """A project's remotes: name -> URL."""
+
+    remotes: dict[str, str]
+
+
+def remote_list(store: Store, project: str) -> RemoteList:
+    """:func:`list_remotes` as a result."""
+    return RemoteList(remotes=list_remotes(store, project))
 
 
 def projects_with_remotes(store: Store) -> list[str]:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import field
 from typing import Any
 
+from gitmail.model.results import Result, result
 from gitmail.storage.engine import Archive
 from gitmail.storage.store import Store
 
@@ -33,8 +34,8 @@ STATE_FILE = "gitmail-sync.json"
 _LOCK_FILE = "gitmail-sync.lock"
 
 
-@dataclass
-class RemoteState:
+@result
+class RemoteState(Result):
     """The sync state of one remote of one project.
 
     ``state`` sums it up: ``never`` (no sync yet), ``syncing`` (an attempt
@@ -56,7 +57,15 @@ class RemoteState:
     quarantined: int = 0  # refused changes from this remote kept aside
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A changeable copy of the state's JSON object (for a face that leaves a part out)."""
+        return self.wire()
+
+
+@result
+class RemoteStates(Result):
+    """The sync state of each remote of a project."""
+
+    remotes: list[RemoteState] = field(default_factory=list)
 
 
 def _paths(archive: Archive) -> tuple[str, str]:

@@ -54,8 +54,10 @@ import pygit2
 from gitmail.coord.context import Context
 from gitmail.index import indexer_for
 from gitmail.mail import relay
+from gitmail.mail.relay import RelayOutcome
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
 from gitmail.model.records import role_of
+from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
 from gitmail.storage.recordcheck import Checker, Rejection
@@ -90,6 +92,45 @@ Progress = Callable[[str, str], None]  # (remote, step): step is fetch, check, m
 
 # -- results -----------------------------------------------------------------------------
 
+@result
+class RemoteSync(Result):
+    """What one sync with one remote did, as answered (the fields of :class:`SyncResult` and its exit code)."""
+
+    project: str
+    remote: str
+    records_in: int
+    records_out: int
+    messages_in: int
+    messages_out: int
+    conflicts: list[dict[str, Any]]
+    quarantined: list[dict[str, Any]]
+    quarantine_ref: str | None
+    migrated: dict[str, Any] | None
+    overlaps: list[dict[str, Any]]
+    fast_forwards: int
+    merges: int
+    rejected_pushes: int
+    rounds: int
+    pushed: bool
+    pushed_to: str | None
+    tip: str | None
+    seconds: float
+    error: dict[str, Any] | None
+    exit_code: int
+
+
+@result
+class ProjectSync(Result):
+    """One sync of a project, as answered: its exit code and status, each remote's result, the index, the relays."""
+
+    project: str
+    exit_code: int
+    status: str
+    results: list[RemoteSync]
+    index: dict[str, Any]
+    relayed: list[RelayOutcome] | None = field(default=None, metadata=OMIT_NONE)
+
+
 @dataclass
 class SyncResult:
     """What one sync of one project with one remote did (``error`` is set when it failed)."""
@@ -121,8 +162,12 @@ class SyncResult:
             return FAILED
         return ATTENTION if self.conflicts or self.quarantined or self.overlaps else OK
 
+    def to_result(self) -> RemoteSync:
+        """What this sync did, as its typed answer."""
+        return RemoteSync(**{key: getattr(self, key) for key in self.__dataclass_fields__}, exit_code=self.exit_code)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**{key: getattr(self, key) for key in self.__dataclass_fields__}, "exit_code": self.exit_code}
+        return self.to_result().wire()
 
     def outcome(self) -> dict[str, Any]:
         """The counts the sync state keeps of this sync."""
@@ -171,18 +216,20 @@ class SyncReport:
     project: str
     results: list[SyncResult]
     index: dict[str, Any] = field(default_factory=dict)
-    relayed: list[dict[str, Any]] = field(default_factory=list)  # cross-project copies completed after it
+    relayed: list[RelayOutcome] = field(default_factory=list)  # cross-project copies completed after it
 
     @property
     def exit_code(self) -> int:
         return max((result.exit_code for result in self.results), default=OK)
 
+    def to_result(self) -> ProjectSync:
+        """This sync, as its typed answer."""
+        return ProjectSync(project=self.project, exit_code=self.exit_code, status=_STATUS[self.exit_code],
+                           results=[result.to_result() for result in self.results], index=self.index,
+                           relayed=self.relayed or None)
+
     def to_dict(self) -> dict[str, Any]:
-        out = {"project": self.project, "exit_code": self.exit_code, "status": _STATUS[self.exit_code],
-               "results": [result.to_dict() for result in self.results], "index": self.index}
-        if self.relayed:
-            out["relayed"] = self.relayed
-        return out
+        return self.to_result().wire()
 
     def lines(self) -> list[str]:
         out = [line for result in self.results for line in result.lines()]

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gitmail.mail.facade import JournalView, Mail, MessageView, SendOptions
+from gitmail.mail.facade import JournalView, Mail, MessageView, SearchHit, SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
@@ -310,7 +310,7 @@ class WebView:
         query = request.query_params.get("q", "").strip()
         error = None
 
-        def found(limit: int) -> list[dict[str, Any]]:
+        def found(limit: int) -> list[SearchHit]:
             nonlocal error
             if not query:
                 return []
@@ -324,8 +324,8 @@ class WebView:
 
         hits = paged(request, head(found))
         terms = render.query_terms(query)
-        shown = [{**h, "subject_html": render.highlight(h["subject"], terms),
-                  "snippet_html": render.snippet(h.get("snippet", ""), terms)} for h in hits.items]
+        shown = [{**h, "subject_html": render.highlight(h.subject, terms),
+                  "snippet_html": render.snippet(h.snippet, terms)} for h in hits.items]
         return {"project": project, "query": query, "hits": shown, "pages": hits, "error": error}
 
     def board(self, request: Request) -> dict[str, Any]:
@@ -502,8 +502,8 @@ class WebView:
             found = await run_in_threadpool(self.mail.get_attachment, slug, path)
         except GitmailError as exc:
             return Response(exc.message, status_code=404 if exc.code == NOT_FOUND else 400)
-        data = base64.b64decode(found["content_base64"])
-        media = found["media_type"]
+        data = base64.b64decode(found.content_base64)
+        media = found.media_type
         if not media.startswith("image/"):
             media = "application/octet-stream"  # only images are shown in place; the rest is a download
         return Response(data, media_type=media, headers={"X-Content-Type-Options": "nosniff",
