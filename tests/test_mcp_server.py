@@ -28,6 +28,8 @@ SELF_DESCRIBING = frozenset({
     "file_reservation_ids", "file_reservation_paths", "file_reservation_reason", "file_reservation_ttl_seconds",
     # Said once in the server's instructions (a path or a slug) instead of in each of seventy schemas.
     "project_key",
+    # Said once in the instructions too: program and model (with an example each), and format (json or toon).
+    "program", "model", "format",
 })
 
 

@@ -57,14 +57,15 @@ INSTRUCTIONS = """\
 gitmail is mail for coding agents, stored in a git repository per project.
 Start with macro_start_session (or ensure_project + register_agent) using the
 absolute path of your working directory as project_key (its slug also works;
-every tool's project_key takes either);
-keep the registration_token it returns. Tools that act as an agent take its
+every tool's project_key takes either) and your tool and model as program and
+model (e.g. claude-code, opus-4.1); keep the registration_token it returns. Tools that act as an agent take its
 token as agent_token or sender_token (registration_token is accepted too);
 calls in the MCP session that registered the agent need none. Use catch_up
 when you start or resume work, then read_messages with the cursor it returns.
 Recipients are agent names (name@project for another project's agent; @Name
 works too). A seat token (take_seat) goes in seat on every write while a
 session holds that agent's seat; acting_as makes a call as an agent below you.
+A format argument asks for json (the default) or toon (fewer tokens).
 Errors come back as JSON {code, message, data}: the message says what to do
 next; a tool this server's profile leaves out answers with one naming the
 profile that has it.

@@ -26,8 +26,9 @@ Importance = Annotated[str, Field(max_length=32, description="low, normal, high 
 SinceTs = Annotated[str | int | float | None, Field(
     description="After this time (ISO-8601 or epoch seconds).")]
 Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND'.")]
-Program = Annotated[str, Field(description="e.g. 'claude-code'.")]
-Model = Annotated[str, Field(description="e.g. 'opus-4.1'.")]
+# The instructions give an example of each once (claude-code, opus-4.1) rather than every tool that takes them.
+Program = str
+Model = str
 TaskDescription = Annotated[str, Field(description="Its task.")]
 TaskUpdate = str | None
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS)]

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Annotated, Any
+from typing import Any
 
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp_types import CallToolRequestParams
-from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from gitmail.model.controls import first_nul, nul_message
@@ -41,7 +40,7 @@ DESTRUCTIVE = {"idempotentHint": True, "openWorldHint": False}
 WRAPPED = {"fastmcp": {"wrap_result": True}}
 """The _meta of a result sent as ``{"result": ...}`` (a list), by which FastMCP's client unwraps it."""
 
-OutputFormat = Annotated[str | None, Field(description="json (default) or toon (fewer tokens).")]
+OutputFormat = str | None  # json (default) or toon: the instructions say so once for the tools that take it
 
 
 def formatted(result: Any, output_format: str | None) -> Any:
