@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,9 +94,9 @@ def target(uri: str) -> Target:
     return Target(uri, kind, name, project)
 
 
-def _session_key(ctx: ServerRequestContext[Any, Any]) -> int:
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
     """The MCP session a request belongs to: its connection (each request gets its own session object)."""
-    return id(getattr(ctx.session, "_connection", ctx.session))
+    return getattr(ctx.session, "_connection", ctx.session)
 
 
 @dataclass
@@ -116,7 +117,9 @@ class Push:
     total: int = SUBSCRIPTIONS_MAX
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     _watched: dict[str, _Watched] = field(default_factory=dict)
-    _sessions: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)  # id(session): session, its URIs
+    # id(connection): a weak reference to the session's connection (None for a listen stream), and its URIs. Weak,
+    # so a session that ends without unsubscribing leaves nothing behind: its subscriptions go at the next notice.
+    _sessions: dict[int, tuple[weakref.ref[Any] | None, set[str]]] = field(default_factory=dict)
     _watches: dict[str, Any] = field(default_factory=dict)  # project: FeedWatch
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -130,11 +133,12 @@ class Push:
         listen = ListenHandler(self.bus, max_subscriptions=self.total)
 
         async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-            await self._admit(ctx, read, [str(params.uri)], key=_session_key(ctx), session=ctx.session)
+            connection = _connection(ctx)
+            await self._admit(ctx, read, [str(params.uri)], key=id(connection), session=weakref.ref(connection))
             return EmptyResult()
 
         async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-            self._drop(_session_key(ctx), [str(params.uri)])
+            self._drop(id(_connection(ctx)), [str(params.uri)])
             return EmptyResult()
 
         async def listened(ctx: ServerRequestContext[Any, Any],
@@ -151,15 +155,8 @@ class Push:
         server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
         server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listened)
 
-    def state(self) -> dict[str, int]:
-        """How many URIs are watched and how many subscriptions hold them (for ``health_check``)."""
-        with self._lock:
-            return {"subscribed_uris": len(self._watched),
-                    "subscriptions": sum(w.holders for w in self._watched.values()),
-                    "max_subscriptions": self.total}
-
     async def _admit(self, ctx: ServerRequestContext[Any, Any], read: Read, uris: list[str], *, key: int,
-                     session: Any) -> None:
+                     session: weakref.ref[Any] | None) -> None:
         """Check each URI as a read by the caller, then count it (TOO_MANY_SUBSCRIPTIONS past a cap)."""
         self._loop = asyncio.get_running_loop()
         try:
@@ -272,11 +269,13 @@ class Push:
     async def _notify(self, uri: str) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
         with self._lock:
-            sessions = [(key, session) for key, (session, held) in self._sessions.items()
+            sessions = [(key, session()) for key, (session, held) in self._sessions.items()
                         if session is not None and uri in held]
-        for key, session in sessions:
+        for key, connection in sessions:
             try:
-                await session.send_resource_updated(uri)
+                if connection is None:
+                    raise ConnectionError("the session ended")
+                await connection.send_resource_updated(uri)
             except Exception:  # noqa: BLE001 - a session that ended takes its subscriptions with it
                 with self._lock:
                     held = list(self._sessions.get(key, (None, set()))[1])
