@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -35,6 +36,7 @@ from gitmail.model.records import (
     REVOCATIONS,
     ROTATION_NAMESPACE,
     Node,
+    Record,
     Revocation,
     node_path,
     revocation_path,
@@ -46,6 +48,8 @@ from .engine import Archive, Change
 from .nodekey import KEYS
 from .snapshot import Snapshot
 from .store import Store
+
+R = TypeVar("R", bound=Record)
 
 PINS = "pins.yaml"
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -83,13 +87,13 @@ class Keyring:
         return "known" if raw in self.keys else "unknown"
 
 
-def read_nodes(snap: Snapshot) -> list[Node]:
-    """Every node record at the snapshot, by name (records that do not parse are fsck's to report)."""
+def records_in(snap: Snapshot, folder: str, kind: type[R]) -> list[R]:
+    """Every record of ``kind`` in ``folder`` at the snapshot, by file name (those that do not parse are fsck's)."""
     out = []
-    for name in sorted(snap.listdir(NODES)):
+    for name in sorted(snap.listdir(folder)):
         if name.endswith(".yaml"):
             try:
-                record = snap.load(f"{NODES}/{name}", Node)
+                record = snap.load(f"{folder}/{name}", kind)
             except GitmailError:
                 continue
             if record is not None:
@@ -97,16 +101,14 @@ def read_nodes(snap: Snapshot) -> list[Node]:
     return out
 
 
+def read_nodes(snap: Snapshot) -> list[Node]:
+    """Every node record at the snapshot, by name."""
+    return records_in(snap, NODES, Node)
+
+
 def read_revocations(snap: Snapshot) -> list[Revocation]:
-    out = []
-    for name in sorted(snap.listdir(REVOCATIONS)):
-        try:
-            record = snap.load(f"{REVOCATIONS}/{name}", Revocation)
-        except GitmailError:
-            continue
-        if record is not None:
-            out.append(record)
-    return out
+    """Every revocation record at the snapshot."""
+    return records_in(snap, REVOCATIONS, Revocation)
 
 
 def keyring(snap: Snapshot) -> Keyring:

@@ -38,7 +38,7 @@ from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
 from .engine import Archive, Change
-from .nodes import keyring
+from .nodes import keyring, records_in
 from .objects import split_signature
 from .snapshot import Snapshot
 
@@ -116,15 +116,7 @@ class VerdictCache:
 
 def adopted(snap: Snapshot) -> list[str]:
     """The commits the archive's adoption records name (their history is trusted as it is)."""
-    out = []
-    for name in sorted(snap.listdir(ADOPTIONS)):
-        try:
-            record = snap.load(f"{ADOPTIONS}/{name}", Adoption)
-        except GitmailError:
-            continue
-        if record is not None:
-            out.append(record.commit)
-    return out
+    return [record.commit for record in records_in(snap, ADOPTIONS, Adoption)]
 
 
 def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
