@@ -125,7 +125,6 @@ NOT_YET_TYPED = frozenset({
     "gitmail/mail/budget.py",
     "gitmail/mail/delivery.py",
     "gitmail/mail/facade.py",
-    "gitmail/mail/feed.py",
     "gitmail/mail/mailbox.py",
 })
 

@@ -236,11 +236,11 @@ def catch_up(ctx: Context, project: str, agent: str, limit: int) -> tuple[object
     Reading changes no read state. --json includes the bodies.
     """
     found = ctx.mail.catch_up(project, agent, limit=limit)
-    lines = [table(found["messages"], FEED_COLUMNS, "no messages")]
-    if found["older_messages"]:
+    lines = [table(found.messages, FEED_COLUMNS, "no messages")]
+    if found.older_messages:
         lines.append("older messages are not shown (gitmail search reaches them)")
-    lines.append(f"cursor {found['next_after']}: continue with gitmail feed {project} {found['agent']} "
-                 f"--after {found['next_after']}")
+    lines.append(f"cursor {found.next_after}: continue with gitmail feed {project} {found.agent} "
+                 f"--after {found.next_after}")
     return found, "\n".join(lines)
 
 
@@ -261,10 +261,10 @@ def feed(ctx: Context, project: str, agent: str, after: int, limit: int, wait_se
     changes no read state.
     """
     page = ctx.mail.read_messages(project, agent, after=after, limit=limit, wait_seconds=wait_seconds)
-    shown = [f"[{m['seq']}] " + render_message(m) for m in page["messages"]]
+    shown = [f"[{m.seq}] " + render_message(m) for m in page.messages]
     text = f"\n\n{'-' * 72}\n\n".join(shown) or f"nothing new after {after}"
-    more = "; more are waiting, run it again" if page["has_more"] else ""
-    return page, f"{text}\n\ncursor {page['next_after']}: continue with --after {page['next_after']}{more}"
+    more = "; more are waiting, run it again" if page.has_more else ""
+    return page, f"{text}\n\ncursor {page.next_after}: continue with --after {page.next_after}{more}"
 
 
 @command(name="read")

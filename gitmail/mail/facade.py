@@ -304,12 +304,12 @@ class Mail:
         """What moves when a message joins the thread (:func:`feed.thread_mark`), for pushed notices."""
         return feed.thread_mark(self.ctx, project_key, thread_id)
 
-    def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
+    def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> feed.CatchUp:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
         return feed.catch_up(self.ctx, project_key, agent_name, limit=limit)
 
     def read_messages(self, project_key: str, agent_name: str, *, after: int = 0, limit: int = FEED_DEFAULT_LIMIT,
-                      wait_seconds: float = 0) -> dict[str, Any]:
+                      wait_seconds: float = 0) -> feed.FeedPage:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
