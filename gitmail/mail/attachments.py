@@ -43,7 +43,7 @@ import mimetypes
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
@@ -394,7 +394,7 @@ def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) ->
     return data
 
 
-def mark_verified(snapshot: Snapshot, entries: list[Mapping[str, Any]]) -> list[AttachmentEntry]:
+def mark_verified(snapshot: Snapshot, entries: Sequence[Mapping[str, Any]]) -> list[AttachmentEntry]:
     """Copies of a message's attachment entries, each with ``verified`` (its stored bytes match its hash)."""
     out = []
     for entry in entries:

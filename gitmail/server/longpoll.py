@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from gitmail.mail.facade import Mail
-from gitmail.mail.feed import FeedPage
+from gitmail.mail.facade import FeedPage, Mail
 from gitmail.model.errors import TOO_MANY_WAITS, GitmailError, invalid
 from gitmail.model.limits import FEED_MAX_WAITS, FEED_MAX_WAITS_PER_AGENT
 

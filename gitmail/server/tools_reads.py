@@ -20,7 +20,7 @@ from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from gitmail.mail.feed import FeedMessage
+from gitmail.mail.facade import FeedMessage
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from . import pages
