@@ -12,7 +12,7 @@ import itertools
 
 from gitmail.index import indexer_for
 from gitmail.mail import mailbox
-from gitmail.mail.delivery import message_view
+from gitmail.mail.delivery import MessageView
 from gitmail.model.ids import id_time
 from gitmail.model.records import MESSAGES, Message, inbox_path, outbox_path
 from gitmail.storage.snapshot import Snapshot
@@ -28,7 +28,7 @@ def every_message(snap: Snapshot, since: str | None = None) -> list[Message]:
 def thread_oracle(snap: Snapshot, thread_id: str, bodies: bool) -> list[dict]:
     found = sorted((m for m in every_message(snap) if thread_id in (m.thread_id, m.id)),
                    key=lambda m: (m.created_ts, m.id))
-    return [message_view(m, include_body=bodies) for m in found]
+    return [MessageView.of(m, include_body=bodies) for m in found]
 
 
 def topic_oracle(snap: Snapshot, topic: str, *, viewer: str | None, since: str | None, unread_only: bool,
@@ -41,7 +41,7 @@ def topic_oracle(snap: Snapshot, topic: str, *, viewer: str | None, since: str |
             receipt = mailbox.receipt(snap, viewer, m.id)
             if not snap.exists(inbox_path(viewer, m.id)) or (receipt is not None and receipt.read_at):
                 continue
-        out.append(message_view(m, include_body=bodies))
+        out.append(MessageView.of(m, include_body=bodies).wire())
     return out[:limit]
 
 
@@ -49,12 +49,12 @@ def message_oracle(snap: Snapshot, message_id: str, viewer: str | None) -> dict:
     for m in every_message(snap):
         if m.id == message_id:
             own = snap.load(outbox_path(m.sender, m.id), Message) if viewer == m.sender else None
-            return message_view(own, show_bcc=True) if own is not None else message_view(m)
+            return MessageView.of(own, show_bcc=True) if own is not None else MessageView.of(m)
     raise AssertionError(f"no message {message_id}")
 
 
 def window_oracle(snap: Snapshot, start: str, end: str, limit: int) -> list[dict]:
-    return [message_view(m) for m in every_message(snap) if start < m.created_ts <= end][:limit]
+    return [MessageView.of(m) for m in every_message(snap) if start < m.created_ts <= end][:limit]
 
 
 def _archive(store, wall):

@@ -18,8 +18,10 @@ import httpx2 as httpx
 import pytest
 
 from gitmail import Mail
-from gitmail.mail.budget import item_bytes
+from gitmail.mail.budget import MARKER_BYTES, item_bytes, newest_first, oldest_first
+from gitmail.mail.delivery import header_fields
 from gitmail.mail.facade import SendOptions
+from gitmail.mail.mailbox import InboxMessage, ThreadMessage
 from gitmail.model.limits import READ_BUDGET_DEFAULT
 
 from .inprocess_server import InProcessServer
@@ -222,3 +224,29 @@ def test_resources_and_summaries_with_bodies_hold_the_budget(world):
         assert page_bytes(listed) <= READ_BUDGET_DEFAULT
     assert len(summary["examples"]) == 2 and page_bytes(summary["examples"]) <= READ_BUDGET_DEFAULT
     assert len(json.dumps(prepared["thread"])) < READ_BUDGET_DEFAULT
+
+
+def test_a_page_holds_the_typed_messages_it_was_given_and_their_json_is_as_before():
+    """Budgets page typed messages: each keeps its class, with its body, without it, or marked with ``more``."""
+
+    def head(n: int, ts: str) -> dict[str, Any]:
+        return {"id": f"m{n}", "thread_id": "t", "subject": f"s{n}", "from": "Blue", "to": ["Green"], "cc": [],
+                "created_ts": ts, "importance": "normal", "ack_required": False, "topic": None, "reply_to": None,
+                "attachments": []}
+
+    bodies = {"m1": "a" * 300, "m2": "b" * 300, "m3": "c" * 300}
+    inbox = [InboxMessage.of({**head(n, f"2026-01-01T00:00:0{n}Z"), "kind": "to", "read_at": None,
+                              "acknowledged_at": None}) for n in (3, 2, 1)]  # newest first
+    room = MARKER_BYTES + 2 * item_bytes(inbox[0].with_body(bodies["m3"])) + 10  # two of them, not three
+    page = newest_first(inbox, lambda m: bodies[m.id], room)
+    assert [type(m) for m in page] == [InboxMessage, InboxMessage] and [m.id for m in page] == ["m2", "m1"]
+    assert page[0].more is not None and page[0].more.left_out == 1 and page[1].more is None
+    assert list(page[0])[-3:] == ["acknowledged_at", "body_md", "more"] and page[1]["body_md"] == bodies["m1"]
+
+    thread = [ThreadMessage(**header_fields(head(n, "2026-01-01T00:00:00Z"))) for n in (1, 2)]
+    room = item_bytes(thread[0].with_body(bodies["m1"])) + 10  # the first whole; the second of its millisecond too
+    listed, more = oldest_first(thread, lambda m: bodies[m.id], room)
+    assert not more and [type(m) for m in listed] == [ThreadMessage, ThreadMessage]
+    assert listed[0]["body_md"] == bodies["m1"] and "body_md" not in listed[1]
+    assert (listed[1].body_omitted, listed[1].body_bytes) == (True, 300) and list(listed[1])[-2:] == [
+        "body_omitted", "body_bytes"]

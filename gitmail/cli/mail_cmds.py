@@ -236,11 +236,11 @@ def catch_up(ctx: Context, project: str, agent: str, limit: int) -> tuple[object
     Reading changes no read state. --json includes the bodies.
     """
     found = ctx.mail.catch_up(project, agent, limit=limit)
-    lines = [table(found["messages"], FEED_COLUMNS, "no messages")]
-    if found["older_messages"]:
+    lines = [table(found.messages, FEED_COLUMNS, "no messages")]
+    if found.older_messages:
         lines.append("older messages are not shown (gitmail search reaches them)")
-    lines.append(f"cursor {found['next_after']}: continue with gitmail feed {project} {found['agent']} "
-                 f"--after {found['next_after']}")
+    lines.append(f"cursor {found.next_after}: continue with gitmail feed {project} {found.agent} "
+                 f"--after {found.next_after}")
     return found, "\n".join(lines)
 
 
@@ -261,10 +261,10 @@ def feed(ctx: Context, project: str, agent: str, after: int, limit: int, wait_se
     changes no read state.
     """
     page = ctx.mail.read_messages(project, agent, after=after, limit=limit, wait_seconds=wait_seconds)
-    shown = [f"[{m['seq']}] " + render_message(m) for m in page["messages"]]
+    shown = [f"[{m.seq}] " + render_message(m) for m in page.messages]
     text = f"\n\n{'-' * 72}\n\n".join(shown) or f"nothing new after {after}"
-    more = "; more are waiting, run it again" if page["has_more"] else ""
-    return page, f"{text}\n\ncursor {page['next_after']}: continue with --after {page['next_after']}{more}"
+    more = "; more are waiting, run it again" if page.has_more else ""
+    return page, f"{text}\n\ncursor {page.next_after}: continue with --after {page.next_after}{more}"
 
 
 @command(name="read")
@@ -275,8 +275,8 @@ def read(ctx: Context, project: str, message_id: str, agent: str | None) -> tupl
     """Show one message in full; with --as AGENT, mark it read for that recipient."""
     mail = ctx.mail
     message = mail.get_message(project, message_id)
-    if agent:
-        message["receipt"] = mail.mark_message_read(project, agent, message_id)
+    if agent:  # the message as shown, and the receipt its reading made
+        return {**message, "receipt": mail.mark_message_read(project, agent, message_id)}, render_message(message)
     return message, render_message(message)
 
 
@@ -327,14 +327,14 @@ def search(ctx: Context, project: str, query: str, limit: int, exhaustive: bool)
 @click.argument("thread_id")
 def thread(ctx: Context, project: str, thread_id: str) -> tuple[object, str]:
     """Show every message of a thread, oldest first."""
-    view = ctx.mail.get_thread(project, thread_id, include_bodies=True)
-    messages = view["messages"]
-    while view["has_more"]:  # the library reads a thread a page (a byte budget) at a time
-        view = ctx.mail.get_thread(project, thread_id, include_bodies=True, after=view["next_after"])
-        messages += view["messages"]
-    view = {**view, "count": len(messages), "messages": messages, "has_more": False, "next_after": None}
+    page = ctx.mail.get_thread(project, thread_id, include_bodies=True)
+    messages = list(page.messages)
+    while page.has_more and page.next_after:  # the library reads a thread a page (a byte budget) at a time
+        page = ctx.mail.get_thread(project, thread_id, include_bodies=True, after=page.next_after)
+        messages += page.messages
+    whole = dataclasses.replace(page, count=len(messages), messages=messages, has_more=False, next_after=None)
     text = f"\n\n{'-' * 72}\n\n".join(render_message(m) for m in messages)
-    return view, text or "no messages in this thread"
+    return whole, text or "no messages in this thread"
 
 
 @command(name="log")
@@ -351,7 +351,7 @@ def log(ctx: Context, project: str, ident: str, as_thread: bool, patch: bool) ->
     from gitmail.model.ids import is_id
 
     if as_thread or not is_id(ident):
-        ids = [m["id"] for m in ctx.mail.get_thread(project, ident, include_bodies=False)["messages"]]
+        ids = [m.id for m in ctx.mail.get_thread(project, ident, include_bodies=False).messages]
     else:
         ids = [ident]
     git_dir = ctx.store.paths(ctx.store.resolve(project)).archive

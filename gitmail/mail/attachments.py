@@ -43,8 +43,9 @@ import mimetypes
 import os
 import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from gitmail.coord.acting import update_own_profile
 from gitmail.coord.context import Context
@@ -98,6 +99,29 @@ class Settings:
         for key, value in overrides.items():
             setattr(settings, key, value)
         return settings
+
+
+class AttachmentEntry(TypedDict, total=False):
+    """One attachment as a message's front matter lists it (``type`` first), and, read back, whether its bytes hold.
+
+    Entries written here have ``type``, ``name``, ``media_type``, ``size``,
+    ``sha256`` and ``path``; a converted image adds ``width`` and ``height``
+    and, with originals kept, ``original_path`` and ``original_sha256``.
+    :func:`mark_verified` adds ``verified``. An entry read from an archive
+    may carry keys written elsewhere: they are kept as they are.
+    """
+
+    type: str
+    name: str
+    width: int
+    height: int
+    original_path: str
+    original_sha256: str
+    media_type: str
+    size: int
+    sha256: str
+    path: str
+    verified: bool
 
 
 @dataclass
@@ -268,31 +292,31 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
         raise invalid(f"at most {MAX_ATTACHMENTS} attachments per message", field="attachment_paths")
     loader = _Loader(snapshot, settings)
     files: dict[str, bytes] = {}
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, AttachmentEntry] = {}
 
-    def store(ref: str, field_name: str) -> tuple[dict[str, Any], bytes]:
+    def store(ref: str, field_name: str) -> tuple[AttachmentEntry, bytes]:
         data, name, media_type = loader.load(ref, field_name)
-        entry: dict[str, Any] = {"name": name[:200]}
+        entry: AttachmentEntry = {"name": name[:200]}
         original = data
         if convert and _is_convertible_image(media_type):
             data, width, height = to_webp(data, ref, settings)
             media_type, ext = "image/webp", "webp"
-            entry.update(width=width, height=height)
+            entry["width"], entry["height"] = width, height
             if settings.keep_originals and data is not original:
                 digest = hashlib.sha256(original).hexdigest()
                 original_path = attachment_path(digest, _ext_for(name, _media_type(name)), original=True,
                                                 layout=snapshot.layout)
                 files[original_path] = original
-                entry.update(original_path=original_path, original_sha256=digest)
+                entry["original_path"], entry["original_sha256"] = original_path, digest
         else:
             ext = _ext_for(name, media_type)
         digest = hashlib.sha256(data).hexdigest()
         path = attachment_path(digest, ext, layout=snapshot.layout)
         files[path] = data
-        entry.update(media_type=media_type, size=len(data), sha256=digest, path=path)
+        entry["media_type"], entry["size"], entry["sha256"], entry["path"] = media_type, len(data), digest, path
         return entry, data
 
-    def add(entry: dict[str, Any], kind: str) -> None:
+    def add(entry: AttachmentEntry, kind: str) -> None:
         key = entry["path"]
         if key in entries:
             if kind == "inline":
@@ -332,7 +356,7 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
         pieces.append(target)
         last = match.end("ref")
     pieces.append(body_md[last:])
-    return Prepared("".join(pieces), list(entries.values()), files)
+    return Prepared("".join(pieces), [dict(entry) for entry in entries.values()], files)
 
 
 @result
@@ -370,7 +394,7 @@ def read_attachment(snapshot: Snapshot, path: str, sha256: str | None = None) ->
     return data
 
 
-def mark_verified(snapshot: Snapshot, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def mark_verified(snapshot: Snapshot, entries: Sequence[Mapping[str, Any]]) -> list[AttachmentEntry]:
     """Copies of a message's attachment entries, each with ``verified`` (its stored bytes match its hash)."""
     out = []
     for entry in entries:
@@ -379,7 +403,7 @@ def mark_verified(snapshot: Snapshot, entries: list[dict[str, Any]]) -> list[dic
             ok = True
         except GitmailError:
             ok = False
-        out.append(dict(entry, verified=ok))
+        out.append(cast(AttachmentEntry, {**entry, "verified": ok}))  # the entry as stored, keys written elsewhere too
     return out
 
 

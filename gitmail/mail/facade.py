@@ -11,6 +11,7 @@ past the required arguments are keyword-only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -83,8 +84,20 @@ from .allmail import MailQuery
 from .attachments import AttachmentContent, AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
+from .feed import CatchUp, FeedMessage, FeedPage
 from .identities import AgentUpdated, Position, SleepState, Spawned
-from .mailbox import InboxMessage, SearchHit, TopicMessage
+from .mailbox import (
+    InboxMessage,
+    Listing,
+    OverdueListing,
+    Received,
+    SearchHit,
+    Sent,
+    SentMessage,
+    StoredMessage,
+    ThreadPage,
+    TopicMessage,
+)
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -110,6 +123,9 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
+# The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
+__all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
+            "StoredMessage", "ThreadPage"]
 
 class Mail:
     """Agent mail over one :class:`Store` of project archives."""
@@ -304,12 +320,12 @@ class Mail:
         """What moves when a message joins the thread (:func:`feed.thread_mark`), for pushed notices."""
         return feed.thread_mark(self.ctx, project_key, thread_id)
 
-    def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
+    def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> CatchUp:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
         return feed.catch_up(self.ctx, project_key, agent_name, limit=limit)
 
     def read_messages(self, project_key: str, agent_name: str, *, after: int = 0, limit: int = FEED_DEFAULT_LIMIT,
-                      wait_seconds: float = 0) -> dict[str, Any]:
+                      wait_seconds: float = 0) -> FeedPage:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
@@ -319,23 +335,27 @@ class Mail:
         return feed.watch(self.ctx, project_key, listener)
 
     def fetch_outbox(self, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
-                     since_ts: str | float | None = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+                     since_ts: str | float | None = None,
+                     max_bytes: int = READ_BUDGET_DEFAULT) -> Listing[SentMessage]:
         return mailbox.fetch_outbox(self.ctx, project_key, agent_name, limit=limit, include_bodies=include_bodies,
                                     since_ts=since_ts, max_bytes=max_bytes)
 
-    def fetch_mailbox(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+    def fetch_mailbox(self, project_key: str, agent_name: str, *,
+                      limit: int = 20) -> Listing[Received | Sent]:
         return mailbox.fetch_mailbox(self.ctx, project_key, agent_name, limit=limit)
 
     def get_message(self, project_key: str, message_id: str | int, *,
-                    agent_name: str | None = None) -> dict[str, Any]:
+                    agent_name: str | None = None) -> StoredMessage:
         found = mailbox.get_message(self.ctx, project_key, message_id, agent_name=agent_name)
-        if found.get("attachments"):  # each stored file is checked against the hash the message records
-            found["attachments"] = attachments.mark_verified(self.ctx.archive(project_key).snapshot(),
-                                                             found["attachments"])
-        return found
+        if not found.message.attachments:
+            return found
+        # each stored file is checked against the hash the message records
+        checked = attachments.mark_verified(self.ctx.archive(project_key).snapshot(), found.message.attachments)
+        return dataclasses.replace(found, message=dataclasses.replace(found.message,
+                                                                      attachments=[dict(e) for e in checked]))
 
     def get_thread(self, project_key: str, thread_id: str, *, include_bodies: bool = True, after: str | None = None,
-                   max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+                   max_bytes: int = READ_BUDGET_DEFAULT) -> ThreadPage:
         """A thread, oldest first, a page of ``max_bytes`` at a time (``after``: the previous page's next_after)."""
         return mailbox.get_thread(self.ctx, project_key, thread_id, include_bodies=include_bodies, after=after,
                                   max_bytes=max_bytes)
@@ -356,10 +376,12 @@ class Mail:
                                    since_ts=since_ts, agent_name=agent_name, unread_only=unread_only,
                                    max_bytes=max_bytes)
 
-    def view_urgent_unread(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+    def view_urgent_unread(self, project_key: str, agent_name: str, *,
+                           limit: int = 20) -> Listing[InboxMessage]:
         return mailbox.view_urgent_unread(self.ctx, project_key, agent_name, limit=limit)
 
-    def view_ack_required(self, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+    def view_ack_required(self, project_key: str, agent_name: str, *,
+                          limit: int = 20) -> Listing[InboxMessage]:
         return mailbox.view_ack_required(self.ctx, project_key, agent_name, limit=limit)
 
     def scan_overdue_acks(self, project_key: str) -> OverdueScan:
@@ -367,7 +389,7 @@ class Mail:
         return overdue.scan(self.ctx, project_key, self.ack)
 
     def view_ack_overdue(self, project_key: str, agent_name: str, *, ttl_minutes: float | None = None,
-                         limit: int = 20) -> dict[str, Any]:
+                         limit: int = 20) -> OverdueListing:
         """``ttl_minutes`` defaults to the acknowledgement TTL of the settings."""
         ttl = self.ack.ttl_seconds / 60 if ttl_minutes is None else ttl_minutes
         return mailbox.view_ack_overdue(self.ctx, project_key, agent_name, ttl_minutes=ttl, limit=limit)

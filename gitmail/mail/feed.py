@@ -25,7 +25,7 @@ caller's part, as :mod:`gitmail.server.pages` does for MCP.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gitmail.coord.context import Context
@@ -40,6 +40,51 @@ from gitmail.model.limits import (
     FEED_MAX_WAIT,
 )
 from gitmail.model.records import Message, message_path
+from gitmail.model.results import Result, result
+
+from .delivery import MessageHeader
+
+
+@result
+class FeedMessage(MessageHeader):
+    """A message of an agent's feed, whole: its header, when this machine first saw it, in which box, its body."""
+
+    seq: int
+    box: str
+    body_md: str
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any], body: str) -> FeedMessage:
+        """The feed entry for a row of the index's arrivals and the message's body."""
+        return cls(id=row["id"], thread_id=row["thread_id"], subject=row["subject"], sender=row["from"],
+                   to=row["to"], cc=row["cc"], created_ts=row["created_ts"], importance=row["importance"],
+                   ack_required=row["ack_required"], topic=row["topic"], reply_to=row["reply_to"],
+                   attachments=row["attachments"], seq=row["seq"], box=row["box"], body_md=body)
+
+
+@result
+class CatchUp(Result):
+    """The newest arrivals of an agent's feed, oldest first, the cursor to continue from, and whether older exist."""
+
+    project: str
+    agent: str
+    messages: list[FeedMessage]
+    next_after: int
+    high_watermark: int
+    older_messages: bool
+
+
+@result
+class FeedPage(Result):
+    """Arrivals after a cursor, oldest first, whether more wait beyond them, and the cursor to pass next."""
+
+    project: str
+    agent: str
+    after: int
+    messages: list[FeedMessage]
+    has_more: bool
+    next_after: int
+    high_watermark: int
 
 
 class FeedWatch:
@@ -94,17 +139,17 @@ def _open(ctx: Context, project_key: str, agent_name: str) -> tuple[str, Project
     return agent, indexer_for(ctx.store).project(project_key)
 
 
-def _with_bodies(ctx: Context, project_key: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_bodies(ctx: Context, project_key: str, rows: list[dict[str, Any]]) -> list[FeedMessage]:
     """Each row with its ``body_md`` (empty if the message was purged since the row was read)."""
     snap = ctx.archive(project_key).snapshot()
     out = []
     for row in rows:
         record = snap.load(message_path(row["id"]), Message)
-        out.append(dict(row, body_md=record.body if record is not None else ""))
+        out.append(FeedMessage.of(row, record.body if record is not None else ""))
     return out
 
 
-def catch_up(ctx: Context, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> dict[str, Any]:
+def catch_up(ctx: Context, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> CatchUp:
     """The newest ``limit`` arrivals (oldest first), the cursor to continue from, and whether older exist.
 
     The cursor (``next_after``) is the high watermark when the call started,
@@ -116,13 +161,12 @@ def catch_up(ctx: Context, project_key: str, agent_name: str, *, limit: int = CA
     high = index.high_watermark()
     rows, older = index.newest_arrivals(agent, limit)
     messages = _with_bodies(ctx, project_key, rows)
-    return {"project": project_key, "agent": agent, "messages": messages,
-            "next_after": max([high] + [m["seq"] for m in messages]), "high_watermark": high,
-            "older_messages": older}
+    return CatchUp(project=project_key, agent=agent, messages=messages,
+                   next_after=max([high] + [m.seq for m in messages]), high_watermark=high, older_messages=older)
 
 
 def read_messages(ctx: Context, project_key: str, agent_name: str, *, after: int = 0,
-                  limit: int = FEED_DEFAULT_LIMIT, wait_seconds: float = 0) -> dict[str, Any]:
+                  limit: int = FEED_DEFAULT_LIMIT, wait_seconds: float = 0) -> FeedPage:
     """Up to ``limit`` arrivals after the cursor ``after``, oldest first; wait up to ``wait_seconds`` for one.
 
     ``has_more`` says whether arrivals beyond this page exist; ``next_after``
@@ -149,8 +193,8 @@ def read_messages(ctx: Context, project_key: str, agent_name: str, *, after: int
         rows = index.messages_after(agent, after, limit + 1)
     messages = _with_bodies(ctx, project_key, rows[:limit])
     has_more = len(rows) > limit
-    next_after = messages[-1]["seq"] if messages else after
+    next_after = messages[-1].seq if messages else after
     if not has_more:
         next_after = max(next_after, high)
-    return {"project": project_key, "agent": agent, "after": after, "messages": messages, "has_more": has_more,
-            "next_after": next_after, "high_watermark": high}
+    return FeedPage(project=project_key, agent=agent, after=after, messages=messages, has_more=has_more,
+                    next_after=next_after, high_watermark=high)

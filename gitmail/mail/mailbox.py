@@ -1,7 +1,7 @@
 """Mail reads: pages, messages, threads and topics, each costing what its answer holds.
 
 The snapshot readers (:func:`inbox`, :func:`outbox`, :func:`message`) take a
-:class:`Snapshot` and plain filters and return plain dicts; they never write.
+:class:`Snapshot` and plain filters and return typed messages; they never write.
 Inbox and outbox folders are sharded by day and IDs sort by time, so listing
 newest first walks the newest shards and stops as soon as it has enough (or
 reaches ``since_ts``).
@@ -22,9 +22,9 @@ hold each equal to a walk of the snapshot).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import project_record, require_agent
@@ -48,28 +48,19 @@ from gitmail.model.records import (
     receipt_path,
     tombstone_path,
 )
-from gitmail.model.results import OMIT_NONE, Result, renamed, result
+from gitmail.model.results import FLATTEN, OMIT_NONE, Result, fields_of, renamed, result
 from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
-from .budget import BodyOf, check_budget, newest_first, oldest_first
-from .delivery import MessageHeader, message_view
+from .budget import Bodied, BodyOf, MoreMessages, Paged, check_budget, newest_first, oldest_first
+from .delivery import MessageHeader, MessageView, header_fields
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
 
 
 @result
-class MoreMessages(Result):
-    """On the first item of a newest-first page that left newer messages out: how many, and how to read them."""
-
-    left_out: int
-    since_ts: str
-    hint: str
-
-
-@result
-class InboxMessage(MessageHeader):
+class InboxMessage(MessageHeader, Bodied):
     """A message in an agent's inbox: its header, how it was addressed, and the agent's own read and ack times.
 
     With bodies asked for, ``body_md`` (or ``body_omitted`` and ``body_bytes``
@@ -89,17 +80,119 @@ class InboxMessage(MessageHeader):
     def of(cls, view: Mapping[str, Any]) -> InboxMessage:
         """The inbox entry a read built as its JSON object (from the index, a snapshot, or a budgeted page)."""
         more = view.get("more")
-        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
-                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
-                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
-                   attachments=view["attachments"], kind=view["kind"], read_at=view["read_at"],
+        return cls(**header_fields(view), kind=view["kind"], read_at=view["read_at"],
                    acknowledged_at=view["acknowledged_at"], body_md=view.get("body_md"),
                    body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
                    more=MoreMessages(**more) if more else None)
 
 
 @result
-class TopicMessage(Result):
+class OutboxMessage(MessageHeader, Bodied):
+    """A message in its sender's outbox: its header and blind copies, and its body as in an inbox."""
+
+    bcc: list[str]
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
+    more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, view: Mapping[str, Any]) -> OutboxMessage:
+        """The outbox entry a read built as its JSON object (from the index or a snapshot)."""
+        return cls(**header_fields(view), bcc=view["bcc"], body_md=view.get("body_md"))
+
+
+@result
+class AddedBy(Result):
+    """The commit that added a message's copy: its ID, first line, author and time."""
+
+    commit: str
+    summary: str
+    author: str
+    committed_ts: str
+
+
+@result
+class SentMessage(OutboxMessage):
+    """An outbox entry with the commit that recorded it."""
+
+    commit: AddedBy | None
+
+
+@result
+class ThreadMessage(MessageHeader, Bodied):
+    """A message of a thread: its header and, with bodies asked for, its body as in an inbox."""
+
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
+
+
+@result
+class Received(InboxMessage):
+    """A received message in an agent's whole mailbox: ``direction`` inbound, and the commit that delivered it."""
+
+    direction: str
+    commit: AddedBy | None
+
+
+@result
+class Sent(OutboxMessage):
+    """A sent message in an agent's whole mailbox: ``direction`` outbound, and the commit that recorded it."""
+
+    direction: str
+    commit: AddedBy | None
+
+
+@result
+class OverdueMessage(InboxMessage):
+    """An acknowledgement the agent owes, and whether it was escalated."""
+
+    escalated: bool
+
+
+M = TypeVar("M", bound=Result)
+
+
+@result
+class Listing(Result, Generic[M]):
+    """Messages of one agent's mailbox: the project, the agent, how many, and the messages."""
+
+    project: str
+    agent: str
+    count: int
+    messages: list[M]
+
+
+@result
+class OverdueListing(Listing[OverdueMessage]):
+    """The acknowledgements an agent owes on messages older than ``ttl_minutes``."""
+
+    ttl_minutes: float
+
+
+@result
+class StoredMessage(Result):
+    """One message of a project with its body, naming the project."""
+
+    project: str
+    message: MessageView = field(metadata=FLATTEN)
+
+
+@result
+class ThreadPage(Result):
+    """A page of a thread, oldest first; ``next_after`` (while ``has_more``) reads on."""
+
+    project: str
+    thread_id: str
+    count: int
+    messages: list[ThreadMessage]
+    has_more: bool
+    next_after: str | None
+
+
+@result
+class TopicMessage(Result, Bodied):
     """A message with a topic tag: its header (without attachments) and, with bodies asked for, as in an inbox."""
 
     id: str
@@ -250,9 +343,9 @@ def _kind(message: Message, agent: str) -> str:
 def inbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, urgent_only: bool = False,
           unread_only: bool = False, topic: str | None = None, ack_required_only: bool = False,
           unacked_only: bool = False, older_than: str | None = None, limit: int = 20,
-          include_bodies: bool = False) -> list[dict[str, Any]]:
+          include_bodies: bool = False) -> list[InboxMessage]:
     """An agent's received messages, newest first, with its own read and ack times."""
-    out: list[dict[str, Any]] = []
+    out: list[InboxMessage] = []
     wanted_topic = topic.lower() if topic else None
     for message_id, path in snap.day_files(agent_folder(agent, INBOX), since_ts):
         message = snap.load(path, Message)
@@ -273,36 +366,36 @@ def inbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, urgent_onl
             continue
         if unacked_only and acked_at:
             continue
-        view = message_view(message, include_body=include_bodies)
-        view.update(kind=_kind(message, agent), read_at=read_at, acknowledged_at=acked_at)
-        out.append(view)
+        header = header_fields(MessageView.of(message, include_body=False))
+        out.append(InboxMessage(**header, kind=_kind(message, agent), read_at=read_at, acknowledged_at=acked_at,
+                                body_md=message.body if include_bodies else None))
         if len(out) >= limit:
             break
     return out
 
 
 def outbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, limit: int = 20,
-           include_bodies: bool = False) -> list[dict[str, Any]]:
+           include_bodies: bool = False) -> list[OutboxMessage]:
     """What an agent sent, newest first (bcc included: it is the sender's own copy)."""
     out = []
     for _, path in snap.day_files(agent_folder(agent, OUTBOX), since_ts):
         message = snap.load(path, Message)
         if message is None or (since_ts and message.created_ts <= since_ts):
             continue
-        out.append(message_view(message, include_body=include_bodies, show_bcc=True))
+        out.append(OutboxMessage.of(MessageView.of(message, include_body=include_bodies, show_bcc=True)))
         if len(out) >= limit:
             break
     return out
 
 
-def message(snap: Snapshot, message_id: str, viewer: str | None = None) -> dict[str, Any]:
+def message(snap: Snapshot, message_id: str, viewer: str | None = None) -> MessageView:
     """One message with its body; the sender viewing it also sees ``bcc``."""
     found = load_message(snap, check_message_id(message_id))
     if viewer is not None and viewer == found.sender:
         own = snap.load(outbox_path(found.sender, found.id), Message)
         if own is not None:
-            return message_view(own, show_bcc=True)
-    return message_view(found)
+            return MessageView.of(own, show_bcc=True)
+    return MessageView.of(found)
 
 
 def message_of(view: dict[str, Any]) -> Message:
@@ -347,22 +440,18 @@ def _open(ctx: Context, project_key: str, agent_name: str | None = None) -> tupl
     return snap, project, name
 
 
-def _listing(project: Project, agent: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"project": project.human_key, "agent": agent, "count": len(messages), "messages": messages}
-
-
 def body_reader(ctx: Context, project_key: str, snap: Snapshot | None = None) -> BodyOf:
     """Reads the body of a listed message, one at a time: from the index, else from the snapshot (of the tip)."""
     index = indexer_for(ctx.store).project(project_key)
     snap = snap if snap is not None else ctx.archive(project_key).snapshot()
 
-    def body_of(head: dict[str, Any]) -> str | None:
+    def body_of(head: Paged) -> str | None:
         try:
-            found = index.body(head["id"])
+            found = index.body(head.id)
         except IndexUnavailable:
             found = None
         if found is None:
-            message = snap.load(message_path(head["id"]), Message)
+            message = snap.load(message_path(head.id), Message)
             return None if message is None else message.body
         return found
 
@@ -384,15 +473,14 @@ def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int =
     # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it),
     # or from the repository itself while the cache cannot answer.
     try:
-        heads = indexer_for(ctx.store).project(project_key).inbox(name, **filters)
+        heads = [InboxMessage.of(view) for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
     except IndexUnavailable:
         heads = inbox(snap, name, **filters)
-    page = newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
-    return [InboxMessage.of(view) for view in page]
+    return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
 
 
 def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20, include_bodies: bool = False,
-                 since_ts: object = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+                 since_ts: object = None, max_bytes: int = READ_BUDGET_DEFAULT) -> Listing[SentMessage]:
     """What the agent sent, newest first, each with the commit that recorded it. Bodies fit in ``max_bytes``."""
     check_limit(limit)
     check_budget(max_bytes)
@@ -400,44 +488,41 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int 
     snap, project, name = _open(ctx, project_key, agent_name)
     # Answered by the index like fetch_inbox (the same answer as outbox() over a snapshot of the tip).
     try:
-        messages = indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit)
+        heads = [OutboxMessage.of(view)
+                 for view in indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit)]
     except IndexUnavailable:
-        messages = outbox(snap, name, since_ts=since, limit=limit)
+        heads = outbox(snap, name, since_ts=since, limit=limit)
     if include_bodies:
-        messages = newest_first(messages, body_reader(ctx, project_key, snap), max_bytes)
-    _with_commits(ctx, project_key, messages, lambda m: outbox_path(name, m["id"]))
-    return _listing(project, name, messages)
+        heads = newest_first(heads, body_reader(ctx, project_key, snap), max_bytes)
+    commits = _commits(ctx, project_key, {m.id: outbox_path(name, m.id) for m in heads})
+    messages = [SentMessage(**fields_of(m), commit=commits[m.id]) for m in heads]
+    return Listing(project=project.human_key, agent=name, count=len(messages), messages=messages)
 
 
-def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+def fetch_mailbox(ctx: Context, project_key: str, agent_name: str, *,
+                  limit: int = 20) -> Listing[Received | Sent]:
     """Received and sent messages together (without bodies), newest first, with commit details."""
     check_limit(limit)
     snap, project, name = _open(ctx, project_key, agent_name)
     received = inbox(snap, name, limit=limit)
     sent = outbox(snap, name, limit=limit)
-    for item in received:
-        item["direction"] = "inbound"
-    for item in sent:
-        item["direction"] = "outbound"
-    merged = sorted(received + sent, key=lambda m: (m["created_ts"], m["id"]), reverse=True)[:limit]
-
-    def copy_path(m: dict[str, Any]) -> str:
-        return (inbox_path if m["direction"] == "inbound" else outbox_path)(name, m["id"])
-
-    _with_commits(ctx, project_key, merged, copy_path)
-    return _listing(project, name, merged)
+    merged = sorted([*received, *sent], key=lambda m: (m.created_ts, m.id), reverse=True)[:limit]
+    commits = _commits(ctx, project_key, {m.id: (inbox_path if isinstance(m, InboxMessage) else outbox_path)(name, m.id)
+                                          for m in merged})
+    messages: list[Received | Sent] = [
+        Received(**fields_of(m), direction="inbound", commit=commits[m.id]) if isinstance(m, InboxMessage)
+        else Sent(**fields_of(m), direction="outbound", commit=commits[m.id]) for m in merged]
+    return Listing(project=project.human_key, agent=name, count=len(messages), messages=messages)
 
 
-def _with_commits(ctx: Context, project_key: str, messages: list[dict[str, Any]],
-                  path_of: Callable[[dict[str, Any]], str]) -> None:
-    paths = {m["id"]: path_of(m) for m in messages}
+def _commits(ctx: Context, project_key: str, paths: dict[str, str]) -> dict[str, AddedBy | None]:
+    """The commit that added each message's copy (by message ID: its path), None where history lacks it."""
     commits = adding_commits(ctx.archive(project_key), list(paths.values()))
-    for item in messages:
-        item["commit"] = commits.get(paths[item["id"]])
+    return {message_id: AddedBy(**commits[path]) if path in commits else None for message_id, path in paths.items()}
 
 
 def get_message(ctx: Context, project_key: str, message_id: str | int, *,
-                agent_name: str | None = None) -> dict[str, Any]:
+                agent_name: str | None = None) -> StoredMessage:
     """One message with its body (the sender also sees its blind copies).
 
     Answered by the index (one row and one blob); a message it does not hold
@@ -446,11 +531,12 @@ def get_message(ctx: Context, project_key: str, message_id: str | int, *,
     snap, project, name = _open(ctx, project_key, agent_name)
     message_id = resolve_message_id(ctx, project_key, message_id)
     found = indexer_for(ctx.store).project(project_key).message(message_id, viewer=name)
-    return {"project": project.human_key, **(found if found is not None else message(snap, message_id, name))}
+    view = MessageView.read(found) if found is not None else message(snap, message_id, name)
+    return StoredMessage(project=project.human_key, message=view)
 
 
 def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies: bool = True,
-               after: str | None = None, max_bytes: int = READ_BUDGET_DEFAULT) -> dict[str, Any]:
+               after: str | None = None, max_bytes: int = READ_BUDGET_DEFAULT) -> ThreadPage:
     """A thread's messages, oldest first, from the index: bodies fit in ``max_bytes``.
 
     ``has_more`` says that the thread goes on past this page; ``after`` (the
@@ -463,13 +549,14 @@ def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies
     check_budget(max_bytes)
     snap, project, _ = _open(ctx, project_key)
     index = indexer_for(ctx.store).project(project_key)
-    heads = index.thread(thread_id, include_bodies=False, after=after)
+    heads = [ThreadMessage(**header_fields(view))
+             for view in index.thread(thread_id, include_bodies=False, after=after)]
     messages, more = (oldest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies
                       else (heads, False))
     if not more and len(heads) == MAX_LIMIT:
-        more = bool(index.thread(thread_id, include_bodies=False, after=heads[-1]["id"], limit=1))
-    return {"project": project.human_key, "thread_id": thread_id, "count": len(messages), "messages": messages,
-            "has_more": more, "next_after": messages[-1]["id"] if more and messages else None}
+        more = bool(index.thread(thread_id, include_bodies=False, after=heads[-1].id, limit=1))
+    return ThreadPage(project=project.human_key, thread_id=thread_id, count=len(messages), messages=messages,
+                      has_more=more, next_after=messages[-1].id if more and messages else None)
 
 
 def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int = 50, include_bodies: bool = True,
@@ -486,32 +573,37 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int =
     found = indexer_for(ctx.store).project(project_key).topic(topic_name, viewer=name, since_ts=since,
                                                               unread_only=unread_only, limit=limit,
                                                               include_bodies=False)
-    page = newest_first(found, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else found
-    return [TopicMessage.of(view) for view in page]
+    heads = [TopicMessage.of(view) for view in found]
+    return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
 
 
-def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+def _inbox_view(ctx: Context, project_key: str, agent_name: str, **filters: Any) -> Listing[InboxMessage]:
+    """A listing of the agent's inbox from the index, filtered."""
+    check_limit(filters["limit"])
+    _, project, name = _open(ctx, project_key, agent_name)
+    found = [InboxMessage.of(view) for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
+    return Listing(project=project.human_key, agent=name, count=len(found), messages=found)
+
+
+def view_urgent_unread(ctx: Context, project_key: str, agent_name: str, *,
+                       limit: int = 20) -> Listing[InboxMessage]:
     """High and urgent messages the agent has not read."""
-    check_limit(limit)
-    _, project, name = _open(ctx, project_key, agent_name)
-    index = indexer_for(ctx.store).project(project_key)
-    return _listing(project, name, index.inbox(name, urgent_only=True, unread_only=True, limit=limit))
+    return _inbox_view(ctx, project_key, agent_name, urgent_only=True, unread_only=True, limit=limit)
 
 
-def view_ack_required(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> dict[str, Any]:
+def view_ack_required(ctx: Context, project_key: str, agent_name: str, *, limit: int = 20) -> Listing[InboxMessage]:
     """Messages asking for an acknowledgement the agent has not given."""
-    check_limit(limit)
-    _, project, name = _open(ctx, project_key, agent_name)
-    index = indexer_for(ctx.store).project(project_key)
-    return _listing(project, name, index.inbox(name, unacked_only=True, limit=limit))
+    return _inbox_view(ctx, project_key, agent_name, unacked_only=True, limit=limit)
 
 
 def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_minutes: float = 30,
-                     limit: int = 20) -> dict[str, Any]:
+                     limit: int = 20) -> OverdueListing:
     """Unacknowledged ack-required messages older than ``ttl_minutes``; ``escalated`` says which were escalated."""
     check_limit(limit)
     cutoff = overdue_cutoff(ttl_minutes, ctx.clock.now())
     snap, project, name = _open(ctx, project_key, agent_name)
     found = indexer_for(ctx.store).project(project_key).inbox(name, unacked_only=True, older_than=cutoff, limit=limit)
-    found = [{**item, "escalated": snap.exists(escalation_path(item["id"], name))} for item in found]
-    return {**_listing(project, name, found), "ttl_minutes": ttl_minutes}
+    owed = [OverdueMessage(**fields_of(InboxMessage.of(item)), escalated=snap.exists(escalation_path(item["id"], name)))
+            for item in found]
+    return OverdueListing(project=project.human_key, agent=name, count=len(owed), messages=owed,
+                          ttl_minutes=ttl_minutes)

@@ -32,9 +32,9 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from . import mailbox
-from .budget import check_budget, fill, kept_body, newest_first
-from .delivery import MessageHeader, message_view
-from .mailbox import MoreMessages, SearchHit
+from .budget import Bodied, MoreMessages, check_budget, fill, kept_body, newest_first
+from .delivery import MessageHeader, MessageView, header_fields
+from .mailbox import SearchHit
 from .summaries import ThreadSummary, thread_summary
 
 MAX_NAME = 200
@@ -98,7 +98,7 @@ class ProductHit(SearchHit):
 
 
 @result
-class ProductInboxMessage(MessageHeader):
+class ProductInboxMessage(MessageHeader, Bodied):
     """An inbox message in one of a product's projects: as :class:`InboxMessage`, naming its project."""
 
     kind: str
@@ -115,14 +115,21 @@ class ProductInboxMessage(MessageHeader):
     def of(cls, view: Mapping[str, Any]) -> ProductInboxMessage:
         """The entry a product inbox read built as its JSON object."""
         more = view.get("more")
-        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
-                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
-                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
-                   attachments=view["attachments"], kind=view["kind"], read_at=view["read_at"],
+        return cls(**header_fields(view), kind=view["kind"], read_at=view["read_at"],
                    acknowledged_at=view["acknowledged_at"], project=view["project"],
                    project_slug=view["project_slug"], body_md=view.get("body_md"),
                    body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
                    more=MoreMessages(**more) if more else None)
+
+
+@result
+class ProductExample(MessageHeader, Bodied):
+    """A message shown as an example of a thread read across projects: as in a thread, naming its projects."""
+
+    body_md: str | None = field(default=None, metadata=OMIT_NONE)
+    projects: list[str]
+    body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
+    body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -143,7 +150,7 @@ class ProductThread(Result):
     summary: ThreadSummary
     projects: list[str]
     messages: list[ThreadEntry]
-    examples: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    examples: list[ProductExample] | None = field(default=None, metadata=OMIT_NONE)
 
 
 def _check_name(name: object) -> str | None:
@@ -306,17 +313,17 @@ def fetch_inbox_product(ctx: Context, product_key: str, agent_name: str, *, slug
     """
     check_product_key(product_key)
     check_budget(max_bytes)
-    items: list[dict[str, Any]] = []
+    items: list[ProductInboxMessage] = []
     for slug, key in _tag(ctx, slugs).items():
         for item in mailbox.fetch_inbox(ctx, slug, agent_name, limit=limit, urgent_only=urgent_only,
                                         since_ts=since_ts, topic=topic, unread_only=unread_only):
-            items.append({**item, "project": key, "project_slug": slug})
-    items.sort(key=lambda m: (m.get("created_ts") or "", m["id"], m["project_slug"]), reverse=True)
+            items.append(ProductInboxMessage.of({**item, "project": key, "project_slug": slug}))
+    items.sort(key=lambda m: (m.created_ts or "", m.id, m.project_slug), reverse=True)
     items = items[:limit]
     if include_bodies:
-        readers = {slug: mailbox.body_reader(ctx, slug) for slug in {item["project_slug"] for item in items}}
-        items = newest_first(items, lambda head: readers[head["project_slug"]](head), max_bytes)
-    return [ProductInboxMessage.of(item) for item in items]
+        readers = {slug: mailbox.body_reader(ctx, slug) for slug in {item.project_slug for item in items}}
+        items = newest_first(items, lambda head: readers[head.project_slug](head), max_bytes)
+    return items
 
 
 def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, slugs: list[str],
@@ -337,7 +344,8 @@ def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, 
         raise not_found(f"no messages in thread {thread_id!r} in the projects read; thread IDs come from the "
                         "thread_id of a message", thread_id=thread_id)
     messages = sorted(found.values(), key=lambda m: (m.created_ts, m.id))[-per_thread_limit:]
-    examples = (fill([{**message_view(m), "projects": where[m.id]} for m in messages[:3]], kept_body,
+    examples = (fill([ProductExample(**header_fields(MessageView.of(m)), body_md=m.body, projects=where[m.id])
+                      for m in messages[:3]], kept_body,
                      READ_BUDGET_DEFAULT) if include_examples else None)
     return ProductThread(thread_id=thread_id.strip(), summary=thread_summary(messages),
                          projects=sorted({key for keys in where.values() for key in keys}),

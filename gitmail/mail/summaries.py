@@ -33,8 +33,8 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import fill, kept_body
-from .delivery import message_view
-from .mailbox import message_of, thread_messages
+from .delivery import MessageView, header_fields
+from .mailbox import ThreadMessage, message_of, thread_messages
 
 MAX_ITEMS = 10
 MAX_LINE = 200
@@ -94,7 +94,7 @@ class ThreadSummaries(Result):
 
     thread_id: str | None = field(default=None, metadata=OMIT_NONE)
     summary: ThreadSummary | None = field(default=None, metadata=OMIT_NONE)
-    examples: list[dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    examples: list[ThreadMessage] | None = field(default=None, metadata=OMIT_NONE)
     threads: list[ThreadDigest] | None = field(default=None, metadata=OMIT_NONE)
     aggregate: Aggregate | None = field(default=None, metadata=OMIT_NONE)
 
@@ -231,8 +231,8 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
         if not messages:
             raise not_found(f"no messages in thread {ids[0]!r}; thread IDs come from the thread_id of a message",
                             thread_id=ids[0])
-        examples = (fill([message_view(m) for m in messages[:3]], kept_body, READ_BUDGET_DEFAULT)
-                    if include_examples else None)
+        heads = [ThreadMessage(**header_fields(MessageView.of(m)), body_md=m.body) for m in messages[:3]]
+        examples = fill(heads, kept_body, READ_BUDGET_DEFAULT) if include_examples else None
         return ThreadSummaries(thread_id=ids[0], summary=thread_summary(messages[-per_thread_limit:]),
                                examples=examples)
     threads: list[ThreadDigest] = []

@@ -93,6 +93,11 @@ class Result(dict[str, Any]):
                                        for f in dataclasses.fields(self)})  # type: ignore[arg-type]
 
 
+def fields_of(value: Result) -> dict[str, Any]:
+    """The fields of a result by name, as keyword arguments: to build a result that extends it with more fields."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # type: ignore[arg-type]
+
+
 def _rebuild(cls: type[Result], values: dict[str, Any]) -> Result:
     return cls(**values)
 

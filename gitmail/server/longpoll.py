@@ -27,11 +27,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
-from gitmail.mail.facade import Mail
+from gitmail.mail.facade import FeedPage, Mail
 from gitmail.model.errors import TOO_MANY_WAITS, GitmailError, invalid
 from gitmail.model.limits import FEED_MAX_WAITS, FEED_MAX_WAITS_PER_AGENT
 
@@ -39,7 +38,7 @@ PER_AGENT_ENV = "GITMAIL_MAX_WAITS_PER_AGENT"
 PER_SERVER_ENV = "GITMAIL_MAX_WAITS"
 LOOK_AGAIN = 1.0  # seconds: how often a waiting read looks for a change nobody announced
 
-Read = Callable[[], dict[str, Any]]
+Read = Callable[[], FeedPage]
 
 
 def _setting(env: Mapping[str, str], name: str, default: int) -> int:
@@ -102,7 +101,7 @@ class LongPolls:
                 if not self._waiting[key]:
                     del self._waiting[key]
 
-    async def wait(self, mail: Mail, project_key: str, agent: str, read: Read, seconds: float) -> dict[str, Any]:
+    async def wait(self, mail: Mail, project_key: str, agent: str, read: Read, seconds: float) -> FeedPage:
         """Call ``read`` (a feed read that does not wait) until it finds messages or ``seconds`` have passed.
 
         The caller has read once and found nothing; the page returned is
@@ -123,7 +122,7 @@ class LongPolls:
                     moved.clear()  # a move from here on is seen by the next wait, not lost
                     found = await anyio.to_thread.run_sync(read)
                     remaining = deadline - loop.time()
-                    if found["messages"] or remaining <= 0:
+                    if found.messages or remaining <= 0:
                         return found
                     while not moved.is_set() and remaining > 0:
                         with contextlib.suppress(TimeoutError):

@@ -24,7 +24,17 @@ from fastmcp.resources import ResourceSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from gitmail.mail.facade import ProjectView
+from gitmail.mail.facade import (
+    InboxMessage,
+    Listing,
+    OverdueListing,
+    ProjectView,
+    Received,
+    Sent,
+    SentMessage,
+    StoredMessage,
+    ThreadPage,
+)
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
 from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
@@ -185,7 +195,7 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
 
     @resource(mcp, "resource://message/{message_id}{?project,agent_name,agent_token}", access=member)
     def message(message_id: str, project: str = "", agent_name: str | None = None,
-                agent_token: str | None = None) -> dict[str, Any]:
+                agent_token: str | None = None) -> StoredMessage:
         """One message of the project with its body, never its bcc list (the sender's own view aside)."""
         return mail.get_message(project, message_id, agent_name=agent_name)
 
@@ -193,7 +203,7 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
               access=member)
     def thread(thread_id: str, project: str = "", include_bodies: str | None = None, after: str | None = None,
                max_bytes: str | None = None, agent_name: str | None = None,
-               agent_token: str | None = None) -> dict[str, Any]:
+               agent_token: str | None = None) -> ThreadPage:
         """A thread's messages, oldest first, at most max_bytes of them (default 2 MiB) per page: while has_more
         is true, read on with after=next_after."""
         bodies = True if include_bodies is None else flag(include_bodies)
@@ -204,16 +214,16 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
                    "agent_token}", access=own)
     def inbox(agent: str, project: str = "", since_ts: str | None = None, urgent_only: str | None = None,
               include_bodies: str | None = None, limit: str | None = None, max_bytes: str | None = None,
-              agent_token: str | None = None) -> dict[str, Any]:
+              agent_token: str | None = None) -> Listing[InboxMessage]:
         """An agent's newest inbox messages (read state unchanged); bodies fit in max_bytes as for fetch_inbox."""
         listed = mail.fetch_inbox(project, agent, limit=number(limit, 20, "limit"), urgent_only=flag(urgent_only),
                                   include_bodies=flag(include_bodies), since_ts=since(since_ts),
                                   max_bytes=budget(max_bytes))
-        return {"project": mail.human_key(project), "agent": agent, "count": len(listed), "messages": listed}
+        return Listing(project=mail.human_key(project), agent=agent, count=len(listed), messages=listed)
 
     @resource(mcp, "resource://mailbox/{agent}{?project,limit,agent_token}", access=own)
     def mailbox(agent: str, project: str = "", limit: str | None = None,
-                agent_token: str | None = None) -> dict[str, Any]:
+                agent_token: str | None = None) -> Listing[Received | Sent]:
         """An agent's inbox and outbox together, newest first, with the commit of each message."""
         return mail.fetch_mailbox(project, agent, limit=number(limit, 20, "limit"))
 
@@ -221,26 +231,26 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
               access=own)
     def outbox(agent: str, project: str = "", limit: str | None = None, include_bodies: str | None = None,
                since_ts: str | None = None, max_bytes: str | None = None,
-               agent_token: str | None = None) -> dict[str, Any]:
+               agent_token: str | None = None) -> Listing[SentMessage]:
         """Messages an agent sent, newest first, with their bcc lists; bodies fit in max_bytes as for fetch_inbox."""
         return mail.fetch_outbox(project, agent, limit=number(limit, 20, "limit"), include_bodies=flag(include_bodies),
                                  since_ts=since(since_ts), max_bytes=budget(max_bytes))
 
     @resource(mcp, "resource://views/urgent-unread/{agent}{?project,limit,agent_token}", access=own)
     def urgent_unread(agent: str, project: str = "", limit: str | None = None,
-                      agent_token: str | None = None) -> dict[str, Any]:
+                      agent_token: str | None = None) -> Listing[InboxMessage]:
         """High and urgent messages the agent has not read yet."""
         return mail.view_urgent_unread(project, agent, limit=number(limit, 20, "limit"))
 
     @resource(mcp, "resource://views/ack-required/{agent}{?project,limit,agent_token}", access=own)
     def ack_required(agent: str, project: str = "", limit: str | None = None,
-                     agent_token: str | None = None) -> dict[str, Any]:
+                     agent_token: str | None = None) -> Listing[InboxMessage]:
         """Messages that ask the agent for an acknowledgement it has not given."""
         return mail.view_ack_required(project, agent, limit=number(limit, 20, "limit"))
 
     @resource(mcp, "resource://views/ack-overdue/{agent}{?project,ttl_minutes,limit,agent_token}", access=own)
     def ack_overdue(agent: str, project: str = "", ttl_minutes: str | None = None, limit: str | None = None,
-                    agent_token: str | None = None) -> dict[str, Any]:
+                    agent_token: str | None = None) -> OverdueListing:
         """Acknowledgements the agent still owes on messages older than ttl_minutes (default: the server's
         acknowledgement TTL, GITMAIL_ACK_TTL_SECONDS, 30 minutes unless set)."""
         ttl = None if ttl_minutes in (None, "") else number(ttl_minutes, 30, "ttl_minutes", 0, 525_600)

@@ -13,13 +13,14 @@ waits does so on the event loop, holding no worker thread
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
+from gitmail.mail.facade import FeedMessage
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from . import pages
@@ -29,8 +30,8 @@ from .results import READ
 from .runtime import Runtime
 
 
-def _entries(messages: list[dict[str, Any]]) -> list[pages.Entry]:
-    return [pages.Entry(message["seq"], message) for message in messages]
+def _entries(messages: list[FeedMessage]) -> list[pages.Entry]:
+    return [pages.Entry(message.seq, message) for message in messages]
 
 tools = Toolbox("messages")
 
@@ -46,8 +47,8 @@ def catch_up(
 ) -> ToolResult:
     """Start or resume work: newest messages as previews, and a cursor for read_messages."""
     found = rt.mail.catch_up(project_key, agent_name, limit=limit)
-    doc = pages.catch_up_doc(project_key, found["agent"], _entries(found["messages"]), found["high_watermark"],
-                             found["older_messages"], found["next_after"])
+    doc = pages.catch_up_doc(project_key, found.agent, _entries(found.messages), found.high_watermark,
+                             found.older_messages, found.next_after)
     return ToolResult(content=pages.dumps(doc))
 
 
@@ -68,8 +69,8 @@ async def read_messages(
     """Read your inbox after a cursor, oldest first; repeat with next_after while has_more."""
     read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
     found = await anyio.to_thread.run_sync(read)
-    if not found["messages"] and wait_seconds > 0:
-        found = await rt.long_polls.wait(rt.mail, project_key, found["agent"], read, wait_seconds)
-    text = pages.cursor_page(project_key, found["agent"], after, _entries(found["messages"]), found["has_more"],
-                             found["high_watermark"], max_output_bytes)
+    if not found.messages and wait_seconds > 0:
+        found = await rt.long_polls.wait(rt.mail, project_key, found.agent, read, wait_seconds)
+    text = pages.cursor_page(project_key, found.agent, after, _entries(found.messages), found.has_more,
+                             found.high_watermark, max_output_bytes)
     return ToolResult(content=text)

@@ -264,46 +264,46 @@ class WebView:
         if view == "inbox":
             return list[dict[str, Any]](self.mail.fetch_inbox(slug, name, limit=limit))
         if view == "outbox":
-            return list(self.mail.fetch_outbox(slug, name, limit=limit)["messages"])
+            return list[dict[str, Any]](self.mail.fetch_outbox(slug, name, limit=limit).messages)
         if view == "unread":
             return list[dict[str, Any]](self.mail.fetch_inbox(slug, name, limit=limit, unread_only=True))
         if view == "urgent":
-            return list(self.mail.view_urgent_unread(slug, name, limit=limit)["messages"])
+            return list[dict[str, Any]](self.mail.view_urgent_unread(slug, name, limit=limit).messages)
         if view == "ack":
-            return list(self.mail.view_ack_required(slug, name, limit=limit)["messages"])
-        return list(self.mail.view_ack_overdue(slug, name, limit=limit)["messages"])
+            return list[dict[str, Any]](self.mail.view_ack_required(slug, name, limit=limit).messages)
+        return list[dict[str, Any]](self.mail.view_ack_overdue(slug, name, limit=limit).messages)
 
     def thread(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
         after = request.query_params.get("after") or None
         found = self.mail.get_thread(slug, request.path_params["thread_id"], after=after)
-        if not found["messages"]:
+        if not found.messages:
             raise GitmailError(NOT_FOUND, "no message in this thread", {"thread_id": request.path_params["thread_id"]})
         base = f"/ui/p/{slug}/file"
         humans = {a.name for a in self.mail.list_agents(slug, active_only=False) if a.human}
-        receipts = self.mail.message_receipts(slug, [m["id"] for m in found["messages"]], viewer=OVERSEER)
+        receipts = self.mail.message_receipts(slug, [m.id for m in found.messages], viewer=OVERSEER)
         messages = [{**m, "html": render.markdown(m.get("body_md", ""), attachment_base=base),
                      "human": m["from"] in humans, "deliveries": receipts.get(m["id"], [])[:RECIPIENTS_SHOWN],
                      "more_recipients": max(0, len(receipts.get(m["id"], [])) - RECIPIENTS_SHOWN),
-                     "answer_to": m["to"] if m["from"] == OVERSEER else [m["from"]]} for m in found["messages"]]
-        return {"project": project, "thread_id": found["thread_id"], "messages": messages,
+                     "answer_to": m["to"] if m["from"] == OVERSEER else [m["from"]]} for m in found.messages]
+        return {"project": project, "thread_id": found.thread_id, "messages": messages,
                 "subject": messages[0]["subject"], "overseer": OVERSEER, "after": after,
-                "next_after": found["next_after"]}
+                "next_after": found.next_after}
 
     def recipients(self, request: Request) -> dict[str, Any]:
         """Every recipient of one message with their receipts, a page at a time: a broadcast can reach hundreds."""
         project = self._project(request)
         slug = project["slug"]
         found = self.mail.get_message(slug, request.path_params["message_id"])
-        receipts = self.mail.message_receipts(slug, [found["id"]], viewer=OVERSEER).get(found["id"], [])
+        receipts = self.mail.message_receipts(slug, [found.message.id], viewer=OVERSEER).get(found.message.id, [])
         listed = paged(request, sliced(receipts), cap=DEEP)
         return {"project": project, "message": found, "pages": listed, "count": len(receipts)}
 
     def message(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         found = self.mail.get_message(project["slug"], request.path_params["message_id"])
-        return {"redirect": f"/ui/p/{project['slug']}/thread/{found['thread_id']}#m-{found['id']}"}
+        return {"redirect": f"/ui/p/{project['slug']}/thread/{found.message.thread_id}#m-{found.message.id}"}
 
     def search(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -450,7 +450,7 @@ class WebView:
     def _thread_again(self, request: Request, form: dict[str, str]) -> dict[str, Any]:
         slug = request.path_params["slug"]
         found = self.mail.get_message(slug, request.path_params["message_id"])
-        request.path_params["thread_id"] = found["thread_id"]
+        request.path_params["thread_id"] = found.message.thread_id
         return self.thread(request)
 
     # -- the rest -------------------------------------------------------------
