@@ -63,8 +63,8 @@ def commit_line(message: Message, verb: str = "sent") -> str:
 
 
 @result
-class MessageHeader(Result):
-    """A message's header as every read shows it (the fields each kind of view starts with)."""
+class MessageCore(Result):
+    """The fields every view of a message starts with (a topic read stops here; the others add attachments)."""
 
     id: str
     thread_id: str
@@ -77,6 +77,12 @@ class MessageHeader(Result):
     ack_required: bool
     topic: str | None
     reply_to: str | None
+
+
+@result
+class MessageHeader(MessageCore):
+    """A message's header as every read shows it (the fields each kind of view starts with)."""
+
     attachments: list[dict[str, Any]]
 
 

@@ -53,7 +53,7 @@ from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import Bodied, BodyOf, MoreMessages, Paged, check_budget, newest_first, oldest_first
-from .delivery import MessageHeader, MessageView, header_fields
+from .delivery import MessageCore, MessageHeader, MessageView, header_fields
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
@@ -192,20 +192,9 @@ class ThreadPage(Result):
 
 
 @result
-class TopicMessage(Result, Bodied):
+class TopicMessage(MessageCore, Bodied):
     """A message with a topic tag: its header (without attachments) and, with bodies asked for, as in an inbox."""
 
-    id: str
-    thread_id: str
-    subject: str
-    sender: str = field(metadata=renamed("from"))
-    to: list[str]
-    cc: list[str]
-    created_ts: str
-    importance: str
-    ack_required: bool
-    topic: str | None
-    reply_to: str | None
     body_md: str | None = field(default=None, metadata=OMIT_NONE)
     body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
     body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
