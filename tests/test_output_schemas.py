@@ -178,6 +178,34 @@ def test_a_typed_answer_lists_its_fields_types_and_which_are_optional(server):
     assert {name for name, schema in schemas.items() if schema and not described(schema)} == NOT_YET_TYPED
 
 
+def test_whois_lists_the_profile_in_full_and_the_tools_that_register_list_its_name_and_token(server, tmp_path):
+    async def scenario():
+        async with server.client() as client:
+            schemas = {tool.name: tool.output_schema for tool in await client.list_tools()}
+            project = str(tmp_path / "brief")
+            await call(client, "ensure_project", human_key=project)
+            made = await client.call_tool("register_agent", {"project_key": project, "program": "p", "model": "m"})
+            shown = await client.call_tool("whois", {"project_key": project, "agent_name": made.structured_content[
+                "name"], "include_recent_commits": False})
+            return schemas, made.structured_content, shown.structured_content
+
+    schemas, made, shown = run(scenario())
+    whois = schemas["whois"]
+    assert {"status", "program", "lifecycle"} <= set(whois["required"]) and whois["properties"]["scopes"] == {
+        "type": "array", "items": {"type": "string"}}
+    for name in ("register_agent", "create_agent_identity"):
+        brief = schemas[name]
+        assert brief["properties"] == {"name": {"type": "string"}, "registration_token": {"type": "string"},
+                                       "replayed": {"type": "boolean"}}, name
+        assert brief["required"] == ["name"] and "additionalProperties" not in brief, name  # open to the profile
+    # the answer is the whole profile all the same, valid against both listings
+    jsonschema.validate(made, schemas["register_agent"])
+    jsonschema.validate({k: v for k, v in made.items() if k != "registration_token"}, whois)
+    assert set(made) - {"registration_token"} == set(shown) and made["registration_token"]
+    # a choice of plain types is one type list, in both directions
+    assert schemas["acknowledge_message"]["properties"]["message_id"] == {"type": ["string", "integer"]}
+
+
 def test_toon_keeps_the_structured_content_and_carries_the_text(server, tmp_path):
     async def scenario():
         async with server.client() as client:

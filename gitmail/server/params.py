@@ -17,7 +17,7 @@ AgentName = str  # these arguments' names say what they hold: a description woul
 # The proof arguments hold the registration_token register_agent answered (a refused call says so, and a session
 # that registered the agent needs none): a description on each of the forty tools would cost every agent 1.5 KB.
 AgentToken = str | None
-ProverName = Annotated[str | None, Field(description="You (an agent of the project).")]
+ProverName = Annotated[str | None, Field(description="You.")]
 WindowUuid = Annotated[str | None, Field(max_length=64)]
 SenderToken = str | None
 MessageId = str | int
@@ -29,10 +29,10 @@ Confirmation = Annotated[str, Field(description="Exactly 'I UNDERSTAND'.")]
 # The instructions give an example of each once (claude-code, opus-4.1) rather than every tool that takes them.
 Program = str
 Model = str
-TaskDescription = Annotated[str, Field(description="Its task.")]
+TaskDescription = str
 TaskUpdate = str | None
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS)]
-ConvertImages = Annotated[bool | None, Field(description="false: keep images as is.")]
+ConvertImages = bool | None  # its name says what false does: images stay as they are
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
     "How body_md images are kept."))]
 SenderSeat = Annotated[str | None, Field(max_length=128, description="Seat token, while a session holds the seat.")]

@@ -31,7 +31,7 @@ from .access import ACTING_AS, AGENT, Access, Rule
 from .params import ActingAs
 from .results import error_result, log_failure, shown
 from .runtime import Runtime
-from .schemas import listed, output_schema
+from .schemas import UNLISTED, listed, output_schema, type_list
 
 RuleOf = Callable[[Access], Rule]
 """An access rule before there is a server: made from the server's :class:`Access` when the tool is installed."""
@@ -191,10 +191,15 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     (``maxLength``, ``minimum``, ``maximum``) are not listed either: a value
     past one is refused as INVALID_ARGUMENT naming the argument and the
     bound, and agents rarely come near them. ``maxItems`` stays listed, the
-    cap on every list argument a caller builds.
+    cap on every list argument a caller builds. A choice of plain types is
+    a type list (``{"type": ["string", "integer"]}``), not an ``anyOf``. An
+    argument marked :data:`~.schemas.UNLISTED` (one the server takes only so
+    that older calls keep working, and ignores) is not listed.
     """
     properties = {}
     for name, prop in schema.get("properties", {}).items():
+        if prop.get(UNLISTED):
+            continue
         options = prop.get("anyOf")
         if prop.get("default", 0) is None and isinstance(options, list) and {"type": "null"} in options:
             kept = [o for o in options if o != {"type": "null"}]
@@ -203,6 +208,8 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
         if prop.get("type") == "boolean" and prop.get("default", True) is False:
             prop = {k: v for k, v in prop.items() if k != "default"}
         prop = {k: v for k, v in prop.items() if k not in _UNLISTED_BOUNDS}
-        properties[name] = prop
+        properties[name] = type_list(prop)
     listed = {key: value for key, value in schema.items() if key != "additionalProperties"}
+    if "required" in listed:
+        listed["required"] = [name for name in listed["required"] if name in properties]
     return {**listed, "properties": properties} if properties else listed

@@ -15,11 +15,17 @@ so the schema carries no titles or descriptions (the tool's description says
 what it returns), a key every answer has whose value is a string is named
 only in ``required`` (``additionalProperties: {"type": "string"}`` gives
 the type of every key not listed under ``properties``; a result has no
-other keys), a nullable type is a type list rather than an ``anyOf``,
+other keys), a nullable type or a choice of plain types is a type list rather than an ``anyOf``,
 and it describes one level: an object inside the result (a message inside a
 delivery, say) is typed ``object`` without its own fields, which the tool
 that reads that object describes. Full schemas of every nested shape would
 take about three times the bytes, more than the core and default budgets hold.
+
+A result that several tools answer is listed in full by the tool that reads
+it, and briefly by the others: a tool declared as answering
+``Annotated[Registration, Brief("profile", "name")]`` lists only the ``name``
+of the flattened ``profile`` (the other keys follow, as ``whois`` lists
+them), so the object is open to them.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from gitmail.model.results import Result
 
@@ -40,13 +47,50 @@ _SCALARS: Mapping[Any, str] = {str: "string", int: "integer", float: "number", b
 _STRING: Mapping[str, str] = {"type": "string"}
 
 
+UNLISTED = "x-unlisted"
+"""The mark of an argument the server takes but does not list (one kept only so older calls keep working)."""
+
+
+def type_list(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with an ``anyOf`` of bare types said as one type list: ``{"type": ["string", "integer"]}``.
+
+    The two say the same, and the list is half the bytes.
+    """
+    options = schema.get("anyOf")
+    if not isinstance(options, list) or not options:
+        return schema
+    if not all(isinstance(o, dict) and set(o) == {"type"} and isinstance(o["type"], str) for o in options):
+        return schema
+    return {"type": [o["type"] for o in options], **{k: v for k, v in schema.items() if k != "anyOf"}}
+
+
+@dataclass(frozen=True)
+class Brief:
+    """How a tool lists a result part another tool lists in full: of the flattened ``field``, only ``keys``."""
+
+    field: str
+    keys: tuple[str, ...]
+
+    def __init__(self, field: str, *keys: str) -> None:
+        object.__setattr__(self, "field", field)
+        object.__setattr__(self, "keys", keys)
+
+
 class Unschemable(TypeError):
     """A return annotation this module cannot describe (a tool must declare what it answers)."""
 
 
 def output_schema(annotation: Any) -> dict[str, Any]:
-    """The listed schema of a tool answering ``annotation`` (a result class, a list, a JSON type)."""
-    schema = _schema(annotation, outer=True)
+    """The listed schema of a tool answering ``annotation`` (a result class, a list, a JSON type).
+
+    ``Annotated[ResultClass, Brief(...)]`` lists that result briefly (see the module docs).
+    """
+    brief = None
+    if typing.get_origin(annotation) is Annotated:
+        annotation, *extras = typing.get_args(annotation)
+        brief = next((extra for extra in extras if isinstance(extra, Brief)), None)
+    schema = _object(annotation, brief) if brief is not None and _is_result(annotation) else _schema(
+        annotation, outer=True)
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {"result": schema}, "required": ["result"], WRAP: True}
     return schema
@@ -112,16 +156,17 @@ def _plain(annotation: Any, *, outer: bool) -> dict[str, Any]:
         for option in (_schema(a, outer=outer) for a in args):
             if option not in options:
                 options.append(option)
-        return options[0] if len(options) == 1 else {"anyOf": options}
+        return options[0] if len(options) == 1 else type_list({"anyOf": options})
     raise Unschemable(f"no JSON schema for {annotation!r}: declare the tool's result as a Result or JSON types")
 
 
-def _object(cls: type[Result]) -> dict[str, Any]:
+def _object(cls: type[Result], brief: Brief | None = None) -> dict[str, Any]:
     """The schema of ``cls``'s JSON object, results inside it only typed (see the module docs)."""
-    properties, required = _keys(cls)
+    properties, required = _keys(cls, brief)
     # A key every answer has whose value is a string is named in ``required`` alone: "additionalProperties:
     # string" gives its type. Most of a result's keys are such strings, and each said once is 25-40 bytes less.
-    implied = [key for key in required if properties[key] == _STRING]
+    # A brief listing leaves keys out, so its object stays open to them and each key it lists is typed.
+    implied = [key for key in required if properties[key] == _STRING] if brief is None else []
     schema: dict[str, Any] = {"type": "object",
                               "properties": {k: v for k, v in properties.items() if k not in implied}}
     if required:
@@ -131,14 +176,20 @@ def _object(cls: type[Result]) -> dict[str, Any]:
     return schema
 
 
-def _keys(cls: type[Result]) -> tuple[dict[str, Any], list[str]]:
-    """Each key of ``cls``'s JSON object with its schema (flattened fields at their place), and the required ones."""
+def _keys(cls: type[Result], brief: Brief | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Each key of ``cls``'s JSON object with its schema (flattened fields at their place), and the required ones.
+
+    Of the flattened field ``brief`` names, only its keys.
+    """
     properties: dict[str, Any] = {}
     required: list[str] = []
     for key, annotation, omit_none, flatten in _fields(cls):
         if flatten:
             inner, nullable = _split_none(annotation)
             flat, flat_required = _keys(inner)
+            if brief is not None and key == brief.field:
+                flat = {name: schema for name, schema in flat.items() if name in brief.keys}
+                flat_required = [name for name in flat_required if name in brief.keys]
             properties.update(flat)
             required += [] if nullable else flat_required
             continue

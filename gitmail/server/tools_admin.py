@@ -85,7 +85,7 @@ def retire_inactive_agents(
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="You (never retired yourself).")],
     agent_token: AgentToken = None,
-    inactive_seconds: Annotated[int, Field(ge=60, description="Inactive at least this long.")] = 86400,
+    inactive_seconds: Annotated[int, Field(ge=60)] = 86400,
     dry_run: Annotated[bool, Field(description="Only list them.")] = False,
 ) -> InactiveRetired:
     """Retire the project's long-inactive agents (never you, nor agents holding reservations)."""
@@ -97,7 +97,7 @@ def retire_inactive_agents(
 def purge_old_messages(
     rt: Runtime,
     project_key: ProjectKey,
-    max_age_days: Annotated[int, Field(ge=1, description="Older than this many days.")] = 180,
+    max_age_days: Annotated[int, Field(ge=1)] = 180,
     dry_run: Annotated[bool, Field(description="Only count them.")] = False,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,

@@ -73,7 +73,7 @@ def send_message(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
-    sender_name: Annotated[str, Field(description="You, the sender.")],
+    sender_name: Annotated[str, Field(description="You.")],
     subject: Annotated[str, Field(max_length=512)],
     body_md: str,
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
@@ -111,7 +111,7 @@ def reply_message(
     ctx: Context,
     project_key: ProjectKey,
     message_id: MessageId,
-    sender_name: Annotated[str, Field(description="You, the sender.")],
+    sender_name: Annotated[str, Field(description="You.")],
     body_md: str,
     to: Annotated[list[str] | None, Field(max_length=MAX_RECIPIENTS, description=(
         "Default: the sender."))] = None,

@@ -104,7 +104,7 @@ def force_release_file_reservation(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    file_reservation_id: Annotated[str, Field(description="The reservation to release (another agent's).")],
+    file_reservation_id: str,
     note: ForceNote = "",
     notify_previous: NotifyPrevious = True,
     inactivity_seconds: InactivitySeconds = DEFAULT_INACTIVITY,
@@ -152,7 +152,7 @@ def uninstall_precommit_guard(
     rt: Runtime,
     code_repo_path: Annotated[str, Field(description="Absolute path of the guarded git repository.")],
     project_key: Annotated[str | None, Field(description=(
-        "The project whose guard it is (default: the one the repository's guard records)."))] = None,
+        "Default: the project the repository's guard records."))] = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
     format: OutputFormat = None,
@@ -169,14 +169,12 @@ def macro_file_reservation_cycle(
     project_key: ProjectKey,
     agent_name: AgentName,
     paths: Annotated[list[str], Field(min_length=1, max_length=MAX_PATHS, description=(
-        "Paths or globs relative to the repository root, as for file_reservation_paths."))],
-    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL, description=(
-        "How long the reservations last, in seconds."))] = 3600,
-    exclusive: Annotated[bool, Field(description="false: shared reservations.")] = True,
-    reason: Annotated[str, Field(max_length=4096, description="Why, for others reading it.")] = "macro-cycle",
+        "Globs from the repository root."))],
+    ttl_seconds: Annotated[int, Field(ge=MIN_TTL, le=MAX_TTL)] = 3600,
+    exclusive: bool = True,
+    reason: Annotated[str, Field(max_length=4096)] = "macro-cycle",
     auto_release: Annotated[bool, Field(description=(
-        "Release what was granted again at the end of the call (a check that the paths are free, leaving "
-        "nothing held)."))] = False,
+        "Release them before returning: a check that the paths are free."))] = False,
     agent_token: AgentToken = None,
 ) -> ReservationCycle:
     """Reserve paths and, with auto_release, release them again in one call."""

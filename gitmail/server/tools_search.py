@@ -14,9 +14,12 @@ from .params import AgentToken, ProjectKey, ProverName
 from .registry import MEMBER, Toolbox
 from .results import IDEMPOTENT, READ, OutputFormat, formatted
 from .runtime import Runtime
+from .schemas import UNLISTED
 
-LlmMode = Annotated[bool, Field(description="Ignored: summaries are extracted.")]
-LlmModel = Annotated[str | None, Field(max_length=200, description="Ignored.")]
+# Summaries are extracted, never written by a model: these two are taken so that calls written for agent-mail keep
+# working, and are not listed (a call that asks for a model is answered with a note saying none ran).
+LlmMode = Annotated[bool, Field(json_schema_extra={UNLISTED: True})]
+LlmModel = Annotated[str | None, Field(max_length=200, json_schema_extra={UNLISTED: True})]
 
 tools = Toolbox("messages")
 
@@ -66,7 +69,7 @@ def summarize_thread(
     include_examples: Annotated[bool, Field(description="Include up to 3 of its messages.")] = False,
     llm_mode: LlmMode = False,
     llm_model: LlmModel = None,
-    per_thread_limit: Annotated[int, Field(ge=1, le=500, description="Messages considered per thread.")] = 50,
+    per_thread_limit: Annotated[int, Field(ge=1, le=500)] = 50,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
 ) -> ThreadsSummarized:
@@ -80,10 +83,10 @@ def summarize_thread(
 def summarize_recent(
     rt: Runtime,
     project_key: ProjectKey,
-    since_hours: Annotated[float, Field(gt=0, le=24 * 365, description="Look back this many hours.")] = 1.0,
+    since_hours: Annotated[float, Field(gt=0, le=24 * 365)] = 1.0,
     llm_mode: LlmMode = True,
     llm_model: LlmModel = None,
-    max_messages: Annotated[int, Field(ge=1, le=500, description="At most this many messages.")] = 500,
+    max_messages: Annotated[int, Field(ge=1, le=500)] = 500,
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
@@ -99,7 +102,7 @@ def fetch_summary(
     rt: Runtime,
     project_key: ProjectKey,
     since_hours: Annotated[float, Field(gt=0, description="Summaries that end within this many hours.")] = 24.0,
-    limit: Annotated[int, Field(ge=1, le=100, description="At most this many summaries.")] = 5,
+    limit: Annotated[int, Field(ge=1, le=100)] = 5,
     format: OutputFormat = None,
     agent_name: ProverName = None,
     agent_token: AgentToken = None,
