@@ -19,7 +19,6 @@ import pytest
 
 from gitmail import Mail
 from gitmail.mail.budget import MARKER_BYTES, item_bytes, newest_first, oldest_first
-from gitmail.mail.delivery import header_fields
 from gitmail.mail.facade import SendOptions
 from gitmail.mail.mailbox import InboxMessage, ThreadMessage
 from gitmail.model.limits import READ_BUDGET_DEFAULT
@@ -235,15 +234,15 @@ def test_a_page_holds_the_typed_messages_it_was_given_and_their_json_is_as_befor
                 "attachments": []}
 
     bodies = {"m1": "a" * 300, "m2": "b" * 300, "m3": "c" * 300}
-    inbox = [InboxMessage.of({**head(n, f"2026-01-01T00:00:0{n}Z"), "kind": "to", "read_at": None,
-                              "acknowledged_at": None}) for n in (3, 2, 1)]  # newest first
+    inbox = [InboxMessage.from_wire(head(n, f"2026-01-01T00:00:0{n}Z"), kind="to", read_at=None, acknowledged_at=None)
+             for n in (3, 2, 1)]  # newest first
     room = MARKER_BYTES + 2 * item_bytes(inbox[0].with_body(bodies["m3"])) + 10  # two of them, not three
     page = newest_first(inbox, lambda m: bodies[m.id], room)
     assert [type(m) for m in page] == [InboxMessage, InboxMessage] and [m.id for m in page] == ["m2", "m1"]
     assert page[0].more is not None and page[0].more.left_out == 1 and page[1].more is None
     assert list(page[0])[-3:] == ["acknowledged_at", "body_md", "more"] and page[1]["body_md"] == bodies["m1"]
 
-    thread = [ThreadMessage(**header_fields(head(n, "2026-01-01T00:00:00Z"))) for n in (1, 2)]
+    thread = [ThreadMessage.from_wire(head(n, "2026-01-01T00:00:00Z")) for n in (1, 2)]
     room = item_bytes(thread[0].with_body(bodies["m1"])) + 10  # the first whole; the second of its millisecond too
     listed, more = oldest_first(thread, lambda m: bodies[m.id], room)
     assert not more and [type(m) for m in listed] == [ThreadMessage, ThreadMessage]

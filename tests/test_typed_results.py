@@ -59,6 +59,26 @@ def test_results_inside_lists_dicts_and_flattened_fields_become_objects():
     assert wire([batch, {"k": item}]) == [batch.wire(), {"k": item.wire()}]
 
 
+@result
+class _Held(Result):
+    item: _Item | None
+    count: int = 0
+
+
+def test_a_result_is_read_back_from_its_json_object_or_from_one_with_more_keys():
+    item = _Item.from_wire({"id": "a", "from": "Blue", "topic": "t", "unrelated": 1})
+    assert item == _Item(id="a", sender="Blue", topic="t") and item.note is None  # renamed key, default, extra key
+    assert _Item.from_wire(item, sender="Green").sender == "Green"  # given fields win over the view
+    held = _Held.from_wire({"item": {"id": "b", "from": "Red"}, "count": 2})
+    assert type(held.item) is _Item and held.wire() == {"item": {"id": "b", "from": "Red", "note": None}, "count": 2}
+    assert _Held.from_wire({"item": None}).item is None
+    with pytest.raises(KeyError, match="no 'from'"):
+        _Item.from_wire({"id": "a"})
+    with pytest.raises(TypeError, match="flattened field item"):
+        _Flat.from_wire({"id": "a", "from": "Blue", "created": True})
+    assert _Flat.from_wire({"created": True}, item=item).wire() == {**item.wire(), "created": True}
+
+
 def test_a_result_is_its_json_object_and_cannot_change():
     item = _Item(id="a", sender="Blue")
     assert item["from"] == "Blue" and "topic" not in item and dict(item) == item.wire()

@@ -9,9 +9,8 @@ outbox copy names them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, TypedDict
+from typing import Any
 
 from gitmail.model.clock import HLC, HybridClock, format_ts
 from gitmail.model.ids import id_time
@@ -86,31 +85,6 @@ class MessageHeader(MessageCore):
     attachments: list[dict[str, Any]]
 
 
-class HeaderFields(TypedDict):
-    """The fields of :class:`MessageHeader`, to build any view that starts with them."""
-
-    id: str
-    thread_id: str
-    subject: str
-    sender: str
-    to: list[str]
-    cc: list[str]
-    created_ts: str
-    importance: str
-    ack_required: bool
-    topic: str | None
-    reply_to: str | None
-    attachments: list[dict[str, Any]]
-
-
-def header_fields(view: Mapping[str, Any]) -> HeaderFields:
-    """The header of a message a read built as its JSON object (from the index, a snapshot or another view)."""
-    return HeaderFields(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
-                        to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
-                        ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
-                        attachments=view["attachments"])
-
-
 @result
 class MessageView(MessageHeader):
     """A message as callers see it: its header, and its body and blind copies when they are shown."""
@@ -126,11 +100,6 @@ class MessageView(MessageHeader):
                    importance=message.importance, ack_required=message.ack_required, topic=message.topic,
                    reply_to=message.reply_to, attachments=list(message.attachments),
                    bcc=list(message.bcc) if show_bcc else None, body_md=message.body if include_body else None)
-
-    @classmethod
-    def read(cls, view: Mapping[str, Any]) -> MessageView:
-        """The view of one message the index built as its JSON object (``bcc`` there for its sender only)."""
-        return cls(**header_fields(view), bcc=view.get("bcc"), body_md=view.get("body_md"))
 
 
 def remove_message(snap: Snapshot, change: Change, message: Message, *, reason: str, stamp: str, hlc: HLC) -> None:

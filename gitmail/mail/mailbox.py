@@ -53,7 +53,7 @@ from gitmail.storage.history import adding_commits
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import Bodied, BodyOf, MoreMessages, Paged, check_budget, newest_first, oldest_first
-from .delivery import MessageCore, MessageHeader, MessageView, header_fields
+from .delivery import MessageCore, MessageHeader, MessageView
 
 URGENT = ("high", "urgent")
 MAX_LIMIT = 1000
@@ -76,15 +76,6 @@ class InboxMessage(MessageHeader, Bodied):
     body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
     more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
 
-    @classmethod
-    def of(cls, view: Mapping[str, Any]) -> InboxMessage:
-        """The inbox entry a read built as its JSON object (from the index, a snapshot, or a budgeted page)."""
-        more = view.get("more")
-        return cls(**header_fields(view), kind=view["kind"], read_at=view["read_at"],
-                   acknowledged_at=view["acknowledged_at"], body_md=view.get("body_md"),
-                   body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
-                   more=MoreMessages(**more) if more else None)
-
 
 @result
 class OutboxMessage(MessageHeader, Bodied):
@@ -95,11 +86,6 @@ class OutboxMessage(MessageHeader, Bodied):
     body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
     body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
     more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
-
-    @classmethod
-    def of(cls, view: Mapping[str, Any]) -> OutboxMessage:
-        """The outbox entry a read built as its JSON object (from the index or a snapshot)."""
-        return cls(**header_fields(view), bcc=view["bcc"], body_md=view.get("body_md"))
 
 
 @result
@@ -199,16 +185,6 @@ class TopicMessage(MessageCore, Bodied):
     body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
     body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
     more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
-
-    @classmethod
-    def of(cls, view: Mapping[str, Any]) -> TopicMessage:
-        """The entry a topic read built as its JSON object (from the index, or a budgeted page)."""
-        more = view.get("more")
-        return cls(id=view["id"], thread_id=view["thread_id"], subject=view["subject"], sender=view["from"],
-                   to=view["to"], cc=view["cc"], created_ts=view["created_ts"], importance=view["importance"],
-                   ack_required=view["ack_required"], topic=view["topic"], reply_to=view["reply_to"],
-                   body_md=view.get("body_md"), body_omitted=view.get("body_omitted"),
-                   body_bytes=view.get("body_bytes"), more=MoreMessages(**more) if more else None)
 
 
 @result
@@ -355,9 +331,9 @@ def inbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, urgent_onl
             continue
         if unacked_only and acked_at:
             continue
-        header = header_fields(MessageView.of(message, include_body=False))
-        out.append(InboxMessage(**header, kind=_kind(message, agent), read_at=read_at, acknowledged_at=acked_at,
-                                body_md=message.body if include_bodies else None))
+        out.append(InboxMessage.from_wire(MessageView.of(message, include_body=False), kind=_kind(message, agent),
+                                          read_at=read_at, acknowledged_at=acked_at,
+                                          body_md=message.body if include_bodies else None))
         if len(out) >= limit:
             break
     return out
@@ -371,7 +347,7 @@ def outbox(snap: Snapshot, agent: str, *, since_ts: str | None = None, limit: in
         message = snap.load(path, Message)
         if message is None or (since_ts and message.created_ts <= since_ts):
             continue
-        out.append(OutboxMessage.of(MessageView.of(message, include_body=include_bodies, show_bcc=True)))
+        out.append(OutboxMessage.from_wire(MessageView.of(message, include_body=include_bodies, show_bcc=True)))
         if len(out) >= limit:
             break
     return out
@@ -462,7 +438,8 @@ def fetch_inbox(ctx: Context, project_key: str, agent_name: str, *, limit: int =
     # The hot read: answered by the index, caught up to the tip (the same answer as inbox() over it),
     # or from the repository itself while the cache cannot answer.
     try:
-        heads = [InboxMessage.of(view) for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
+        heads = [InboxMessage.from_wire(view)
+                 for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
     except IndexUnavailable:
         heads = inbox(snap, name, **filters)
     return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
@@ -477,7 +454,7 @@ def fetch_outbox(ctx: Context, project_key: str, agent_name: str, *, limit: int 
     snap, project, name = _open(ctx, project_key, agent_name)
     # Answered by the index like fetch_inbox (the same answer as outbox() over a snapshot of the tip).
     try:
-        heads = [OutboxMessage.of(view)
+        heads = [OutboxMessage.from_wire(view)
                  for view in indexer_for(ctx.store).project(project_key).outbox(name, since_ts=since, limit=limit)]
     except IndexUnavailable:
         heads = outbox(snap, name, since_ts=since, limit=limit)
@@ -520,7 +497,7 @@ def get_message(ctx: Context, project_key: str, message_id: str | int, *,
     snap, project, name = _open(ctx, project_key, agent_name)
     message_id = resolve_message_id(ctx, project_key, message_id)
     found = indexer_for(ctx.store).project(project_key).message(message_id, viewer=name)
-    view = MessageView.read(found) if found is not None else message(snap, message_id, name)
+    view = MessageView.from_wire(found) if found is not None else message(snap, message_id, name)
     return StoredMessage(project=project.human_key, message=view)
 
 
@@ -538,7 +515,7 @@ def get_thread(ctx: Context, project_key: str, thread_id: str, *, include_bodies
     check_budget(max_bytes)
     snap, project, _ = _open(ctx, project_key)
     index = indexer_for(ctx.store).project(project_key)
-    heads = [ThreadMessage(**header_fields(view))
+    heads = [ThreadMessage.from_wire(view)
              for view in index.thread(thread_id, include_bodies=False, after=after)]
     messages, more = (oldest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies
                       else (heads, False))
@@ -562,7 +539,7 @@ def fetch_topic(ctx: Context, project_key: str, topic_name: str, *, limit: int =
     found = indexer_for(ctx.store).project(project_key).topic(topic_name, viewer=name, since_ts=since,
                                                               unread_only=unread_only, limit=limit,
                                                               include_bodies=False)
-    heads = [TopicMessage.of(view) for view in found]
+    heads = [TopicMessage.from_wire(view) for view in found]
     return newest_first(heads, body_reader(ctx, project_key, snap), max_bytes) if include_bodies else heads
 
 
@@ -570,7 +547,8 @@ def _inbox_view(ctx: Context, project_key: str, agent_name: str, **filters: Any)
     """A listing of the agent's inbox from the index, filtered."""
     check_limit(filters["limit"])
     _, project, name = _open(ctx, project_key, agent_name)
-    found = [InboxMessage.of(view) for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
+    found = [InboxMessage.from_wire(view)
+             for view in indexer_for(ctx.store).project(project_key).inbox(name, **filters)]
     return Listing(project=project.human_key, agent=name, count=len(found), messages=found)
 
 
@@ -592,7 +570,6 @@ def view_ack_overdue(ctx: Context, project_key: str, agent_name: str, *, ttl_min
     cutoff = overdue_cutoff(ttl_minutes, ctx.clock.now())
     snap, project, name = _open(ctx, project_key, agent_name)
     found = indexer_for(ctx.store).project(project_key).inbox(name, unacked_only=True, older_than=cutoff, limit=limit)
-    owed = [OverdueMessage(**fields_of(InboxMessage.of(item)), escalated=snap.exists(escalation_path(item["id"], name)))
-            for item in found]
+    owed = [OverdueMessage.from_wire(item, escalated=snap.exists(escalation_path(item["id"], name))) for item in found]
     return OverdueListing(project=project.human_key, agent=name, count=len(owed), messages=owed,
                           ttl_minutes=ttl_minutes)

@@ -33,7 +33,7 @@ from gitmail.storage.snapshot import Snapshot
 
 from . import mailbox
 from .budget import Bodied, MoreMessages, check_budget, fill, kept_body, newest_first
-from .delivery import MessageHeader, MessageView, header_fields
+from .delivery import MessageHeader, MessageView
 from .mailbox import SearchHit
 from .summaries import ThreadSummary, thread_summary
 
@@ -110,16 +110,6 @@ class ProductInboxMessage(MessageHeader, Bodied):
     body_omitted: bool | None = field(default=None, metadata=OMIT_NONE)
     body_bytes: int | None = field(default=None, metadata=OMIT_NONE)
     more: MoreMessages | None = field(default=None, metadata=OMIT_NONE)
-
-    @classmethod
-    def of(cls, view: Mapping[str, Any]) -> ProductInboxMessage:
-        """The entry a product inbox read built as its JSON object."""
-        more = view.get("more")
-        return cls(**header_fields(view), kind=view["kind"], read_at=view["read_at"],
-                   acknowledged_at=view["acknowledged_at"], project=view["project"],
-                   project_slug=view["project_slug"], body_md=view.get("body_md"),
-                   body_omitted=view.get("body_omitted"), body_bytes=view.get("body_bytes"),
-                   more=MoreMessages(**more) if more else None)
 
 
 @result
@@ -317,7 +307,7 @@ def fetch_inbox_product(ctx: Context, product_key: str, agent_name: str, *, slug
     for slug, key in _tag(ctx, slugs).items():
         for item in mailbox.fetch_inbox(ctx, slug, agent_name, limit=limit, urgent_only=urgent_only,
                                         since_ts=since_ts, topic=topic, unread_only=unread_only):
-            items.append(ProductInboxMessage.of({**item, "project": key, "project_slug": slug}))
+            items.append(ProductInboxMessage.from_wire(item, project=key, project_slug=slug))
     items.sort(key=lambda m: (m.created_ts or "", m.id, m.project_slug), reverse=True)
     items = items[:limit]
     if include_bodies:
@@ -344,7 +334,7 @@ def summarize_thread_product(ctx: Context, product_key: str, thread_id: str, *, 
         raise not_found(f"no messages in thread {thread_id!r} in the projects read; thread IDs come from the "
                         "thread_id of a message", thread_id=thread_id)
     messages = sorted(found.values(), key=lambda m: (m.created_ts, m.id))[-per_thread_limit:]
-    examples = (fill([ProductExample(**header_fields(MessageView.of(m)), body_md=m.body, projects=where[m.id])
+    examples = (fill([ProductExample.from_wire(MessageView.of(m), body_md=m.body, projects=where[m.id])
                       for m in messages[:3]], kept_body,
                      READ_BUDGET_DEFAULT) if include_examples else None)
     return ProductThread(thread_id=thread_id.strip(), summary=thread_summary(messages),

@@ -33,7 +33,7 @@ from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
 from .budget import fill, kept_body
-from .delivery import MessageView, header_fields
+from .delivery import MessageView
 from .mailbox import ThreadMessage, message_of, thread_messages
 
 MAX_ITEMS = 10
@@ -231,7 +231,7 @@ def summarize_thread(ctx: Context, project_key: str, thread_id: str, *, include_
         if not messages:
             raise not_found(f"no messages in thread {ids[0]!r}; thread IDs come from the thread_id of a message",
                             thread_id=ids[0])
-        heads = [ThreadMessage(**header_fields(MessageView.of(m)), body_md=m.body) for m in messages[:3]]
+        heads = [ThreadMessage.from_wire(MessageView.of(m), body_md=m.body) for m in messages[:3]]
         examples = fill(heads, kept_body, READ_BUDGET_DEFAULT) if include_examples else None
         return ThreadSummaries(thread_id=ids[0], summary=thread_summary(messages[-per_thread_limit:]),
                                examples=examples)

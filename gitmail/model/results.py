@@ -27,9 +27,11 @@ not be named as a ``dict`` method (``items``, ``keys`` …): rename it.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, Self, TypeVar, dataclass_transform
 
 OMIT_NONE: Mapping[str, Any] = {"omit_none": True}
 FLATTEN: Mapping[str, Any] = {"flatten": True}
@@ -86,6 +88,30 @@ class Result(dict[str, Any]):
         """The JSON object this result is on the wire, exactly as callers have always received it."""
         return dict(self)
 
+    @classmethod
+    def from_wire(cls, view: Mapping[str, Any], **given: Any) -> Self:
+        """The result whose JSON object a read built as ``view`` (from the index, a snapshot or another result).
+
+        Each field is read from its key on the wire (``from`` for a renamed
+        ``sender``); a field with a default may be missing, and keys that are
+        not fields are passed over, so one result is made from another that
+        has more. A field that holds one result is made from its object; a
+        list is taken as it is. ``given`` sets fields outright (what the view
+        does not have, or holds otherwise).
+        """
+        values: dict[str, Any] = {}
+        for name, key, nested, optional in _reading(cls):
+            if name in given:
+                values[name] = given[name]
+            elif key is None:
+                raise TypeError(f"{cls.__name__}.from_wire: give the flattened field {name}, it has no key to read")
+            elif key in view:
+                value = view[key]
+                values[name] = nested.from_wire(value) if nested is not None and value is not None else value
+            elif not optional:
+                raise KeyError(f"{cls.__name__}.from_wire: the view has no {key!r}")
+        return cls(**values)
+
     __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -100,6 +126,22 @@ def fields_of(value: Result) -> dict[str, Any]:
 
 def _rebuild(cls: type[Result], values: dict[str, Any]) -> Result:
     return cls(**values)
+
+
+@cache
+def _reading(cls: type[Result]) -> tuple[tuple[str, str | None, type[Result] | None, bool], ...]:
+    """Each field of ``cls`` as :meth:`Result.from_wire` reads it: name, wire key (None for a flattened field,
+    which has no key of its own), the result it holds, whether it may be missing (it has a default)."""
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        hint = hints[f.name]
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        held = [t for t in options if isinstance(t, type) and issubclass(t, Result)]
+        optional = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        key = None if f.metadata.get("flatten") else f.metadata.get("serialization_alias", f.name)
+        plan.append((f.name, key, held[0] if held else None, optional))
+    return tuple(plan)
 
 
 @cache
