@@ -40,7 +40,7 @@ from .guesses import Guesses, Surface
 from .identity import Identities
 from .profiles import TOOLS_ENV, Profile, choose
 from .push import Push
-from .registry import ToolSpec, install
+from .registry import ToolSpec, access_rule, install, proof_argument
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
@@ -92,13 +92,12 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     mcp.add_middleware(Guesses(surface))
     mcp.add_middleware(ArgumentErrors())
     quiet_argument_warnings()
-    for spec in every:
-        if profile.serves(spec.name, spec.family):
-            surface.tokens[spec.name] = install(mcp, runtime, spec, leave_out=surface.left_out)
+    installed = {spec.name: install(mcp, runtime, spec, leave_out=surface.left_out)
+                 for spec in every if profile.serves(spec.name, spec.family)}
+    surface.tokens.update({name: proof_argument(tool) for name, tool in installed.items()})
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)
     Push(runtime.mail).install(mcp._mcp_server)
-    resources.register(mcp, runtime, tool_rules={spec.name: spec.rule(runtime.access).describe() for spec in every
-                                                 if spec.name in surface.tokens})
+    resources.register(mcp, runtime, tool_rules={name: access_rule(tool) for name, tool in installed.items()})
     return mcp

@@ -79,16 +79,15 @@ class Toolbox:
         return record
 
 
-def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[str] = frozenset()) -> str | None:
+def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[str] = frozenset()) -> FunctionTool:
     """Add ``spec`` to ``mcp``, bound to ``rt``: it checks its access rule first and answers errors as results.
 
     Failures become error results with a code: a GitmailError keeps its own,
     the OS running out of file handles, disk or memory is
     RESOURCE_EXHAUSTED, anything else INTERNAL (and logged). Returns the
-    tool's proof argument (``agent_token`` or ``sender_token``), if it has
-    one: :class:`~.guesses.Guesses` moves ``registration_token`` there. The rule is kept in the tool's ``_meta``
-    (``gitmail/access``; served by ``resource://tooling/access``) and is checked before the body runs, so a refused
-    call changes nothing. A tool that acts as one agent (rule ``agent``)
+    tool as added, which :func:`proof_argument` and :func:`access_rule` read. The rule is kept in the tool's
+    ``_meta`` (``gitmail/access``; served by ``resource://tooling/access``) and is checked before the body runs, so
+    a refused call changes nothing. A tool that acts as one agent (rule ``agent``)
     also takes ``acting_as``: the caller proves the agent it names as usual,
     and the call then runs as the agent below it that ``acting_as`` names.
     Optional arguments named in ``leave_out`` (``seat``, ``acting_as`` when the
@@ -142,11 +141,24 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
     guarded.__signature__ = inspect.Signature(parameters, return_annotation=Any)
     guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": Any}
     added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
-                               tags={spec.family}, meta={"gitmail/access": rule.describe()}, run_in_thread=True,
+                               tags={spec.family}, meta={ACCESS_META: rule.describe()}, run_in_thread=True,
                                output_schema=None if returns is ToolResult else output_schema(returns))
     added.parameters = compact(added.parameters)
     mcp.add_tool(added)
-    return token_argument
+    return added
+
+
+def proof_argument(tool: FunctionTool) -> str | None:
+    """The argument an installed tool takes its caller's proof in (``agent_token`` or ``sender_token``), if any.
+
+    :class:`~.guesses.Guesses` moves a ``registration_token`` there.
+    """
+    return next((t for t in TOKEN_ARGUMENTS if t in tool.parameters.get("properties", {})), None)
+
+
+def access_rule(tool: FunctionTool) -> str:
+    """The access rule an installed tool checks, as ``resource://tooling/access`` serves it."""
+    return str((tool.meta or {})[ACCESS_META])
 
 
 class Listed(FunctionTool):
@@ -171,7 +183,10 @@ class Listed(FunctionTool):
         return shown
 
 
-_UNLISTED_META = frozenset({"fastmcp", "gitmail/access"})
+ACCESS_META = "gitmail/access"
+"""The key of a tool's ``_meta`` that holds its access rule (described)."""
+
+_UNLISTED_META = frozenset({"fastmcp", ACCESS_META})
 
 _UNLISTED_BOUNDS = frozenset({"maxLength", "minLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 
