@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +25,10 @@ SPEC = "axe-core@4.10"
 PREFIX = os.path.join(ROOT, "build", "axe-core")
 SCRIPT = os.path.join(PREFIX, "node_modules", "axe-core", "axe.min.js")
 SERIOUS = ("serious", "critical")
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 800}
+WIDTHS = {"argnames": "viewport", "argvalues": [LAPTOP, PHONE], "ids": ["laptop", "phone"]}
+"""The two widths every page is checked at: ``@pytest.mark.parametrize(**axe.WIDTHS)``."""
 
 
 def ensure() -> str:
@@ -59,6 +64,28 @@ def violations(page: Any) -> list[dict[str, Any]]:
              "where": [" ".join(n["target"]) if isinstance(n["target"], list) else str(n["target"])
                        for n in v["nodes"]][:5]}
             for v in json.loads(found) if v["impact"] in SERIOUS]
+
+
+def audit(browser: Any, viewport: Mapping[str, int], pages: Mapping[str, Callable[[Any], object]],
+          more: Callable[[Any], list[dict[str, Any]]] = lambda tab: []) -> dict[str, list[dict[str, Any]]]:
+    """The problems of each page at ``viewport``: its serious axe violations, then what ``more`` finds in it.
+
+    Each page is opened in one tab of a fresh browser context by its
+    callable in ``pages`` (name: how to reach it); pages with no problem are
+    left out, so a clean site answers ``{}``.
+    """
+    context = browser.new_context(viewport=dict(viewport))
+    tab = context.new_page()
+    found = {}
+    try:
+        for name, reach in pages.items():
+            reach(tab)
+            problems = violations(tab) + more(tab)
+            if problems:
+                found[name] = problems
+    finally:
+        context.close()
+    return found
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -32,8 +33,6 @@ OTHER = "/work/console/other"
 LONG_WORD = "sha256-" + "0123456789abcdef" * 8
 TABLE = "| " + " | ".join(f"column {i} with words" for i in range(12)) + " |\n|" + "---|" * 12 + "\n| " + \
     " | ".join(f"value {i}" for i in range(12)) + " |"
-PHONE = {"width": 390, "height": 844}
-LAPTOP = {"width": 1280, "height": 800}
 
 
 def console_seed(home: str, files: str) -> dict[str, str]:
@@ -182,7 +181,7 @@ def test_the_header_has_one_link_per_place(site, browser):
 
 def test_no_page_scrolls_sideways_at_phone_width(site, browser):
     server, seeded = site
-    context = browser.new_context(viewport=PHONE)
+    context = browser.new_context(viewport=axe.PHONE)
     tab = context.new_page()
     wide = {}
     try:
@@ -216,28 +215,24 @@ def test_an_unknown_message_is_a_not_found_page_and_a_malformed_id_a_400(site, b
 
 # -- accessibility ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+@pytest.mark.parametrize(**axe.WIDTHS)
 def test_every_page_has_no_serious_accessibility_violation(site, browser, viewport):
     server, seeded = site
-    context = browser.new_context(viewport=viewport)
-    tab = context.new_page()
-    found = {}
-    try:
-        for path in [*every_page(seeded), f"/p/{seeded['slug']}/dashboard", "/dashboard",
-                     f"/p/{seeded['slug']}/board?path=src/db/x.py"]:
-            tab.goto(base(server) + path)
-            problems = axe.violations(tab)
-            headings = tab.evaluate("() => Array.from(document.querySelectorAll('h1,h2,h3,h4,h5,h6'))"
-                                    ".map(h => Number(h.tagName[1]))")
-            if headings.count(1) != 1:
-                problems.append({"rule": "one h1", "found": headings.count(1)})
-            skipped = [b for a, b in zip(headings, headings[1:], strict=False) if b > a + 1]
-            if skipped:
-                problems.append({"rule": "no skipped heading level", "levels": headings})
-            if problems:
-                found[path] = problems
-    finally:
-        context.close()
+
+    def outline(tab: Any) -> list[dict[str, Any]]:
+        headings = tab.evaluate("() => Array.from(document.querySelectorAll('h1,h2,h3,h4,h5,h6'))"
+                                ".map(h => Number(h.tagName[1]))")
+        problems: list[dict[str, Any]] = []
+        if headings.count(1) != 1:
+            problems.append({"rule": "one h1", "found": headings.count(1)})
+        if [b for a, b in zip(headings, headings[1:], strict=False) if b > a + 1]:
+            problems.append({"rule": "no skipped heading level", "levels": headings})
+        return problems
+
+    paths = [*every_page(seeded), f"/p/{seeded['slug']}/dashboard", "/dashboard",
+             f"/p/{seeded['slug']}/board?path=src/db/x.py"]
+    pages = {path: (lambda tab, path=path: tab.goto(base(server) + path)) for path in paths}
+    found = axe.audit(browser, viewport, pages, outline)
     assert found == {}, json.dumps(found, indent=1)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -167,26 +168,23 @@ def test_a_list_longer_than_fifty_pages_through_all_of_it(site, page, name):
     assert (len(pages[0]), len(every), len(set(every))) == (per, total, total)
 
 
-@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}],
-                         ids=["laptop", "phone"])
+@pytest.mark.parametrize(**axe.WIDTHS)
 def test_a_paged_list_has_no_serious_accessibility_violation_and_fits_a_phone(site, browser, viewport):
     server, seeded = site
-    context = browser.new_context(viewport=viewport)
-    tab = context.new_page()
-    found = {}
-    try:
-        for name, (url, _, pager, _, _) in lists(server, seeded).items():
+
+    def second_page(url: str, pager: str) -> Callable[[Any], None]:
+        def reach(tab: Any) -> None:
             tab.goto(base(server) + url)
             tab.get_by_role("navigation", name=pager).locator("a[rel=next]").click()  # a page with both links
             tab.wait_for_load_state()
-            problems = axe.violations(tab)
-            width = tab.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-            if width[0] > width[1]:
-                problems.append({"rule": "no sideways scroll", "widths": width})
-            if problems:
-                found[name] = problems
-    finally:
-        context.close()
+        return reach
+
+    def sideways(tab: Any) -> list[dict[str, Any]]:
+        width = tab.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        return [{"rule": "no sideways scroll", "widths": width}] if width[0] > width[1] else []
+
+    pages = {name: second_page(url, pager) for name, (url, _, pager, _, _) in lists(server, seeded).items()}
+    found = axe.audit(browser, viewport, pages, sideways)
     assert found == {}, json.dumps(found, indent=1)
 
 
