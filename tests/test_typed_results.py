@@ -111,6 +111,27 @@ def test_a_schema_derived_from_a_result_names_the_wire_keys():
     assert schema["required"] == ["id", "from"]
 
 
+def test_a_listed_schema_says_a_choice_of_types_as_a_list_and_lists_a_shared_part_briefly():
+    from typing import Annotated
+
+    from gitmail.server.schemas import Brief, Unschemable, output_schema
+
+    @result
+    class _Ack(Result):
+        message_id: str | int
+        item: _Item = field(metadata=FLATTEN)
+        count: int
+
+    assert output_schema(_Ack)["properties"]["message_id"] == {"type": ["string", "integer"]}
+    brief = output_schema(Annotated[_Ack, Brief("item", "from")])
+    # only the named key of the shared part, typed; the object stays open to the rest of it
+    assert brief == {"type": "object", "properties": {"message_id": {"type": ["string", "integer"]},
+                                                      "from": {"type": "string"}, "count": {"type": "integer"}},
+                     "required": ["message_id", "from", "count"]}
+    with pytest.raises(Unschemable, match="names no flattened field"):
+        output_schema(Annotated[_Ack, Brief("count", "from")])
+
+
 def _loose_returns(path: str) -> list[str]:
     """The functions of a module whose return annotation mentions ``dict[str, Any]``, or a module name for it."""
     with open(path, encoding="utf-8") as handle:

@@ -15,10 +15,10 @@ so the schema carries no titles or descriptions (the tool's description says
 what it returns), a key every answer has whose value is a string is named
 only in ``required`` (``additionalProperties: {"type": "string"}`` gives
 the type of every key not listed under ``properties``; a result has no
-other keys), a nullable type or a choice of plain types is a type list rather than an ``anyOf``,
-and it describes one level: an object inside the result (a message inside a
-delivery, say) is typed ``object`` without its own fields, which the tool
-that reads that object describes. Full schemas of every nested shape would
+other keys), a nullable type or a choice of plain types is a type list
+rather than an ``anyOf``, and it describes one level: an object inside the
+result (a message inside a delivery, say) is typed ``object`` without its
+own fields, which the tool that reads that object describes. Full schemas of every nested shape would
 take about three times the bytes, more than the core and default budgets hold.
 
 A result that several tools answer is listed in full by the tool that reads
@@ -89,8 +89,10 @@ def output_schema(annotation: Any) -> dict[str, Any]:
     if typing.get_origin(annotation) is Annotated:
         annotation, *extras = typing.get_args(annotation)
         brief = next((extra for extra in extras if isinstance(extra, Brief)), None)
-    schema = _object(annotation, brief) if brief is not None and _is_result(annotation) else _schema(
-        annotation, outer=True)
+    if brief is not None and not (_is_result(annotation) and any(
+            key == brief.field and flatten for key, _, _, flatten in _fields(annotation))):
+        raise Unschemable(f"{brief} names no flattened field of {annotation!r}")
+    schema = _object(annotation, brief) if brief is not None else _schema(annotation, outer=True)
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {"result": schema}, "required": ["result"], WRAP: True}
     return schema
