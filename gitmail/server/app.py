@@ -64,7 +64,8 @@ calls in the MCP session that registered the agent need none. Use catch_up
 when you start or resume work, then read_messages with the cursor it returns.
 Recipients are agent names (name@project for another project's agent; @Name
 works too). A seat token (take_seat) goes in seat on every write while a
-session holds that agent's seat; acting_as makes a call as an agent below you.
+session holds that agent's seat, and always for a persistent agent or one
+whose seat was ever taken; acting_as makes a call as an agent below you.
 A format argument asks for json (the default) or toon (fewer tokens).
 Errors come back as JSON {code, message, data}: the message says what to do
 next; a tool this server's profile leaves out answers with one naming the
