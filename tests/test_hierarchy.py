@@ -95,11 +95,14 @@ def test_deleting_a_parent_orphans_its_children_with_what_they_effectively_held(
     mail.update_agent(PROJECT, "Lead", target="Leaf", expires_at="2098-01-01T00:00:00Z")
     # Leaf holds manager@src/api and viewer@src/api in effect; Cut nothing.
     mail.update_agent(PROJECT, "Lead", target="Mid", scope=["manager@src/api"])
+    assert [s["name"] for s in mail.agent_position(PROJECT, "Leaf")["siblings"]] == ["Cut"]  # Mid's other child
+    assert [s["name"] for s in mail.agent_position(PROJECT, "Cut")["siblings"]] == ["Leaf"]
+    assert mail.agent_position(PROJECT, "Lead")["siblings"] == []  # top-level: none listed
     mid_id = mail.whois(PROJECT, "Mid")["id"]
     deleted = mail.hard_delete_agent(PROJECT, "Mid", confirmation="I UNDERSTAND")
     assert deleted["orphaned"] == ["Cut", "Leaf"] and deleted["id"] == mid_id
     leaf = mail.agent_position(PROJECT, "Leaf")
-    assert leaf["ancestors"] == [] and leaf["self"]["parent"] is None
+    assert leaf["ancestors"] == [] and leaf["self"]["parent"] is None and leaf["siblings"] == []
     assert leaf["self"]["orphaned_from"] == {"name": "Mid", "id": mid_id}
     assert leaf["self"]["scopes"] == ["manager@src/api"] and leaf["self"]["expires_at"] == "2098-01-01T00:00:00.000Z"
     assert [c["name"] for c in leaf["children"]] == ["Tip"]  # a grandchild stays below its own parent

@@ -143,10 +143,15 @@ class Placed(Result):
 
 @result
 class Position(Result):
-    """Where an agent stands: itself, the agents above it (nearest first), its children, its effective expiry."""
+    """Where an agent stands: itself, the agents above it (nearest first), its siblings, its children, its expiry.
+
+    Siblings are the other children of its parent; an agent without a parent
+    has none listed (every top-level agent is in ``list_agents``).
+    """
 
     me: Placed = field(metadata=renamed("self"))
     ancestors: list[Placed]
+    siblings: list[Placed]
     children: list[Placed]
     effective_expires_at: str | None
 
@@ -384,14 +389,16 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
 # -- reading the hierarchy ---------------------------------------------------------------
 
 def position(ctx: Context, project_key: str, agent: str) -> Position:
-    """Where ``agent`` stands: itself, the agents above it (nearest first), its children."""
+    """Where ``agent`` stands: itself, the agents above it (nearest first), its siblings, its children."""
     snap = ctx.archive(project_key).snapshot()
     me = require_agent(snap, agent)
 
     def brief(profile: Agent) -> Placed:
         return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile))
 
-    return Position(me=brief(me), ancestors=[brief(a) for a in hierarchy.ancestors(snap, me)],
+    above = hierarchy.ancestors(snap, me)
+    siblings = [c for c in hierarchy.children(snap, above[0]) if c.id != me.id] if above else []
+    return Position(me=brief(me), ancestors=[brief(a) for a in above], siblings=[brief(s) for s in siblings],
                     children=[brief(c) for c in hierarchy.children(snap, me)],
                     effective_expires_at=hierarchy.effective_expiry(snap, me))
 

@@ -118,5 +118,5 @@ def agent_position(
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
 ) -> Position:
-    """Where an agent stands: the agents above it and its children, with their scopes."""
+    """Where an agent stands: the agents above it, its siblings and its children, with their scopes."""
     return rt.mail.agent_position(project_key, agent_name)
