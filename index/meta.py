@@ -445,7 +445,8 @@ class Meta:
                 self._seq(db, change, stamp)
             elif role == "agent":
                 fields = parse.yaml_fields(data)
-                fields.pop("token_hash", None)
+                for secret in ("token_hash", "key_hash"):
+                    fields.pop(secret, None)
                 db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?)", (parts[1], json.dumps(fields, default=str)))
                 self._seq(db, change, stamp)
             elif role == "reservation":
