@@ -21,6 +21,7 @@ from . import (
     tools_acks,
     tools_admin,
     tools_attachments,
+    tools_compact,
     tools_contacts,
     tools_coordination,
     tools_health,
@@ -44,7 +45,7 @@ from .registry import ToolSpec, install
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
-TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_search,
+TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_compact, tools_search,
                 tools_attachments, tools_contacts, tools_reservations, tools_admin, tools_coordination, tools_slots,
                 tools_acks, tools_hierarchy, tools_products, tools_sync)
 

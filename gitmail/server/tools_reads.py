@@ -74,3 +74,4 @@ async def read_messages(
     text = pages.cursor_page(project_key, found.agent, after, _entries(found.messages), found.has_more,
                              found.high_watermark, max_output_bytes)
     return ToolResult(content=text)
+

@@ -1,0 +1,48 @@
+"""The compact cursor read: ``read_compact``, for agents that read a lot of mail.
+
+It reads the same feed, after the same cursor and under the same byte-budget
+rules as ``read_messages`` (:mod:`gitmail.server.tools_reads`), and answers
+in compact form (:func:`gitmail.server.pages.compact_page`): the reader
+named once, each author once under an alias, short keys, whole bodies.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+import anyio
+from fastmcp import Context
+from fastmcp.tools.base import ToolResult
+from pydantic import Field
+
+from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
+
+from . import pages
+from .params import AgentName, AgentToken, ProjectKey
+from .registry import ITSELF, Toolbox
+from .results import READ
+from .runtime import Runtime
+
+tools = Toolbox("compact")
+
+
+@tools.tool(READ, access=ITSELF)
+async def read_compact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
+    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)] = FEED_DEFAULT_LIMIT,
+    max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
+        "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
+    agent_token: AgentToken = None,
+) -> ToolResult:
+    """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
+    read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
+    found = await anyio.to_thread.run_sync(read)
+    entries = [pages.Entry(message.seq, message) for message in found.messages]
+    text = pages.compact_page(project_key, found.agent, after, entries, found.has_more, found.high_watermark,
+                              max_output_bytes)
+    return ToolResult(content=text)
