@@ -291,15 +291,20 @@ def wire_bytes(result) -> int:
                .model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
 
 
+async def fifteen(client, project: str) -> None:
+    """BlueLake and GreenCastle, and fifteen messages to GreenCastle whose bodies need escaping, some long."""
+    await pair(client, project)
+    for i in range(15):
+        await call(client, "send_message", project_key=project, sender_name="BlueLake", to=["GreenCastle"],
+                   subject=f"m{i}", body_md=f"message {i} " + "é\"\n" * (60 * (i % 4)))
+
+
 def test_catch_up_and_cursor_pages_respect_their_budgets(server):
     project = fresh_project()
 
     async def scenario():
         async with server.client() as client:
-            await pair(client, project)
-            for i in range(15):
-                await call(client, "send_message", project_key=project, sender_name="BlueLake", to=["GreenCastle"],
-                           subject=f"m{i}", body_md=f"message {i} " + "é\"\n" * (60 * (i % 4)))
+            await fifteen(client, project)
             caught = await client.call_tool("catch_up", {"project_key": project, "agent_name": "GreenCastle"})
             pages, after = [], 0
             for _ in range(20):
@@ -335,10 +340,7 @@ def test_compact_pages_carry_every_message_once_in_fewer_bytes(server):
 
     async def scenario():
         async with server.client() as client:
-            await pair(client, project)
-            for i in range(15):
-                await call(client, "send_message", project_key=project, sender_name="BlueLake", to=["GreenCastle"],
-                           subject=f"m{i}", body_md=f"message {i} " + "é\"\n" * (60 * (i % 4)))
+            await fifteen(client, project)
             pages, after = [], 0
             for _ in range(20):
                 result = await client.call_tool("read_compact", {

@@ -9,17 +9,15 @@ named once, each author once under an alias, short keys, whole bodies.
 from __future__ import annotations
 
 import functools
-from typing import Annotated
 
 import anyio
 from fastmcp import Context
 from fastmcp.tools.base import ToolResult
-from pydantic import Field
 
-from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
+from gitmail.model.limits import FEED_DEFAULT_LIMIT
 
 from . import pages
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, ProjectKey
 from .registry import ITSELF, Toolbox
 from .results import READ
 from .runtime import Runtime
@@ -33,10 +31,9 @@ async def read_compact(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
-    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)] = FEED_DEFAULT_LIMIT,
-    max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
-        "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
+    after: Cursor = 0,
+    limit: FeedLimit = FEED_DEFAULT_LIMIT,
+    max_output_bytes: PageBudget = pages.BUDGET_DEFAULT,
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
