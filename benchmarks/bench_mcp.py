@@ -34,8 +34,11 @@ fetch_topic, whois, list_contacts) p50 ≤ 1.3× the floor's at 1k and 10k,
 ≤ floor + 20 ms at 100k; server CPU per send ≤ 3× the floor's at 1 sender
 and ≤ 2× at 8 (realistic bursts, the ``targets`` of each size); acknowledge
 server CPU ≤ 2× the floor's; send p50 ≤ 1.6× the floor's; 8 senders ≥ 120
-msg/s realistic and ≥ 200 light with no errors; 16 senders not slower than 8. Prints one table per size, the
-load average before and after, then one JSON line with every figure.
+msg/s realistic and ≥ 200 light with no errors; 16 senders not slower than 8;
+a page of 200 messages within 128,000 bytes (``read_messages`` and its compact
+form ``read_compact``; the server lists the compact family for this) ≤ 1.3×
+the floor's p50 at 100k. Prints one table per size, the load average before
+and after, then one JSON line with every figure.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def free_port() -> int:
 
 def start_server(home: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = dict(os.environ, GITMAIL_HOME=home, PYTHONPATH=ROOT)
+    env = dict(os.environ, GITMAIL_HOME=home, PYTHONPATH=ROOT, GITMAIL_TOOLS="default,compact")
     env.pop("GITMAIL_TOKEN", None)
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "benchmarks", "serve_with_floor.py"), str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -377,6 +380,8 @@ class Calls:
             "whois": lambda i: {"project_key": PROJECT, "agent_name": FILLERS[i % len(FILLERS)]},
             "list_contacts": lambda i: self.me(),
             "catch_up": lambda i: self.me(),
+            "read_messages": lambda i: {**self.me(), "limit": 200, "max_output_bytes": 128_000},
+            "read_compact": lambda i: {**self.me(), "limit": 200, "max_output_bytes": 128_000},
             "list_agents": lambda i: {"project_key": PROJECT},
             "file_reservation_paths": lambda i: {**self.me(sender), "paths": [f"src/bench/{i}.py"],
                                                  "ttl_seconds": 600},

@@ -56,7 +56,7 @@ from .postings import Codec
 from .schema import REPEATING, WordPositions, document
 
 SEGMENT_POSTINGS = 24_000_000  # postings held in memory before a segment is written (about 330k messages)
-PART_MIN = 20_000  # messages below which a build runs in the calling process, without workers
+PART_MIN = 4_000  # messages below which a build runs in the calling process, without workers
 ANALYZED_KEPT = 100_000  # values of repeating fields whose postings a builder remembers
 PROGRESS_EVERY = 500  # documents between progress reports
 NICENESS = 5  # workers' scheduling priority below the caller's (a server answers meanwhile)

@@ -16,6 +16,7 @@ unchanged, nothing else happens to it.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -67,8 +68,15 @@ def _worth_entering(path: str) -> bool:
     return not (parts[0] == AGENTS and len(parts) >= 3 and parts[2] not in (INBOX, OUTBOX, RECEIPTS))
 
 
+class _TooWide(Exception):
+    """A tree walk visited more folders than :data:`WALK_TREES`: git compares the rest faster."""
+
+
 def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, prefix: str,
-             trees: Trees | None) -> Iterator[RecordChange]:
+             trees: Trees | None, budget: list[int]) -> Iterator[RecordChange]:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooWide
     empty: dict[str, tuple[int, bytes]] = {}
     before = _tree(repo, old, trees, remember=False).entries() if old is not None else empty
     after = _tree(repo, new, trees, remember=True).entries() if new is not None else empty
@@ -81,7 +89,7 @@ def _compare(repo: pygit2.Repository, old: bytes | None, new: bytes | None, pref
         a_tree = a[1] if a is not None and a[0] == MODE_TREE else None
         b_tree = b[1] if b is not None and b[0] == MODE_TREE else None
         if (a_tree or b_tree) and _worth_entering(path):
-            yield from _compare(repo, a_tree, b_tree, path + "/", trees)
+            yield from _compare(repo, a_tree, b_tree, path + "/", trees, budget)
         a_blob = a[1] if a is not None and a_tree is None else None
         b_blob = b[1] if b is not None and b_tree is None else None
         if a_blob or b_blob:
@@ -127,11 +135,45 @@ def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
     not the size of the archive. Trees are read through the engine's cache
     of decoded trees, where the ones this process just committed already are,
     or from ``trees``, where the last diff left them. (libgit2's tree diff
-    visits every entry of both trees.)
+    visits every entry of both trees.) A change wider than WALK_TREES
+    folders (a sync's arrival of thousands of messages) is left to ``git
+    diff-tree``, which compares the same way in C: past that width its
+    start-up costs less than decoding the folders in Python.
     """
     if trees is not None:
         trees.turn()
-    return fold_moves(_compare(repo, _root(repo, old), _root(repo, new), "", trees))
+    root_old, root_new = _root(repo, old), _root(repo, new)
+    try:
+        return fold_moves(list(_compare(repo, root_old, root_new, "", trees, [WALK_TREES])))
+    except _TooWide:
+        wide = _wide_diff(repo, root_old, root_new)
+    if wide is None:  # not something git reads here (libgit2 does): walk it all
+        return fold_moves(list(_compare(repo, root_old, root_new, "", trees, [sys.maxsize])))
+    return wide
+
+
+WALK_TREES = 256  # folders a diff decodes in Python before it asks git
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's tree of nothing, known to every repository
+
+
+def _wide_diff(repo: pygit2.Repository, old: bytes | None, new: bytes | None) -> list[RecordChange] | None:
+    """What :func:`diff` says, from one ``git diff-tree -r`` (same folders skipped, same records kept)."""
+    sides = [oid.hex() if oid is not None else _EMPTY_TREE for oid in (old, new)]
+    proc = subprocess.run(["git", "--git-dir", repo.path, "diff-tree", "-r", "-z", "--no-renames", *sides],
+                          capture_output=True, check=False)
+    if proc.returncode != 0:
+        return None
+    fields = proc.stdout.split(b"\0")
+    found = []
+    for head, raw in zip(fields[0::2], fields[1::2], strict=False):
+        after = head.split(b" ")[3].decode()
+        path = raw.decode("utf-8", "surrogateescape")
+        folder = path.rpartition("/")[0]
+        role = relevant_role(path) if not folder or _worth_entering(folder) else None
+        if role is not None:
+            found.append((path.split("/"), RecordChange(path, role, None if not after.strip("0") else after)))
+    found.sort(key=lambda item: item[0])  # a folder's entries by name, depth first: the tree walk's order
+    return fold_moves(change for _, change in found)
 
 
 def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: str) -> list[RecordChange] | None:

@@ -54,7 +54,9 @@ def test_seats_journal_sleep_and_capabilities(gm):
     assert gm("sleep", KEY, "Green", "--until", "woken", "--reason", "holiday")["until"] == "woken"
     assert gm("reserve", KEY, "Green", "x", code=2)["error"]["code"] == "AGENT_ASLEEP"
     assert gm("wake", KEY, "Green", "--by", "Green", code=2)["error"]["code"] == "WAKE_REFUSED"
-    assert gm("wake", KEY, "Green", "--by", "Blue", code=2)["error"]["code"] == "NOT_ABOVE"
+    assert gm("wake", KEY, "Green", "--by", "Blue", code=2)["error"]["code"] == "SEAT_REQUIRED"  # Blue gave it up
+    again = gm("seat", "take", KEY, "Blue", "--holder", "terminal")["seat"]["token"]
+    assert gm("wake", KEY, "Green", "--by", "Blue", "--seat", again, code=2)["error"]["code"] == "NOT_ABOVE"
     assert gm("wake", KEY, "Green")["asleep"] is False  # the operator wakes any agent
     assert gm("capabilities", KEY, "Green", "review", "docs", "--set")["capabilities"] == ["docs", "review"]
     cards = gm("capabilities", KEY)["agents"]

@@ -86,6 +86,19 @@ def test_snapshot_reads_without_a_work_tree(archive):
     assert not os.path.exists(os.path.join(archive.git_dir, "index"))
 
 
+def test_a_peeked_record_is_shared_and_a_loaded_one_is_the_callers_own(archive):
+    message = _message(body="shared\n")
+    archive.transact(_send(message))
+    snap = archive.snapshot()
+    peeked = snap.peek(message.path(), Message)
+    assert peeked == message and snap.peek(message.path(), Message) is peeked  # parsed once, then shared
+    mine = snap.load(message.path(), Message)
+    assert mine == message and mine is not peeked
+    mine.subject = "changed by its caller"
+    assert archive.snapshot().peek(message.path(), Message).subject == message.subject
+    assert snap.peek("messages/no/such.md", Message) is None
+
+
 def test_replace_and_delete(archive):
     archive.transact(lambda s: Change("add").put("notes/a.yaml", b"a: 1\n").put("notes/b.yaml", b"b: 1\n"))
     archive.transact(lambda s: Change("edit").put("notes/a.yaml", b"a: 2\n").delete("notes/b.yaml"))

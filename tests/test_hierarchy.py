@@ -95,11 +95,14 @@ def test_deleting_a_parent_orphans_its_children_with_what_they_effectively_held(
     mail.update_agent(PROJECT, "Lead", target="Leaf", expires_at="2098-01-01T00:00:00Z")
     # Leaf holds manager@src/api and viewer@src/api in effect; Cut nothing.
     mail.update_agent(PROJECT, "Lead", target="Mid", scope=["manager@src/api"])
+    assert [s["name"] for s in mail.agent_position(PROJECT, "Leaf")["siblings"]] == ["Cut"]  # Mid's other child
+    assert [s["name"] for s in mail.agent_position(PROJECT, "Cut")["siblings"]] == ["Leaf"]
+    assert mail.agent_position(PROJECT, "Lead")["siblings"] == []  # top-level: none listed
     mid_id = mail.whois(PROJECT, "Mid")["id"]
     deleted = mail.hard_delete_agent(PROJECT, "Mid", confirmation="I UNDERSTAND")
     assert deleted["orphaned"] == ["Cut", "Leaf"] and deleted["id"] == mid_id
     leaf = mail.agent_position(PROJECT, "Leaf")
-    assert leaf["ancestors"] == [] and leaf["self"]["parent"] is None
+    assert leaf["ancestors"] == [] and leaf["self"]["parent"] is None and leaf["siblings"] == []
     assert leaf["self"]["orphaned_from"] == {"name": "Mid", "id": mid_id}
     assert leaf["self"]["scopes"] == ["manager@src/api"] and leaf["self"]["expires_at"] == "2098-01-01T00:00:00.000Z"
     assert [c["name"] for c in leaf["children"]] == ["Tip"]  # a grandchild stays below its own parent
@@ -237,3 +240,56 @@ def test_the_hierarchy_syncs_through_a_checked_hub_which_refuses_moving_an_agent
     assert git_run("commit", "-q", "-am", "move Kid", cwd=clone).returncode == 0
     pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
     assert pushed.returncode != 0 and "moves agent Kid in the hierarchy" in pushed.stderr
+
+
+def test_a_headless_key_proves_its_agent_until_it_ends_or_idles_and_dies_with_retirement(mail, store, wall):
+    import datetime as dt
+
+    from gitmail.model.clock import parse_ts
+
+    bot = mail.spawn_agent(PROJECT, "Lead", ["editor@*"], name="Bot", bootstrap_key=True, refresh_window_s=3600)
+    key, token = bot["bootstrap_key"], bot["registration_token"]
+    assert key.startswith("gmk_") and key != token
+    assert parse_ts(bot["key_expires_at"]) - wall.now() == dt.timedelta(days=90)  # an agent without an end
+    profile = store.archive(PROJECT).snapshot().read(profile_path("Bot")).decode()
+    assert "key_hash: sha256:" in profile and key not in profile and "refresh_window_s: 3600" in profile
+    assert "key" not in " ".join(mail.whois(PROJECT, "Bot"))  # the profile view shows no key field
+    held = mail.credential(PROJECT, "Bot")
+    assert held.proved_by(key) and held.proved_by(token) and not held.proved_by("gmk_" + key[4:-2] + "xx")
+
+    wall.advance(seconds=3600)  # idle for the whole window: the key no longer proves it, the token still does
+    idle = mail.credential(PROJECT, "Bot")
+    assert not idle.proved_by(key) and idle.proved_by(token) and idle == held  # a session bound stays bound
+    mail.journal(PROJECT, "Bot", "back at work")
+    assert mail.credential(PROJECT, "Bot").proved_by(key)
+
+    mail.retire_agent(PROJECT, "Bot")
+    mail.unretire_agent(PROJECT, "Bot")
+    restored = mail.credential(PROJECT, "Bot")
+    assert restored.proved_by(token) and not restored.proved_by(key)  # dead for good
+    assert "key_hash" not in store.archive(PROJECT).snapshot().read(profile_path("Bot")).decode()
+
+    # The key ends with its agent, and never more than 365 days on.
+    soon = mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Soon", bootstrap_key=True,
+                            expires_at=(wall.now() + dt.timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert soon["key_expires_at"] == soon["expires_at"]
+    far = mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Far", bootstrap_key=True,
+                           expires_at="2099-01-01T00:00:00Z")
+    assert parse_ts(far["key_expires_at"]) - wall.now() == dt.timedelta(days=365)
+    wall.advance(days=365)
+    assert not mail.credential(PROJECT, "Far").proved_by(far["bootstrap_key"])
+    assert mail.credential(PROJECT, "Far").proved_by(far["registration_token"])
+
+
+def test_a_headless_key_is_shown_once_and_its_window_is_checked(mail, store):
+    first = mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Once", bootstrap_key=True, idempotency_key="k-1")
+    again = mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Once", bootstrap_key=True, idempotency_key="k-1")
+    assert first["bootstrap_key"] and again["replayed"] is True and "bootstrap_key" not in again
+    assert "registration_token" not in again or again["registration_token"] is None
+    plain = mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Plain")
+    assert "bootstrap_key" not in plain and "key_expires_at" not in plain
+    for bad in ({"refresh_window_s": 600}, {"bootstrap_key": True, "refresh_window_s": 10},
+                {"bootstrap_key": True, "refresh_window_s": True}):
+        with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+            mail.spawn_agent(PROJECT, "Lead", ["viewer@*"], name="Bad", **bad)
+        assert info.value.data["field"] == "refresh_window_s"

@@ -279,3 +279,34 @@ def test_a_store_made_with_a_deleted_journal_is_kept_and_commits_truncate_it(tmp
     reopened.db.execute("INSERT INTO state VALUES ('second', 'x')")
     # The journal stays as an empty file between commits: no file created, deleted and its folder synced each time.
     assert os.path.getsize(path + "-journal") == 0
+
+
+def _dump(meta: Meta) -> set[str]:
+    return set(meta.db.iterdump())
+
+
+def test_a_store_filled_from_nothing_builds_its_indexes_at_the_end_to_the_same_store(setup, tmp_path, monkeypatch):
+    """A bulk load (indexes dropped, rebuilt after) and a row-by-row load leave identical stores, indexes included."""
+    from gitmail.index import meta as meta_module
+    from gitmail.index.changes import RecordChange, listing
+
+    archive, _, _ = setup
+    repo, tip = archive.repo, archive.tip()
+    loaded = {}
+    for name, smallest in (("rows", 10**9), ("bulk", 1)):
+        monkeypatch.setattr(meta_module, "BULK_LOAD_MIN", smallest)
+        loaded[name] = Meta(str(tmp_path / f"{name}.sqlite"))
+        assert loaded[name].apply(repo, None, tip, listing(repo, tip), seen_ts="2026-11-02T00:00:00Z", full=True)
+    assert _dump(loaded["bulk"]) == _dump(loaded["rows"])
+    indexes = {row[0] for row in loaded["bulk"].db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"copies_time", "copies_message", "messages_thread", "reservations_open"} <= indexes
+    assert loaded["bulk"].db.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
+
+    # A load that fails part-way leaves the store as it was: empty, every index in place, the usual cache.
+    failing = Meta(str(tmp_path / "failing.sqlite"))
+    before = _dump(failing)
+    broken = [*listing(repo, tip), RecordChange(f"messages/2026/11/01/{new_id()}.md", "message", "0" * 40)]
+    with pytest.raises(Exception):  # noqa: B017 - whatever the missing blob raises, nothing may be kept
+        failing.apply(repo, None, tip, broken, seen_ts="2026-11-02T00:00:00Z", full=True)
+    assert _dump(failing) == before
+    assert failing.db.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pygit2
@@ -23,6 +24,15 @@ def _commit(repo_dir: str, path: str, text: str) -> str:
     _git(repo_dir, "add", "-A")
     _git(repo_dir, "commit", "-qm", f"{path}: {text[:20]}")
     return _git(repo_dir, "rev-parse", "HEAD")
+
+
+def _write(repo_dir: str, files: dict[str, str]) -> None:
+    """Write each file (its folders made as needed) into the work tree, uncommitted."""
+    for path, text in files.items():
+        full = f"{repo_dir}/{path}"
+        os.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+        with open(full, "w", encoding="utf-8") as handle:
+            handle.write(text)
 
 
 def _repo(tmp_path) -> str:
@@ -163,11 +173,7 @@ def test_a_full_listing_is_the_tree_walk_from_nothing(tmp_path):
         "reservations.md": "a file sorting after the folder of the same stem\n",
         "messages.old/x.md": "not records\n",
     }
-    for path, text in files.items():
-        full = f"{repo_dir}/{path}"
-        subprocess.run(["mkdir", "-p", full.rsplit("/", 1)[0]], check=True)
-        with open(full, "w", encoding="utf-8") as handle:
-            handle.write(text)
+    _write(repo_dir, files)
     tip = _commit(repo_dir, "agents/Red/profile.yaml", "name: Red\n")
     repo = pygit2.Repository(repo_dir)
 
@@ -175,3 +181,42 @@ def test_a_full_listing_is_the_tree_walk_from_nothing(tmp_path):
     assert listing(repo, tip) == walked
     assert {change.role for change in walked} == {"message", "inbox", "outbox", "receipt", "agent", "reservation"}
     assert listing(repo, None) == []
+
+
+def test_a_change_wider_than_the_walk_is_what_walking_every_folder_finds(tmp_path):
+    """A diff past WALK_TREES folders comes from ``git diff-tree``: the same records, roles, blobs and order."""
+    import sys
+
+    from gitmail.index import changes
+
+    repo_dir = _repo(tmp_path)
+    ids = sorted(new_id() for _ in range(4))
+    before = {
+        f"messages/2026/12/01/{ids[0]}.md": "m0\n",
+        f"messages/2026/12/01/{ids[1]}.md": "m1\n",
+        f"agents/Blue/inbox/2026/12/01/{ids[0]}.md": "m0\n",
+        "agents/Blue/profile.yaml": "name: Blue\n",
+        f"reservations/2026/12/01/{ids[2]}.yaml": "r\n",
+    }
+    _write(repo_dir, before)
+    base = _commit(repo_dir, "notes.txt", "first\n")
+    arrived = [new_id() for _ in range(changes.WALK_TREES // 4)]
+    for n, mid in enumerate(arrived):  # each in its own agent's folders: far more folders than the walk visits
+        _write(repo_dir, {path: f"{path}\n" for path in (
+            f"messages/2026/12/02/{mid}.md", f"agents/A{n}/inbox/2026/12/02/{mid}.md",
+            f"agents/A{n}/receipts/2026/12/02/{mid}.yaml", f"agents/A{n}/journal/2026/12/02/{mid}.md")})
+    with open(f"{repo_dir}/messages/2026/12/01/{ids[1]}.md", "w", encoding="utf-8") as handle:
+        handle.write("changed\n")
+    _git(repo_dir, "rm", "-q", f"agents/Blue/inbox/2026/12/01/{ids[0]}.md", f"reservations/2026/12/01/{ids[2]}.yaml")
+    os.chmod(f"{repo_dir}/messages/2026/12/01/{ids[0]}.md", 0o755)  # a mode change alone
+    tip = _commit(repo_dir, "agents/Blue/profile.yaml", "name: Blue\nstatus: busy\n")
+    repo = pygit2.Repository(repo_dir)
+
+    walked = changes.fold_moves(changes._compare(repo, changes._root(repo, base), changes._root(repo, tip), "",
+                                                 None, [sys.maxsize]))
+    assert changes._wide_diff(repo, changes._root(repo, base), changes._root(repo, tip)) == walked
+    assert diff(repo, base, tip) == walked
+    assert len(walked) == 3 * len(arrived) + 5  # arrivals, a change, a mode change, two deletions, a profile
+    assert {(c.role, c.blob) for c in walked if c.path.startswith("reservations/")} == {("reservation", None)}
+    assert diff(repo, tip, base) == changes.fold_moves(
+        changes._compare(repo, changes._root(repo, tip), changes._root(repo, base), "", None, [sys.maxsize]))

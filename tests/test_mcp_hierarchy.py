@@ -253,3 +253,31 @@ def test_identity_writes_are_idempotent(server):
             assert retry["id"] == new["id"] and "registration_token" not in retry and archive.tip() == tip
 
     run(scenario())
+
+
+def test_a_headless_agent_proves_itself_with_its_key_until_it_is_retired(server):
+    from gitmail import Mail
+
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as lead:
+            await lead_and_peer(lead, project)
+            bot = await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="Bot",
+                             scope=["editor@*"], bootstrap_key=True, refresh_window_s=86_400)
+            assert bot["bootstrap_key"].startswith("gmk_") and bot["key_expires_at"]
+        async with server.client() as headless:  # a new session, with nothing but the key
+            sent = await call(headless, "send_message", project_key=project, sender_name="Bot", to=["Peer"],
+                              subject="nightly", body_md="from a headless agent", sender_token=bot["bootstrap_key"])
+            assert sent["deliveries"][0]["payload"]["from"] == "Bot"
+        operator = Mail(Store(server.home, background=False))  # the operator, beside the server
+        operator.retire_agent(project, "Bot")
+        operator.unretire_agent(project, "Bot")
+        async with server.client() as later:
+            refused = await fail(later, "send_message", project_key=project, sender_name="Bot", to=["Peer"],
+                                 subject="again", body_md="x", sender_token=bot["bootstrap_key"])
+            assert refused["code"] == "UNAUTHORIZED"
+            assert await call(later, "send_message", project_key=project, sender_name="Bot", to=["Peer"],
+                              subject="token", body_md="x", sender_token=bot["registration_token"])
+
+    run(scenario())

@@ -291,15 +291,20 @@ def wire_bytes(result) -> int:
                .model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
 
 
+async def fifteen(client, project: str) -> None:
+    """BlueLake and GreenCastle, and fifteen messages to GreenCastle whose bodies need escaping, some long."""
+    await pair(client, project)
+    for i in range(15):
+        await call(client, "send_message", project_key=project, sender_name="BlueLake", to=["GreenCastle"],
+                   subject=f"m{i}", body_md=f"message {i} " + "é\"\n" * (60 * (i % 4)))
+
+
 def test_catch_up_and_cursor_pages_respect_their_budgets(server):
     project = fresh_project()
 
     async def scenario():
         async with server.client() as client:
-            await pair(client, project)
-            for i in range(15):
-                await call(client, "send_message", project_key=project, sender_name="BlueLake", to=["GreenCastle"],
-                           subject=f"m{i}", body_md=f"message {i} " + "é\"\n" * (60 * (i % 4)))
+            await fifteen(client, project)
             caught = await client.call_tool("catch_up", {"project_key": project, "agent_name": "GreenCastle"})
             pages, after = [], 0
             for _ in range(20):
@@ -327,6 +332,39 @@ def test_catch_up_and_cursor_pages_respect_their_budgets(server):
         assert size <= 2500
         subjects += [m["subject"] for m in page["messages"]]
     assert subjects == [f"m{i}" for i in range(15)]  # every message once, in order, none cut
+    assert ahead["code"] == "CURSOR_AHEAD"
+
+
+def test_compact_pages_carry_every_message_once_in_fewer_bytes(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as client:
+            await fifteen(client, project)
+            pages, after = [], 0
+            for _ in range(20):
+                result = await client.call_tool("read_compact", {
+                    "project_key": project, "agent_name": "GreenCastle", "after": after, "limit": 5,
+                    "max_output_bytes": 2500})
+                pages.append((wire_bytes(result), json.loads(result.content[0].text)))
+                after = pages[-1][1]["next_after"]
+                if not pages[-1][1]["has_more"]:
+                    break
+            full = await client.call_tool("read_messages", {"project_key": project, "agent_name": "GreenCastle"})
+            compact = await client.call_tool("read_compact", {"project_key": project, "agent_name": "GreenCastle"})
+            ahead = await fail(client, "read_compact", project_key=project, agent_name="GreenCastle",
+                               after=pages[-1][1]["high_watermark"] + 1000)
+            return pages, wire_bytes(full), wire_bytes(compact), ahead
+
+    pages, full, compact, ahead = run(scenario())
+    seen = []
+    for size, page in pages:
+        assert size <= 2500 and page["reader"] == "GreenCastle" and page["project"] == project
+        seen += [(page["authors"][m["by"]], m["subject"], m["body"]) for m in page["messages"]]
+    assert [subject for _, subject, _ in seen] == [f"m{i}" for i in range(15)]  # every message once, in order
+    assert {author for author, _, _ in seen} == {"BlueLake"}
+    assert seen[3][2] == "message 3 " + "é\"\n" * 180  # whole bodies
+    assert compact < full
     assert ahead["code"] == "CURSOR_AHEAD"
 
 

@@ -13,6 +13,7 @@ from gitmail.server.pages import (
     PREVIEWS_TOTAL,
     Entry,
     catch_up_doc,
+    compact_page,
     cursor_page,
     cut_utf8,
     wire_size,
@@ -101,3 +102,49 @@ def test_a_message_beyond_the_largest_budget_points_at_the_message_resource():
     huge = [entry(3, "w" * (BUDGET_MAX + 10))]
     page = json.loads(cursor_page("proj", "BlueLake", 2, huge, False, 3, BUDGET_MAX))
     assert page["recovery"]["resource"].startswith("resource://message/")
+
+
+def authored(seq: int, author: str, body: str, **extra: object) -> Entry:
+    base = entry(seq, body)
+    return Entry(seq, {**base.message, "from": author, **extra})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["BlueLake", "GreenCastle", "RedStone"]), bodies), min_size=1,
+                max_size=25), st.integers(min_value=1024, max_value=20_000))
+def test_a_compact_page_keeps_the_cursor_rules_and_names_each_author_once(written, budget):
+    entries = [authored(seq, author, text) for seq, (author, text) in enumerate(written, start=1)]
+    text = compact_page("proj", "Reader", 0, entries, False, len(entries), budget)
+    page = json.loads(text)
+    assert wire_size(text) <= budget and page["reader"] == "Reader"
+    shown = page["messages"]
+    assert [(page["authors"][m["by"]], m["body"]) for m in shown] == written[: len(shown)]  # whole, in order
+    assert sorted(page["authors"].values()) == sorted({page["authors"][m["by"]] for m in shown})  # once each
+    if len(shown) < len(entries):
+        bigger = compact_page("proj", "Reader", 0, entries[: len(shown) + 1], False, len(entries), budget)
+        assert len(json.loads(bigger)["messages"]) == len(shown)  # the next message would not have fit
+    else:
+        assert page["has_more"] is False and page["next_after"] == len(entries)
+
+
+def test_a_compact_page_is_smaller_than_the_full_page_and_leaves_usual_flags_out():
+    entries = [authored(seq, "GreenCastle", f"note {seq}", importance="high" if seq == 2 else "normal",
+                        ack_required=seq == 3) for seq in range(1, 31)]
+    full = cursor_page("proj", "Reader", 0, entries, False, 30, BUDGET_MAX)
+    compact = compact_page("proj", "Reader", 0, entries, False, 30, BUDGET_MAX)
+    assert wire_size(compact) < 0.75 * wire_size(full)
+    messages = json.loads(compact)["messages"]
+    assert [m.get("imp") for m in messages[:3]] == [None, "high", None]
+    assert [m.get("ack") for m in messages[:4]] == [None, None, True, None]
+
+
+def test_a_compact_message_larger_than_the_budget_names_the_compact_recovery():
+    entries = [authored(7, "GreenCastle", "y" * 3000), authored(8, "GreenCastle", "z")]
+    page = json.loads(compact_page("proj", "Reader", 6, entries, False, 8, 1024))
+    assert page["messages"] == [] and page["next_after"] == 6 and page["has_more"] is True
+    recovery = page["recovery"]
+    assert recovery["tool"] == "read_compact" and recovery["arguments"]["after"] == 6
+    retry = compact_page("proj", "Reader", 6, entries[:1], True, 8, recovery["arguments"]["max_output_bytes"])
+    assert json.loads(retry)["messages"][0]["body"] == "y" * 3000
+    huge = [authored(3, "GreenCastle", "w" * (BUDGET_MAX + 10))]
+    assert json.loads(compact_page("proj", "Reader", 2, huge, False, 3, BUDGET_MAX))["recovery"]["resource"]

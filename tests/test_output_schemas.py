@@ -30,7 +30,7 @@ PNG_URI = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAA
            "JRU5ErkJggg==")
 """A one-pixel PNG, stored as an attachment of a message in the walk's world."""
 
-TEXT_ONLY = {"catch_up", "read_messages"}
+TEXT_ONLY = {"catch_up", "read_messages", "read_compact"}
 """Tools answering one text document sized to a byte budget: no structured copy, so no output schema."""
 
 # Tools whose domain answer is still a loose dictionary: their schema says only "an object" (or "a list").

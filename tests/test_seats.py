@@ -74,8 +74,8 @@ def test_renew_never_shortens_and_release_frees(store, project, ctx):
     released = seats.release_seat(ctx, KEY, "Blue", token)
     assert released["released"] is True and released["seat"]["released_at"]
     refused(store, KEY, "STALE_EPOCH", journal.append, ctx, KEY, "Blue", "after release", seat=token)
-    # Free again: writes without a token work, and the next take raises the epoch.
-    assert journal.append(ctx, KEY, "Blue", "no seat needed now")
+    # Free again, but Blue is now driven from its seat: a write without one is refused until a session takes it.
+    refused(store, KEY, "SEAT_REQUIRED", journal.append, ctx, KEY, "Blue", "no seat held")
     assert seats.take_seat(ctx, KEY, "Blue")["seat"]["epoch"] == 2
     assert seats.seat_status(ctx, KEY, "Blue")["held"] is True
 
@@ -186,3 +186,24 @@ def test_journal_entries_live_under_the_agents_folder(store, project, ctx):
     assert journal.read(ctx, KEY, "Blue")["entries"][-1]["id"] == entry["id"]
     refused(store, KEY, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "   ")
     refused(store, KEY, "INVALID_ARGUMENT", journal.append, ctx, KEY, "Blue", "x" * 20001)
+
+
+def test_who_needs_a_seat_to_write(store, ctx):
+    """Persistent agents always write from their seat, intermittent ones once they took one; others need none."""
+    make_project(store, KEY, "Lead")
+    for name, lifecycle in (("Always", "persistent"), ("Sometimes", "intermittent"), ("Brief", "ephemeral")):
+        identities.spawn(ctx, KEY, "Lead", ["editor@*"], name=name, lifecycle=lifecycle)
+    refused(store, KEY, "SEAT_REQUIRED", journal.append, ctx, KEY, "Always", "no seat yet")
+    assert journal.append(ctx, KEY, "Sometimes", "never seated: writes as an agent-mail agent does")
+    assert journal.append(ctx, KEY, "Brief", "ephemeral agents have no seats")
+    assert journal.append(ctx, KEY, "Lead", "registered without seats")
+    for name in ("Always", "Sometimes"):
+        token = seats.take_seat(ctx, KEY, name)["seat"]["token"]
+        assert journal.append(ctx, KEY, name, "from my seat", seat=token)
+        seats.release_seat(ctx, KEY, name, token)
+        with pytest.raises(GitmailError) as info:
+            journal.append(ctx, KEY, name, "after giving it up")
+        assert info.value.code == "SEAT_REQUIRED" and "take_seat" in info.value.message
+    brief = seats.take_seat(ctx, KEY, "Brief")["seat"]["token"]
+    seats.release_seat(ctx, KEY, "Brief", brief)
+    assert journal.append(ctx, KEY, "Brief", "still no seat needed")

@@ -25,6 +25,7 @@ from gitmail.model.clock import parse_ts
 from gitmail.model.errors import (
     AGENT_ASLEEP,
     SEAT_HELD,
+    SEAT_REQUIRED,
     STALE_EPOCH,
     UNAUTHORIZED,
     WAKE_REFUSED,
@@ -64,7 +65,7 @@ def check_acting(snapshot: Snapshot, profile: Agent, seat: str | None = None, *,
                  at: dt.datetime) -> Agent:
     """The part of :func:`require_actor` that applies to any write as an agent: awake, unexpired, holding the seat."""
     check_able(snapshot, profile, at=at)
-    check_seat(snapshot, profile.name, seat, at=at)
+    check_seat(snapshot, profile.name, seat, at=at, lifecycle=profile.lifecycle)
     return profile
 
 
@@ -82,8 +83,26 @@ def is_held(record: Seat | None, at: dt.datetime) -> bool:
     return record is not None and record.released_at is None and parse_ts(record.lease_expires_at) > at
 
 
-def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datetime) -> Seat | None:
-    """Validate a seat token (or its absence) for a write as ``agent`` at ``at``; return the seat record."""
+def seat_driven(record: Seat | None, lifecycle: str) -> bool:
+    """Whether an agent's writes need its current seat even while no session holds it.
+
+    A persistent agent always does. An intermittent one does once a session
+    has taken its seat: from then on it is driven from seats, and a write
+    without one (after ``release_seat``, or once the lease ran out) could
+    come from a session that gave it up. Agents registered without seats
+    (the agent-mail way) never took one and write as before; ephemeral
+    agents have no seats.
+    """
+    return lifecycle == "persistent" or (lifecycle == "intermittent" and record is not None)
+
+
+def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datetime,
+               lifecycle: str = "ephemeral") -> Seat | None:
+    """Validate a seat token (or its absence) for a write as ``agent`` at ``at``; return the seat record.
+
+    ``lifecycle`` is the agent's (see :func:`seat_driven`); the default asks
+    only that no other session holds the seat.
+    """
     record = snapshot.load(seat_path(agent), Seat)
     if seat is None:
         if is_held(record, at):
@@ -91,6 +110,10 @@ def check_seat(snapshot: Snapshot, agent: str, seat: str | None, *, at: dt.datet
             raise GitmailError(SEAT_HELD, f"{agent}'s seat is held by {record.holder!r} (epoch {record.epoch}) "
                                f"until {record.lease_expires_at}; pass that session's seat token as 'seat', "
                                "or take the seat with take_over=true", seat_data(record))
+        if seat_driven(record, lifecycle):
+            raise GitmailError(SEAT_REQUIRED, f"{agent} is driven from its seat ({lifecycle}) and no session holds "
+                               "it now: take_seat, then pass the token it returns as 'seat' on every write",
+                               {"agent": agent, **(seat_data(record) if record is not None else {})})
         return record
     match = _TOKEN_RE.match(seat) if isinstance(seat, str) else None
     if match is None:
@@ -201,7 +224,7 @@ def wake_decision(snap: Snapshot, actor: str | None, target: str, *, seat: str |
             raise GitmailError(WAKE_REFUSED, f"{profile.name} is asleep until woken: it cannot wake itself; an agent "
                                "above it, or the operator (gitmail wake), must wake it",
                                {"agent": profile.name, "until": profile.sleep_until or "woken"})
-        check_seat(snap, profile.name, seat, at=at)
+        check_seat(snap, profile.name, seat, at=at, lifecycle=profile.lifecycle)
         return profile, profile
     me = require_actor(snap, actor, seat, at=at)
     hierarchy.require_above(snap, me, profile, "wake")

@@ -335,10 +335,13 @@ class Credential:
     name: str
     id: str
     token_hash: str | None
+    # The hash of the agent's headless key while it may prove the agent now (see ``usable_key``). Not part of
+    # what a session is bound under: a key ending does not unbind a session its token opened.
+    key_hash: str | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, agent: Agent) -> Credential:
-        return cls(agent.name, agent.id, None if agent.human else agent.token_hash)
+    def of(cls, agent: Agent, *, key_hash: str | None = None) -> Credential:
+        return cls(agent.name, agent.id, None if agent.human else agent.token_hash, key_hash)
 
     @classmethod
     def issued(cls, made: Registration) -> Credential:
@@ -347,7 +350,26 @@ class Credential:
         return cls(made.profile.name, made.profile.id, hash_token(made.registration_token))
 
     def proved_by(self, token: object) -> bool:
-        return token_matches(token, self.token_hash)
+        return token_matches(token, self.token_hash) or token_matches(token, self.key_hash)
+
+
+def usable_key(ctx: Context, slug: str, agent: Agent) -> str | None:
+    """The hash of ``agent``'s headless key if the key proves it now, else None.
+
+    A key proves an active agent (never the overseer) until ``key_expires_at``,
+    and with a ``refresh_window_s`` only while the agent acted (by any
+    credential) within that many seconds.
+    """
+    if agent.key_hash is None or agent.human or agent.status != "active" or agent.key_expires_at is None:
+        return None
+    now = ctx.clock.now()
+    if parse_ts(agent.key_expires_at) <= now:
+        return None
+    if agent.refresh_window_s is not None:
+        last = max(filter(None, (ctx.activity.last(slug, agent.name), ts_of_hlc(agent.hlc), agent.inception_ts)))
+        if parse_ts(last) + dt.timedelta(seconds=agent.refresh_window_s) <= now:
+            return None
+    return agent.key_hash
 
 
 def credential(ctx: Context, project_key: str, agent_name: object) -> Credential | None:
@@ -355,7 +377,9 @@ def credential(ctx: Context, project_key: str, agent_name: object) -> Credential
     if not isinstance(agent_name, str) or not agent_name or not ctx.store.exists(project_key):
         return None
     agent = find_agent(ctx.archive(project_key).snapshot(), agent_name)
-    return Credential.of(agent) if agent is not None else None
+    if agent is None:
+        return None
+    return Credential.of(agent, key_hash=usable_key(ctx, ctx.slug(project_key), agent))
 
 
 def verify_agent_token(ctx: Context, project_key: str, agent_name: str, token: str) -> bool:
@@ -510,8 +534,10 @@ def _set_status(ctx: Context, project_key: str, agent_name: str, status: str, ve
         agent = require_agent(snap, agent_name)
         if agent.status == status:
             return Change("", result=(agent, project.id))
-        agent.status, agent.hlc = status, hlc
-        agent.retired_at = None if status == "active" else stamp
+        if status == "active":
+            agent.status, agent.retired_at, agent.hlc = status, None, hlc
+        else:
+            agent.leave(status, stamp, hlc)
         return Change(f"{verb} agent {agent.name}", author=agent.name, result=(agent, project.id)).put_record(agent)
 
     agent, project_id = archive.transact(fn).result
@@ -635,7 +661,7 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
         for name in names:
             agent = find_agent(tip, name)
             if agent is not None and agent.status == "active":
-                agent.status, agent.retired_at, agent.hlc = "retired", stamp, hlc
+                agent.leave("retired", stamp, hlc)
                 change.put_record(agent)
         return change
 

@@ -144,7 +144,7 @@ def _with_bodies(ctx: Context, project_key: str, rows: list[dict[str, Any]]) -> 
     snap = ctx.archive(project_key).snapshot()
     out = []
     for row in rows:
-        record = snap.load(message_path(row["id"]), Message)
+        record = snap.peek(message_path(row["id"]), Message)  # only its body is read
         out.append(FeedMessage.of(row, record.body if record is not None else ""))
     return out
 

@@ -30,9 +30,13 @@ from gitmail.storage.snapshot import Snapshot
 
 from . import idempotency
 from .agents import AgentProfile, Registration, agent_view, check_reason, with_reason
-from .tokens import hash_token, mint_token
+from .tokens import hash_token, mint_key, mint_token
 
 EPHEMERAL_HOURS = 24  # an ephemeral agent spawned without an expiry ends this long after it was spawned
+KEY_DAYS = 365  # a headless key ends with its agent, and at the latest this long after it was minted...
+KEY_DAYS_OPEN = 90  # ...or this long after, for an agent without an end
+MIN_REFRESH_WINDOW_S = 60
+MAX_REFRESH_WINDOW_S = 90 * 86_400
 CARD_FIELDS = ("vendor", "purpose", "risk_tier", "environment")
 REPLAYED_TOKEN_NOTE = ("this is a retry of an earlier call with the same idempotency_key: the token was returned "
                        "only by that call. Act as the agent with acting_as (you are above it), or have the "
@@ -107,8 +111,13 @@ def _card_fields(card: dict[str, Any]) -> CardFields:
 
 @result
 class Spawned(Registration):
-    """An agent spawned below another: with its token when this call made it, or ``replayed`` and a note."""
+    """An agent spawned below another: with its token when this call made it, or ``replayed`` and a note.
 
+    A spawn asked for a headless key carries it, once, with its end.
+    """
+
+    bootstrap_key: str | None = field(default=None, metadata=OMIT_NONE)
+    key_expires_at: str | None = field(default=None, metadata=OMIT_NONE)
     note: str | None = field(default=None, metadata=OMIT_NONE)
 
 
@@ -143,10 +152,15 @@ class Placed(Result):
 
 @result
 class Position(Result):
-    """Where an agent stands: itself, the agents above it (nearest first), its children, its effective expiry."""
+    """Where an agent stands: itself, the agents above it (nearest first), its siblings, its children, its expiry.
+
+    Siblings are the other children of its parent; an agent without a parent
+    has none listed (every top-level agent is in ``list_agents``).
+    """
 
     me: Placed = field(metadata=renamed("self"))
     ancestors: list[Placed]
+    siblings: list[Placed]
     children: list[Placed]
     effective_expires_at: str | None
 
@@ -161,14 +175,20 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
           program: str | None = None, model: str | None = None, task_description: str = "",
           expires_at: str | None = None, lifecycle: str = "intermittent", capabilities: list[str] | None = None,
           vendor: str = "", purpose: str = "", risk_tier: str = "standard", environment: str = "",
-          seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None) -> Spawned:
+          seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None,
+          bootstrap_key: bool = False, refresh_window_s: int | None = None) -> Spawned:
     """Create an agent below ``parent`` holding ``scope`` (a subset of the parent's); return it with its token.
 
     The parent must be a manager somewhere; the child's expiry is never later
     than the earliest expiry above it. The child's token is returned once
     (only its hash is stored); the parent and every agent above it may also
-    act as the child with ``acting_as``.
+    act as the child with ``acting_as``. With ``bootstrap_key`` the child also
+    gets a long-lived key for a headless agent (see :func:`_key_end`), which
+    proves it as its token does and dies when it is retired; with
+    ``refresh_window_s`` the key proves it only while it acted within that
+    many seconds.
     """
+    window = _refresh_window(refresh_window_s, bootstrap_key)
     check_agent_name(parent, "agent_name")
     wanted = hierarchy.parse_scopes(scope)
     if name is not None:
@@ -184,9 +204,10 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     why = check_reason(reason)
     key = idempotency.keyed("spawn_agent", idempotency_key, {
         "name": name, "scope": [str(s) for s in wanted], "program": program, "model": model, "expires_at": expires,
-        "lifecycle": lifecycle, **fields})
+        "lifecycle": lifecycle, "bootstrap_key": bool(bootstrap_key), "refresh_window_s": window, **fields})
     archive = ctx.archive(project_key)
     token, agent_id, hlc = mint_token(), ctx.clock.new_id(), ctx.tick()
+    headless = mint_key() if bootstrap_key else None
     at = ctx.clock.now()
 
     def fn(snap: Snapshot) -> Change:
@@ -197,7 +218,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
                                              note=REPLAYED_TOKEN_NOTE))
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
-            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token))
+            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token,
+                                             bootstrap_key=headless, key_expires_at=existing.key_expires_at))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
         if existing is not None:
@@ -218,9 +240,13 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
                       parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
+        if headless is not None:
+            child.key_hash, child.key_expires_at = hash_token(headless), _key_end(at, ends)
+            child.refresh_window_s = window
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
-                        result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token))
+                        result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token,
+                                       bootstrap_key=headless, key_expires_at=child.key_expires_at))
         change.put_record(child)
         if key is not None:
             change.put_record(key.record(me.name, chosen, format_ts(at), True))
@@ -229,6 +255,27 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     result = archive.transact(fn).result
     ctx.touch(project_key, parent)
     return result
+
+
+def _key_end(at: dt.datetime, child_ends: str | None) -> str:
+    """When a headless key minted at ``at`` ends: with its agent, at most KEY_DAYS on; KEY_DAYS_OPEN for an open end."""
+    if child_ends is None:
+        return format_ts(at + dt.timedelta(days=KEY_DAYS_OPEN))
+    return min(child_ends, format_ts(at + dt.timedelta(days=KEY_DAYS)), key=parse_ts)
+
+
+def _refresh_window(refresh_window_s: object, bootstrap_key: bool) -> int | None:
+    """``refresh_window_s`` checked: whole seconds within the bounds, and only beside ``bootstrap_key``."""
+    if refresh_window_s is None:
+        return None
+    if not bootstrap_key:
+        raise invalid("refresh_window_s applies to a headless key: pass bootstrap_key=true with it, or leave it out",
+                      field="refresh_window_s")
+    if (not isinstance(refresh_window_s, int) or isinstance(refresh_window_s, bool)
+            or not MIN_REFRESH_WINDOW_S <= refresh_window_s <= MAX_REFRESH_WINDOW_S):
+        raise invalid(f"refresh_window_s must be whole seconds from {MIN_REFRESH_WINDOW_S} to {MAX_REFRESH_WINDOW_S} "
+                      f"(90 days); got {refresh_window_s!r}", field="refresh_window_s")
+    return refresh_window_s
 
 
 # -- update -----------------------------------------------------------------------------
@@ -384,14 +431,16 @@ def set_asleep(ctx: Context, project_key: str, target: str, asleep: bool, *, act
 # -- reading the hierarchy ---------------------------------------------------------------
 
 def position(ctx: Context, project_key: str, agent: str) -> Position:
-    """Where ``agent`` stands: itself, the agents above it (nearest first), its children."""
+    """Where ``agent`` stands: itself, the agents above it (nearest first), its siblings, its children."""
     snap = ctx.archive(project_key).snapshot()
     me = require_agent(snap, agent)
 
     def brief(profile: Agent) -> Placed:
         return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile))
 
-    return Position(me=brief(me), ancestors=[brief(a) for a in hierarchy.ancestors(snap, me)],
+    above = hierarchy.ancestors(snap, me)
+    siblings = [c for c in hierarchy.children(snap, above[0]) if c.id != me.id] if above else []
+    return Position(me=brief(me), ancestors=[brief(a) for a in above], siblings=[brief(s) for s in siblings],
                     children=[brief(c) for c in hierarchy.children(snap, me)],
                     effective_expires_at=hierarchy.effective_expiry(snap, me))
 

@@ -12,12 +12,18 @@ import hmac
 import secrets
 
 _PREFIX = "gmt_"
+_KEY_PREFIX = "gmk_"
 _HASH_PREFIX = "sha256:"
 
 
 def mint_token() -> str:
     """A fresh random token (256 bits) to hand to an agent exactly once."""
     return _PREFIX + secrets.token_urlsafe(32)
+
+
+def mint_key() -> str:
+    """A fresh headless agent's key (256 bits): proves its agent as a token does, until it ends."""
+    return _KEY_PREFIX + secrets.token_urlsafe(32)
 
 
 def hash_token(token: str) -> str:

@@ -28,6 +28,7 @@ CONTACT_BLOCKED = "CONTACT_BLOCKED"
 IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
 STALE_EPOCH = "STALE_EPOCH"  # a write under a seat that was taken over or given up
 SEAT_HELD = "SEAT_HELD"  # another session holds the agent's seat
+SEAT_REQUIRED = "SEAT_REQUIRED"  # an agent driven from a seat wrote without holding it
 AGENT_ASLEEP = "AGENT_ASLEEP"  # the agent must be woken before it acts
 RESERVATION_NOT_STALE = "RESERVATION_NOT_STALE"  # force release refused: the holder is still active
 PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"  # a file outside the archive and the allowed roots

@@ -379,9 +379,23 @@ class Agent(Record):
     purpose: str = _spec("text", default="", max_len=4096, omit_default=True)
     risk_tier: str = _spec("choice", default="standard", choices=RISK_TIERS, omit_default=True)
     environment: str = _spec("str", default="", max_len=128, omit_default=True)
+    # A headless agent's long-lived key (spawn_agent bootstrap_key): its hash, when it ends, and how long the
+    # agent may go without acting and still prove itself with it. Dropped for good when the agent leaves.
+    key_hash: str | None = _spec("str", default=None, omit_default=True)
+    key_expires_at: str | None = _spec("ts", default=None, omit_default=True)
+    refresh_window_s: int | None = _spec("int", default=None, omit_default=True)
 
     def path(self) -> str:
         return profile_path(self.name)
+
+    def leave(self, status: str, stamp: str, hlc: HLC) -> None:
+        """Retire (or deregister) the agent at ``stamp``: its history stays, its headless key dies for good.
+
+        Restoring the agent later does not revive the key: a new one comes
+        only with a new spawn.
+        """
+        self.status, self.retired_at, self.hlc = status, stamp, hlc
+        self.key_hash = self.key_expires_at = self.refresh_window_s = None
 
     def spawned_by(self, parent: Agent) -> bool:
         """Whether ``parent`` is the registration that spawned this agent, not only one holding its parent's name.

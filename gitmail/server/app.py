@@ -21,6 +21,7 @@ from . import (
     tools_acks,
     tools_admin,
     tools_attachments,
+    tools_compact,
     tools_contacts,
     tools_coordination,
     tools_health,
@@ -44,7 +45,7 @@ from .registry import ToolSpec, access_rule, install, proof_argument
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
-TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_search,
+TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_compact, tools_search,
                 tools_attachments, tools_contacts, tools_reservations, tools_admin, tools_coordination, tools_slots,
                 tools_acks, tools_hierarchy, tools_products, tools_sync)
 
@@ -64,7 +65,8 @@ calls in the MCP session that registered the agent need none. Use catch_up
 when you start or resume work, then read_messages with the cursor it returns.
 Recipients are agent names (name@project for another project's agent; @Name
 works too). A seat token (take_seat) goes in seat on every write while a
-session holds that agent's seat; acting_as makes a call as an agent below you.
+session holds that agent's seat, and always for a persistent agent or one
+whose seat was ever taken; acting_as makes a call as an agent below you.
 A format argument asks for json (the default) or toon (fewer tokens).
 Errors come back as JSON {code, message, data}: the message says what to do
 next; a tool this server's profile leaves out answers with one naming the

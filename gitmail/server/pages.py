@@ -2,6 +2,10 @@
 
 Both tools return text only (one JSON document), so nothing is sent twice.
 
+A *compact page* is a cursor page that names the reader once and each author
+once, under a short alias, with short keys: the same messages and rules for
+fewer bytes, for agents that read a lot.
+
 *Catch-up* shows the newest few messages of an inbox with bounded previews:
 each preview holds at most :data:`PREVIEW_BYTES` UTF-8 bytes of the body, all
 previews together at most :data:`PREVIEWS_TOTAL`, and the newest messages get
@@ -19,6 +23,7 @@ cursor stays put, and ``recovery`` says how to read that message.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,29 +138,118 @@ def cursor_page(project: str, agent: str, after: int, entries: list[Entry], more
     the high watermark, so the next read skips other agents' records.
     """
     items = [_full(entry) for entry in entries]
-    sizes = [len(dumps(item).encode("utf-8")) for item in items]
-    # Escaping inside the text field can only grow a message, so start from an
-    # optimistic count and step down until the exact serialization fits.
-    base = wire_size(dumps(_page(project, agent, after, [], after, True, high_watermark)))
-    count, total = 0, base
-    for size in sizes:
-        if total + size + 1 > max_output_bytes:
-            break
-        total += size + 1
-        count += 1
-    while True:
+
+    def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
+        return _page(project, agent, after, items[:count], next_after, has_more, high_watermark)
+
+    sizes = [_escaped(item) + 1 for item in items]
+    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes,
+                lambda entry: _full_read(project, agent, entry))
+
+
+def compact_page(project: str, agent: str, after: int, entries: list[Entry], more_beyond: bool,
+                 high_watermark: int, max_output_bytes: int) -> str:
+    """A cursor page in compact form, under the same rules as :func:`cursor_page`.
+
+    The reader and project are named once; each author once, in ``authors``,
+    under a short alias (``a1``, ``a2``… in order of appearance) that the
+    messages use; keys are short, and flags at their usual value are left out
+    (``imp`` only when not normal, ``ack`` only when asked). Bodies are whole.
+    """
+    aliases: dict[str, str] = {}
+    items = [_compact(entry, aliases) for entry in entries]
+    authors = {alias: name for name, alias in aliases.items()}
+    sizes, named = [], set()
+    for item in items:
+        size = _escaped(item) + 1
+        if item["by"] not in named:  # the first message of an author also adds it to ``authors``
+            named.add(item["by"])
+            size += _escaped({item["by"]: authors[item["by"]]}) - 1
+        sizes.append(size)
+
+    def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
         chosen = items[:count]
+        shown = {item["by"]: authors[item["by"]] for item in chosen}
+        return {"project": project, "reader": agent, "after": after, "authors": shown, "messages": chosen,
+                "has_more": has_more, "next_after": next_after, "high_watermark": high_watermark}
+
+    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes,
+                lambda entry: _compact_read(project, agent, entry))
+
+
+def _compact(entry: Entry, aliases: dict[str, str]) -> dict[str, Any]:
+    message = entry.message
+    author = str(message.get("from"))
+    alias = aliases.setdefault(author, f"a{len(aliases) + 1}")
+    item: dict[str, Any] = {"seq": entry.seq, "id": message.get("id"), "by": alias, "ts": message.get("created_ts"),
+                            "subject": message.get("subject"), "thread": message.get("thread_id")}
+    if message.get("importance") not in (None, "normal"):
+        item["imp"] = message["importance"]
+    if message.get("ack_required"):
+        item["ack"] = True
+    if message.get("topic"):
+        item["topic"] = message["topic"]
+    item["body"] = message.get("body_md") or ""
+    return item
+
+
+def _compact_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
+    """How to read one message too big for the asked budget: a one-message compact page, or its resource."""
+    item = _compact(entry, {})
+    doc = {"project": project, "reader": agent, "after": entry.seq - 1, "authors": {"a1": entry.message.get("from")},
+           "messages": [item], "has_more": True, "next_after": entry.seq, "high_watermark": entry.seq}
+    needed = wire_size(dumps(doc)) + 24  # room for larger cursor numbers
+    if needed <= BUDGET_MAX:
+        return {"tool": "read_compact", "arguments": {
+            "project_key": project, "agent_name": agent, "after": entry.seq - 1, "limit": 1,
+            "max_output_bytes": max(BUDGET_MIN, needed)}}
+    return {"resource": f"resource://message/{entry.message['id']}?project={project}"}
+
+
+def _escaped(value: Any) -> int:
+    """The bytes ``value``'s JSON takes inside a tool result's text (a JSON string: quotes and controls escaped)."""
+    return len(json.dumps(dumps(value), ensure_ascii=False).encode("utf-8")) - 2
+
+
+def _fit(page: Callable[[int, int, bool], dict[str, Any]], sizes: list[int], after: int, entries: list[Entry],
+         more_beyond: bool, high_watermark: int, max_output_bytes: int,
+         recovery: Callable[[Entry], dict[str, Any]]) -> str:
+    """The text of ``page`` holding as many of ``entries`` as fit in ``max_output_bytes``.
+
+    ``page(count, next_after, has_more)`` is the document of the first
+    ``count`` entries; ``sizes`` are the bytes each adds to the serialized
+    result, so the count is estimated in one pass, then checked exactly and
+    moved by a message at a time until it is the most that fit. A body is
+    never cut and the cursor never skips a message: when even the first does
+    not fit, the page is empty, the cursor stays put, and ``recovery`` says
+    how to read it.
+    """
+    def render(count: int) -> str:
         has_more = count < len(entries) or more_beyond
         next_after = entries[count - 1].seq if count else after
         if not has_more:
             next_after = max(next_after, high_watermark)
-        doc = _page(project, agent, after, chosen, next_after, has_more, high_watermark)
+        doc = page(count, next_after, has_more)
         if count == 0 and entries:
             doc["recovery"] = {
                 "reason": f"message seq {entries[0].seq} alone needs more than max_output_bytes={max_output_bytes}",
-                **_full_read(project, agent, entries[0]),
+                **recovery(entries[0]),
             }
-        text = dumps(doc)
-        if wire_size(text) <= max_output_bytes or count == 0:
-            return text
+        return dumps(doc)
+
+    total, count = wire_size(dumps(page(0, after, True))), 0
+    for size in sizes:
+        if total + size > max_output_bytes:
+            break
+        total += size
+        count += 1
+    text = render(count)
+    while count and wire_size(text) > max_output_bytes:  # the estimate was short: fewer
         count -= 1
+        text = render(count)
+    while count < len(entries):  # the estimate was long: more, while the next still fits
+        bigger = render(count + 1)
+        if wire_size(bigger) > max_output_bytes:
+            break
+        count, text = count + 1, bigger
+    return text

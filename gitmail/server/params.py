@@ -8,7 +8,9 @@ from pydantic import Field
 
 from gitmail.mail.attachments import MAX_ATTACHMENTS
 from gitmail.mail.sending import MAX_RECIPIENTS
-from gitmail.model.limits import MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
+from gitmail.model.limits import FEED_MAX_LIMIT, MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
+
+from .pages import BUDGET_MAX, BUDGET_MIN
 
 # The server's instructions (sent once, at initialize) say what a project_key holds: a path or a slug. Repeated
 # in every tool's schema it cost each agent 1.3 KB of context in the default listing.
@@ -47,3 +49,8 @@ NotifyPrevious = Annotated[bool, Field(description="Send the holder a message sa
 InactivitySeconds = Annotated[int, Field(ge=MIN_INACTIVITY, le=MAX_TTL, description=(
     "The holder counts as gone after this long without activity."))]
 Seat = Annotated[str | None, Field(max_length=128, description="Seat token, while a session holds the seat.")]
+
+# The cursor reads (read_messages, read_compact): where to continue, how many, in how many bytes.
+Cursor = Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")]
+FeedLimit = Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)]
+PageBudget = Annotated[int, Field(ge=BUDGET_MIN, le=BUDGET_MAX, description="Byte budget of the result.")]

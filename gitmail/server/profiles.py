@@ -13,7 +13,7 @@ the server lists the union:
   that surface call;
 * ``all`` - every tool;
 * a family name - its tools: identity, messages, contacts, reservations,
-  attachments, coordination, hierarchy, products, sync, admin.
+  attachments, coordination, hierarchy, products, sync, admin, compact.
 
 ``gitmail serve --tools core,hierarchy`` (or :data:`TOOLS_ENV`) picks one; a
 call to a tool the profile leaves out is answered with an error naming the
@@ -31,7 +31,7 @@ TOOLS_ENV = "GITMAIL_TOOLS"
 """The profile ``gitmail serve`` uses when ``--tools`` is not given."""
 
 FAMILIES = ("messages", "identity", "contacts", "reservations", "attachments", "coordination", "hierarchy", "products",
-            "sync", "admin")
+            "sync", "admin", "compact")
 CORE = frozenset({
     "macro_start_session", "send_message", "reply_message", "fetch_inbox", "acknowledge_message", "catch_up",
     "read_messages", "search_messages", "file_reservation_paths", "release_file_reservations",

@@ -71,13 +71,19 @@ def spawn_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
+    bootstrap_key: Annotated[bool, Field(description=(
+        "Also mint a long-lived key (gmk_…) for a headless agent: it proves the child as agent_token does, until "
+        "the child's end (at most 365 days; 90 without one), and dies when the child is retired."))] = False,
+    refresh_window_s: Annotated[int | None, Field(description=(
+        "With bootstrap_key: the key proves the child only while it acted within this many seconds."))] = None,
 ) -> Spawned:
     """Create an agent below you with a subset of your scopes; you may then act as it (acting_as)."""
     return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
                                task_description=task_description, expires_at=expires_at, lifecycle=lifecycle,
                                capabilities=capabilities, vendor=vendor or "", purpose=purpose or "",
                                risk_tier=risk_tier or "standard", environment=environment or "", seat=seat,
-                               idempotency_key=idempotency_key, reason=reason)
+                               idempotency_key=idempotency_key, reason=reason, bootstrap_key=bootstrap_key,
+                               refresh_window_s=refresh_window_s)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
@@ -118,5 +124,5 @@ def agent_position(
     project_key: ProjectKey,
     agent_name: Annotated[str, Field(description="The agent to place in the hierarchy.")],
 ) -> Position:
-    """Where an agent stands: the agents above it and its children, with their scopes."""
+    """Where an agent stands: the agents above it, its siblings and its children, with their scopes."""
     return rt.mail.agent_position(project_key, agent_name)

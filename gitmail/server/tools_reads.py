@@ -21,10 +21,10 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from gitmail.mail.facade import FeedMessage
-from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
+from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from . import pages
-from .params import AgentName, AgentToken, ProjectKey
+from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, ProjectKey
 from .registry import ITSELF, Toolbox
 from .results import READ
 from .runtime import Runtime
@@ -58,10 +58,9 @@ async def read_messages(
     ctx: Context,
     project_key: ProjectKey,
     agent_name: AgentName,
-    after: Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")] = 0,
-    limit: Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)] = FEED_DEFAULT_LIMIT,
-    max_output_bytes: Annotated[int, Field(ge=pages.BUDGET_MIN, le=pages.BUDGET_MAX, description=(
-        "Byte budget of the result."))] = pages.BUDGET_DEFAULT,
+    after: Cursor = 0,
+    limit: FeedLimit = FEED_DEFAULT_LIMIT,
+    max_output_bytes: PageBudget = pages.BUDGET_DEFAULT,
     wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description=(
         "Wait for new mail."))] = 0,
     agent_token: AgentToken = None,
@@ -74,3 +73,4 @@ async def read_messages(
     text = pages.cursor_page(project_key, found.agent, after, _entries(found.messages), found.has_more,
                              found.high_watermark, max_output_bytes)
     return ToolResult(content=text)
+

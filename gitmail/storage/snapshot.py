@@ -204,7 +204,17 @@ class Snapshot:
         return self._blob(path) is not None
 
     def load(self, path: str, record_type: type[R]) -> R | None:
-        """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable."""
+        """Parse the record at ``path``; None if absent, CORRUPT_RECORD if unparsable. The caller's own copy."""
+        record = self.peek(path, record_type)
+        return None if record is None else copy.deepcopy(record)
+
+    def peek(self, path: str, record_type: type[R]) -> R | None:
+        """:meth:`load` without the copy: the parsed record shared with every reader, which must not change it.
+
+        For reads of many records that only look (a page of message bodies);
+        anything that edits a record, or hands it on to code that might,
+        takes :meth:`load`'s copy.
+        """
         path = self._at(path)
         if path in self._pending:
             data = self._pending[path]
@@ -219,7 +229,7 @@ class Snapshot:
             if len(_parsed) >= _PARSED_MAX:
                 _parsed.clear()
             _parsed[key] = record
-        return cast(R, copy.deepcopy(record))  # cached under its record_type, so it is an R
+        return cast(R, record)  # cached under its record_type, so it is an R
 
     def listdir(self, path: str) -> list[str]:
         """Sorted names (files and folders) directly inside the folder ``path``."""

@@ -1,0 +1,45 @@
+"""The compact cursor read: ``read_compact``, for agents that read a lot of mail.
+
+It reads the same feed, after the same cursor and under the same byte-budget
+rules as ``read_messages`` (:mod:`gitmail.server.tools_reads`), and answers
+in compact form (:func:`gitmail.server.pages.compact_page`): the reader
+named once, each author once under an alias, short keys, whole bodies.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import anyio
+from fastmcp import Context
+from fastmcp.tools.base import ToolResult
+
+from gitmail.model.limits import FEED_DEFAULT_LIMIT
+
+from . import pages
+from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, ProjectKey
+from .registry import ITSELF, Toolbox
+from .results import READ
+from .runtime import Runtime
+
+tools = Toolbox("compact")
+
+
+@tools.tool(READ, access=ITSELF)
+async def read_compact(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    after: Cursor = 0,
+    limit: FeedLimit = FEED_DEFAULT_LIMIT,
+    max_output_bytes: PageBudget = pages.BUDGET_DEFAULT,
+    agent_token: AgentToken = None,
+) -> ToolResult:
+    """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
+    read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
+    found = await anyio.to_thread.run_sync(read)
+    entries = [pages.Entry(message.seq, message) for message in found.messages]
+    text = pages.compact_page(project_key, found.agent, after, entries, found.has_more, found.high_watermark,
+                              max_output_bytes)
+    return ToolResult(content=text)
