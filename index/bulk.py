@@ -65,6 +65,8 @@ NICENESS = 5  # workers' scheduling priority below the caller's (a server answer
 Progress = Callable[[int, int], None]
 # One term's postings: its documents, weights and values (None for a posting without one).
 Postings: TypeAlias = "tuple[array[int], array[float], list[bytes | None]]"
+# A term's entry in the term table made by the caller, given the postings file (where it may write the postings).
+Entry: TypeAlias = Callable[[Any], bytes]
 TERM_INFO = W3TermInfo._struct  # noqa: SLF001 - the layout of Whoosh's term statistics
 
 
@@ -189,7 +191,7 @@ class SegmentBuilder(SegmentWriter):
             write_field(writer, name, self.schema[name], terms, lengths.get(name))
         writer.close()
 
-    def _posting_lists(self) -> Iterator[tuple[str, Iterator[tuple[bytes, Postings]]]]:
+    def _posting_lists(self) -> Iterator[tuple[str, Iterator[tuple[bytes, Postings | Entry]]]]:
         """Each field with postings (by name) and its terms in byte order (text sorts as its UTF-8 bytes do)."""
         for name in sorted(self.pool.fields):
             terms = self.pool.fields[name]
@@ -212,13 +214,14 @@ class SegmentBuilder(SegmentWriter):
         return segment
 
 
-def write_field(writer: Any, name: str, field: Any, terms: Iterable[tuple[bytes, Postings]],
+def write_field(writer: Any, name: str, field: Any, terms: Iterable[tuple[bytes, Postings | Entry]],
                 lengths: list[int] | None) -> None:
     """Write one field's terms (in byte order) through Whoosh's field writer, a block at a time.
 
     Whoosh's writer goes posting by posting; this hands each term's
     postings over a block at a time, and puts terms of fewer than a block's
-    inline limit straight into the term table, to the same bytes.
+    inline limit straight into the term table, to the same bytes. A term
+    given as an :data:`Entry` (a merge copying a posting list) is written by it.
     ``lengths`` are the new segment's field lengths by document (None for a
     field without them).
     """
@@ -230,7 +233,11 @@ def write_field(writer: Any, name: str, field: Any, terms: Iterable[tuple[bytes,
     writer.start_field(name, field)
     postings = writer._postwriter  # noqa: SLF001 - the field's postings writer
     prefix, inline = pack_ushort(writer._fieldid), postings._inlinelimit  # noqa: SLF001
-    for btext, (docs, weights, values) in chain([first], terms):
+    for btext, term in chain([first], terms):
+        if callable(term):
+            table.add(prefix + btext, term(writer._postfile))  # noqa: SLF001 - the segment's postings file
+            continue
+        docs, weights, values = term
         if len(docs) < inline:
             table.add(prefix + btext, _inlined_term(docs, weights, values, lengths))
             continue

@@ -32,10 +32,10 @@ from typing import Any
 
 from whoosh import index as windex
 from whoosh.reading import SegmentReader
-from whoosh.system import _INT_SIZE, _LONG_SIZE, pack_ushort, unpack_int, unpack_long
+from whoosh.system import _INT_SIZE, _LONG_SIZE, pack_int, pack_long, pack_ushort, unpack_int, unpack_long
 
-from .bulk import TERM_INFO, Postings, SegmentBuilder
-from .postings import _FOOT, Block, Codec
+from .bulk import TERM_INFO, Entry, Postings, SegmentBuilder
+from .postings import _FOOT, Block, Codec, shifted
 
 _INFO = TERM_INFO.size  # where a term table entry's postings (or their place in the postings file) start
 
@@ -64,6 +64,31 @@ class _Source:
             if key[:2] != prefix:
                 return
             yield key[2:], order, info
+
+    def copied(self, info: bytes) -> Entry | None:
+        """A term found only in this segment, as its merged segment's term table entry (None if it has deletions).
+
+        Its postings stay as they are but for the document numbers, shifted
+        by where this segment starts; the entry's statistics are unchanged
+        but for its first and last document.
+        """
+        if self._docmap is not None:
+            return None
+        base = self._base
+        flags, weight, df, minlength, maxlength, maxweight, minid, maxid = TERM_INFO.unpack_from(info)
+        head = TERM_INFO.pack(flags, weight, df, minlength, maxlength, maxweight, minid + base, maxid + base)
+        if flags:  # kept in the term table
+            ids, weights, values = pickle.loads(info[_INFO:])  # noqa: S301 - a segment this index wrote
+            return lambda _postfile: head + pickle.dumps((tuple(map(base.__add__, ids)), weights, values), 2)
+        offset = unpack_long(info[_INFO:_INFO + _LONG_SIZE])[0]
+        length = unpack_int(info[_INFO + _LONG_SIZE:_INFO + _LONG_SIZE + _INT_SIZE])[0]
+
+        def entry(postfile: Any) -> bytes:
+            start = postfile.tell()
+            postfile.write(shifted(self._postfile.get(offset, length), base))
+            return head + pack_long(start) + pack_int(length)
+
+        return entry
 
     def postings(self, info: bytes, fixedsize: int | None) -> tuple[list[int], list[float], list[Any]]:
         """A term's documents (numbered in the merged segment), weights and values, from its term table entry.
@@ -122,19 +147,26 @@ class SegmentMerger(SegmentBuilder):
             raise
         self._added = True
 
-    def _posting_lists(self) -> Iterator[tuple[str, Iterator[tuple[bytes, Postings]]]]:
+    def _posting_lists(self) -> Iterator[tuple[str, Iterator[tuple[bytes, Postings | Entry]]]]:
         names = sorted({name for source in self._sources for name in source.fields if name in self.schema})
         for name in names:
             yield name, self._joined(name, self.schema[name].format.fixed_value_size())
 
-    def _joined(self, name: str, fixedsize: int | None) -> Iterator[tuple[bytes, Postings]]:
+    def _joined(self, name: str, fixedsize: int | None) -> Iterator[tuple[bytes, Postings | Entry]]:
         """Each term of field ``name`` in byte order with its postings from every segment, in segment order.
 
         A term whose every posting was deleted is left out, as Whoosh's merge never sees it.
         """
         sources = self._sources
         streams = [source.terms(name, order) for order, source in enumerate(sources)]
-        for btext, entries in groupby(heapq.merge(*streams), key=itemgetter(0)):
+        for btext, group in groupby(heapq.merge(*streams), key=itemgetter(0)):
+            entries = list(group)
+            if len(entries) == 1:
+                _, order, info = entries[0]
+                entry = sources[order].copied(info)
+                if entry is not None:
+                    yield btext, entry
+                    continue
             docs, weights, values = array("I"), array("f"), []
             for _, order, info in entries:
                 found = sources[order].postings(info, fixedsize)
