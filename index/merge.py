@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import pickle
+import struct
 from array import array
 from collections.abc import Iterator
 from itertools import compress, groupby
@@ -37,6 +38,8 @@ from whoosh.system import _INT_SIZE, _LONG_SIZE, pack_int, pack_long, pack_ushor
 from .bulk import TERM_INFO, Entry, Postings, SegmentBuilder
 from .postings import _FOOT, Block, Codec, shifted
 
+_LENGTHS = struct.Struct("!ii")  # a term table entry's key and value lengths (Whoosh's hash file)
+_CHUNK = 1 << 16  # bytes of the term table read at once
 _INFO = TERM_INFO.size  # where a term table entry's postings (or their place in the postings file) start
 
 
@@ -59,11 +62,12 @@ class _Source:
         fieldid = self.fields.get(name)
         if fieldid is None:
             return
-        prefix = pack_ushort(fieldid)
-        for key, info in self._table.items_from(prefix):
-            if key[:2] != prefix:
-                return
-            yield key[2:], order, info
+        table = self._table
+        start = table.closest_key_pos(pack_ushort(fieldid))  # a key is the field's number (2 bytes), then the term
+        if start is None:
+            return
+        stop = table.closest_key_pos(pack_ushort(fieldid + 1))
+        yield from _entries(table.dbfile, start, table.endofdata if stop is None else stop, order)
 
     def copied(self, info: bytes) -> Entry | None:
         """A term found only in this segment, as its merged segment's term table entry (None if it has deletions).
@@ -108,6 +112,29 @@ class _Source:
         live = list(map(docmap.__contains__, docs))
         return list(map(docmap.__getitem__, compress(docs, live))), list(compress(found, live)), list(
             compress(kept, live))
+
+
+def _entries(dbfile: Any, pos: int, stop: int, order: int) -> Iterator[tuple[bytes, int, bytes]]:
+    """``(term, order, entry)`` for the term table's entries from ``pos`` to ``stop``, read a chunk at a time.
+
+    Whoosh's reader of the table reads each entry's lengths, key and value
+    with a read each; a merge reads every entry.
+    """
+    want = _CHUNK
+    while pos < stop:
+        chunk = dbfile.get(pos, min(want, stop - pos))
+        at, size = 0, len(chunk)
+        while at + _LENGTHS.size <= size:
+            keylen, datalen = _LENGTHS.unpack_from(chunk, at)
+            value_at = at + _LENGTHS.size + keylen
+            if value_at + datalen > size:
+                break
+            yield chunk[at + _LENGTHS.size + 2:value_at], order, chunk[value_at:value_at + datalen]
+            at = value_at + datalen
+        if at:
+            pos += at
+        else:  # an entry longer than the chunk
+            want *= 2
 
 
 def _read_blocks(buf: bytes, fixedsize: int | None) -> tuple[list[int], list[float], list[Any]]:
