@@ -122,7 +122,10 @@ CREATE TABLE IF NOT EXISTS imported (
 CREATE INDEX IF NOT EXISTS imported_message ON imported (message_id);
 """
 
-COPY_BATCH = 500  # inbox and outbox copies written by one statement per table
+BATCH = 500  # copies (or receipts) written by one statement per table
+# A record's row in ``seen``: numbered the first time, its blob updated after (sequence numbers never change).
+_SEEN_UPSERT = ("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
+                "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob")
 _ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
 
 MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts, m.importance, "
@@ -379,28 +382,62 @@ class Meta:
 
     def _apply_all(self, db: sqlite3.Connection, repo: pygit2.Repository, todo: list[RecordChange], stamp: str,
                    progress: Callable[[int, int], None] | None) -> None:
-        """Apply ``todo`` in order; runs of new or changed inbox and outbox copies are written COPY_BATCH at a time.
+        """Apply ``todo`` in order; runs of new or changed copies, and of receipts, BATCH at a time.
 
-        Copies are most of an archive's records (one per recipient and one
-        for the sender); three statements each, one row at a time, were a
-        quarter of a rebuild. Rows are written in the same order, so
-        sequence numbers and the search queue's order are those of one at a
-        time.
+        Copies and receipts are most of an archive's records (a copy per
+        recipient and one for the sender, a receipt per reader); statements
+        one row at a time were a quarter of a rebuild. Rows are written in
+        the same order, so sequence numbers and the search queue's order are
+        those of one at a time.
         """
+        batched = {"inbox": self._put_copies, "outbox": self._put_copies, "receipt": self._put_receipts}
         batch: list[RecordChange] = []
         for done, change in enumerate(todo, 1):
-            if change.role in ("inbox", "outbox") and change.blob is not None and change.moved_from is None:
-                batch.append(change)
-                if len(batch) >= COPY_BATCH:
-                    self._put_copies(db, repo, batch, stamp)
-                    batch = []
-            else:
-                self._put_copies(db, repo, batch, stamp)
+            put = batched.get(change.role) if change.blob is not None and change.moved_from is None else None
+            if batch and (put is not batched[batch[0].role] or len(batch) >= BATCH):
+                batched[batch[0].role](db, repo, batch, stamp)
                 batch = []
+            if put is not None:
+                batch.append(change)
+            else:
                 self._apply_one(db, repo, change, stamp)
             if progress and (done % 1000 == 0 or done == len(todo)):
                 progress(done, len(todo))
-        self._put_copies(db, repo, batch, stamp)
+        if batch:
+            batched[batch[0].role](db, repo, batch, stamp)
+
+    def _put_receipts(self, db: sqlite3.Connection, repo: pygit2.Repository, changes: list[RecordChange],
+                      stamp: str) -> None:
+        """Write receipts (new or changed), in order; one that cannot be read is skipped and forgotten."""
+        ready: list[RecordChange] = []
+        rows: list[tuple[Any, ...]] = []
+        for change in changes:
+            parts = change.path.split("/")
+            name = parts[-1].rsplit(".", 1)[0]
+            assert change.blob is not None  # a removal is applied on its own
+            try:
+                fields = parse.yaml_fields(blob_data(repo, change.blob))
+            except parse.Unreadable as exc:
+                self._write_receipts(db, ready, rows, stamp)
+                ready, rows = [], []
+                self._skip(db, change, exc)
+                continue
+            ready.append(change)
+            rows.append((parts[1], name, fields.get("read_at"), fields.get("acked_at")))
+        self._write_receipts(db, ready, rows, stamp)
+
+    @staticmethod
+    def _write_receipts(db: sqlite3.Connection, changes: list[RecordChange], rows: list[tuple[Any, ...]],
+                        stamp: str) -> None:
+        db.executemany("INSERT OR REPLACE INTO receipts VALUES (?, ?, ?, ?)", rows)
+        db.executemany(_SEEN_UPSERT, [(change.path, change.blob, stamp) for change in changes])
+
+    def _skip(self, db: sqlite3.Connection, change: RecordChange, exc: Exception) -> None:
+        """Leave out a record that cannot be read (as if it were not there), saying so in the log."""
+        _log.warning("index skips %s: %s", change.path, exc)
+        parts = change.path.split("/")
+        db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
+        self._forget(db, change.role, parts, parts[-1].rsplit(".", 1)[0])
 
     def _put_copies(self, db: sqlite3.Connection, repo: pygit2.Repository, changes: list[RecordChange],
                     stamp: str) -> None:
@@ -410,8 +447,6 @@ class Meta:
         (an outbox copy holding a bcc); one that cannot be read is skipped
         and forgotten where it stands, as one at a time would.
         """
-        if not changes:
-            return
         canonical = self._canonical(db, {change.path.rsplit("/", 1)[-1].rsplit(".", 1)[0] for change in changes})
         ready: list[RecordChange] = []
         rows: list[tuple[Any, ...]] = []
@@ -428,9 +463,7 @@ class Meta:
                 except parse.Unreadable as exc:
                     self._write_copies(db, ready, rows, stamp)
                     ready, rows = [], []
-                    _log.warning("index skips %s: %s", change.path, exc)
-                    db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
-                    self._forget(db, change.role, parts, mid)
+                    self._skip(db, change, exc)
                     continue
                 bcc = json.dumps(fields["bcc"]) if fields["bcc"] else None
                 created = created if held else fields["created_ts"]
@@ -443,8 +476,8 @@ class Meta:
         """The blob and creation time of each message of ``mids`` the store holds, by ID."""
         found: dict[str, tuple[str, str]] = {}
         listed = sorted(mids)
-        for start in range(0, len(listed), COPY_BATCH):
-            chunk = listed[start:start + COPY_BATCH]
+        for start in range(0, len(listed), BATCH):
+            chunk = listed[start:start + BATCH]
             marks = ",".join("?" * len(chunk))
             for mid, blob, created in db.execute(
                     f"SELECT id, blob, created_ts FROM messages WHERE id IN ({marks})", chunk):  # noqa: S608 - marks
@@ -455,16 +488,12 @@ class Meta:
     def _write_copies(db: sqlite3.Connection, changes: list[RecordChange], rows: list[tuple[Any, ...]],
                       stamp: str) -> None:
         """The rows of ``changes`` (the copies, in order): their sequence numbers, the copies, the search queue."""
-        db.executemany("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
-                       "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob",
-                       [(change.path, change.blob, stamp) for change in changes])
+        db.executemany(_SEEN_UPSERT, [(change.path, change.blob, stamp) for change in changes])
         db.executemany("INSERT OR REPLACE INTO copies SELECT ?, ?, ?, seq, ?, ?, ? FROM seen WHERE path = ?", rows)
         db.executemany("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", [(row[2],) for row in rows])
 
     def _seq(self, db: sqlite3.Connection, change: RecordChange, stamp: str) -> int:
-        return db.execute("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
-                          "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob RETURNING seq",
-                          (change.path, change.blob, stamp)).fetchone()[0]
+        return db.execute(_SEEN_UPSERT + " RETURNING seq", (change.path, change.blob, stamp)).fetchone()[0]
 
     def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str) -> None:
         parts = change.path.split("/")
@@ -503,9 +532,7 @@ class Meta:
                             parse.ts_field(fields, "expires_ts")))
                 self._seq(db, change, stamp)
         except parse.Unreadable as exc:
-            _log.warning("index skips %s: %s", change.path, exc)
-            db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
-            self._forget(db, role, parts, name)
+            self._skip(db, change, exc)
 
     def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any],
                      stamp: str) -> None:
