@@ -122,10 +122,6 @@ CREATE TABLE IF NOT EXISTS imported (
 CREATE INDEX IF NOT EXISTS imported_message ON imported (message_id);
 """
 
-BATCH = 500  # copies (or receipts) written by one statement per table
-# A record's row in ``seen``: numbered the first time, its blob updated after (sequence numbers never change).
-_SEEN_UPSERT = ("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
-                "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob")
 _ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
 
 MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts, m.importance, "
@@ -341,7 +337,10 @@ class Meta:
                 # By name within each folder, whatever the layout: records first seen together are
                 # numbered in the order of their IDs, which is the order they were written.
                 todo.sort(key=lambda change: (_ORDER[change.role], placed(change.path, 1)))
-                self._apply_all(db, repo, todo, seen_ts, progress)
+                for done, change in enumerate(todo, 1):
+                    self._apply_one(db, repo, change, seen_ts)
+                    if progress and (done % 1000 == 0 or done == len(todo)):
+                        progress(done, len(todo))
                 db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (new or "",))
                 for key, value in (extra_state or {}).items():
                     db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, value))
@@ -380,120 +379,10 @@ class Meta:
                 db.execute("DELETE FROM seen WHERE path = ?", (path,))
         return todo
 
-    def _apply_all(self, db: sqlite3.Connection, repo: pygit2.Repository, todo: list[RecordChange], stamp: str,
-                   progress: Callable[[int, int], None] | None) -> None:
-        """Apply ``todo`` in order; runs of new or changed copies, and of receipts, BATCH at a time.
-
-        Copies and receipts are most of an archive's records (a copy per
-        recipient and one for the sender, a receipt per reader); statements
-        one row at a time were a quarter of a rebuild. Rows are written in
-        the same order, so sequence numbers and the search queue's order are
-        those of one at a time.
-        """
-        batched = {"inbox": self._put_copies, "outbox": self._put_copies, "receipt": self._put_receipts}
-        batch: list[RecordChange] = []
-        for done, change in enumerate(todo, 1):
-            put = batched.get(change.role) if change.blob is not None and change.moved_from is None else None
-            if batch and (put is not batched[batch[0].role] or len(batch) >= BATCH):
-                batched[batch[0].role](db, repo, batch, stamp)
-                batch = []
-            if put is not None:
-                batch.append(change)
-            else:
-                self._apply_one(db, repo, change, stamp)
-            if progress and (done % 1000 == 0 or done == len(todo)):
-                progress(done, len(todo))
-        if batch:
-            batched[batch[0].role](db, repo, batch, stamp)
-
-    def _put_receipts(self, db: sqlite3.Connection, repo: pygit2.Repository, changes: list[RecordChange],
-                      stamp: str) -> None:
-        """Write receipts (new or changed), in order; one that cannot be read is skipped and forgotten."""
-        ready: list[RecordChange] = []
-        rows: list[tuple[Any, ...]] = []
-        for change in changes:
-            parts = change.path.split("/")
-            name = parts[-1].rsplit(".", 1)[0]
-            assert change.blob is not None  # a removal is applied on its own
-            try:
-                fields = parse.yaml_fields(blob_data(repo, change.blob))
-            except parse.Unreadable as exc:
-                self._write_receipts(db, ready, rows, stamp)
-                ready, rows = [], []
-                self._skip(db, change, exc)
-                continue
-            ready.append(change)
-            rows.append((parts[1], name, fields.get("read_at"), fields.get("acked_at")))
-        self._write_receipts(db, ready, rows, stamp)
-
-    @staticmethod
-    def _write_receipts(db: sqlite3.Connection, changes: list[RecordChange], rows: list[tuple[Any, ...]],
-                        stamp: str) -> None:
-        db.executemany("INSERT OR REPLACE INTO receipts VALUES (?, ?, ?, ?)", rows)
-        db.executemany(_SEEN_UPSERT, [(change.path, change.blob, stamp) for change in changes])
-
-    def _skip(self, db: sqlite3.Connection, change: RecordChange, exc: Exception) -> None:
-        """Leave out a record that cannot be read (as if it were not there), saying so in the log."""
-        _log.warning("index skips %s: %s", change.path, exc)
-        parts = change.path.split("/")
-        db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
-        self._forget(db, change.role, parts, parts[-1].rsplit(".", 1)[0])
-
-    def _put_copies(self, db: sqlite3.Connection, repo: pygit2.Repository, changes: list[RecordChange],
-                    stamp: str) -> None:
-        """Write inbox and outbox copies (new or changed), in order, a statement per table for all of them.
-
-        A copy is read from git only if it differs from the canonical file
-        (an outbox copy holding a bcc); one that cannot be read is skipped
-        and forgotten where it stands, as one at a time would.
-        """
-        canonical = self._canonical(db, {change.path.rsplit("/", 1)[-1].rsplit(".", 1)[0] for change in changes})
-        ready: list[RecordChange] = []
-        rows: list[tuple[Any, ...]] = []
-        for change in changes:
-            parts = change.path.split("/")
-            mid = parts[-1].rsplit(".", 1)[0]
-            held = canonical.get(mid)
-            created = held[1] if held else parse.id_ts(mid)
-            bcc = None
-            assert change.blob is not None  # a removal is applied on its own
-            if change.role == "outbox" and (held is None or held[0] != change.blob):
-                try:
-                    fields = parse.message_fields(blob_data(repo, change.blob), mid)
-                except parse.Unreadable as exc:
-                    self._write_copies(db, ready, rows, stamp)
-                    ready, rows = [], []
-                    self._skip(db, change, exc)
-                    continue
-                bcc = json.dumps(fields["bcc"]) if fields["bcc"] else None
-                created = created if held else fields["created_ts"]
-            ready.append(change)
-            rows.append((parts[1], change.role, mid, change.blob, created, bcc, change.path))
-        self._write_copies(db, ready, rows, stamp)
-
-    @staticmethod
-    def _canonical(db: sqlite3.Connection, mids: set[str]) -> dict[str, tuple[str, str]]:
-        """The blob and creation time of each message of ``mids`` the store holds, by ID."""
-        found: dict[str, tuple[str, str]] = {}
-        listed = sorted(mids)
-        for start in range(0, len(listed), BATCH):
-            chunk = listed[start:start + BATCH]
-            marks = ",".join("?" * len(chunk))
-            for mid, blob, created in db.execute(
-                    f"SELECT id, blob, created_ts FROM messages WHERE id IN ({marks})", chunk):  # noqa: S608 - marks
-                found[mid] = (blob, created)
-        return found
-
-    @staticmethod
-    def _write_copies(db: sqlite3.Connection, changes: list[RecordChange], rows: list[tuple[Any, ...]],
-                      stamp: str) -> None:
-        """The rows of ``changes`` (the copies, in order): their sequence numbers, the copies, the search queue."""
-        db.executemany(_SEEN_UPSERT, [(change.path, change.blob, stamp) for change in changes])
-        db.executemany("INSERT OR REPLACE INTO copies SELECT ?, ?, ?, seq, ?, ?, ? FROM seen WHERE path = ?", rows)
-        db.executemany("INSERT OR REPLACE INTO pending (message_id) VALUES (?)", [(row[2],) for row in rows])
-
     def _seq(self, db: sqlite3.Connection, change: RecordChange, stamp: str) -> int:
-        return db.execute(_SEEN_UPSERT + " RETURNING seq", (change.path, change.blob, stamp)).fetchone()[0]
+        return db.execute("INSERT INTO seen (path, blob, first_seen) VALUES (?, ?, ?) "
+                          "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob RETURNING seq",
+                          (change.path, change.blob, stamp)).fetchone()[0]
 
     def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str) -> None:
         parts = change.path.split("/")
@@ -532,7 +421,9 @@ class Meta:
                             parse.ts_field(fields, "expires_ts")))
                 self._seq(db, change, stamp)
         except parse.Unreadable as exc:
-            self._skip(db, change, exc)
+            _log.warning("index skips %s: %s", change.path, exc)
+            db.execute("DELETE FROM seen WHERE path = ?", (change.path,))
+            self._forget(db, role, parts, name)
 
     def _put_message(self, db: sqlite3.Connection, change: RecordChange, mid: str, fields: dict[str, Any],
                      stamp: str) -> None:

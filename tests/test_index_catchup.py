@@ -14,7 +14,7 @@ from whoosh import index as windex
 
 from gitmail import Store
 from gitmail.index import indexer_for, parse_query
-from gitmail.model.records import message_path, receipt_path
+from gitmail.model.records import message_path
 from gitmail.storage.background import Debounced
 
 from .conftest import SteppedTime, git, wait_until
@@ -477,48 +477,3 @@ def test_a_searcher_opened_while_a_merge_deletes_its_segments_opens_again(store,
     assert merged[0], "the segments the first opening listed were merged and their files deleted"
     assert {hit["subject"] for hit in index.search("numbat0 OR numbat1 OR quokka0")} == {"Early 0", "Early 1",
                                                                                          "Later 0"}
-
-
-def test_copies_written_in_batches_are_those_written_one_at_a_time(store, tmp_path, monkeypatch):
-    """Runs of copies and of receipts go in a statement per table: the same rows, numbers and queue order.
-
-    Among them a bcc (an outbox copy read from git), and an outbox copy and
-    a receipt that cannot be read, each skipped where it stands.
-    """
-    from gitmail.index import meta as meta_module
-
-    archive = store.archive(PROJECT, create=True)
-    register(archive, "Blue", "Green", "Red")
-    send_many(archive, [message(["Blue", "Green", "Red"][i % 3], ["Blue", "Green", "Red"][(i + 1) % 3:][:2],
-                                f"Note {i}", f"numbat {i}", bcc=("Red",) if i % 4 == 0 and i % 3 != 2 else ())
-                        for i in range(12)])
-    work = clone(store, tmp_path)
-    broken = None
-    for i in range(4):
-        msg = message("Green", ["Blue"], f"By hand {i}", "quoll")
-        written = hand_written(work, msg, ["Blue"])
-        receipt = os.path.join(work, receipt_path("Blue", msg.id))
-        os.makedirs(os.path.dirname(receipt), exist_ok=True)
-        with open(receipt, "w", encoding="utf-8") as handle:
-            handle.write(f"id: {msg.id}\nagent: Blue\nread_at: '2026-09-0{i + 1}T08:00:00.000Z'\n" if i != 1
-                         else "id: [unclosed\n")
-        if i == 2:
-            broken = msg.id
-            with open(os.path.join(work, written[-1]), "w", encoding="utf-8") as handle:
-                handle.write("---\nid: [unclosed\n---\nbody quoll\n")
-    land_outside(work, "by hand, one outbox copy and one receipt broken")
-    index = indexer_for(store).project(PROJECT)
-    seen = []
-    for batch in (1, 5):
-        monkeypatch.setattr(meta_module, "BATCH", batch)
-        index.meta.reset()
-        index._sync()  # noqa: SLF001 - into the metadata store and the search queue, not drained
-        seen.append([index.meta.read(f"SELECT * FROM {table} ORDER BY 1, 2")  # noqa: S608 - our table names
-                     for table in ("seen", "messages", "copies", "pending", "receipts")])
-    assert seen[0] == seen[1]
-    copies = {(agent, box, mid) for agent, box, mid, *_ in seen[0][2]}
-    assert ("Blue", "inbox", broken) in copies and ("Green", "outbox", broken) not in copies, "only it was skipped"
-    assert any(row[6] for row in seen[0][2]), "a bcc was read from an outbox copy"
-    assert len(seen[0][3]) == 12 + 4, "every message queued for the search index, in the same order"
-    assert [row[2] for row in seen[0][4]] == ["2026-09-01T08:00:00.000Z", "2026-09-03T08:00:00.000Z",
-                                              "2026-09-04T08:00:00.000Z"], "every receipt but the broken one"
