@@ -238,7 +238,11 @@ def _merge_geometric(writer: Any, segments: list[Any]) -> list[Any]:
     count = rollup_count([seg.doc_count_all() for seg in ordered])
     if not count:
         return segments
-    return ordered[count:] + [merge.merged_segment(writer, ordered[:count])]
+    # Documents are numbered in the order of the segment list, which newest-first ranking takes for the order of
+    # arrival: the segments kept stay in their places, and the merged ones (the newest, as sizes double) go last.
+    folded = {id(seg) for seg in ordered[:count]}
+    kept = [seg for seg in segments if id(seg) not in folded]
+    return kept + [merge.merged_segment(writer, [seg for seg in segments if id(seg) in folded])]
 
 
 def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:

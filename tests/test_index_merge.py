@@ -171,10 +171,11 @@ def test_the_index_merge_policy_joins_lists_and_writes_what_whoosh_writes(tmp_pa
     monkeypatch.setattr(search_module.merge, "merged_segment",
                         lambda writer, segments: joined.append(len(segments)) or real(writer, segments))
 
-    def whoosh_geometric(writer, segments):
+    def whoosh_geometric(writer, segments):  # the same choice, in the same order, merged by Whoosh
         ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
-        count = rollup_count([seg.doc_count_all() for seg in ordered])
-        return ordered[count:] + _whoosh_join(writer, ordered[:count])
+        folded = ordered[:rollup_count([seg.doc_count_all() for seg in ordered])]
+        kept = [seg for seg in segments if seg not in folded]
+        return kept + _whoosh_join(writer, [seg for seg in segments if seg in folded])
 
     original = str(tmp_path / "original")
     _build(original, random.Random(5))

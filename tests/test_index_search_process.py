@@ -301,6 +301,12 @@ def test_merges_keep_segment_sizes_doubling_and_leave_the_large_ones_alone(store
     assert sorted(seg.doc_count_all() for seg in segments(search)) == [2, 4, 16], "the two single ones were folded"
     assert largest in {seg.segment_id() for seg in segments(search)}, "the large segment was not rewritten"
     assert len(index.search("wallaby", limit=50)) == 22
+    reader = windex.open_dir(os.path.join(search.live_dir(), "whoosh")).reader()
+    try:
+        arrived = [reader.stored_fields(docnum)["data"]["subject"] for docnum in range(reader.doc_count_all())]
+    finally:
+        reader.close()
+    assert arrived == [f"Wallaby {k}" for k in range(21)] + ["Wallaby last"], "documents numbered as they arrived"
 
 
 def segments(search) -> list:
