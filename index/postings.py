@@ -126,7 +126,7 @@ def shifted(buf: bytes, base: int) -> bytes:
     table = len(buf) - _FOOT.size - 8 * blocks
     at = 0
     while at < table:
-        count, first, last, *_, id_len, w_len, v_len = _HEAD.unpack_from(buf, at)
+        _, first, last, *_, id_len, w_len, v_len = _HEAD.unpack_from(buf, at)
         _FIRST_LAST.pack_into(out, at + 2, first + base, last + base)
         at += _HEAD.size + id_len + w_len + v_len
     lasts = array("I")

@@ -163,7 +163,7 @@ BATCH = 2000  # documents per incremental commit
 BULK_AT = 500  # queued messages from which a commit writes them with the bulk builder
 MERGE_AT = 8  # segments before an incremental commit also merges the smallest (see _merge_geometric)
 SNIPPET_CHARS = 160
-WRITER_MB = 32  # MB of postings a drain or merge buffers before sorting runs to disk (Whoosh: 128)
+WRITER_MB = 32  # MB of postings a drain buffers before sorting runs to disk (Whoosh: 128; merges buffer none)
 OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
 NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
 FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
@@ -637,14 +637,14 @@ class SearchIndex:
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
-                merge = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
+                fold = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
                 if len(docs) >= BULK_AT:
                     built = bulk.write_segments(ix, docs)
                     writer.commit(mergetype=lambda _writer, existing, built=built: existing + built)
                 else:
                     for doc in docs:
                         writer.add_document(**doc)
-                    writer.commit(mergetype=_merge_geometric if merge else None, merge=merge)
+                    writer.commit(mergetype=_merge_geometric if fold else None, merge=fold)
             except BaseException:
                 writer.cancel()
                 raise
