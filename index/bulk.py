@@ -38,7 +38,8 @@ import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain
+from typing import Any, TypeAlias
 
 from whoosh import index as windex
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo, _lenfield
@@ -62,7 +63,11 @@ PROGRESS_EVERY = 500  # documents between progress reports
 NICENESS = 5  # workers' scheduling priority below the caller's (a server answers meanwhile)
 
 Progress = Callable[[int, int], None]
-_TERM_INFO = W3TermInfo._struct  # noqa: SLF001 - the layout of Whoosh's term statistics
+# One term's postings: its documents, weights and values (None for a posting without one).
+Postings: TypeAlias = "tuple[array[int], array[float], list[bytes | None]]"
+# A term's entry in the term table made by the caller, given the postings file (where it may write the postings).
+Entry: TypeAlias = Callable[[Any], bytes]
+TERM_INFO = W3TermInfo._struct  # noqa: SLF001 - the layout of Whoosh's term statistics
 
 
 class _Table:
@@ -182,23 +187,16 @@ class SegmentBuilder(SegmentWriter):
         finally:
             perdoc.close()
         writer = self.fieldwriter
-        table = writer._tindex  # noqa: SLF001 - the term table Whoosh's field writer adds each term to
-        for field in sorted(self.pool.fields):
-            terms, column = self.pool.fields[field], lengths.get(field)
-            writer.start_field(field, self.schema[field])
-            postings = writer._postwriter  # noqa: SLF001 - the field's postings writer
-            prefix, inline = pack_ushort(writer._fieldid), postings._inlinelimit  # noqa: SLF001
-            for text in sorted(terms):  # text sorts as its UTF-8 bytes do
-                btext = text.encode("utf-8") if isinstance(text, str) else text
-                docs, weights, values = terms[text]
-                if len(docs) < inline:
-                    table.add(prefix + btext, _inlined_term(docs, weights, values, column))
-                    continue
-                writer.start_term(btext)
-                _fill(postings, docs, weights, values, column)
-                writer.finish_term()
-            writer.finish_field()
+        for name, terms in self._posting_lists():
+            write_field(writer, name, self.schema[name], terms, lengths.get(name))
         writer.close()
+
+    def _posting_lists(self) -> Iterator[tuple[str, Iterator[tuple[bytes, Postings | Entry]]]]:
+        """Each field with postings (by name) and its terms in byte order (text sorts as its UTF-8 bytes do)."""
+        for name in sorted(self.pool.fields):
+            terms = self.pool.fields[name]
+            yield name, ((text.encode("utf-8") if isinstance(text, str) else text, terms[text])
+                         for text in sorted(terms))
 
     def _finish(self) -> None:
         # Every writer of an index keeps its temporary files in one folder and deletes the folder when it
@@ -214,6 +212,39 @@ class SegmentBuilder(SegmentWriter):
         finally:
             self._finish()
         return segment
+
+
+def write_field(writer: Any, name: str, field: Any, terms: Iterable[tuple[bytes, Postings | Entry]],
+                lengths: list[int] | None) -> None:
+    """Write one field's terms (in byte order) through Whoosh's field writer, a block at a time.
+
+    Whoosh's writer goes posting by posting; this hands each term's
+    postings over a block at a time, and puts terms of fewer than a block's
+    inline limit straight into the term table, to the same bytes. A term
+    given as an :data:`Entry` (a merge copying a posting list) is written by it.
+    ``lengths`` are the new segment's field lengths by document (None for a
+    field without them).
+    """
+    terms = iter(terms)
+    first = next(terms, None)
+    if first is None:  # Whoosh's writer never starts a field without postings
+        return
+    table = writer._tindex  # noqa: SLF001 - the term table Whoosh's field writer adds each term to
+    writer.start_field(name, field)
+    postings = writer._postwriter  # noqa: SLF001 - the field's postings writer
+    prefix, inline = pack_ushort(writer._fieldid), postings._inlinelimit  # noqa: SLF001
+    for btext, term in chain([first], terms):
+        if callable(term):
+            table.add(prefix + btext, term(writer._postfile))  # noqa: SLF001 - the segment's postings file
+            continue
+        docs, weights, values = term
+        if len(docs) < inline:
+            table.add(prefix + btext, _inlined_term(docs, weights, values, lengths))
+            continue
+        writer.start_term(btext)
+        _fill(postings, docs, weights, values, lengths)
+        writer.finish_term()
+    writer.finish_field()
 
 
 def _tiered(field: NUMERIC, value: Any) -> list[tuple[bytes, int, float, bytes]]:
@@ -263,7 +294,7 @@ def _inlined_term(docs: array[int], weights: array[float], values: list[bytes | 
     postings pickled.
     """
     present = [length for length in (lengths[d] for d in docs) if length] if lengths is not None else []
-    head = _TERM_INFO.pack(True, 0 + sum(weights), len(docs), length_to_byte(min(present)) if present else 0,
+    head = TERM_INFO.pack(True, 0 + sum(weights), len(docs), length_to_byte(min(present)) if present else 0,
                            length_to_byte(max(present)) if present else 0, max(0, max(weights)), docs[0], docs[-1])
     return head + pickle.dumps((tuple(docs), tuple(weights), tuple(value for value in values if value)), 2)
 

@@ -55,6 +55,7 @@ _W_ONES, _W_SAME, _W_BYTES, _W_FLOATS = range(4)
 _V_NONE, _V_FIXED, _V_SHORT, _V_LONG = range(4)  # values: none, fixed size, lengths as 'H' or 'I' then the bytes
 _V_COMPRESSED = 8  # flag added to the values kind
 _FOOT = struct.Struct("<I")
+_FIRST_LAST = struct.Struct("<II")  # a block's first and last document, after its count
 
 
 def encode_block(ids: Any, weights: Any, values: list[bytes], fixedsize: int | None, minlength: int | None,
@@ -109,6 +110,29 @@ def _value_bytes(values: list[bytes], fixedsize: int | None) -> tuple[int, bytes
     if len(raw) >= COMPRESS_AT:
         return kind | _V_COMPRESSED, zlib.compress(raw, 1)
     return kind, raw
+
+
+def shifted(buf: bytes, base: int) -> bytes:
+    """A posting list's bytes (blocks, then the table of block ends) with every document number raised by ``base``.
+
+    Blocks keep their documents as differences from the first, so only the
+    block headers and the table change: a merge copies a term found in one
+    segment this way instead of decoding and encoding it again.
+    """
+    if not base:
+        return buf
+    out = bytearray(buf)
+    blocks = _FOOT.unpack_from(buf, len(buf) - _FOOT.size)[0]
+    table = len(buf) - _FOOT.size - 8 * blocks
+    at = 0
+    while at < table:
+        _, first, last, *_, id_len, w_len, v_len = _HEAD.unpack_from(buf, at)
+        _FIRST_LAST.pack_into(out, at + 2, first + base, last + base)
+        at += _HEAD.size + id_len + w_len + v_len
+    lasts = array("I")
+    lasts.frombytes(buf[table:table + 4 * blocks])
+    out[table:table + 4 * blocks] = array("I", map(base.__add__, lasts)).tobytes()
+    return bytes(out)
 
 
 class Block:

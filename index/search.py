@@ -42,13 +42,12 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, W3PerDocReader, 
 from whoosh.filedb.filestore import RamStorage
 from whoosh.matching import ReadTooFar
 from whoosh.query.spans import Span, SpanNear2
-from whoosh.reading import SegmentReader
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import LockError
 
 from gitmail.storage.maintenance import rollup_count
 
-from . import bulk, parse
+from . import bulk, merge, parse
 from .meta import FORMAT, IndexUnavailable, Meta
 from .postings import Codec
 from .schema import SCHEMA, WORDS_FORMAT
@@ -162,9 +161,9 @@ W3LeafMatcher.skip_to = _skip_to
 
 BATCH = 2000  # documents per incremental commit
 BULK_AT = 500  # queued messages from which a commit writes them with the bulk builder
-MERGE_AT = 8  # segments before an incremental commit also merges small segments (Whoosh's MERGE_SMALL)
+MERGE_AT = 8  # segments before an incremental commit also merges the smallest (see _merge_geometric)
 SNIPPET_CHARS = 160
-WRITER_MB = 32  # MB of postings a drain or merge buffers before sorting runs to disk (Whoosh: 128)
+WRITER_MB = 32  # MB of postings a drain buffers before sorting runs to disk (Whoosh: 128; merges buffer none)
 OVERLAY_MAX = 200  # queued messages a search merges in from memory while the writer is busy
 NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
 FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
@@ -224,21 +223,26 @@ def snippet(body: str, pattern: re.Pattern[str] | None) -> str:
 
 
 def _merge_geometric(writer: Any, segments: list[Any]) -> list[Any]:
-    """A Whoosh merge policy: fold the smallest segments into the new one until the sizes at least double.
+    """A Whoosh merge policy: fold the smallest segments into a new one until the sizes at least double.
 
     Folding every segment but the largest rewrote, at each merge, everything
     since the last full merge: up to a quarter of the index every few
     seconds under a steady stream of sends, so the helper's cost per message
     grew with the index. Kept geometric, a segment's documents are rewritten
     about log2(n) times over its life and the segments number about log2(n).
+    The merged segment is written by joining posting lists
+    (:func:`.merge.merged_segment`), not by Whoosh's sort of every posting;
+    a writer's own new documents follow it in a segment of their own.
     """
     ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
     count = rollup_count([seg.doc_count_all() for seg in ordered])
-    for seg in ordered[:count]:
-        reader = SegmentReader(writer.storage, writer.schema, seg)
-        writer.add_reader(reader)
-        reader.close()
-    return ordered[count:]
+    if not count:
+        return segments
+    # Documents are numbered in the order of the segment list, which newest-first ranking takes for the order of
+    # arrival: the segments kept stay in their places, and the merged ones (the newest, as sizes double) go last.
+    folded = {id(seg) for seg in ordered[:count]}
+    kept = [seg for seg in segments if id(seg) not in folded]
+    return kept + [merge.merged_segment(writer, [seg for seg in segments if id(seg) in folded])]
 
 
 def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tuple[float, int]], bool]:
@@ -633,14 +637,14 @@ class SearchIndex:
             try:
                 for _, mid in items:
                     writer.delete_by_term("id", mid)  # gone, or replaced below
-                merge = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
+                fold = len(ix._segments()) >= MERGE_AT  # noqa: SLF001 - Whoosh has no public segment count
                 if len(docs) >= BULK_AT:
                     built = bulk.write_segments(ix, docs)
                     writer.commit(mergetype=lambda _writer, existing, built=built: existing + built)
                 else:
                     for doc in docs:
                         writer.add_document(**doc)
-                    writer.commit(merge=merge)
+                    writer.commit(mergetype=_merge_geometric if fold else None, merge=fold)
             except BaseException:
                 writer.cancel()
                 raise

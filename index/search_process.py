@@ -16,9 +16,10 @@ through a stale handle. A child found dead is replaced at the next write; if
 the child fails or dies during a write, the caller does the write itself.
 The queue is only emptied by a finished write, so nothing is lost either way.
 
-A child's memory only ever grows: Whoosh's merges build their postings in
-Python objects, and the interpreter rarely hands freed arenas back to the
-system, so the largest merge so far sets the child's size for good. Once
+A child's memory only ever grows: a drain builds its postings in Python
+objects (a merge joins posting lists a term at a time, see :mod:`.merge`),
+and the interpreter rarely hands freed arenas back to the system, so the
+largest write so far sets the child's size for good. Once
 its resident memory passes :data:`RSS_LIMIT` after a write, the child is
 stopped between writes and the next write starts a fresh one (a few hundred
 milliseconds of start-up, once in many merges), which bounds the helper's
