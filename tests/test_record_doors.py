@@ -23,7 +23,7 @@ from gitmail.sync.quarantine import quarantine_ref, read_quarantine
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
+from .conftest import git_run, sign_commits
 from .sync_helpers import PROJECT, Machine, tree_files
 
 GITMAIL = [sys.executable, "-m", "gitmail"]
@@ -47,7 +47,17 @@ def _machines(tmp_path, hub: str, names=("node-a", "node-b")) -> list[Machine]:
 
 
 def _clone(source: str, target: str) -> str:
+    """A person's clone of an archive or a hub, signing with the key of the machine it belongs to.
+
+    An archive's own machine signs its clone's commits; a hub's clone signs
+    as the first machine of the test (``m/node-a`` beside the hub), so what
+    the doors judge is the content, by a node allowed to write it.
+    """
     assert git_run("clone", "-q", source, target).returncode == 0
+    home = (source.split("/projects/")[0] if "/projects/" in source
+            else os.path.join(os.path.dirname(source.rstrip("/")), "m", "node-a"))
+    if os.path.isdir(os.path.join(home, "keys")):
+        sign_commits(target, home)
     return target
 
 

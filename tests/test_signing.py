@@ -184,13 +184,11 @@ def test_sshsig_round_trip_and_refusals():
 
 
 def _hand_commit(archive, tmp_path, name="note"):
-    """A commit made with plain git, unsigned, pushed into the archive as a person would."""
-    clone = str(tmp_path / f"clone-{name}")
-    git("clone", "-q", archive.git_dir, clone)
-    assert git_run("commit", "-q", "--allow-empty", "-m", f"{name} by hand", cwd=clone).returncode == 0
-    done = git_run("push", "-q", "origin", "main", cwd=clone)
-    assert done.returncode == 0, done.stderr
-    return git("rev-parse", "HEAD", cwd=clone).strip()
+    """An unsigned commit on main made with plain git inside the archive (as history written before signing)."""
+    tree = git("--git-dir", archive.git_dir, "rev-parse", "main^{tree}").strip()
+    commit = git("--git-dir", archive.git_dir, "commit-tree", tree, "-p", "main", "-m", f"{name} by hand").strip()
+    git("--git-dir", archive.git_dir, "update-ref", "refs/heads/main", commit)
+    return commit
 
 
 def test_verify_is_clean_for_gitmail_history_and_remembers_its_verdicts(mail, store):

@@ -53,6 +53,8 @@ def test_three_machines_through_everything(tmp_path, machines):
     for name in AGENTS:
         a.mail("register_agent", program="test", model="m", name=name)
         a.mail("set_contact_policy", agent_name=name, policy="open")
+    for name, node in (("GreenCastle", "node-b"), ("RedStone", "node-c")):  # each works from its own machine
+        a.ask("handover", agent=name, node=node)
     a.ask("add_remote", name="aaa-dead", url=_dead_url())  # a remote that never answers, synced first
     for machine in machines:
         machine.ask("add_remote", name="hub", url="file://" + hub)
@@ -91,7 +93,7 @@ def test_three_machines_through_everything(tmp_path, machines):
     kept = a.mail("register_agent", program="claude-code", model="opus", name="Nova")
     b.mail("register_agent", program="codex", model="gpt", name="Nova")
     a.mail("file_reservation_paths", agent_name="BlueLake", paths=["src/api/*.py"], ttl_seconds=3600)
-    c.mail("file_reservation_paths", agent_name="GreenCastle", paths=["src/api/handlers.py"], ttl_seconds=3600)
+    c.mail("file_reservation_paths", agent_name="RedStone", paths=["src/api/handlers.py"], ttl_seconds=3600)
     send(a, "BlueLake", ["RedStone"])
     send(b, "GreenCastle", ["BlueLake"])
     send(c, "RedStone", ["GreenCastle"])

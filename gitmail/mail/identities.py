@@ -217,7 +217,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
-                      parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
+                      parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle,
+                      node=archive.node, **fields)
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
                         result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token))

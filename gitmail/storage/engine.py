@@ -437,6 +437,10 @@ class Archive:
         self._settle(batch, attempt)
         return _DONE
 
+    def publication(self, base: str | None) -> dict[str, bytes]:
+        """This machine's node record, for a commit on ``base`` written outside :meth:`transact` (a migration)."""
+        return self._publication(self.repo, base)
+
     def _publication(self, repo: pygit2.Repository, base: str | None) -> dict[str, bytes]:
         """The file to publish with the next commit: none once ``main`` holds it (whatever its version)."""
         if self._published or self.publish is None:

@@ -32,21 +32,18 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pygit2
 
-from gitmail.model import sshsig
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
+from .authorship import NO_RULES, NOT_ALLOWED, Rules, Trust, Verdict, judge_range, signature_verdict
 from .engine import Archive, Change
 from .nodes import keyring, records_in
-from .objects import split_signature
 from .snapshot import Snapshot
 
 CACHE_FILE = "signatures.bin"
-_UNSIGNED, _BAD, _SIGNED = 0, 1, 2
 _ENTRY = struct.Struct(">20sB32s")  # commit id, verdict, signer's raw key (zeros unless signed)
 PARALLEL_FROM = 4096  # fewer new commits than this are checked in this process (a pool costs more to start)
-_NO_KEY = bytes(32)
 
 
 @result
@@ -54,9 +51,10 @@ class Finding(Result):
     """One commit ``verify`` reports: which, why, and by whom it says it was made."""
 
     commit: str
-    problem: str  # unsigned | bad-signature | unknown-key | revoked-key
+    problem: str  # unsigned | bad-signature | unknown-key | revoked-key | not-allowed-writer
     node: str | None
     summary: str
+    path: str | None = None  # the record a not-allowed-writer finding names
 
 
 @result
@@ -71,18 +69,8 @@ class Verification(Result):
     clean: bool
 
 
-def _verdict(raw: bytes) -> tuple[int, bytes]:
-    signature, payload = split_signature(raw)
-    if signature is None:
-        return _UNSIGNED, _NO_KEY
-    try:
-        return _SIGNED, sshsig.signer_of(signature, payload)
-    except sshsig.SignatureError:
-        return _BAD, _NO_KEY
-
-
-def _verdicts(raws: list[bytes]) -> list[tuple[int, bytes]]:
-    return [_verdict(raw) for raw in raws]
+def _verdicts(raws: list[bytes]) -> list[Verdict]:
+    return [signature_verdict(raw) for raw in raws]
 
 
 class VerdictCache:
@@ -90,7 +78,7 @@ class VerdictCache:
 
     def __init__(self, folder: str):
         self.path = os.path.join(folder, CACHE_FILE)
-        self.known: dict[bytes, tuple[int, bytes]] = {}
+        self.known: dict[bytes, Verdict] = {}
         try:
             with open(self.path, "rb") as handle:
                 data = handle.read()
@@ -100,7 +88,7 @@ class VerdictCache:
             oid, verdict, key = _ENTRY.unpack_from(data, at)
             self.known[oid] = (verdict, key)
 
-    def add(self, found: Iterable[tuple[bytes, tuple[int, bytes]]]) -> None:
+    def add(self, found: Iterable[tuple[bytes, Verdict]]) -> None:
         chunk = b"".join(_ENTRY.pack(oid, verdict, key) for oid, (verdict, key) in found)
         if not chunk:
             return
@@ -120,25 +108,26 @@ def adopted(snap: Snapshot) -> list[str]:
 
 
 def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
-           parallel_from: int = PARALLEL_FROM) -> Verification:
+           parallel_from: int = PARALLEL_FROM, rules: Rules = NO_RULES) -> Verification:
     """Judge every commit of ``main`` not in an adopted history (see the module docs).
 
-    With ``parallel_from`` new commits or more, their signatures are checked
-    by ``workers`` processes.
+    Each commit's signature, and whether its signer may write each record it
+    writes (:mod:`gitmail.storage.authorship`; ``rules`` give what a merge
+    computes and which records are derived, so those are judged by them). With
+    ``parallel_from`` new commits or more, their signatures are checked by
+    ``workers`` processes.
     """
     tip = archive.tip()
     if tip is None:
         return Verification(project=project, commits=0, checked=0, adopted=[], findings=[], clean=True)
     repo = archive.repo
     snap = archive.snapshot(tip)
-    ring = keyring(snap)
     trusted = [hexsha for hexsha in adopted(snap) if hexsha in repo]
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
     for hexsha in trusted:
         walker.hide(pygit2.Oid(hex=hexsha))
     cache = VerdictCache(cache_folder)
-    order: list[pygit2.Commit] = list(walker)
-    new = [commit for commit in order if commit.id.raw not in cache.known]
+    new = [commit for commit in walker if commit.id.raw not in cache.known]
     raws = [commit.read_raw() for commit in new]
     if len(raws) >= parallel_from and workers > 1:
         size = -(-len(raws) // (workers * 4))
@@ -149,25 +138,13 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     else:
         results = _verdicts(raws)
     cache.add(zip([commit.id.raw for commit in new], results, strict=True))
-    findings = []
-    for commit in order:
-        verdict, key = cache.known[commit.id.raw]
-        problem = _problem(verdict, key, ring.state(key) if verdict == _SIGNED else "")
-        if problem is not None:
-            findings.append(Finding(commit=str(commit.id), problem=problem, node=ring.keys.get(key),
-                                    summary=commit.message.split("\n", 1)[0][:200]))
-    return Verification(project=project, commits=len(order), checked=len(new), adopted=trusted, findings=findings,
-                        clean=not findings)
-
-
-def _problem(verdict: int, key: bytes, state: str) -> str | None:
-    if verdict == _UNSIGNED:
-        return "unsigned"
-    if verdict == _BAD:
-        return "bad-signature"
-    if state == "revoked":
-        return "revoked-key"
-    return None if state == "known" else "unknown-key"
+    judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules)
+    findings = [Finding(commit=item.commit, problem=item.code, node=item.node, path=item.path,
+                        summary=(item.reason if item.code == NOT_ALLOWED
+                                 else repo[item.commit].peel(pygit2.Commit).message.split("\n", 1)[0][:200]))
+                for item in judged.refusals]
+    return Verification(project=project, commits=len(judged.order), checked=len(new), adopted=trusted,
+                        findings=findings, clean=not findings)
 
 
 def adopt(archive: Archive, *, node: str, now: str, commit: str | None = None) -> Adoption:
