@@ -67,6 +67,13 @@ class Machine:
               for name in AGENTS],
         ])
 
+    def register(self, name: str) -> None:
+        """Register agent ``name`` here, bound to this machine's node (only its key may write in its name)."""
+        stamp = self.store.clock.now_ts()
+        self.write(f"Register agent {name}", name, lambda snap: [
+            Agent(id=self.store.clock.new_id(), name=name, program="test", model="m", inception_ts=stamp,
+                  hlc=self.store.clock.tick(), contact_policy="open", node=self.name)])
+
     def send(self, sender: str, to: list[str], subject: str) -> str:
         message = Message(id=self.store.clock.new_id(), thread_id="t-" + subject[:8].replace(" ", "-"), sender=sender,
                           subject=subject, created_ts=self.store.clock.now_ts(), to=to,

@@ -150,8 +150,9 @@ def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
     store = ctx.store
     slug = store.resolve(project)
     out = verify(store.archive(slug), slug, store.paths(slug).derived, rules=SYNC_RULES)
-    lines = [f"{f.commit[:12]} signed by a node not allowed to write it ({f.node}): {f.path}: {f.summary}"
-             if f.path else f"{f.commit[:12]} {f.problem}{' (' + f.node + ')' if f.node else ''}: {f.summary}"
+    lines = [("kept aside: " if f.kept_aside else "")
+             + (f"{f.commit[:12]} signed by a node not allowed to write it ({f.node}): {f.path}: {f.summary}"
+                if f.path else f"{f.commit[:12]} {f.problem}{' (' + f.node + ')' if f.node else ''}: {f.summary}")
              for f in out.findings]
     lines.append(f"{out.commits} commit(s) judged ({out.checked} checked now), {len(out.findings)} finding(s)"
                  + (f"; history adopted up to {', '.join(c[:12] for c in out.adopted)}" if out.adopted else ""))

@@ -5,7 +5,10 @@ against the commit's own bytes, made by a key the archive names (a node's
 current key or the one it rotated from) and that is not revoked. Anything
 else is a finding: ``unsigned``, ``bad-signature`` (the bytes were changed
 after signing, or the signature does not read), ``unknown-key`` or
-``revoked-key``. Nothing is refused here: this reports.
+``revoked-key``; and a commit whose signer may not write a record it
+writes is ``not-allowed-writer`` (:mod:`.authorship`, the rule every door
+applies). What a sync kept out of ``main`` (its quarantine refs) is judged
+too and reported as kept aside. Nothing is refused here: this reports.
 
 Checking a signature costs some 60-140 microseconds, so each commit is
 checked once: its verdict (the key that signed it, or why none did) is kept
@@ -36,12 +39,13 @@ from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
-from .authorship import NO_RULES, NOT_ALLOWED, Rules, Trust, Verdict, judge_range, signature_verdict
+from .authorship import NO_RULES, NOT_ALLOWED, Refusal, Rules, Trust, Verdict, judge_range, signature_verdict
 from .engine import Archive, Change
 from .nodes import keyring, records_in
 from .snapshot import Snapshot
 
 CACHE_FILE = "signatures.bin"
+QUARANTINE_REFS = "refs/gitmail/quarantine"  # where a sync keeps what it refused (gitmail.sync.quarantine)
 _ENTRY = struct.Struct(">20sB32s")  # commit id, verdict, signer's raw key (zeros unless signed)
 PARALLEL_FROM = 4096  # fewer new commits than this are checked in this process (a pool costs more to start)
 
@@ -55,6 +59,7 @@ class Finding(Result):
     node: str | None
     summary: str
     path: str | None = None  # the record a not-allowed-writer finding names
+    kept_aside: bool = False  # found among what a sync kept out of main (refs/gitmail/quarantine/), not in main
 
 
 @result
@@ -139,12 +144,30 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
         results = _verdicts(raws)
     cache.add(zip([commit.id.raw for commit in new], results, strict=True))
     judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules)
-    findings = [Finding(commit=item.commit, problem=item.code, node=item.node, path=item.path,
-                        summary=(item.reason if item.code == NOT_ALLOWED
-                                 else repo[item.commit].peel(pygit2.Commit).message.split("\n", 1)[0][:200]))
-                for item in judged.refusals]
+    findings = [_finding(repo, item) for item in judged.refusals]
+    seen = {(item.commit, item.path) for item in findings}
+    for kept in _kept_aside(repo):
+        for item in judge_range(repo, kept, [tip, *trusted], Trust(keyring(snap)), rules=rules).refusals:
+            if (item.commit, item.path) not in seen:
+                seen.add((item.commit, item.path))
+                findings.append(_finding(repo, item, kept_aside=True))
     return Verification(project=project, commits=len(judged.order), checked=len(new), adopted=trusted,
                         findings=findings, clean=not findings)
+
+
+def _finding(repo: pygit2.Repository, item: Refusal, *, kept_aside: bool = False) -> Finding:
+    summary = item.reason if item.code == NOT_ALLOWED else repo[item.commit].peel(pygit2.Commit).message
+    return Finding(commit=item.commit, problem=item.code, node=item.node, path=item.path,
+                   summary=summary.split("\n", 1)[0][:200], kept_aside=kept_aside)
+
+
+def _kept_aside(repo: pygit2.Repository) -> list[str]:
+    """The refused tips a sync kept out of ``main`` (the parents of each quarantine ref's commit)."""
+    out: list[str] = []
+    for name in repo.references:
+        if name.startswith(QUARANTINE_REFS + "/"):
+            out += [str(parent) for parent in repo.references[name].peel(pygit2.Commit).parent_ids]
+    return out
 
 
 def adopt(archive: Archive, *, node: str, now: str, commit: str | None = None) -> Adoption:

@@ -36,8 +36,9 @@ from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.recordcheck import Checker, Rejection, misplaced
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 from gitmail.storage.treeedit import TreeEditor
+from gitmail.storage.verify import QUARANTINE_REFS as VERIFIED_QUARANTINE
 
-QUARANTINE_REFS = "refs/gitmail/quarantine"
+QUARANTINE_REFS = VERIFIED_QUARANTINE  # gitmail verify reports what is kept there
 REPORT = "report.yaml"
 INCOMING = "incoming"
 _AUTHOR = "gitmail"
