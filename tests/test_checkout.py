@@ -59,6 +59,7 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     with open(human, "wb") as handle:
         handle.write(entry.to_bytes())
     git("add", "-A", cwd=paths.checkout)
+    sign_commits(paths.checkout, store.home)
     git("commit", "-qm", "human note", cwd=paths.checkout)
     assert not os.path.exists(os.path.join(paths.checkout, "notes", "newer.md"))
     tip = archive.tip()

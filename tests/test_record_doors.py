@@ -8,6 +8,7 @@ because it had no checks.
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -46,17 +47,20 @@ def _machines(tmp_path, hub: str, names=("node-a", "node-b")) -> list[Machine]:
     return machines
 
 
-def _clone(source: str, target: str) -> str:
-    """A person's clone of an archive or a hub, signing with the key of the machine it belongs to.
+def _clone(source: str, target: str, home: str | None = None) -> str:
+    """A person's clone of an archive or a hub, signing with the key of the machine at ``home``.
 
-    An archive's own machine signs its clone's commits; a hub's clone signs
-    as the first machine of the test (``m/node-a`` beside the hub), so what
-    the doors judge is the content, by a node allowed to write it.
+    Without ``home``, a machine of the test (``node-a`` where there is one)
+    signs: a person on a machine signs with its key, so what the doors judge
+    in these tests is the content, written by a node allowed to write it.
     """
     assert git_run("clone", "-q", source, target).returncode == 0
-    home = (source.split("/projects/")[0] if "/projects/" in source
-            else os.path.join(os.path.dirname(source.rstrip("/")), "m", "node-a"))
-    if os.path.isdir(os.path.join(home, "keys")):
+    if home is None:
+        root = os.path.dirname(os.path.abspath(target))
+        keys = sorted(glob.glob(os.path.join(root, "**", "node_ed25519"), recursive=True),
+                      key=lambda path: ("node-a" not in path, path))
+        home = os.path.dirname(os.path.dirname(keys[0])) if keys else None
+    if home is not None:
         sign_commits(target, home)
     return target
 

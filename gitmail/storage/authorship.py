@@ -254,24 +254,30 @@ def _mends(repo: pygit2.Repository, commit: pygit2.Commit, tainted: set[str]) ->
 
 
 def file_rejections(repo: pygit2.Repository, judged: Judged) -> list[Rejection]:
-    """What a fetch keeps aside, by file: each record a refused commit writes, under the commit's refusal.
+    """What a fetch keeps aside, by file: every record a refused commit changes, each under a refusal.
 
-    A commit refused as a whole (its signature) is listed by the records it
-    changes over its first parent, so ``gitmail repair`` can take each out
-    (or put back what it deleted) the way it mends any refused file.
+    A refused commit is left out whole, so each record it changes over its
+    first parent is listed: under its own refusal when it has one, else
+    under the commit's. ``gitmail repair`` then takes each out (or puts back
+    what it deleted) the way it mends any refused file.
     """
     out: list[Rejection] = []
+    by_commit: dict[str, list[Refusal]] = {}
     for refusal in judged.refusals:
-        if refusal.path is not None:
-            out.append(as_rejection(refusal))
-            continue
-        commit = repo[refusal.commit].peel(pygit2.Commit)
-        first = commit.parents[0].tree if commit.parents else None
-        changes = changed_records(first, commit.tree)
-        out += [Rejection(path, f"[{refusal.code}] written by commit {refusal.commit[:12]}, which "
-                          f"{refusal.reason.split(' ', 2)[2]}", refusal.advice, None if blob is None else str(blob),
-                          refusal.code)
-                for path, blob in sorted(changes.items())] or [as_rejection(refusal)]
+        by_commit.setdefault(refusal.commit, []).append(refusal)
+    for hexsha, refusals in by_commit.items():
+        own = {refusal.path: refusal for refusal in refusals if refusal.path is not None}
+        first = refusals[0]
+        commit = repo[hexsha].peel(pygit2.Commit)
+        changes = changed_records(commit.parents[0].tree if commit.parents else None, commit.tree)
+        for path, blob in sorted(changes.items()):
+            if path in own:
+                out.append(as_rejection(own[path]))
+                continue
+            out.append(Rejection(path, f"[{first.code}] written by commit {hexsha[:12]}, refused: {first.reason}",
+                                 first.advice, None if blob is None else str(blob), first.code))
+        if not changes:
+            out.append(as_rejection(first))
     return out + tainted_rejections(judged)
 
 
@@ -297,22 +303,35 @@ def judge_commit(repo: pygit2.Repository, commit: pygit2.Commit, verdict: Verdic
 def _write_refusals(repo: pygit2.Repository, commit: pygit2.Commit, node: str, human: bool, profiles: _Profiles,
                     rules: Rules) -> list[Refusal]:
     parents = commit.parents
-    first = parents[0].tree if parents else None
-    changes = changed_records(first, commit.tree, named_at=LAYOUT)
     exempt: Callable[[str, pygit2.Oid | None], bool] = lambda path, blob: False  # noqa: E731
     if len(parents) > 1:
         exempt = _merge_exemption(repo, commit, rules.merged)
+    if human:
+        return []  # the operator's hand edit: the record checker alone judges it
+    return writes_refused(repo, parents[0].tree if parents else None, commit.tree, node, commit=str(commit.id),
+                          profiles=profiles, rules=rules, exempt=exempt)
+
+
+def writes_refused(repo: pygit2.Repository, before: pygit2.Tree | None, after: pygit2.Tree, node: str, *,
+                   commit: str = "", profiles: _Profiles | None = None, rules: Rules = NO_RULES,
+                   exempt: Callable[[str, pygit2.Oid | None], bool] | None = None) -> list[Refusal]:
+    """The records that change from ``before`` to ``after`` which node ``node`` may not write (the rule itself).
+
+    Also asked before a commit is made: a sync keeps out of the valid part
+    it builds what this machine's node may not sign.
+    """
+    profiles = profiles or _Profiles(repo)
     refusals = []
-    for path, blob in sorted(changes.items()):
-        if blob is None or exempt(path, blob):
+    for path, blob in sorted(changed_records(before, after, named_at=LAYOUT).items()):
+        if blob is None or (exempt is not None and exempt(path, blob)):
             continue  # deletions follow the record rules, which let any node make them
-        old = blob_in(first, placed(path, tree_layout(first)))
-        owner = _owner(repo, path, blob, old.id if old is not None else None, first, commit.tree, profiles, rules)
-        if owner is None or human or owner[1] == node:
-            continue  # anyone's to write, the operator's hand edit, or written by the agent's own node
+        old = blob_in(before, placed(path, tree_layout(before)))
+        owner = _owner(repo, path, blob, old.id if old is not None else None, before, after, profiles, rules)
+        if owner is None or owner[1] == node:
+            continue  # anyone's to write, or written by the agent's own node
         agent, bound = owner
         refusals.append(Refusal(
-            str(commit.id), NOT_ALLOWED, path, node,
+            commit, NOT_ALLOWED, path, node,
             f"signed by node {node}, which may not write it: it is in the name of {agent}, bound to {bound}",
             f"write in {agent}'s name only from {bound} (its server or CLI there); to move the agent to another "
             f"machine, {bound} hands it over (`gitmail nodes handover PROJECT {agent} NODE`)", str(blob)))

@@ -388,7 +388,7 @@ class Archive:
         made: dict[str, list[tuple[str, bytes | None, bytes | None]]] = {}
         publication = self._publication(repo, base)
         for group in _by_author(writers):
-            if publication and not group[-1][1].merge_parent and not any(p in overlay for p in publication):
+            if publication and not any(p in overlay for p in publication):
                 for path, own in publication.items():
                     editor.set(path, own)
                 publication = {}

@@ -551,11 +551,11 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
         return [Checked(label, tip, tip, None)]
     judged = judge_range(repo, tip, [ours] if ours else [], trust, rules=SYNC_RULES)
     if not judged.tainted:
-        return [check_tip(archive, checker, tip, label)]
+        return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
     good = judged.acceptable()
     parents = {str(parent) for commit in good for parent in repo[commit].peel(pygit2.Commit).parent_ids}
     heads = [commit for commit in good if commit not in parents]
-    out = [check_tip(archive, checker, head, label) for head in heads]
+    out = [check_tip(archive, checker, head, label, rules=SYNC_RULES) for head in heads]
     last = judged.order[-1]
     out.append(Checked(label, last, checker.base_of(last, ours), None, file_rejections(repo, judged)))
     return out
