@@ -76,7 +76,6 @@ UNSIGNED, BAD, SIGNED = 0, 1, 2  # a commit's signature verdict
 NO_KEY = bytes(32)
 NOT_ALLOWED = "not-allowed-writer"
 BUILDS_ON_REFUSED = "builds-on-refused"
-SIGNATURE_PROBLEMS = ("unsigned", "bad-signature", "unknown-key", "revoked-key")
 # Roles whose records are in the name of the agent whose folder holds them.
 _FOLDER_OWNED = frozenset({"outbox", "receipt", "seat", "journal", "idempotency"})
 # Roles holding a message whose sender it is written for.
@@ -101,6 +100,7 @@ class Rules:
 
     merged: MergeRule | None = None
     derived: DerivedRule | None = None
+
 
 NO_RULES = Rules()  # merges and derived records judged as any other write
 
