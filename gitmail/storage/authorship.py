@@ -28,8 +28,9 @@ each record it adds or changes:
   or the merged version the rules compute (given by the caller, who knows
   them); anything else in it is judged as a write of its signer;
 - a record a rule derives from others, the same wherever it is computed (a
-  notice of overlapping reservations, in the name of one holder), may be
-  written by any node;
+  notice of overlapping reservations, in the name of one holder; the notice
+  and the claim a ``claim`` escalation files for the operations agent), may
+  be written by any node;
 - an agent whose profile names no node (written before agents were bound)
   may be written for by any node.
 
@@ -331,9 +332,9 @@ def writes_refused(repo: pygit2.Repository, before: pygit2.Tree | None, after: p
         if blob is None or (exempt is not None and exempt(path, blob)):
             continue  # deletions follow the record rules, which let any node make them
         old = blob_in(before, placed(path, profiles.layout(before))) if before is not None else None
-        owner = _owner(repo, path, blob, old.id if old is not None else None, before, after, profiles, rules)
-        if owner is None or owner[1] == node:
-            continue  # anyone's to write, or written by the agent's own node
+        owner = _owner(repo, path, blob, old.id if old is not None else None, before, after, profiles)
+        if owner is None or owner[1] == node or _derived(repo, path, blob, after, rules):
+            continue  # anyone's to write, written by the agent's own node, or derived the same everywhere
         agent, bound = owner
         refusals.append(Refusal(
             commit, NOT_ALLOWED, path, node,
@@ -361,13 +362,13 @@ def _merge_exemption(repo: pygit2.Repository, commit: pygit2.Commit,
 
 
 def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, old: pygit2.Oid | None, before: pygit2.Tree | None,
-           after: pygit2.Tree, profiles: _Profiles, rules: Rules) -> tuple[str, str] | None:
+           after: pygit2.Tree, profiles: _Profiles) -> tuple[str, str] | None:
     """(agent, node) when ``path``'s new version is in the name of an agent bound to a node; None: any node may."""
     role = role_of(path)
     if role in _FOLDER_OWNED and role != "outbox":
         return profiles.bound(path.split("/")[1], before, after)
     if role in _SENT or role == "outbox":
-        return _mail_owner(repo, path, blob, role, before, after, profiles, rules)
+        return _mail_owner(repo, path, blob, role, before, after, profiles)
     record = _parse(repo, path, blob)
     if record is None:
         return None  # the record checker refuses what does not parse
@@ -391,18 +392,16 @@ _PLAIN_SENDER = re.compile(r"^from: ([A-Za-z0-9][A-Za-z0-9._-]{0,127})$", re.M)
 
 
 def _mail_owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, role: str | None, before: pygit2.Tree | None,
-                after: pygit2.Tree, profiles: _Profiles, rules: Rules) -> tuple[str, str] | None:
+                after: pygit2.Tree, profiles: _Profiles) -> tuple[str, str] | None:
     """Whose name a message file is written in: its sender's (an outbox copy: its folder's agent's)."""
     data = _blob_bytes(repo, blob)
     if data is None:
         return None  # not a file (a gitlink): the record checker refuses it as what it is
-    sender = _plain_sender(data) if rules.derived is None or b"reservation-overlap-" not in data else None
+    sender = _plain_sender(data)
     if sender is None:  # anything but the plain form gitmail writes: read it as the record it is
         record = _parse(repo, path, blob)
         if record is None:
             return profiles.bound(path.split("/")[1], before, after) if role == "outbox" else None
-        if rules.derived is not None and rules.derived(repo, after, record):
-            return None
         if "@" in getattr(record, "sender", "") or getattr(record, "human", False):
             return None  # mail relayed from another project, or the overseer's
         sender = getattr(record, "sender", "")
@@ -433,6 +432,14 @@ def _plain_sender(data: bytes) -> str | None:
         return None
     found = _PLAIN_SENDER.findall(header)
     return found[0] if len(found) == 1 else None
+
+
+def _derived(repo: pygit2.Repository, path: str, blob: pygit2.Oid, after: pygit2.Tree, rules: Rules) -> bool:
+    """Whether a rule derives the record from others in ``after`` (asked only of a write that would be refused)."""
+    if rules.derived is None:
+        return False
+    record = _parse(repo, path, blob)
+    return record is not None and rules.derived(repo, after, record)
 
 
 def _differs_only(old: Record, new: Record, fields: frozenset[str]) -> bool:

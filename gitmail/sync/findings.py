@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from gitmail.coord.globs import overlaps
+from gitmail.mail.overdue import is_escalation_filing
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import derived_id
@@ -188,5 +189,10 @@ def is_notice(repo: pygit2.Repository, tree: pygit2.Tree, record: Record) -> boo
     return built.to_bytes() in (record.to_bytes(), record.public_copy().to_bytes())
 
 
-# What the who-may-write rule needs of this layer: the merge rules, and the notices any machine writes.
-SYNC_RULES = Rules(merged=merged_records, derived=is_notice)
+def derived_anywhere(repo: pygit2.Repository, tree: pygit2.Tree, record: Record) -> bool:
+    """Whether any machine may write ``record``, a rule having derived it from others in ``tree``."""
+    return is_notice(repo, tree, record) or is_escalation_filing(repo, tree, record)
+
+
+# What the who-may-write rule needs of this layer: the merge rules, and the records any machine derives.
+SYNC_RULES = Rules(merged=merged_records, derived=derived_anywhere)
