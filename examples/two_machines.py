@@ -62,6 +62,12 @@ def main() -> None:
         step("the desktop joins through the hub (no clone needed), reads and replies")
         gitmail(desktop, "remote", "add", PROJECT, "hub", hub)
         print(gitmail(desktop, "sync", PROJECT, "--quiet"))
+        step("the laptop hands GreenCastle over to the desktop: only the desktop's key may sign for it now")
+        with open(os.path.join(desktop, "node"), encoding="utf-8") as handle:  # each store names its node there
+            desktop_node = handle.read().strip()
+        gitmail(laptop, "nodes", "handover", PROJECT, "GreenCastle", desktop_node)
+        print(gitmail(laptop, "sync", PROJECT, "--quiet"))
+        print(gitmail(desktop, "sync", PROJECT, "--quiet"))
         print(f"GreenCastle's inbox on the desktop:\n{gitmail(desktop, 'inbox', PROJECT, 'GreenCastle')}")
         gitmail(desktop, "reply", PROJECT, first, "--from", "GreenCastle", "--body", "Done: migration 0042.")
         print(gitmail(desktop, "sync", PROJECT, "--quiet"))

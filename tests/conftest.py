@@ -253,3 +253,15 @@ def git(*args: str, cwd: str | None = None, check: bool = True) -> str:
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
     return proc.stdout
+
+
+def sign_commits(clone: str, home: str) -> None:
+    """Have git sign the commits made in ``clone`` with the node key of the store at ``home`` (its owner's key).
+
+    A person working on the machine beside its archive signs hand edits
+    with that machine's key (readable by its owner only), so every door
+    takes them as the node's own writes.
+    """
+    key = os.path.join(home, "keys", "node_ed25519")
+    for name, value in (("gpg.format", "ssh"), ("user.signingkey", key), ("commit.gpgsign", "true")):
+        git("config", name, value, cwd=clone)

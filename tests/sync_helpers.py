@@ -67,6 +67,13 @@ class Machine:
               for name in AGENTS],
         ])
 
+    def register(self, name: str) -> None:
+        """Register agent ``name`` here, bound to this machine's node (only its key may write in its name)."""
+        stamp = self.store.clock.now_ts()
+        self.write(f"Register agent {name}", name, lambda snap: [
+            Agent(id=self.store.clock.new_id(), name=name, program="test", model="m", inception_ts=stamp,
+                  hlc=self.store.clock.tick(), contact_policy="open", node=self.name)])
+
     def send(self, sender: str, to: list[str], subject: str) -> str:
         message = Message(id=self.store.clock.new_id(), thread_id="t-" + subject[:8].replace(" ", "-"), sender=sender,
                           subject=subject, created_ts=self.store.clock.now_ts(), to=to,
@@ -143,3 +150,23 @@ def tree_id(store: Store) -> str:
 def message_counts(files: dict[str, bytes]) -> Counter:
     """How many canonical files each message id has (must be exactly one)."""
     return Counter(path.rsplit("/", 1)[1][:-3] for path in files if path.startswith("messages/"))
+
+
+
+def person_key(archive, folder: str, person: str = "person") -> str:
+    """A person's signing key, registered in ``archive`` (``gitmail nodes add --human``); the private key's path."""
+    from gitmail.storage import nodes
+    from gitmail.storage.nodekey import NodeKey
+
+    key = NodeKey(folder, person)
+    nodes.add(archive, name=person, key=key.public_line, human=True, by=archive.node, now="2026-12-01T00:00:00.000Z")
+    return key.path
+
+
+def signed_clone(source: str, clone: str, key: str) -> None:
+    """A checkout of ``source`` whose commits git signs with the person's ``key`` (through ``ssh-keygen``)."""
+    from .conftest import git
+
+    git("clone", "-q", source, clone)
+    for name, value in (("gpg.format", "ssh"), ("user.signingkey", key), ("commit.gpgsign", "true")):
+        git("config", name, value, cwd=clone)

@@ -28,6 +28,7 @@ from gitmail import Store
 from gitmail.index import indexer_for
 from gitmail.mail.facade import Mail
 from gitmail.model.errors import GitmailError
+from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.repair import repair
@@ -53,6 +54,9 @@ def answer_request(mail: Mail, request: dict[str, Any]) -> Any:
         if sys.stdin.readline().strip() != "go":
             raise SystemExit("expected go")
         return sync_project(store, PROJECT).to_dict()
+    if op == "handover":
+        return nodes.handover(store.archive(PROJECT), agent=request["agent"], to=request["node"],
+                              hlc=store.clock.tick()).to_fields()
     if op == "repair":
         return repair(store, PROJECT).to_dict()
     if op == "fsck":

@@ -12,7 +12,7 @@ from gitmail.model.records import Agent, Reservation
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.store import slug_for
 
-from .conftest import fails_cleanly, git, tip
+from .conftest import fails_cleanly, git, sign_commits, tip
 from .mail_helpers import PROJECT, make_mail, register
 
 GENERATED = re.compile(r"^[A-Z][a-z]+[A-Z][a-z]+\d*$")
@@ -212,6 +212,7 @@ def _push_old_agent(store, tmp_path, name: str, seconds_ago: int) -> None:
                   hlc=HLC(old_ms, 0, "elsewhere"))
     work = tmp_path / f"clone-{name}"
     git("clone", "-q", archive_dir(store), str(work))
+    sign_commits(str(work), store.home)
     (work / "agents" / name).mkdir(parents=True)
     (work / "agents" / name / "profile.yaml").write_bytes(agent.to_bytes())
     git("add", ".", cwd=str(work))

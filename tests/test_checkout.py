@@ -14,7 +14,7 @@ from gitmail.model.ids import new_id
 from gitmail.model.records import JournalEntry, node_path
 from gitmail.storage.checkout import refresh
 
-from .conftest import git, git_run
+from .conftest import git, git_run, sign_commits
 
 
 def _add(archive, path, text):
@@ -59,6 +59,7 @@ def test_stale_checkout_commit_cannot_remove_newer_records(store):
     with open(human, "wb") as handle:
         handle.write(entry.to_bytes())
     git("add", "-A", cwd=paths.checkout)
+    sign_commits(paths.checkout, store.home)
     git("commit", "-qm", "human note", cwd=paths.checkout)
     assert not os.path.exists(os.path.join(paths.checkout, "notes", "newer.md"))
     tip = archive.tip()
@@ -272,6 +273,7 @@ def test_cli_writes_and_outside_pushes_reach_the_checkout_without_a_server(home,
     # A push from another clone: the archive's hook brings the checkout along.
     clone = str(tmp_path / "elsewhere")
     git("clone", "-q", archive.git_dir, clone)
+    sign_commits(clone, home)
     profile = os.path.join(clone, "agents", "BlueLake", "profile.yaml")
     with open(profile, encoding="utf-8") as handle:
         text = handle.read()

@@ -36,6 +36,7 @@ from gitmail.model.records import (
     journal_path,
     message_path,
 )
+from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.quarantine import quarantine_ref, read_quarantine
 from gitmail.sync.remotes import add_remote
@@ -170,11 +171,14 @@ def test_a_sync_keeps_such_entries_aside_and_every_remote_still_syncs(tmp_path):
 
         assert run(sync())["exit_code"] == 0  # both hubs now hold the project
         teammate = Store(str(tmp_path / "teammate"), background=False)
+        # GreenCastle works from the teammate's machine: the server's node, where it was registered, hands it over.
+        nodes.handover(here.archive(PROJECT), agent="GreenCastle", to=teammate.node, hlc=here.clock.tick())
+        assert run(sync())["exit_code"] == 0
         add_remote(teammate, PROJECT, "good", "file://" + good_hub)
         sync_project(teammate, PROJECT)
         Mail(teammate).send_message(PROJECT, "GreenCastle", ["BlueLake"], "through the good hub", "hello")
         assert sync_project(teammate, PROJECT).exit_code == 0
-        clone = _clone(bad_hub, str(tmp_path / "poisoner"))
+        clone = _clone(bad_hub, str(tmp_path / "poisoner"), here.home)  # signed by the server's node
         expected = _poison(clone)
         good = expected.pop("good")
         assert git_run("push", "-q", "origin", "main", cwd=clone).returncode == 0

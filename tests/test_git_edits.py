@@ -17,7 +17,7 @@ from gitmail import GitmailError
 from gitmail.mail.facade import Mail
 from gitmail.model.records import message_path, profile_path, reservation_path
 
-from .conftest import git, git_run
+from .conftest import git, git_run, sign_commits
 
 pytestmark = pytest.mark.slow  # git runs the archive's hooks, which start gitmail
 
@@ -36,6 +36,7 @@ def setting(store, tmp_path):
     message_id = sent["deliveries"][0]["payload"]["id"]
     clone = str(tmp_path / "clone")
     git("clone", "-q", store.archive(PROJECT).git_dir, clone)
+    sign_commits(clone, store.home)
     return mail, store.archive(PROJECT), clone, message_id
 
 

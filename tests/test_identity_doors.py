@@ -83,7 +83,7 @@ def _at_every_door(tmp_path, make: Callable[[Machine], dict[str, dict[str, bytes
     assert pushed.returncode != 0 and reason in pushed.stderr, pushed.stderr
     assert a.archive.tip() == before
 
-    _push(_clone(unchecked, str(tmp_path / "to-open-hub")), files)
+    _push(_clone(unchecked, str(tmp_path / "to-open-hub"), b.store.home), files)
     c = _machine(tmp_path, "node-c", create=False)
     add_remote(c.store, PROJECT, "hub", "file://" + unchecked)
     report = sync_project(c.store, PROJECT)

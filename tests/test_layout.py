@@ -48,7 +48,7 @@ from gitmail.storage.recordcheck import Checker
 from gitmail.storage.store import slug_for
 from gitmail.sync.merge import merge_file
 
-from .conftest import git, git_run, refused
+from .conftest import git, git_run, refused, sign_commits
 from .mail_helpers import PROJECT, make_mail, open_agents, send
 from .mcp_harness import child_env
 
@@ -418,6 +418,7 @@ def test_a_push_is_refused_a_record_at_another_layouts_path_and_a_layout_going_b
     archive = store.archive(PROJECT)
     clone = str(tmp_path / "clone")
     assert git_run("clone", "-q", archive.git_dir, clone).returncode == 0
+    sign_commits(clone, store.home)
     entry = JournalEntry(id=new_id(), agent="Green", created_ts="2026-12-01T10:00:00.000Z", body="by hand\n")
     old = placed(entry.path(), 1)
 
@@ -444,6 +445,7 @@ def test_a_layout_1_archive_refuses_a_new_layout_path_and_names_the_migration(st
     open_agents(mail, "Blue", "Green")
     clone = str(tmp_path / "clone")
     assert git_run("clone", "-q", store.archive(PROJECT).git_dir, clone).returncode == 0
+    sign_commits(clone, store.home)
     entry = JournalEntry(id=new_id(), agent="Green", created_ts="2026-12-01T10:00:00.000Z", body="by hand\n")
     refused = _push(clone, entry.path(), entry.to_bytes())
     assert refused.returncode != 0 and "this archive is still at layout 1" in refused.stderr

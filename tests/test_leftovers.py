@@ -20,6 +20,7 @@ from gitmail.sync.hookinstall import install_hub
 
 from .conftest import git, git_run, wait_until
 from .mcp_harness import ROOT
+from .sync_helpers import Machine
 
 HOUR = 3600
 
@@ -88,13 +89,9 @@ def test_a_killed_pushs_quarantine_is_removed_at_the_hubs_next_push(tmp_path):
     with open(os.path.join(stale, "pack", "tmp_pack_killed"), "wb") as handle:
         handle.write(b"PACK half written")
     age(stale, 2 * HOUR)
-    work = str(tmp_path / "work")
-    git("init", "-q", "--initial-branch=main", work)
-    with open(os.path.join(work, "README.md"), "w", encoding="utf-8") as handle:
-        handle.write("hub\n")
-    git("add", "README.md", cwd=work)
-    git("commit", "-q", "-m", "start", cwd=work)
-    pushed = git_run("push", "-q", hub, "HEAD:main", cwd=work)
+    machine = Machine(str(tmp_path / "m"), "node-a")  # the first machine's signed history fills the hub
+    machine.create_project()
+    pushed = git_run("--git-dir", machine.archive.git_dir, "push", "-q", hub, "main:main")
     assert pushed.returncode == 0, pushed.stderr
     assert not os.path.exists(stale)
     assert "quarantine of a push that was killed" in pushed.stderr

@@ -15,6 +15,7 @@ from gitmail import Mail, Store
 from gitmail.mail import relay
 from gitmail.mail.facade import SendOptions
 from gitmail.model.records import Message, Relay, inbox_path, message_path, relay_path
+from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
@@ -141,6 +142,9 @@ def test_two_projects_synced_between_two_stores_through_checked_hubs(server, tmp
 
     # The other machine takes both projects in, and Bob answers there; that machine stops between the commits.
     other = Store(str(tmp_path / "other"), background=False)
+    here = Store(server.home, background=False)  # Bob works from the other machine: the server hands it over
+    nodes.handover(here.archive(BACK), agent="Bob", to=other.node, hlc=here.clock.tick())
+    assert sync_project(here, BACK).exit_code == 0
     for key in (FRONT, BACK):
         add_remote(other, key, "hub", hubs[key])
         sync_project(other, key)

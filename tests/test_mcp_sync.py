@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitmail import Mail, Store
+from gitmail.storage import nodes
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
@@ -29,7 +30,11 @@ def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
             return blue, green
 
     blue, green = run(setup())
-    add_remote(Store(server.home, background=False), PROJECT, "hub", hub)
+    here = Store(server.home, background=False)
+    add_remote(here, PROJECT, "hub", hub)
+    other = Store(str(tmp_path / "other-home"), background=False)
+    # GreenCastle works from the teammate's machine: the server's node, where it was registered, hands it over.
+    nodes.handover(here.archive(PROJECT), agent="GreenCastle", to=other.node, hlc=here.clock.tick())
 
     async def first_sync():
         async with server.client() as client:
@@ -49,7 +54,6 @@ def test_sync_tool_exchanges_mail_with_a_hub(server, tmp_path):
     assert "from the server machine" in git("--git-dir", hub, "grep", "-h", "subject:", "main", "--", "messages")
 
     # A teammate on another machine pulls, writes, and pushes back through the hub.
-    other = Store(str(tmp_path / "other-home"), background=False)
     add_remote(other, PROJECT, "hub", hub)
     sync_project(other, PROJECT, "hub")
     Mail(other).send_message(PROJECT, "GreenCastle", ["BlueLake"], "from the other machine", "hello back")

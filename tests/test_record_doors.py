@@ -8,6 +8,7 @@ because it had no checks.
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from gitmail.sync.quarantine import quarantine_ref, read_quarantine
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
+from .conftest import git_run, sign_commits
 from .sync_helpers import PROJECT, Machine, tree_files
 
 GITMAIL = [sys.executable, "-m", "gitmail"]
@@ -46,8 +47,21 @@ def _machines(tmp_path, hub: str, names=("node-a", "node-b")) -> list[Machine]:
     return machines
 
 
-def _clone(source: str, target: str) -> str:
+def _clone(source: str, target: str, home: str | None = None) -> str:
+    """A person's clone of an archive or a hub, signing with the key of the machine at ``home``.
+
+    Without ``home``, a machine of the test (``node-a`` where there is one)
+    signs: a person on a machine signs with its key, so what the doors judge
+    in these tests is the content, written by a node allowed to write it.
+    """
     assert git_run("clone", "-q", source, target).returncode == 0
+    if home is None:
+        root = os.path.dirname(os.path.abspath(target))
+        keys = sorted(glob.glob(os.path.join(root, "**", "node_ed25519"), recursive=True),
+                      key=lambda path: ("node-a" not in path, path))
+        home = os.path.dirname(os.path.dirname(keys[0])) if keys else None
+    if home is not None:
+        sign_commits(target, home)
     return target
 
 

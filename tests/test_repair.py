@@ -19,7 +19,7 @@ from gitmail.sync.remotes import add_remote
 from gitmail.sync.repair import repair
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
+from .conftest import git_run, sign_commits
 from .sync_helpers import PROJECT, Machine, message_counts, tree_files
 
 GITMAIL = [sys.executable, "-m", "gitmail"]
@@ -55,6 +55,7 @@ def test_a_poisoned_hub_is_repaired_and_nothing_valid_is_lost(tmp_path):
     # Damage pushed while the hub had no checks; the checks arrive afterwards.
     clone = str(tmp_path / "poisoner")
     assert git_run("clone", "-q", hub, clone).returncode == 0
+    sign_commits(clone, a.store.home)  # signed by a node: the record rules are what refuse it
     _write(clone, message_path(new_id()), b"---\nid: nope\n---\nbody\n")
     _write(clone, "notes.txt", b"a stray file\n")
     with open(os.path.join(clone, message_path(kept)), "rb") as handle:

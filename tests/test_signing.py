@@ -11,7 +11,7 @@ import pytest
 
 from gitmail import Mail, Store
 from gitmail.model import sshsig
-from gitmail.model.errors import INVALID_ARGUMENT
+from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ROTATION_NAMESPACE, Node, node_path, rotation_statement
 from gitmail.storage import nodes
 from gitmail.storage.nodekey import NodeKey
@@ -184,13 +184,11 @@ def test_sshsig_round_trip_and_refusals():
 
 
 def _hand_commit(archive, tmp_path, name="note"):
-    """A commit made with plain git, unsigned, pushed into the archive as a person would."""
-    clone = str(tmp_path / f"clone-{name}")
-    git("clone", "-q", archive.git_dir, clone)
-    assert git_run("commit", "-q", "--allow-empty", "-m", f"{name} by hand", cwd=clone).returncode == 0
-    done = git_run("push", "-q", "origin", "main", cwd=clone)
-    assert done.returncode == 0, done.stderr
-    return git("rev-parse", "HEAD", cwd=clone).strip()
+    """An unsigned commit on main made with plain git inside the archive (as history written before signing)."""
+    tree = git("--git-dir", archive.git_dir, "rev-parse", "main^{tree}").strip()
+    commit = git("--git-dir", archive.git_dir, "commit-tree", tree, "-p", "main", "-m", f"{name} by hand").strip()
+    git("--git-dir", archive.git_dir, "update-ref", "refs/heads/main", commit)
+    return commit
 
 
 def test_verify_is_clean_for_gitmail_history_and_remembers_its_verdicts(mail, store):
@@ -344,3 +342,44 @@ def test_verify_reads_a_commit_git_itself_signed(tmp_path):
     raw = pygit2.Repository(repo)[git("rev-parse", "HEAD", cwd=repo).strip()].read_raw()
     signature, payload = split_signature(raw)
     assert signature is not None and sshsig.signer_of(signature, payload) == key.public
+
+
+def test_verify_reports_a_node_writing_in_another_nodes_agents_name_until_a_handover(mail, store, tmp_path):
+    """BlueLake is bound to this node: another node's key may not sign its mail, until this node hands it over."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gitmail.model.records import Agent, profile_path
+    from gitmail.storage.verify import verify
+
+    slug = store.resolve(PROJECT)
+    archive = store.archive(slug)
+    derived = store.paths(slug).derived
+    assert archive.snapshot().load(profile_path("BlueLake"), Agent).node == store.node
+    other = Ed25519PrivateKey.generate()
+    nodes.add(archive, name="laptop", key=sshsig.public_line(sshsig.raw_public(other)), human=False, by=store.node,
+              now=store.clock.now_ts())
+
+    def send_as_laptop(subject: str) -> None:
+        archive.signer = lambda payload: sshsig.sign(other, payload)
+        try:
+            mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], subject, "from the laptop")
+        finally:
+            archive.signer = store.key.sign_commit
+
+    send_as_laptop("not yet")
+    found = verify(archive, slug, derived)
+    assert {(f.problem, f.node) for f in found.findings} == {("not-allowed-writer", "laptop")}
+    assert {f.path.split("/")[0] for f in found.findings} == {"messages", "agents"}  # the message and its copies
+    assert all("bound to " + store.node in f.summary for f in found.findings)
+    with pytest.raises(GitmailError, match="not a node name") as bad:
+        nodes.handover(archive, agent="BlueLake", to="no such/node", hlc=store.clock.tick())
+    assert bad.value.code == INVALID_ARGUMENT
+    moved = nodes.handover(archive, agent="bluelake", to="laptop", hlc=store.clock.tick())  # any spelling
+    assert moved.node == "laptop"
+    send_as_laptop("now it may")
+    again = verify(archive, slug, derived)
+    assert len(again.findings) == len(found.findings)  # the first stays reported, the second is clean
+    tip = archive.tip()
+    with pytest.raises(GitmailError, match="bound to node laptop") as elsewhere:
+        nodes.handover(archive, agent="BlueLake", to=store.node, hlc=store.clock.tick())  # only laptop may
+    assert elsewhere.value.code == INVALID_ARGUMENT and archive.tip() == tip

@@ -12,6 +12,7 @@ import pytest
 from gitmail import Store
 from gitmail.mail.facade import Mail
 from gitmail.model.records import Message, message_path
+from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
@@ -112,6 +113,7 @@ def test_overlapping_reservations_granted_apart_are_reported_and_notified_once(t
     _join([a, b], hub)
     for name in ("BlueLake", "GreenCastle"):
         a.register_agent(PROJECT, "test", "model", name=name)
+    nodes.handover(a.store.archive(PROJECT), agent="GreenCastle", to="node-b", hlc=a.store.clock.tick())
     for mail in (a, b):
         sync_project(mail.store, PROJECT)
     held_a = a.file_reservation_paths(PROJECT, "BlueLake", ["src/api/*.py"], ttl_seconds=3600)

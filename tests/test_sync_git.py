@@ -18,7 +18,7 @@ from gitmail.sync.syncer import sync_project
 from gitmail.sync.watch import Watcher
 
 from .conftest import git_run
-from .sync_helpers import PROJECT, Machine, tree_files
+from .sync_helpers import PROJECT, Machine, person_key, signed_clone, tree_files
 
 GITMAIL = [sys.executable, "-m", "gitmail"]
 
@@ -101,9 +101,10 @@ def test_hub_refuses_damaging_pushes_and_names_the_file(tmp_path):
     assert result.returncode == 0, result.stderr
     a, _ = _pair(tmp_path, hub)
     kept = a.send("BlueLake", ["GreenCastle"], "keep me")
+    key = person_key(a.archive, str(tmp_path / "person"))
     sync_project(a.store, PROJECT)
     clone = str(tmp_path / "human")
-    assert git_run("clone", "-q", hub, clone).returncode == 0
+    signed_clone(hub, clone, key)
     before = git_run("rev-parse", "main", cwd=hub).stdout
 
     def attempt(edit, expected: str) -> None:
@@ -151,7 +152,7 @@ def test_watcher_wakes_the_index_for_a_human_push(tmp_path):
         woke.set()
 
     clone = str(tmp_path / "clone")
-    assert git_run("clone", "-q", archive.git_dir, clone).returncode == 0
+    signed_clone(archive.git_dir, clone, person_key(archive, str(tmp_path / "person")))
     message_id, data = _hand_message("Zebrafish sighting", "zebrafish")
     _write(clone, message_path(message_id), data)
     _write(clone, inbox_path("GreenCastle", message_id), data)

@@ -64,6 +64,8 @@ def test_three_machines_converge_through_the_host(host: Host, machines: list[Mac
     for name in AGENTS:
         a.mail("register_agent", program="test", model="m", name=name)
         a.mail("set_contact_policy", agent_name=name, policy="open")
+    for name, node in (("GreenCastle", "node-b"), ("RedStone", "node-c")):  # each works from its own machine
+        a.ask("handover", agent=name, node=node)
     for machine in machines:
         machine.ask("add_remote", name="hub", url=host.access(machine.node, "converge").url)
     clean(sync_all([a]))

@@ -37,7 +37,7 @@ from gitmail.sync.remotes import add_remote
 from gitmail.sync.repair import repair
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git, git_run
+from .conftest import git, git_run, sign_commits
 from .sync_helpers import PROJECT, Machine, message_counts, tree_files, tree_id
 
 pytestmark = pytest.mark.slow  # git runs the hub's pre-receive hook, which starts gitmail
@@ -163,6 +163,7 @@ def test_a_hub_poisoned_at_layout_1_is_repaired_from_a_machine_at_layout_2(tmp_p
     _sync(b)
     clone = str(tmp_path / "poisoner")  # damage at layout-1 paths, pushed while the hub had no checks
     assert git_run("clone", "-q", hub, clone).returncode == 0
+    sign_commits(clone, a.store.home)  # by a node: the record rules are what refuse it
     with open(os.path.join(clone, placed(message_path(kept), 1)), "rb") as handle:
         edited = handle.read().replace(b"kept from", b"edited from")
     with open(os.path.join(clone, placed(message_path(kept), 1)), "wb") as handle:

@@ -8,6 +8,7 @@ from gitmail import Store
 from gitmail.mail.facade import Mail
 from gitmail.mail.projects import CONFIRMATION_PHRASE
 from gitmail.model.records import inbox_path, message_path, receipt_path, tombstone_path
+from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
@@ -34,6 +35,8 @@ def test_two_machines_through_a_checked_hub(tmp_path):
     for name in ("BlueLake", "GreenCastle", "RedStone"):
         a.register_agent(PROJECT, "test", "model", name=name)
         a.set_contact_policy(PROJECT, name, "open")
+    # GreenCastle works on the desktop from now on: the laptop, where it was registered, hands it over.
+    nodes.handover(a.store.archive(PROJECT), agent="GreenCastle", to="desktop", hlc=a.store.clock.tick())
     sent = a.send_message(PROJECT, "RedStone", ["GreenCastle"], "Build broke", "Look at CI please")
     doomed = _message_id(sent)
     for mail in (a, b):

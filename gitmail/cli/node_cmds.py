@@ -122,21 +122,38 @@ def nodes_revoke(ctx: Context, project: str, node: str, reason: str) -> tuple[ob
     return record.to_fields(), f"revoked the key of {node} ({record.key_id[:16]}...)"
 
 
+@command(group=nodes_group, name="handover")
+@click.argument("project")
+@click.argument("agent")
+@click.argument("node")
+def nodes_handover(ctx: Context, project: str, agent: str, node: str) -> tuple[object, str]:
+    """Move AGENT to NODE: from then on only NODE's key may sign its records (run on the node it is bound to)."""
+    from gitmail.storage.nodes import handover
+
+    store = ctx.store
+    moved = handover(store.archive(project), agent=agent, to=node, hlc=store.clock.tick())
+    return moved.to_fields(), f"{moved.name} is now bound to node {node}"
+
+
 @command(name="verify")
 @click.argument("project")
 def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
-    """Check every commit of PROJECT's history: unsigned, bad, unknown or revoked signatures.
+    """Check every commit of PROJECT's history: its signature, and whether its signer may write what it writes.
 
     Commits before an adoption (gitmail adopt) are not checked. Verdicts
     are remembered outside the archive, so a second run checks only new
     commits. Exit 0 clean, 1 findings, 2 could not run.
     """
     from gitmail.storage.verify import verify
+    from gitmail.sync.findings import SYNC_RULES
 
     store = ctx.store
     slug = store.resolve(project)
-    out = verify(store.archive(slug), slug, store.paths(slug).derived)
-    lines = [f"{f.commit[:12]} {f.problem}{' (' + f.node + ')' if f.node else ''}: {f.summary}" for f in out.findings]
+    out = verify(store.archive(slug), slug, store.paths(slug).derived, rules=SYNC_RULES)
+    lines = [("kept aside: " if f.kept_aside else "")
+             + (f"{f.commit[:12]} signed by a node not allowed to write it ({f.node}): {f.path}: {f.summary}"
+                if f.path else f"{f.commit[:12]} {f.problem}{' (' + f.node + ')' if f.node else ''}: {f.summary}")
+             for f in out.findings]
     lines.append(f"{out.commits} commit(s) judged ({out.checked} checked now), {len(out.findings)} finding(s)"
                  + (f"; history adopted up to {', '.join(c[:12] for c in out.adopted)}" if out.adopted else ""))
     return out, "\n".join(lines), 0 if out.clean else 1

@@ -264,7 +264,7 @@ def _register(ctx: Context, project_key: str, program: str | None, model: str | 
             chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
             agent = Agent(id=agent_id, name=chosen, program=program or "unknown", model=model or "unknown",
                           inception_ts=stamp, hlc=hlc, task_description=task_description or "",
-                          token_hash=hash_token(token))
+                          token_hash=hash_token(token), node=archive.node)
             change = Change(with_reason(f"Register agent {chosen} ({agent.program}, {agent.model})", why),
                             author=chosen, result=(agent, project.id, token, False)).put_record(agent)
             if key is not None:

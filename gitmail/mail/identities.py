@@ -239,7 +239,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
-                      parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle, **fields)
+                      parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle,
+                      node=archive.node, **fields)
         if headless is not None:
             child.key_hash, child.key_expires_at = hash_token(headless), _key_end(at, ends)
             child.refresh_window_s = window

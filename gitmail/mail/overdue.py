@@ -23,28 +23,34 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import re
 from typing import Any
+
+import pygit2
 
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import find_agent
 from gitmail.index import indexer_for
 from gitmail.model.clock import format_ts, parse_ts
+from gitmail.model.errors import GitmailError
 from gitmail.model.ids import derived_id
 from gitmail.model.records import (
     Escalation,
     Message,
     Receipt,
+    Record,
     Reservation,
     escalation_path,
     inbox_path,
     message_path,
     outbox_path,
+    placed,
     receipt_path,
     reservation_path,
 )
 from gitmail.model.results import Result, result
 from gitmail.storage.engine import Change
-from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.snapshot import Snapshot, blob_in, tree_layout
 
 from .acksettings import AckSettings
 
@@ -216,16 +222,51 @@ def _claim(change: Change, snap: Snapshot, settings: AckSettings, record: Escala
             expires_ts=format_ts(at + dt.timedelta(seconds=settings.claim_ttl_seconds)), hlc=hlc,
             exclusive=settings.claim_exclusive,
             reason=f"overdue acknowledgement: {record.agent} has not acknowledged {record.message_id}"))
+    notice = notice_of(record)
+    data = notice.to_bytes()
+    change.put(message_path(notice.id), data).put(inbox_path(record.holder, notice.id), data)
+    change.put(outbox_path(record.holder, notice.id), data)
+
+
+def notice_of(record: Escalation) -> Message:
+    """The notice a ``claim`` escalation files for its holder: built from the record alone, the same everywhere."""
+    assert record.holder and record.claim_id and record.notice_id
+    pattern = inbox_path(record.agent, record.message_id)
     body = (f"{record.agent} has not acknowledged message `{record.message_id}` from {record.sender}, "
             f"\"{record.subject}\", sent {record.sent_ts} and due {record.due_ts}.\n\n"
             f"This escalation filed reservation `{record.claim_id}` on `{pattern}` for you. Follow it up with "
             f"{record.agent}, then release the reservation.\n")
-    notice = Message(id=record.notice_id, thread_id=record.notice_id, sender=record.holder, to=[record.holder],
-                     subject=f"Overdue acknowledgement: {record.agent} on {record.subject}"[:200],
-                     created_ts=record.due_ts, importance="high", body=body)
-    data = notice.to_bytes()
-    change.put(message_path(notice.id), data).put(inbox_path(record.holder, notice.id), data)
-    change.put(outbox_path(record.holder, notice.id), data)
+    return Message(id=record.notice_id, thread_id=record.notice_id, sender=record.holder, to=[record.holder],
+                   subject=f"Overdue acknowledgement: {record.agent} on {record.subject}"[:200],
+                   created_ts=record.due_ts, importance="high", body=body)
+
+
+_ESCALATED = re.compile(r"^(\S+) has not acknowledged message `([0-9a-z]{23})`")
+
+
+def is_escalation_filing(repo: pygit2.Repository, tree: pygit2.Tree, record: Record) -> bool:
+    """Whether ``record`` is the notice or the claim a ``claim`` escalation in ``tree`` filed (any node may)."""
+    if isinstance(record, Message):
+        found = _ESCALATED.match(record.body)
+        escalation = _escalation_in(tree, found.group(2), found.group(1)) if found else None
+        return (escalation is not None and escalation.notice_id == record.id
+                and notice_of(escalation).to_bytes() in (record.to_bytes(), record.public_copy().to_bytes()))
+    if isinstance(record, Reservation) and record.reason.startswith("overdue acknowledgement: "):
+        words = record.reason.split()
+        escalation = _escalation_in(tree, words[-1], words[2]) if len(words) >= 6 else None
+        return (escalation is not None and escalation.claim_id == record.id and escalation.holder == record.agent
+                and record.path_pattern == inbox_path(escalation.agent, escalation.message_id)
+                and record.created_ts == escalation.escalated_ts)
+    return False
+
+
+def _escalation_in(tree: pygit2.Tree, message_id: str, agent: str) -> Escalation | None:
+    try:
+        path = placed(escalation_path(message_id, agent), tree_layout(tree))
+        blob = blob_in(tree, path)
+        return Escalation.from_bytes(blob.data, path) if blob is not None else None
+    except GitmailError:
+        return None
 
 
 def escalation_view(record: Escalation) -> EscalationView:

@@ -379,6 +379,10 @@ class Agent(Record):
     purpose: str = _spec("text", default="", max_len=4096, omit_default=True)
     risk_tier: str = _spec("choice", default="standard", choices=RISK_TIERS, omit_default=True)
     environment: str = _spec("str", default="", max_len=128, omit_default=True)
+    # The node (machine) the agent is bound to: the one that registered it, whose key must sign every record
+    # written in the agent's name (gitmail.storage.authorship); moved only by a handover that node signs.
+    # Profiles written before binding name none: any node of the project may write for them.
+    node: str | None = _spec("str", default=None, max_len=128, omit_default=True)
     # A headless agent's long-lived key (spawn_agent bootstrap_key): its hash, when it ends, and how long the
     # agent may go without acting and still prove itself with it. Dropped for good when the agent leaves.
     key_hash: str | None = _spec("str", default=None, omit_default=True)

@@ -388,7 +388,7 @@ class Archive:
         made: dict[str, list[tuple[str, bytes | None, bytes | None]]] = {}
         publication = self._publication(repo, base)
         for group in _by_author(writers):
-            if publication and not group[-1][1].merge_parent and not any(p in overlay for p in publication):
+            if publication and not any(p in overlay for p in publication):
                 for path, own in publication.items():
                     editor.set(path, own)
                 publication = {}
@@ -436,6 +436,10 @@ class Archive:
                 _log.exception("commit listener failed after %s", new_tip)
         self._settle(batch, attempt)
         return _DONE
+
+    def publication(self, base: str | None) -> dict[str, bytes]:
+        """This machine's node record, for a commit on ``base`` written outside :meth:`transact` (a migration)."""
+        return self._publication(self.repo, base)
 
     def _publication(self, repo: pygit2.Repository, base: str | None) -> dict[str, bytes]:
         """The file to publish with the next commit: none once ``main`` holds it (whatever its version)."""

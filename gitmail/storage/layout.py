@@ -37,7 +37,7 @@ from gitmail.model.records import (
     placed,
 )
 
-from .engine import SYSTEM_AUTHOR, Archive
+from .engine import SYSTEM_AUTHOR, Archive, Change
 from .objects import BLOB, COMMIT, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Signature, Tree, encode_commit
 from .snapshot import blob_in, entry_id, tree_delta, tree_layout, unsupported_layout
 from .treeedit import read_tree
@@ -73,6 +73,10 @@ def migrate(archive: Archive) -> Migration:
             return Migration(before, before, None, 0)
         if before not in LAYOUTS:
             raise unsupported_layout(before)
+        if archive.publication(tip):  # this machine's first commit here: its key's record goes first
+            archive.transact(lambda snap: Change("Publish this machine's key",
+                                                 edits=dict(archive.publication(snap.commit))))
+            continue
         pack = PackBuffer()
         mover = _Mover(repo, pack, mover.memo if mover is not None else {})
         project = _project_at_newest(blob_in(commit.tree, PROJECT_PATH))

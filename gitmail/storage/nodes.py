@@ -17,11 +17,15 @@ this module reads those records and makes the operator's changes behind
   the old key and carries the old key's signature of the move, in a commit
   the old key signs, before the new key is put in place;
 - ``revoke``: any node marks a key as no longer trusted
-  (``revocations/<key id>.yaml``, final).
+  (``revocations/<key id>.yaml``, final);
+- ``handover``: the node an agent is bound to moves it to another node (its
+  profile names the new one, in a commit the old one signs), so the agent's
+  records are written from there on (see :mod:`gitmail.storage.authorship`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -30,15 +34,19 @@ from typing import TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gitmail.model import codec, sshsig
+from gitmail.model.clock import HLC
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.records import (
+    AGENTS,
     NODES,
     REVOCATIONS,
     ROTATION_NAMESPACE,
+    Agent,
     Node,
     Record,
     Revocation,
     node_path,
+    profile_path,
     revocation_path,
     rotation_statement,
 )
@@ -79,6 +87,7 @@ class Keyring:
 
     keys: dict[bytes, str]
     revoked: dict[bytes, str]  # raw key -> when it was revoked
+    humans: frozenset[str] = frozenset()  # the nodes that are a person's own key (``nodes add --human``)
 
     def state(self, raw: bytes) -> str:
         """``known``, ``revoked`` or ``unknown``."""
@@ -114,12 +123,13 @@ def read_revocations(snap: Snapshot) -> list[Revocation]:
 def keyring(snap: Snapshot) -> Keyring:
     """The keys the archive names at ``snap`` (current and previous of every node) and the revoked ones."""
     keys: dict[bytes, str] = {}
-    for node in read_nodes(snap):
+    nodes = read_nodes(snap)
+    for node in nodes:
         for line in (node.previous_key, node.key):
             if line:
                 keys[_raw(line)] = node.node
     revoked = {_raw(item.key): item.revoked_at for item in read_revocations(snap)}
-    return Keyring(keys, revoked)
+    return Keyring(keys, revoked, frozenset(node.node for node in nodes if node.kind == "human"))
 
 
 def _raw(line: str) -> bytes:
@@ -283,3 +293,29 @@ def rotate_store(store: Store) -> Rotated:
     store.key.install(new)
     return Rotated(node=store.node, key=store.key.public_line, previous_key=sshsig.public_line(sshsig.raw_public(old)),
                    projects=done)
+
+
+def handover(archive: Archive, *, agent: str, to: str, hlc: HLC) -> Agent:
+    """Bind ``agent`` to node ``to``: run on the node it is bound to, whose signature is what moves it."""
+    if not NODE_NAME.match(to):
+        raise GitmailError(INVALID_ARGUMENT, f"{to!r} is not a node name (letters, digits, '.', '_' and '-'); "
+                           "`gitmail nodes list PROJECT` shows the project's nodes", {"node": to})
+
+    def fn(snap: Snapshot) -> Change:
+        wanted = agent.lower()
+        names = [name for name in snap.listdir(AGENTS) if name.lower() == wanted]
+        profile = snap.load(profile_path(names[0]), Agent) if names else None
+        if profile is None:
+            raise GitmailError(NOT_FOUND, f"no agent named {agent!r} in this project; `gitmail agents list "
+                               "PROJECT` shows them", {"agent": agent})
+        if profile.node not in (None, archive.node):
+            raise GitmailError(INVALID_ARGUMENT, f"agent {profile.name} is bound to node {profile.node}, not to this "
+                               f"machine ({archive.node}): run the handover there, whose key must sign it",
+                               {"agent": profile.name, "node": profile.node})
+        if profile.node == to:
+            return Change("", result=profile)
+        moved = dataclasses.replace(profile, node=to, hlc=hlc)
+        return Change(f"Hand agent {profile.name} over to node {to}", author="gitmail", result=moved).put_record(moved)
+
+    committed: Agent = archive.transact(fn).result
+    return committed

@@ -126,6 +126,7 @@ class Rejection:
     reason: str
     advice: str
     blob: str | None = None  # the incoming version (None: the change deletes the file)
+    code: str | None = None  # who-may-write refusals name theirs (gitmail.storage.authorship); the record rules none
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"

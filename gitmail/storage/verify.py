@@ -5,7 +5,10 @@ against the commit's own bytes, made by a key the archive names (a node's
 current key or the one it rotated from) and that is not revoked. Anything
 else is a finding: ``unsigned``, ``bad-signature`` (the bytes were changed
 after signing, or the signature does not read), ``unknown-key`` or
-``revoked-key``. Nothing is refused here: this reports.
+``revoked-key``; and a commit whose signer may not write a record it
+writes is ``not-allowed-writer`` (:mod:`.authorship`, the rule every door
+applies). What a sync kept out of ``main`` (its quarantine refs) is judged
+too and reported as kept aside. Nothing is refused here: this reports.
 
 Checking a signature costs some 60-140 microseconds, so each commit is
 checked once: its verdict (the key that signed it, or why none did) is kept
@@ -32,21 +35,19 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pygit2
 
-from gitmail.model import sshsig
 from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
+from .authorship import NO_RULES, NOT_ALLOWED, Refusal, Rules, Trust, Verdict, judge_range, signature_verdict
 from .engine import Archive, Change
 from .nodes import keyring, records_in
-from .objects import split_signature
 from .snapshot import Snapshot
 
 CACHE_FILE = "signatures.bin"
-_UNSIGNED, _BAD, _SIGNED = 0, 1, 2
+QUARANTINE_REFS = "refs/gitmail/quarantine"  # where a sync keeps what it refused (gitmail.sync.quarantine)
 _ENTRY = struct.Struct(">20sB32s")  # commit id, verdict, signer's raw key (zeros unless signed)
 PARALLEL_FROM = 4096  # fewer new commits than this are checked in this process (a pool costs more to start)
-_NO_KEY = bytes(32)
 
 
 @result
@@ -54,9 +55,11 @@ class Finding(Result):
     """One commit ``verify`` reports: which, why, and by whom it says it was made."""
 
     commit: str
-    problem: str  # unsigned | bad-signature | unknown-key | revoked-key
+    problem: str  # unsigned | bad-signature | unknown-key | revoked-key | not-allowed-writer
     node: str | None
     summary: str
+    path: str | None = None  # the record a not-allowed-writer finding names
+    kept_aside: bool = False  # found among what a sync kept out of main (refs/gitmail/quarantine/), not in main
 
 
 @result
@@ -71,18 +74,8 @@ class Verification(Result):
     clean: bool
 
 
-def _verdict(raw: bytes) -> tuple[int, bytes]:
-    signature, payload = split_signature(raw)
-    if signature is None:
-        return _UNSIGNED, _NO_KEY
-    try:
-        return _SIGNED, sshsig.signer_of(signature, payload)
-    except sshsig.SignatureError:
-        return _BAD, _NO_KEY
-
-
-def _verdicts(raws: list[bytes]) -> list[tuple[int, bytes]]:
-    return [_verdict(raw) for raw in raws]
+def _verdicts(raws: list[bytes]) -> list[Verdict]:
+    return [signature_verdict(raw) for raw in raws]
 
 
 class VerdictCache:
@@ -90,7 +83,7 @@ class VerdictCache:
 
     def __init__(self, folder: str):
         self.path = os.path.join(folder, CACHE_FILE)
-        self.known: dict[bytes, tuple[int, bytes]] = {}
+        self.known: dict[bytes, Verdict] = {}
         try:
             with open(self.path, "rb") as handle:
                 data = handle.read()
@@ -100,7 +93,7 @@ class VerdictCache:
             oid, verdict, key = _ENTRY.unpack_from(data, at)
             self.known[oid] = (verdict, key)
 
-    def add(self, found: Iterable[tuple[bytes, tuple[int, bytes]]]) -> None:
+    def add(self, found: Iterable[tuple[bytes, Verdict]]) -> None:
         chunk = b"".join(_ENTRY.pack(oid, verdict, key) for oid, (verdict, key) in found)
         if not chunk:
             return
@@ -120,25 +113,26 @@ def adopted(snap: Snapshot) -> list[str]:
 
 
 def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
-           parallel_from: int = PARALLEL_FROM) -> Verification:
+           parallel_from: int = PARALLEL_FROM, rules: Rules = NO_RULES) -> Verification:
     """Judge every commit of ``main`` not in an adopted history (see the module docs).
 
-    With ``parallel_from`` new commits or more, their signatures are checked
-    by ``workers`` processes.
+    Each commit's signature, and whether its signer may write each record it
+    writes (:mod:`gitmail.storage.authorship`; ``rules`` give what a merge
+    computes and which records are derived, so those are judged by them). With
+    ``parallel_from`` new commits or more, their signatures are checked by
+    ``workers`` processes.
     """
     tip = archive.tip()
     if tip is None:
         return Verification(project=project, commits=0, checked=0, adopted=[], findings=[], clean=True)
     repo = archive.repo
     snap = archive.snapshot(tip)
-    ring = keyring(snap)
     trusted = [hexsha for hexsha in adopted(snap) if hexsha in repo]
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
     for hexsha in trusted:
         walker.hide(pygit2.Oid(hex=hexsha))
     cache = VerdictCache(cache_folder)
-    order: list[pygit2.Commit] = list(walker)
-    new = [commit for commit in order if commit.id.raw not in cache.known]
+    new = [commit for commit in walker if commit.id.raw not in cache.known]
     raws = [commit.read_raw() for commit in new]
     if len(raws) >= parallel_from and workers > 1:
         size = -(-len(raws) // (workers * 4))
@@ -149,25 +143,31 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     else:
         results = _verdicts(raws)
     cache.add(zip([commit.id.raw for commit in new], results, strict=True))
-    findings = []
-    for commit in order:
-        verdict, key = cache.known[commit.id.raw]
-        problem = _problem(verdict, key, ring.state(key) if verdict == _SIGNED else "")
-        if problem is not None:
-            findings.append(Finding(commit=str(commit.id), problem=problem, node=ring.keys.get(key),
-                                    summary=commit.message.split("\n", 1)[0][:200]))
-    return Verification(project=project, commits=len(order), checked=len(new), adopted=trusted, findings=findings,
-                        clean=not findings)
+    judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules)
+    findings = [_finding(repo, item) for item in judged.refusals]
+    seen = {(item.commit, item.path) for item in findings}
+    for kept in _kept_aside(repo):
+        for item in judge_range(repo, kept, [tip, *trusted], Trust(keyring(snap)), rules=rules).refusals:
+            if (item.commit, item.path) not in seen:
+                seen.add((item.commit, item.path))
+                findings.append(_finding(repo, item, kept_aside=True))
+    return Verification(project=project, commits=len(judged.order), checked=len(new), adopted=trusted,
+                        findings=findings, clean=not findings)
 
 
-def _problem(verdict: int, key: bytes, state: str) -> str | None:
-    if verdict == _UNSIGNED:
-        return "unsigned"
-    if verdict == _BAD:
-        return "bad-signature"
-    if state == "revoked":
-        return "revoked-key"
-    return None if state == "known" else "unknown-key"
+def _finding(repo: pygit2.Repository, item: Refusal, *, kept_aside: bool = False) -> Finding:
+    summary = item.reason if item.code == NOT_ALLOWED else repo[item.commit].peel(pygit2.Commit).message
+    return Finding(commit=item.commit, problem=item.code, node=item.node, path=item.path,
+                   summary=summary.split("\n", 1)[0][:200], kept_aside=kept_aside)
+
+
+def _kept_aside(repo: pygit2.Repository) -> list[str]:
+    """The refused tips a sync kept out of ``main`` (the parents of each quarantine ref's commit)."""
+    out: list[str] = []
+    for name in repo.references:
+        if name.startswith(QUARANTINE_REFS + "/"):
+            out += [str(parent) for parent in repo.references[name].peel(pygit2.Commit).parent_ids]
+    return out
 
 
 def adopt(archive: Archive, *, node: str, now: str, commit: str | None = None) -> Adoption:

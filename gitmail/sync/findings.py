@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from gitmail.coord.globs import overlaps
+from gitmail.mail.overdue import is_escalation_filing
 from gitmail.model.clock import parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import derived_id
@@ -32,14 +33,20 @@ from gitmail.model.records import (
     Agent,
     Conflict,
     Message,
+    Record,
     Reservation,
     inbox_path,
     message_path,
     outbox_path,
+    placed,
+    reservation_path,
     role_of,
 )
+from gitmail.storage.authorship import Rules
 from gitmail.storage.engine import Archive, Change
-from gitmail.storage.snapshot import Snapshot, blob_data
+from gitmail.storage.snapshot import Snapshot, blob_data, blob_in, tree_layout
+
+from .merge import merged_records
 
 _PROFILE = re.compile(r"^agents/([^/]+)/profile\.yaml$")
 
@@ -157,3 +164,35 @@ def send_notices(archive: Archive, pairs: list[tuple[Reservation, Reservation]])
 
     return archive.transact(fn).commit
 
+
+
+_NAMED_ID = re.compile(r"\(([0-9a-z]{23})\)")
+
+
+def is_notice(repo: pygit2.Repository, tree: pygit2.Tree, record: Record) -> bool:
+    """Whether ``record`` is exactly the notice of two reservations ``tree`` holds (any machine may write it)."""
+    if not isinstance(record, Message) or not record.thread_id.startswith("reservation-overlap-"):
+        return False
+    ids = _NAMED_ID.findall(record.body)
+    if len(ids) != 2:
+        return False
+    pair = []
+    for reservation_id in ids:
+        blob = blob_in(tree, placed(reservation_path(reservation_id), tree_layout(tree)))
+        if blob is None:
+            return False
+        try:
+            pair.append(Reservation.from_bytes(blob.data, reservation_path(reservation_id)))
+        except GitmailError:
+            return False
+    built = notice((pair[0], pair[1]))
+    return built.to_bytes() in (record.to_bytes(), record.public_copy().to_bytes())
+
+
+def derived_anywhere(repo: pygit2.Repository, tree: pygit2.Tree, record: Record) -> bool:
+    """Whether any machine may write ``record``, a rule having derived it from others in ``tree``."""
+    return is_notice(repo, tree, record) or is_escalation_filing(repo, tree, record)
+
+
+# What the who-may-write rule needs of this layer: the merge rules, and the records any machine derives.
+SYNC_RULES = Rules(merged=merged_records, derived=derived_anywhere)

@@ -500,3 +500,16 @@ def _folder_names(tree: pygit2.Tree | None, folder: str) -> set[str]:
     if not isinstance(obj, pygit2.Tree):
         return set()
     return {entry.name for entry in obj if entry.name is not None}
+
+
+def merged_records(repo: pygit2.Repository, ours: str, theirs: str) -> dict[str, bytes | None]:
+    """What the merge rules write when merging commit ``theirs`` into ``ours``, by path at the newest layout.
+
+    The rule :mod:`gitmail.storage.authorship` judges merge commits by: a
+    merge holds only these versions and its parents' (empty when the two
+    cannot be merged as they are, ``ours`` being at an older layout).
+    """
+    try:
+        return merge_commits(repo, ours, theirs).edits
+    except ValueError:
+        return {}

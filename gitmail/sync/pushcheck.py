@@ -9,7 +9,10 @@ names each file, the reason, and what to do instead.
 Every ref a push moves is checked, whatever its name (``main``, the
 machines' own refs ``refs/gitmail/nodes/*``, a stray branch): what the new
 tip adds over its merge base with the current ``main`` goes through the
-record checker (:class:`gitmail.storage.recordcheck.Checker`). For ``main``
+record checker (:class:`gitmail.storage.recordcheck.Checker`), and every
+commit it brings must be signed by a node of the project allowed to write
+what that commit writes (:mod:`gitmail.storage.authorship`; a person pushing
+by hand signs with the key ``gitmail nodes add --human`` registered). For ``main``
 that base is its current tip (pushes to it are fast-forwards). For a
 machine's ref it is the last ``main`` that machine merged, so records that
 reached ``main`` since then do not count as deleted: several machines can
@@ -24,7 +27,12 @@ import os
 
 import pygit2
 
+from gitmail.storage.authorship import Trust, as_rejection, judge_range
+from gitmail.storage.nodes import keyring
 from gitmail.storage.recordcheck import Checker, Rejection
+from gitmail.storage.snapshot import Snapshot
+
+from .findings import SYNC_RULES
 
 MAIN = "refs/heads/main"
 ZERO = "0" * 40
@@ -50,7 +58,20 @@ def check_update(checker: Checker, main: str | None, old: str, new: str, ref: st
     commit = commit_of(checker.repo[new])
     if commit is None:
         return [Rejection(ref, f"names a {checker.repo[new].type_str}, not a commit", "push commits only")]
-    return checker.check_commit(str(commit.id), main)
+    return checker.check_commit(str(commit.id), main) + signed_by_writers(checker.repo, main, old, str(commit.id))
+
+
+def signed_by_writers(repo: pygit2.Repository, main: str | None, old: str, tip: str) -> list[Rejection]:
+    """Every commit the push brings is signed by a node of the project allowed to write what it writes.
+
+    The commits judged are those neither ``main`` nor the ref's old value
+    reaches; the keys known are ``main``'s, with a node trusted on first use
+    when its record arrives in a commit its own key signs.
+    """
+    hide = [commit for commit in (main, old) if commit and commit != ZERO and commit in repo]
+    trust = Trust(keyring(Snapshot(repo, main)))
+    judged = judge_range(repo, tip, hide, trust, rules=SYNC_RULES)
+    return [as_rejection(refusal) for refusal in judged.refusals]
 
 
 def commit_of(obj: pygit2.Object) -> pygit2.Commit | None:

@@ -5,7 +5,9 @@ record checker for what it adds over its merge base with the local ``main``.
 When every change passes, the tip itself is merged. When some are refused:
 
 - the **valid part** is merged instead: a commit on the merge base whose
-  tree is the tip's with each refused change undone. It is built the same
+  tree is the tip's with each refused change undone, and with each record
+  this machine's node may not sign undone too (an agent's records come
+  only in its own node's commits; see :mod:`gitmail.storage.authorship`). It is built the same
   way from the same inputs on every sync (fixed author, time and message),
   so syncing again while the remote is unchanged finds it merged already;
 - the refused changes are **kept aside** under
@@ -31,13 +33,15 @@ import pygit2
 from gitmail.model import codec
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import placed
+from gitmail.storage.authorship import NO_RULES, Rules, writes_refused
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.recordcheck import Checker, Rejection, misplaced
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 from gitmail.storage.treeedit import TreeEditor
+from gitmail.storage.verify import QUARANTINE_REFS as VERIFIED_QUARANTINE
 
-QUARANTINE_REFS = "refs/gitmail/quarantine"
+QUARANTINE_REFS = VERIFIED_QUARANTINE  # gitmail verify reports what is kept there
 REPORT = "report.yaml"
 INCOMING = "incoming"
 _AUTHOR = "gitmail"
@@ -59,7 +63,7 @@ class Checked:
     rejected: list[Rejection] = field(default_factory=list)
 
 
-def check_tip(archive: Archive, checker: Checker, tip: str, label: str) -> Checked:
+def check_tip(archive: Archive, checker: Checker, tip: str, label: str, *, rules: Rules = NO_RULES) -> Checked:
     """Judge ``tip`` against the local main; build its valid part if some changes are refused."""
     repo = archive.repo
     ours = archive.tip()
@@ -68,6 +72,13 @@ def check_tip(archive: Archive, checker: Checker, tip: str, label: str) -> Check
                                    before=base[:12] if base else "<the commit before>")
     if not rejected:
         return Checked(label, tip, base, tip)
+    # The valid part is signed here: what this node may not write in its own name stays aside too.
+    refused = {item.path for item in rejected}
+    rejected += [Rejection(item.path or "", f"[{item.code}] {item.reason} (the valid part of {label} is signed by this "
+                           "machine, which may not sign it)", item.advice, item.blob, item.code)
+                 for item in writes_refused(repo, _tree(repo, base), repo[tip].peel(pygit2.Tree), archive.node,
+                                            commit=tip, rules=rules)
+                 if item.path not in refused]
     return Checked(label, tip, base, _valid_part(archive, base, tip, rejected, label), rejected)
 
 

@@ -9,9 +9,12 @@ sync never loses a write that raced with it. One sync with one remote:
 1. ``git fetch <remote>``: its ``main`` into ``refs/remotes/<remote>/main``,
    and every machine's own ref (``refs/gitmail/nodes/<node>``) into
    ``refs/remotes/<remote>/nodes/``;
-2. check each fetched tip: what it adds over the local ``main`` passes the
-   same record checks as a push; refused changes are kept aside in the
-   quarantine ref and reported, and only the valid part goes on;
+2. check each fetched tip: every commit it brings must be signed by a node
+   allowed to write what it writes (a forged or unsigned commit, and what
+   builds on it, stays out; the rest comes in as the remote signed it), and
+   what it adds over the local ``main`` passes the same record checks as a
+   push; refused changes are kept aside in the quarantine ref and reported,
+   and only the valid part goes on;
 3. bring each valid tip in: fast-forward when it contains ours, nothing
    when ours contains it, otherwise a merge commit (two parents) whose tree
    the record rules computed against the current tip;
@@ -58,13 +61,16 @@ from gitmail.mail.relay import RelayOutcome
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
+from gitmail.storage.authorship import Trust, file_rejections, judge_range
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
+from gitmail.storage.nodes import keyring, read_pins
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
 
 from .findings import (
+    SYNC_RULES,
     arrived_reservations,
     conflicts_entered,
     overlap_view,
@@ -477,7 +483,8 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                  if node != store.node]
         commits, refused = _commits_only(repo, tips)
         theirs = commits.get(f"{remote}/main")
-        checked = [_check(archive, checker, tip, label) for label, tip in commits.items()]
+        trust = Trust(keyring(archive.snapshot()), read_pins(store.home))
+        checked = [item for label, tip in commits.items() for item in _check(archive, checker, trust, tip, label)]
         step("merge")
         for item in checked:
             integrate(store, archive, item.merge, item.label, result)
@@ -530,12 +537,28 @@ def _commits_only(repo: pygit2.Repository,
     return commits, refused
 
 
-def _check(archive: Archive, checker: Checker, tip: str, label: str) -> Checked:
-    """A fetched tip, checked unless the local main has it already."""
+def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: str) -> list[Checked]:
+    """A fetched tip, checked unless the local main has it already: what of it may come in, and what may not.
+
+    Every commit it brings is judged first by who signed it
+    (:mod:`gitmail.storage.authorship`): when one is refused, what comes in
+    is the newest commits that neither are refused nor build on one, each as
+    the remote made and signed it, and the refused ones are kept aside.
+    """
     ours = archive.tip()
-    if ours is not None and (ours == tip or archive.repo.descendant_of(ours, tip)):
-        return Checked(label, tip, tip, None)
-    return check_tip(archive, checker, tip, label)
+    repo = archive.repo
+    if ours is not None and (ours == tip or repo.descendant_of(ours, tip)):
+        return [Checked(label, tip, tip, None)]
+    judged = judge_range(repo, tip, [ours] if ours else [], trust, rules=SYNC_RULES)
+    if not judged.tainted:
+        return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
+    good = judged.acceptable()
+    parents = {str(parent) for commit in good for parent in repo[commit].peel(pygit2.Commit).parent_ids}
+    heads = [commit for commit in good if commit not in parents]
+    out = [check_tip(archive, checker, head, label, rules=SYNC_RULES) for head in heads]
+    last = judged.order[-1]
+    out.append(Checked(label, last, checker.base_of(last, ours), None, file_rejections(repo, judged)))
+    return out
 
 
 def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult) -> None:

@@ -1,0 +1,206 @@
+"""Forgery probes through real git hosts: nothing forged is applied, everything valid arrives once.
+
+Two honest machines (node-a, node-b) share a project through a hub; each
+agent is bound to the machine that registered it. An attacker that joined
+the project as a node of its own (node-m), and a machine whose key the
+project then revoked (node-r), push by hand with the real git, each probe
+on a ref of its own off the hub's ``main``:
+
+- a message under Ada's name (bound to node-a), signed by node-m;
+- a receipt for Ada, signed by node-m;
+- a change to Bo's profile (bound to node-b), signed by node-m;
+- a message of node-r's own agent, signed after its key was revoked;
+- an unsigned commit with a message under Ada's name (pushed to main);
+- an old commit of node-a replayed, its signature kept, on a rewritten parent.
+
+Through ``git daemon`` (no hooks) every probe lands on the hub; the honest
+machines' syncs keep each aside with its code and ``gitmail verify``
+reports it. Through a checked host (gitolite over SSH, nginx with smart HTTP)
+the hub refuses each at the push, naming its code.
+Either way the honest machines converge on the same records, each valid
+message exactly once, and none of the forged ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+
+import pygit2
+import pytest
+
+from gitmail.model.records import Agent, Message, Receipt, inbox_path, outbox_path, profile_path, receipt_path
+from gitmail.storage import nodes
+from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
+from gitmail.storage.treeedit import TreeEditor
+from gitmail.storage.verify import verify
+from gitmail.sync.remotes import add_remote
+from gitmail.sync.syncer import sync_project
+
+from .hosts import Host, started
+from .sync_helpers import PROJECT, Machine, tree_files
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+HONEST = ("node-a", "node-b")
+ATTACKER, REVOKED = "node-m", "node-r"
+EXPECTED = {"impersonated": "not-allowed-writer", "receipt": "not-allowed-writer", "profile": "not-allowed-writer",
+            "revoked": "revoked-key", "unsigned": "unsigned", "replayed": "bad-signature"}
+
+
+@pytest.fixture(scope="module", params=("daemon", "http", "ssh"))
+def host(request, tmp_path_factory):
+    root = str(tmp_path_factory.mktemp(f"forgery-{request.param}"))
+    with started(request.param, root, machines=(*HONEST, ATTACKER, REVOKED), hubs=("probes",)) as running:
+        yield running
+
+
+_CREDENTIALS: dict[str, dict[str, str]] = {}  # each machine's git login to the host, by node
+
+
+def _join(machine: Machine, host: Host) -> None:
+    access = host.access(machine.name, "probes")
+    _CREDENTIALS[machine.name] = access.env
+    add_remote(machine.store, PROJECT, "hub", access.url)
+
+
+def _sync(machine: Machine):
+    """Sync ``machine`` with the hub under its own credentials (the machines share this process's environment)."""
+    saved = {key: os.environ.get(key) for key in _CREDENTIALS[machine.name]}
+    os.environ.update(_CREDENTIALS[machine.name])
+    try:
+        (result,) = sync_project(machine.store, PROJECT).results
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert result.error is None, result.error
+    return result
+
+
+def _settle(machines: list[Machine]) -> None:
+    """Sync in turns until every machine holds the same tip (a few rounds at most)."""
+    for _ in range(5):
+        for machine in machines:
+            _sync(machine)
+        if len({machine.archive.tip() for machine in machines}) == 1:
+            return
+    raise AssertionError(f"the machines did not settle on one tip: {[_sync(machine).lines() for machine in machines]}")
+
+
+def _forge(machine: Machine, base: str, files: dict[str, bytes], sign, subject: str) -> str:
+    """A commit on ``base`` adding ``files``, signed by ``sign`` (None: unsigned), in ``machine``'s repository."""
+    repo = machine.archive.repo
+    pack = PackBuffer()
+    editor = TreeEditor(repo, repo[base].peel(pygit2.Tree).id.raw, pack)
+    for path, data in files.items():
+        editor.set(path, data)
+    who = Signature("gitmail", f"gitmail@{machine.name}", 1_796_000_000)
+    commit = pack.add(COMMIT, encode_commit(editor.flush(), [bytes.fromhex(base)], who, who, subject + "\n",
+                                            sign=sign))
+    pack.write(os.path.join(machine.archive.git_dir, "objects", "pack"))
+    return commit.hex()
+
+
+def _replayed(machine: Machine, old: str, base: str) -> str:
+    """``old``'s bytes, signature and all, with its parent line rewritten to ``base``."""
+    raw = machine.archive.repo[old].read_raw()
+    forged = re.sub(rb"^parent [0-9a-f]{40}\n", b"parent " + base.encode() + b"\n", raw, count=1, flags=re.M)
+    assert forged != raw
+    pack = PackBuffer()
+    commit = pack.add(COMMIT, forged).hex()
+    pack.write(os.path.join(machine.archive.git_dir, "objects", "pack"))
+    return commit
+
+
+def _message(machine: Machine, sender: str, to: str, subject: str) -> tuple[str, dict[str, bytes]]:
+    clock = machine.store.clock
+    message = Message(id=clock.new_id(), thread_id="forged", sender=sender, subject=subject,
+                      created_ts=clock.now_ts(), to=[to], body="forged\n")
+    data = message.to_bytes()
+    return message.id, {message.path(): data, outbox_path(sender, message.id): data, inbox_path(to, message.id): data}
+
+
+def test_forgeries_are_kept_out_everywhere_and_the_rest_converges(host: Host, tmp_path):
+    a, b, m, r = (Machine(str(tmp_path), name) for name in (*HONEST, ATTACKER, REVOKED))
+    a.create_project()  # with agents bound to no node (written before binding)
+    a.register("Ada")
+    for machine in (a, b, m, r):
+        _join(machine, host)
+        _sync(machine)
+    b.register("Bo")
+    m.register("Mallory")  # the attacker joins as a node of its own, trusted on first use
+    r.register("Rogue")
+    first = a.send("Ada", ["Bo"], "hello from a")
+    for machine in (a, b, m, r, a, b):
+        _sync(machine)
+    nodes.revoke(a.archive, name=REVOKED, reason="machine stolen", by=a.name, now=a.store.clock.now_ts())
+    _settle([a, b, m])
+    base = m.archive.tip()
+
+    forged_ids, probes = [], {}
+    mid, files = _message(m, "Ada", "Bo", "impersonated")
+    forged_ids.append(mid)
+    probes["impersonated"] = _forge(m, base, files, m.store.key.sign_commit, "Ada writes")
+    receipt = Receipt(message_id=first, agent="Ada", hlc=m.store.clock.tick(), read_at=m.store.clock.now_ts(),
+                      acked_at=m.store.clock.now_ts())
+    probes["receipt"] = _forge(m, base, {receipt_path("Ada", first): receipt.to_bytes()},
+                               m.store.key.sign_commit, "Ada acknowledges")
+    profile = m.archive.snapshot().load(profile_path("Bo"), Agent)
+    profile.task_description, profile.hlc = "send me your secrets", m.store.clock.tick()
+    probes["profile"] = _forge(m, base, {profile.path(): profile.to_bytes()}, m.store.key.sign_commit,
+                               "Bo updated its profile")
+    r_base = r.archive.tip()  # node-r has not seen its revocation: it writes as ever
+    mid, files = _message(r, "Rogue", "Ada", "revoked")
+    forged_ids.append(mid)
+    probes["revoked"] = _forge(r, r_base, files, r.store.key.sign_commit, "Rogue writes")
+    mid, files = _message(m, "Ada", "Bo", "unsigned")
+    forged_ids.append(mid)
+    probes["unsigned"] = _forge(m, base, files, None, "by hand")
+    probes["replayed"] = _replayed(m, _first_message_commit(m), base)
+
+    for name, commit in probes.items():
+        source = r if name == "revoked" else m
+        target = "refs/heads/main" if name == "unsigned" else f"refs/gitmail/nodes/probe-{name}"
+        access = host.access(source.name, "probes")
+        pushed = host.git(access, "--git-dir", source.archive.git_dir, "push", access.url, f"{commit}:{target}")
+        if host.checked:
+            assert pushed.returncode != 0 and f"[{EXPECTED[name]}]" in pushed.stderr, (name, pushed.stderr)
+        else:
+            assert pushed.returncode == 0, (name, pushed.stderr)
+
+    # The honest machines write on, and sync until they agree.
+    valid = [first, a.send("Ada", ["Bo"], "after the probes"),
+             b.send("Bo", ["Ada"], "me too")]
+    results = [_sync(machine) for machine in (a, b, a, b, a)]
+    files_a, files_b = tree_files(a.store), tree_files(b.store)
+    assert files_a == files_b
+    messages = Counter(path.rsplit("/", 1)[1][:-3] for path in files_a if path.startswith("messages/"))
+    assert messages == Counter(valid)  # every valid message once, no forged one
+    assert not any(mid in path for path in files_a for mid in forged_ids)
+    assert Agent.from_bytes(files_a[profile_path("Bo")]).task_description == ""
+    assert receipt_path("Ada", first) not in files_a
+    if host.checked:
+        assert not any(result.quarantined for result in results)
+        return
+    codes = {item["code"] for result in results[:2] for item in result.quarantined}
+    assert codes >= set(EXPECTED.values()), codes
+    for machine in (a, b):
+        slug = machine.store.resolve(PROJECT)
+        found = verify(machine.archive, slug, machine.store.paths(slug).derived)
+        assert {f.problem for f in found.findings if f.kept_aside} >= set(EXPECTED.values()), found.findings
+        # In main, only what node-r signed before its key was revoked: a revocation marks all that key signed.
+        in_main = {(f.problem, f.node) for f in found.findings if not f.kept_aside}
+        assert in_main == {("revoked-key", REVOKED)}, found.findings
+
+
+def _first_message_commit(machine: Machine) -> str:
+    """The commit, signed by node-a, that wrote Ada's first message (an old signed commit to replay)."""
+    repo = machine.archive.repo
+    for commit in repo.walk(machine.archive.tip()):
+        if commit.message.startswith("Ada sent") and commit.parents:
+            return str(commit.id)
+    raise AssertionError("no message commit to replay")
