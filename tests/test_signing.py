@@ -383,3 +383,39 @@ def test_verify_reports_a_node_writing_in_another_nodes_agents_name_until_a_hand
     with pytest.raises(GitmailError, match="bound to node laptop") as elsewhere:
         nodes.handover(archive, agent="BlueLake", to=store.node, hlc=store.clock.tick())  # only laptop may
     assert elsewhere.value.code == INVALID_ARGUMENT and archive.tip() == tip
+
+
+def test_any_node_may_retire_an_agent_and_delete_its_key_but_none_may_give_it_one(mail, store):
+    """Retiring deletes a headless key (any node may retire); another node setting a key is a forgery."""
+    import dataclasses
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gitmail import Change
+    from gitmail.model.records import Agent, profile_path
+    from gitmail.storage.verify import verify
+
+    slug = store.resolve(PROJECT)
+    archive = store.archive(slug)
+    mail.spawn_agent(PROJECT, "BlueLake", ["viewer@*"], name="Bot", bootstrap_key=True)
+    mail.spawn_agent(PROJECT, "BlueLake", ["viewer@*"], name="Plain")
+    other = Ed25519PrivateKey.generate()
+    nodes.add(archive, name="laptop", key=sshsig.public_line(sshsig.raw_public(other)), human=False, by=store.node,
+              now=store.clock.now_ts())
+    archive.signer = lambda payload: sshsig.sign(other, payload)
+    try:
+        mail.retire_agent(PROJECT, "Bot")  # the operator on the laptop: its key goes with it
+
+        def give_a_key(snap):
+            plain = snap.load(profile_path("Plain"), Agent)
+            return Change("a key for Plain").put_record(dataclasses.replace(
+                plain, key_hash="sha256:" + "0" * 64, key_expires_at="2099-01-01T00:00:00.000Z",
+                hlc=store.clock.tick()))
+
+        archive.transact(give_a_key)
+    finally:
+        archive.signer = store.key.sign_commit
+    assert archive.snapshot().load(profile_path("Bot"), Agent).key_hash is None
+    found = verify(archive, slug, store.paths(slug).derived)
+    assert {(f.problem, f.node, f.path) for f in found.findings} == {
+        ("not-allowed-writer", "laptop", profile_path("Plain"))}

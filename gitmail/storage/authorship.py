@@ -85,6 +85,7 @@ _SENT = frozenset({"message", "inbox", "held"})
 _OPERATOR_FIELDS = frozenset({"status", "retired_at", "hlc", "parent", "parent_id", "orphaned_from",
                               "orphaned_from_id", "asleep", "sleep_until"})
 _RELEASE_FIELDS = frozenset({"released_ts", "hlc"})  # a force-release by another agent
+_KEY_FIELDS = frozenset({"key_hash", "key_expires_at", "refresh_window_s"})  # a headless key, deleted on leaving
 
 Verdict = tuple[int, bytes]  # (UNSIGNED | BAD | SIGNED, the signer's raw key or NO_KEY)
 # The merged version of each record the merge rules compute for a merge (first parent, second parent),
@@ -378,7 +379,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, old: pygit2.Oid
             return None
         if not isinstance(previous, Agent):
             return (record.name, record.node) if record.node else None
-        if _differs_only(previous, record, _OPERATOR_FIELDS) or previous.node is None:
+        if previous.node is None or _differs_only(previous, record, _OPERATOR_FIELDS) or _retired_keyless(
+                previous, record):
             return None
         return record.name, previous.node
     if isinstance(record, Reservation):
@@ -440,6 +442,16 @@ def _derived(repo: pygit2.Repository, path: str, blob: pygit2.Oid, after: pygit2
         return False
     record = _parse(repo, path, blob)
     return record is not None and rules.derived(repo, after, record)
+
+
+def _retired_keyless(old: Agent, new: Agent) -> bool:
+    """Whether ``new`` is ``old`` retired (or deregistered) by rule, its headless key deleted with it.
+
+    Leaving deletes the key (``Agent.leave``), so a retirement another node
+    writes changes the key fields too; it may only clear them, never set one.
+    """
+    return (new.status != "active" and new.key_hash is None and new.key_expires_at is None
+            and new.refresh_window_s is None and _differs_only(old, new, _OPERATOR_FIELDS | _KEY_FIELDS))
 
 
 def _differs_only(old: Record, new: Record, fields: frozenset[str]) -> bool:
