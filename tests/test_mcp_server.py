@@ -26,6 +26,7 @@ SELF_DESCRIBING = frozenset({
     "agent_token", "sender_token", "subject", "body_md", "cc", "bcc", "ack_required", "idempotency_key",
     "ttl_seconds", "window_uuid", "task_description", "attachment_paths", "auto_contact_if_blocked", "inbox_limit",
     "file_reservation_ids", "file_reservation_paths", "file_reservation_reason", "file_reservation_ttl_seconds",
+    "return_registration_token",
     # Said once in the server's instructions (a path or a slug) instead of in each of seventy schemas.
     "project_key",
     # Said once in the instructions too: program and model (with an example each), and format (json or toon).
