@@ -26,7 +26,9 @@ SELF_DESCRIBING = frozenset({
     "agent_token", "sender_token", "subject", "body_md", "cc", "bcc", "ack_required", "idempotency_key",
     "ttl_seconds", "window_uuid", "task_description", "attachment_paths", "auto_contact_if_blocked", "inbox_limit",
     "file_reservation_ids", "file_reservation_paths", "file_reservation_reason", "file_reservation_ttl_seconds",
-    "return_registration_token",
+    "return_registration_token", "include_recent_commits", "commit_limit", "file_reservation_id", "target",
+    "welcome_body", "exclusive", "include_inbox_bodies", "register_if_missing", "thread_id", "max_age_days",
+    "convert_images", "to_agent", "inactive_seconds", "max_messages", "since_hours", "per_thread_limit",
     # Said once in the server's instructions (a path or a slug) instead of in each of seventy schemas.
     "project_key",
     # Said once in the instructions too: program and model (with an example each), and format (json or toon).
