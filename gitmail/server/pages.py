@@ -29,6 +29,8 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
+from gitmail.mail.facade import FeedMessage
+
 PREVIEW_BYTES = 2000
 PREVIEWS_TOTAL = 8000
 BUDGET_DEFAULT = 16_000
@@ -44,6 +46,11 @@ class Entry:
 
     seq: int
     message: dict[str, Any]  # at least the HEAD_FIELDS and body_md
+
+
+def feed_entries(messages: list[FeedMessage]) -> list[Entry]:
+    """A feed read's messages as page entries, each under its sequence number."""
+    return [Entry(message.seq, message) for message in messages]
 
 
 def dumps(doc: Any) -> str:
@@ -72,9 +79,13 @@ def _head(entry: Entry) -> dict[str, Any]:
 
 def _full_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
     """How to fetch one whole message: a one-message cursor page, or the message resource if too big."""
-    needed = single_page_size(project, agent, entry)
+    return _one_message_read("read_messages", project, agent, entry, single_page_size(project, agent, entry))
+
+
+def _one_message_read(tool: str, project: str, agent: str, entry: Entry, needed: int) -> dict[str, Any]:
+    """The call of ``tool`` that returns ``entry`` alone (a page of ``needed`` bytes), or its resource if too big."""
     if needed <= BUDGET_MAX:
-        return {"tool": "read_messages", "arguments": {
+        return {"tool": tool, "arguments": {
             "project_key": project, "agent_name": agent, "after": entry.seq - 1, "limit": 1,
             "max_output_bytes": max(BUDGET_MIN, needed)}}
     return {"resource": f"resource://message/{entry.message['id']}?project={project}"}
@@ -168,10 +179,7 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
         sizes.append(size)
 
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
-        chosen = items[:count]
-        shown = {item["by"]: authors[item["by"]] for item in chosen}
-        return {"project": project, "reader": agent, "after": after, "authors": shown, "messages": chosen,
-                "has_more": has_more, "next_after": next_after, "high_watermark": high_watermark}
+        return _compact_doc(project, agent, after, items[:count], authors, next_after, has_more, high_watermark)
 
     return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes,
                 lambda entry: _compact_read(project, agent, entry))
@@ -193,17 +201,19 @@ def _compact(entry: Entry, aliases: dict[str, str]) -> dict[str, Any]:
     return item
 
 
+def _compact_doc(project: str, agent: str, after: int, items: list[dict[str, Any]], authors: dict[str, str],
+                 next_after: int, has_more: bool, high_watermark: int) -> dict[str, Any]:
+    """A compact page of ``items``, naming in ``authors`` (alias: name) only the authors they use."""
+    shown = {item["by"]: authors[item["by"]] for item in items}
+    return {"project": project, "reader": agent, "after": after, "authors": shown, "messages": items,
+            "has_more": has_more, "next_after": next_after, "high_watermark": high_watermark}
+
+
 def _compact_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
     """How to read one message too big for the asked budget: a one-message compact page, or its resource."""
-    item = _compact(entry, {})
-    doc = {"project": project, "reader": agent, "after": entry.seq - 1, "authors": {"a1": entry.message.get("from")},
-           "messages": [item], "has_more": True, "next_after": entry.seq, "high_watermark": entry.seq}
-    needed = wire_size(dumps(doc)) + 24  # room for larger cursor numbers
-    if needed <= BUDGET_MAX:
-        return {"tool": "read_compact", "arguments": {
-            "project_key": project, "agent_name": agent, "after": entry.seq - 1, "limit": 1,
-            "max_output_bytes": max(BUDGET_MIN, needed)}}
-    return {"resource": f"resource://message/{entry.message['id']}?project={project}"}
+    doc = _compact_doc(project, agent, entry.seq - 1, [_compact(entry, {})], {"a1": str(entry.message.get("from"))},
+                       entry.seq, True, entry.seq)
+    return _one_message_read("read_compact", project, agent, entry, wire_size(dumps(doc)) + 24)  # + cursor digits
 
 
 def _escaped(value: Any) -> int:

@@ -39,7 +39,6 @@ async def read_compact(
     """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
     read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
     found = await anyio.to_thread.run_sync(read)
-    entries = [pages.Entry(message.seq, message) for message in found.messages]
-    text = pages.compact_page(project_key, found.agent, after, entries, found.has_more, found.high_watermark,
-                              max_output_bytes)
+    text = pages.compact_page(project_key, found.agent, after, pages.feed_entries(found.messages), found.has_more,
+                              found.high_watermark, max_output_bytes)
     return ToolResult(content=text)

@@ -20,7 +20,6 @@ from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from gitmail.mail.facade import FeedMessage
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from . import pages
@@ -28,10 +27,6 @@ from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, Projec
 from .registry import ITSELF, Toolbox
 from .results import READ
 from .runtime import Runtime
-
-
-def _entries(messages: list[FeedMessage]) -> list[pages.Entry]:
-    return [pages.Entry(message.seq, message) for message in messages]
 
 tools = Toolbox("messages")
 
@@ -47,7 +42,7 @@ def catch_up(
 ) -> ToolResult:
     """Start or resume work: newest messages as previews, and a cursor for read_messages."""
     found = rt.mail.catch_up(project_key, agent_name, limit=limit)
-    doc = pages.catch_up_doc(project_key, found.agent, _entries(found.messages), found.high_watermark,
+    doc = pages.catch_up_doc(project_key, found.agent, pages.feed_entries(found.messages), found.high_watermark,
                              found.older_messages, found.next_after)
     return ToolResult(content=pages.dumps(doc))
 
@@ -70,7 +65,7 @@ async def read_messages(
     found = await anyio.to_thread.run_sync(read)
     if not found.messages and wait_seconds > 0:
         found = await rt.long_polls.wait(rt.mail, project_key, found.agent, read, wait_seconds)
-    text = pages.cursor_page(project_key, found.agent, after, _entries(found.messages), found.has_more,
+    text = pages.cursor_page(project_key, found.agent, after, pages.feed_entries(found.messages), found.has_more,
                              found.high_watermark, max_output_bytes)
     return ToolResult(content=text)
 
