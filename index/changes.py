@@ -164,14 +164,28 @@ def _wide_diff(repo: pygit2.Repository, old: bytes | None, new: bytes | None) ->
     if proc.returncode != 0:
         return None
     fields = proc.stdout.split(b"\0")
+    return _records((raw.decode("utf-8", "surrogateescape"), _blob_after(head))
+                    for head, raw in zip(fields[0::2], fields[1::2], strict=False))
+
+
+def _blob_after(head: bytes) -> str | None:
+    """The new blob of a ``git diff-tree -r`` line's head (``:mode mode old new status``); None if deleted."""
+    after = head.split(b" ")[3].decode()
+    return after if after.strip("0") else None
+
+
+def _records(files: Iterable[tuple[str, str | None]]) -> list[RecordChange]:
+    """The record changes among ``(path, new blob or None)`` that git listed: what the tree walk keeps, in its order.
+
+    A file counts if every folder on its way is one the walk enters and its
+    path names a role derived state keeps.
+    """
     found = []
-    for head, raw in zip(fields[0::2], fields[1::2], strict=False):
-        after = head.split(b" ")[3].decode()
-        path = raw.decode("utf-8", "surrogateescape")
+    for path, blob in files:
         folder = path.rpartition("/")[0]
         role = relevant_role(path) if not folder or _worth_entering(folder) else None
         if role is not None:
-            found.append((path.split("/"), RecordChange(path, role, None if not after.strip("0") else after)))
+            found.append((path.split("/"), RecordChange(path, role, blob)))
     found.sort(key=lambda item: item[0])  # a folder's entries by name, depth first: the tree walk's order
     return fold_moves(change for _, change in found)
 
@@ -221,20 +235,9 @@ def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
                           capture_output=True, check=False)
     if proc.returncode != 0:  # not a commit git can read here (libgit2 says why)
         return diff(repo, None, commit)
-    found = []
-    for entry in proc.stdout.split(b"\0"):
-        if not entry:
-            continue
-        head, _, raw = entry.partition(b"\t")
-        path = raw.decode("utf-8", "surrogateescape")
-        folder = path.rpartition("/")[0]
-        if folder and not _worth_entering(folder):
-            continue
-        role = relevant_role(path)
-        if role is not None:
-            found.append((path.split("/"), RecordChange(path, role, head.rsplit(b" ", 1)[1].decode())))
-    found.sort(key=lambda item: item[0])  # a folder's entries by name, depth first: the tree walk's order
-    return fold_moves(change for _, change in found)
+    entries = (entry.partition(b"\t") for entry in proc.stdout.split(b"\0") if entry)
+    return _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
+                    for head, _, raw in entries)
 
 
 def is_ancestor(repo: pygit2.Repository, old: str, new: str) -> bool:
