@@ -179,14 +179,17 @@ class InactiveRetired(Result):
     dry_run: bool
 
 
+def last_active(ctx: Context, slug: str, agent: Agent) -> str:
+    """When ``agent`` last acted, as this process knows: its latest call here, its profile's last write, its birth."""
+    return max(filter(None, (ctx.activity.last(slug, agent.name), ts_of_hlc(agent.hlc), agent.inception_ts)))
+
+
 def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> AgentProfile:
     """The public profile of an agent (never its token hash)."""
-    committed = ts_of_hlc(agent.hlc)
-    seen = ctx.activity.last(slug, agent.name)
     return AgentProfile(
         id=agent.id, name=agent.name, program=agent.program, model=agent.model,
         task_description=agent.task_description, inception_ts=agent.inception_ts,
-        last_active_ts=max(filter(None, (seen, committed, agent.inception_ts))), project_id=project_id,
+        last_active_ts=last_active(ctx, slug, agent), project_id=project_id,
         status=agent.status, retired_at=agent.retired_at, contact_policy=agent.contact_policy,
         attachments_policy=agent.attachments_policy, card=hierarchy.card(agent), human=True if agent.human else None)
 
@@ -366,8 +369,7 @@ def usable_key(ctx: Context, slug: str, agent: Agent) -> str | None:
     if parse_ts(agent.key_expires_at) <= now:
         return None
     if agent.refresh_window_s is not None:
-        last = max(filter(None, (ctx.activity.last(slug, agent.name), ts_of_hlc(agent.hlc), agent.inception_ts)))
-        if parse_ts(last) + dt.timedelta(seconds=agent.refresh_window_s) <= now:
+        if parse_ts(last_active(ctx, slug, agent)) + dt.timedelta(seconds=agent.refresh_window_s) <= now:
             return None
     return agent.key_hash
 
@@ -642,8 +644,7 @@ def retire_inactive_agents(ctx: Context, project_key: str, agent_name: str,
         name = agent.name
         if agent.status != "active" or name == caller.name or is_reserved_name(name):
             continue  # the human overseer is no agent: retiring it would refuse the replies agents send it
-        seen = max(filter(None, (ctx.activity.last(slug, name), recent.get(name.lower()), agent.inception_ts,
-                                 ts_of_hlc(agent.hlc))))
+        seen = max(filter(None, (last_active(ctx, slug, agent), recent.get(name.lower()))))
         if seen[:19] >= cutoff:
             continue
         if name in reserved and not include_reserved:
