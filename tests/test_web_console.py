@@ -299,6 +299,8 @@ def test_keyboard_shortcuts_move_reply_search_and_are_listed(site, page):
     page.locator("h1").click()  # out of the text box: shortcuts apply again
     page.keyboard.press("/")
     page.wait_for_url(re.compile(r".*/search$"))
+    # The box takes the focus by autofocus, which the browser applies after the page has loaded: wait for it.
+    page.wait_for_function("() => document.activeElement && document.activeElement.name === 'q'")
     page.keyboard.press("g")
     page.keyboard.press("d")  # the search box has the focus: g d is typed, not followed
     assert page.locator("input[name=q]").input_value() == "gd"
