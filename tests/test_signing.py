@@ -33,6 +33,15 @@ def mail(store):
     return mail
 
 
+@pytest.fixture(params=["git-listing", "tree-walk"])
+def listing(request, monkeypatch):
+    """Judge ranges from git's listing of each commit's changes (every range) or by reading trees (none)."""
+    from gitmail.storage import authorship
+
+    monkeypatch.setattr(authorship, "BATCH_FROM", 1 if request.param == "git-listing" else 10**9)
+    return request.param
+
+
 def _signers(store, tmp_path) -> str:
     path = str(tmp_path / "allowed_signers")
     with open(path, "w", encoding="utf-8") as handle:
@@ -205,7 +214,7 @@ def test_verify_is_clean_for_gitmail_history_and_remembers_its_verdicts(mail, st
     assert third.checked == 1 and third.clean
 
 
-def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_clears_old_history(mail, store, tmp_path):
+def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_clears_old_history(mail, store, tmp_path, listing):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from gitmail.storage.verify import adopt, verify
@@ -291,7 +300,7 @@ def test_a_push_that_swaps_or_deletes_a_nodes_key_is_refused(mail, store, tmp_pa
     assert pushed.returncode != 0 and "deleted" in pushed.stderr
 
 
-def test_machines_that_sync_keep_each_others_signatures_and_verify_clean(tmp_path):
+def test_machines_that_sync_keep_each_others_signatures_and_verify_clean(tmp_path, listing):
     from gitmail.storage.verify import verify
     from gitmail.sync.remotes import add_remote
     from gitmail.sync.syncer import sync_project
@@ -344,7 +353,7 @@ def test_verify_reads_a_commit_git_itself_signed(tmp_path):
     assert signature is not None and sshsig.signer_of(signature, payload) == key.public
 
 
-def test_verify_reports_a_node_writing_in_another_nodes_agents_name_until_a_handover(mail, store, tmp_path):
+def test_verify_reports_a_node_writing_in_another_nodes_agents_name_until_a_handover(mail, store, tmp_path, listing):
     """BlueLake is bound to this node: another node's key may not sign its mail, until this node hands it over."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -385,7 +394,7 @@ def test_verify_reports_a_node_writing_in_another_nodes_agents_name_until_a_hand
     assert elsewhere.value.code == INVALID_ARGUMENT and archive.tip() == tip
 
 
-def test_any_node_may_retire_an_agent_and_delete_its_key_but_none_may_give_it_one(mail, store):
+def test_any_node_may_retire_an_agent_and_delete_its_key_but_none_may_give_it_one(mail, store, listing):
     """Retiring deletes a headless key (any node may retire); another node setting a key is a forgery."""
     import dataclasses
 
@@ -419,3 +428,29 @@ def test_any_node_may_retire_an_agent_and_delete_its_key_but_none_may_give_it_on
     found = verify(archive, slug, store.paths(slug).derived)
     assert {(f.problem, f.node, f.path) for f in found.findings} == {
         ("not-allowed-writer", "laptop", profile_path("Plain"))}
+
+
+def test_gits_listing_of_each_commit_matches_the_tree_walk(mail, store, tmp_path):
+    """What a long range is judged by (one ``git log --raw``) is what reading the trees finds, commit by commit."""
+    from gitmail import Change
+    from gitmail.storage.authorship import _Profiles, _walk, listed_changes
+
+    slug = store.resolve(PROJECT)
+    archive = store.archive(slug)
+    mail.file_reservation_paths(PROJECT, "BlueLake", ["src/*.py"], ttl_seconds=3600)
+    mail.register_agent(PROJECT, "codex", "gpt", name="Gone")
+    mail.set_contact_policy(PROJECT, "BlueLake", "open")
+    mail.send_message(PROJECT, "Gone", ["BlueLake"], "bye", "leaving")
+    mail.hard_delete_agent(PROJECT, "Gone", confirmation="I UNDERSTAND")  # a folder deleted whole
+    archive.transact(lambda snap: Change("a file where a folder was").put("agents/Gone", b"x"))
+    _hand_commit(archive, tmp_path)  # a commit that changes nothing
+    repo = archive.repo
+    listed = listed_changes(repo, archive.tip(), [])
+    profiles = _Profiles(repo)
+    commits = list(repo.walk(archive.tip()))
+    assert set(listed) == {commit.id.raw for commit in commits}
+    for commit in commits:
+        before = commit.parents[0].tree if commit.parents else None
+        walked = _walk(repo, before, commit.tree, "", {}) if before is not None else profiles.changes(None, commit.tree)
+        assert {path: blob for path, blob in walked.items() if blob is not None} == {
+            path: blob for path, blob in listed[commit.id.raw].items() if blob is not None}, commit.message

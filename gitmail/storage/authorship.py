@@ -44,8 +44,11 @@ is refused, a fetch keeps the commit out of ``main``.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import re
+import subprocess
 from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import pygit2
@@ -77,6 +80,10 @@ UNSIGNED, BAD, SIGNED = 0, 1, 2  # a commit's signature verdict
 NO_KEY = bytes(32)
 NOT_ALLOWED = "not-allowed-writer"
 BUILDS_ON_REFUSED = "builds-on-refused"
+# Ranges of this many commits or more take every commit's changes from one `git log --raw` (a process
+# of its own, which diffs trees in C and skips equal folders by id) instead of reading trees here.
+BATCH_FROM = 64
+PARALLEL_FROM = 4096  # fewer unchecked signatures than this are checked in this process (a pool costs more to start)
 # Roles whose records are in the name of the agent whose folder holds them.
 _FOLDER_OWNED = frozenset({"outbox", "receipt", "seat", "journal", "idempotency"})
 # Roles holding a message whose sender it is written for.
@@ -129,6 +136,24 @@ def signature_verdict(raw: bytes) -> Verdict:
         return BAD, NO_KEY
 
 
+def _verdicts(raws: list[bytes]) -> list[Verdict]:
+    return [signature_verdict(raw) for raw in raws]
+
+
+def check_signatures(raws: list[bytes], *, workers: int = 2, parallel_from: int = PARALLEL_FROM) -> list[Verdict]:
+    """The verdict of each commit's bytes, in order; ``parallel_from`` of them or more in ``workers`` processes.
+
+    A signature costs some 90 microseconds to check, nearly all of it the
+    ed25519 verification, so a long range is split between processes.
+    """
+    if len(raws) < parallel_from or workers < 2:
+        return _verdicts(raws)
+    size = -(-len(raws) // (workers * 4))
+    # forkserver: a server's threads are never forked mid-flight
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
+        return [v for part in pool.map(_verdicts, [raws[i:i + size] for i in range(0, len(raws), size)]) for v in part]
+
+
 @dataclass(frozen=True)
 class Refusal:
     """One thing a commit may not do: its code (stable), the file (None: the commit as a whole), why, what to do."""
@@ -150,6 +175,7 @@ class Judged:
     refusals: list[Refusal] = field(default_factory=list)
     refused: set[str] = field(default_factory=set)  # commits with a refusal of their own
     tainted: set[str] = field(default_factory=set)  # refused commits and every commit built on one
+    checked: dict[bytes, Verdict] = field(default_factory=dict)  # signatures checked while judging, by raw id
 
     def acceptable(self) -> list[str]:
         """The commits judged that neither are refused nor build on a refused one, oldest first."""
@@ -209,24 +235,32 @@ def tainted_rejections(judged: Judged) -> list[Rejection]:
 
 
 def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust, *,
-                verdicts: Mapping[bytes, Verdict] | None = None, rules: Rules = NO_RULES) -> Judged:
+                verdicts: Mapping[bytes, Verdict] | None = None, rules: Rules = NO_RULES,
+                workers: int = 2, parallel_from: int = PARALLEL_FROM) -> Judged:
     """Judge every commit of ``tip`` that no commit of ``hide`` reaches, oldest first (see the module docs).
 
-    ``verdicts`` holds signature verdicts known already, by raw commit id
-    (the rest are checked here).
+    ``verdicts`` holds signature verdicts known already, by raw commit id;
+    the rest are checked here (in ``workers`` processes when there are
+    ``parallel_from`` or more) and returned in ``Judged.checked`` for the caller to remember.
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     for hexsha in hide:
         walker.hide(pygit2.Oid(hex=hexsha))
     commits = list(walker)
-    found: dict[bytes, Verdict] = {}
+    known = verdicts if verdicts is not None else {}
+    judged = Judged()
+    new = [commit for commit in commits if commit.id.raw not in known]
+    judged.checked = dict(zip([commit.id.raw for commit in new],
+                              check_signatures([commit.read_raw() for commit in new], workers=workers,
+                                                               parallel_from=parallel_from), strict=True))
+    found = {**known, **judged.checked} if judged.checked else known
     for commit in commits:  # first use: a node whose record arrives anywhere in the range, signed by its key
-        known = verdicts.get(commit.id.raw) if verdicts is not None else None
-        found[commit.id.raw] = verdict = known if known is not None else signature_verdict(commit.read_raw())
+        verdict = found[commit.id.raw]
         if verdict[0] == SIGNED and trust.state(verdict[1]) == "unknown":
             trust.first_use(repo, commit, verdict[1])
-    judged = Judged()
     profiles = _Profiles(repo)
+    if len(commits) >= BATCH_FROM:
+        profiles.listed = listed_changes(repo, tip, hide)
     for commit in commits:
         hexsha = str(commit.id)
         judged.order.append(hexsha)
@@ -316,24 +350,26 @@ def _write_refusals(repo: pygit2.Repository, commit: pygit2.Commit, node: str, h
     if human:
         return []  # the operator's hand edit: the record checker alone judges it
     return writes_refused(repo, parents[0].tree if parents else None, commit.tree, node, commit=str(commit.id),
-                          profiles=profiles, rules=rules, exempt=exempt)
+                          profiles=profiles, rules=rules, exempt=exempt, listed=profiles.listed.get(commit.id.raw))
 
 
 def writes_refused(repo: pygit2.Repository, before: pygit2.Tree | None, after: pygit2.Tree, node: str, *,
                    commit: str = "", profiles: _Profiles | None = None, rules: Rules = NO_RULES,
-                   exempt: Callable[[str, pygit2.Oid | None], bool] | None = None) -> list[Refusal]:
+                   exempt: Callable[[str, pygit2.Oid | None], bool] | None = None,
+                   listed: Changes | None = None) -> list[Refusal]:
     """The records that change from ``before`` to ``after`` which node ``node`` may not write (the rule itself).
 
     Also asked before a commit is made: a sync keeps out of the valid part
-    it builds what this machine's node may not sign.
+    it builds what this machine's node may not sign. ``listed``: the
+    changes as git listed them (:func:`listed_changes`), used when both
+    trees are at the newest layout.
     """
     profiles = profiles or _Profiles(repo)
     refusals = []
-    for path, blob in sorted(profiles.changes(before, after).items()):
+    for path, blob in sorted(profiles.changes(before, after, listed).items()):
         if blob is None or (exempt is not None and exempt(path, blob)):
             continue  # deletions follow the record rules, which let any node make them
-        old = blob_in(before, placed(path, profiles.layout(before))) if before is not None else None
-        owner = _owner(repo, path, blob, old.id if old is not None else None, before, after, profiles)
+        owner = _owner(repo, path, blob, before, after, profiles)
         if owner is None or owner[1] == node or _derived(repo, path, blob, after, rules):
             continue  # anyone's to write, written by the agent's own node, or derived the same everywhere
         agent, bound = owner
@@ -362,7 +398,7 @@ def _merge_exemption(repo: pygit2.Repository, commit: pygit2.Commit,
     return exempt
 
 
-def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, old: pygit2.Oid | None, before: pygit2.Tree | None,
+def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.Tree | None,
            after: pygit2.Tree, profiles: _Profiles) -> tuple[str, str] | None:
     """(agent, node) when ``path``'s new version is in the name of an agent bound to a node; None: any node may."""
     role = role_of(path)
@@ -373,7 +409,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, old: pygit2.Oid
     record = _parse(repo, path, blob)
     if record is None:
         return None  # the record checker refuses what does not parse
-    previous = _parse(repo, path, old) if old is not None else None
+    old = blob_in(before, placed(path, profiles.layout(before))) if before is not None else None
+    previous = _parse(repo, path, old.id) if old is not None else None
     if isinstance(record, Agent):
         if record.human:
             return None
@@ -469,8 +506,42 @@ def _parse(repo: pygit2.Repository, path: str, blob: pygit2.Oid) -> Record | Non
         return None
 
 
+Changes = dict[str, pygit2.Oid | None]  # files that differ between two trees, by path (None: gone)
+_NO_ID = "0" * 40
+
+
+def listed_changes(repo: pygit2.Repository, tip: str, hide: list[str]) -> dict[bytes, Changes]:
+    """Each commit of ``tip`` that no commit of ``hide`` reaches: the files it changes over its first parent.
+
+    One ``git log --raw`` for the whole range, by raw commit id; paths as
+    the commit's trees name them. Empty when git cannot list them (the
+    caller then reads the trees itself).
+    """
+    listed = subprocess.run(["git", "--git-dir", repo.path, "log", "--format=%x00%H", "-z", "--raw", "-r", "--root",
+                             "--no-abbrev", "--no-renames", "--diff-merges=first-parent", tip,
+                             *[f"^{commit}" for commit in hide]], capture_output=True)
+    if listed.returncode != 0:
+        return {}
+    out: dict[bytes, Changes] = {}
+    current: Changes = {}
+    fields = listed.stdout.split(b"\0")
+    at = 0
+    while at < len(fields):
+        field = fields[at].lstrip(b"\n")
+        if field.startswith(b":"):  # ":<old mode> <new mode> <old id> <new id> <status>", then the path
+            new_id = field.split(b" ")[3].decode()
+            current[fields[at + 1].decode("utf-8", "surrogateescape")] = (
+                None if new_id == _NO_ID else pygit2.Oid(hex=new_id))
+            at += 2
+            continue
+        if field:  # a commit id: the changes that follow are its
+            current = out.setdefault(bytes.fromhex(field.decode()), {})
+        at += 1
+    return out
+
+
 def _walk(repo: pygit2.Repository, before: pygit2.Tree | None, after: pygit2.Tree | None, prefix: str,
-          out: dict[str, pygit2.Oid | None]) -> dict[str, pygit2.Oid | None]:
+          out: Changes) -> Changes:
     """Files that differ between two trees (None: gone), reading only the folders whose ids differ."""
     old = {entry.name: entry for entry in before} if before is not None else {}
     for entry in after if after is not None else ():
@@ -498,10 +569,11 @@ class _Profiles:
 
     def __init__(self, repo: pygit2.Repository):
         self.repo = repo
-        self._names: dict[pygit2.Oid, dict[str, str]] = {}
-        self._bound: dict[tuple[pygit2.Oid, str], tuple[str, str] | None] = {}
+        self._names: dict[pygit2.Oid | None, dict[str, str]] = {}  # by the agents folder's id
+        self._bound: dict[tuple[pygit2.Oid | None, str], tuple[str, str] | None] = {}
         self._layouts: dict[pygit2.Oid | None, int] = {}
         self._parsed: dict[pygit2.Oid, tuple[str, str] | None] = {}  # by profile blob
+        self.listed: dict[bytes, Changes] = {}  # each commit's changes as git listed them, by raw commit id
 
     def layout(self, tree: pygit2.Tree | None) -> int:
         """The tree's layout, remembered by its ``project.yaml``."""
@@ -511,15 +583,14 @@ class _Profiles:
             self._layouts[key] = tree_layout(tree)
         return self._layouts[key]
 
-    def changes(self, before: pygit2.Tree | None, after: pygit2.Tree) -> dict[str, pygit2.Oid | None]:
+    def changes(self, before: pygit2.Tree | None, after: pygit2.Tree, listed: Changes | None = None) -> Changes:
         """Records that differ from ``before`` to ``after``, named at the newest layout.
 
-        When both trees are at it, only the folders whose ids differ are
-        read (some 50 microseconds a commit, where a full tree diff takes
-        near a millisecond).
+        When both trees are at it, git's listing is taken as it is, or only
+        the folders whose ids differ are read.
         """
         if before is not None and self.layout(before) == self.layout(after) == LAYOUT:
-            return _walk(self.repo, before, after, "", {})
+            return dict(listed) if listed is not None else _walk(self.repo, before, after, "", {})
         return changed_records(before, after, named_at=LAYOUT)
 
     def bound(self, agent: str, before: pygit2.Tree | None, after: pygit2.Tree) -> tuple[str, str] | None:
@@ -527,16 +598,23 @@ class _Profiles:
         for tree in (before, after):
             if tree is None:
                 continue
-            key = (tree.id, agent.lower())
+            key = (self._agents_id(tree), agent.lower())  # the same for every commit that leaves agents/ alone
             if key not in self._bound:
                 self._bound[key] = self._lookup(tree, agent)
             if self._bound[key] is not None:
                 return self._bound[key]
         return None
 
+    def _agents_id(self, tree: pygit2.Tree) -> pygit2.Oid | None:
+        try:
+            return tree[AGENTS].id
+        except KeyError:
+            return None
+
     def _lookup(self, tree: pygit2.Tree, agent: str) -> tuple[str, str] | None:
         exact = blob_in(tree, profile_path(agent))
-        names = self._names.get(tree.id) if exact is None else {agent.lower(): agent}
+        folder = self._agents_id(tree)
+        names = self._names.get(folder) if exact is None else {agent.lower(): agent}
         if names is None:
             try:
                 entries = tree[AGENTS]
@@ -544,7 +622,7 @@ class _Profiles:
                 entries = None
             names = ({entry.name.lower(): entry.name for entry in entries if entry.name}
                      if isinstance(entries, pygit2.Tree) else {})
-            self._names[tree.id] = names
+            self._names[folder] = names
         name = names.get(agent.lower())
         profile = blob_in(tree, profile_path(name)) if name is not None else None
         if profile is None:

@@ -27,11 +27,9 @@ commit's history.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import struct
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 
 import pygit2
 
@@ -39,7 +37,7 @@ from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
-from .authorship import NO_RULES, NOT_ALLOWED, Refusal, Rules, Trust, Verdict, judge_range, signature_verdict
+from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range
 from .engine import Archive, Change
 from .nodes import keyring, records_in
 from .snapshot import Snapshot
@@ -47,7 +45,6 @@ from .snapshot import Snapshot
 CACHE_FILE = "signatures.bin"
 QUARANTINE_REFS = "refs/gitmail/quarantine"  # where a sync keeps what it refused (gitmail.sync.quarantine)
 _ENTRY = struct.Struct(">20sB32s")  # commit id, verdict, signer's raw key (zeros unless signed)
-PARALLEL_FROM = 4096  # fewer new commits than this are checked in this process (a pool costs more to start)
 
 
 @result
@@ -72,10 +69,6 @@ class Verification(Result):
     adopted: list[str]
     findings: list[Finding]
     clean: bool
-
-
-def _verdicts(raws: list[bytes]) -> list[Verdict]:
-    return [signature_verdict(raw) for raw in raws]
 
 
 class VerdictCache:
@@ -128,22 +121,10 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     repo = archive.repo
     snap = archive.snapshot(tip)
     trusted = [hexsha for hexsha in adopted(snap) if hexsha in repo]
-    walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-    for hexsha in trusted:
-        walker.hide(pygit2.Oid(hex=hexsha))
     cache = VerdictCache(cache_folder)
-    new = [commit for commit in walker if commit.id.raw not in cache.known]
-    raws = [commit.read_raw() for commit in new]
-    if len(raws) >= parallel_from and workers > 1:
-        size = -(-len(raws) // (workers * 4))
-        # forkserver: a server's threads are never forked mid-flight
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
-            results = [v for part in pool.map(_verdicts, [raws[i:i + size] for i in range(0, len(raws), size)])
-                       for v in part]
-    else:
-        results = _verdicts(raws)
-    cache.add(zip([commit.id.raw for commit in new], results, strict=True))
-    judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules)
+    judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules,
+                         workers=workers, parallel_from=parallel_from)
+    cache.add(judged.checked.items())
     findings = [_finding(repo, item) for item in judged.refusals]
     seen = {(item.commit, item.path) for item in findings}
     for kept in _kept_aside(repo):
@@ -151,7 +132,7 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
             if (item.commit, item.path) not in seen:
                 seen.add((item.commit, item.path))
                 findings.append(_finding(repo, item, kept_aside=True))
-    return Verification(project=project, commits=len(judged.order), checked=len(new), adopted=trusted,
+    return Verification(project=project, commits=len(judged.order), checked=len(judged.checked), adopted=trusted,
                         findings=findings, clean=not findings)
 
 

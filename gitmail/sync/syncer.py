@@ -68,6 +68,7 @@ from gitmail.storage.nodes import keyring, read_pins
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
+from gitmail.storage.verify import VerdictCache
 
 from .findings import (
     SYNC_RULES,
@@ -484,7 +485,9 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         commits, refused = _commits_only(repo, tips)
         theirs = commits.get(f"{remote}/main")
         trust = Trust(keyring(archive.snapshot()), read_pins(store.home))
-        checked = [item for label, tip in commits.items() for item in _check(archive, checker, trust, tip, label)]
+        verdicts = VerdictCache(store.paths(result.project).derived)  # shared with `gitmail verify`
+        checked = [item for label, tip in commits.items()
+                   for item in _check(archive, checker, trust, tip, label, verdicts)]
         step("merge")
         for item in checked:
             integrate(store, archive, item.merge, item.label, result)
@@ -537,19 +540,23 @@ def _commits_only(repo: pygit2.Repository,
     return commits, refused
 
 
-def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: str) -> list[Checked]:
+def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: str,
+           verdicts: VerdictCache) -> list[Checked]:
     """A fetched tip, checked unless the local main has it already: what of it may come in, and what may not.
 
     Every commit it brings is judged first by who signed it
     (:mod:`gitmail.storage.authorship`): when one is refused, what comes in
     is the newest commits that neither are refused nor build on one, each as
     the remote made and signed it, and the refused ones are kept aside.
+    Signature verdicts are remembered by commit id, as ``gitmail verify``
+    remembers them.
     """
     ours = archive.tip()
     repo = archive.repo
     if ours is not None and (ours == tip or repo.descendant_of(ours, tip)):
         return [Checked(label, tip, tip, None)]
-    judged = judge_range(repo, tip, [ours] if ours else [], trust, rules=SYNC_RULES)
+    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES)
+    verdicts.add(judged.checked.items())
     if not judged.tainted:
         return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
     good = judged.acceptable()
