@@ -47,7 +47,7 @@ from whoosh.writing import LockError
 
 from gitmail.storage.maintenance import rollup_count
 
-from . import bulk, merge, parse
+from . import bulk, candidates, merge, parse
 from .meta import FORMAT, IndexUnavailable, Meta
 from .postings import Codec
 from .schema import SCHEMA, WORDS_FORMAT
@@ -168,6 +168,7 @@ OVERLAY_MAX = 200  # queued messages a search merges in from memory while the wr
 NEWEST_RANKED = 1000  # a search ranks the newest this many matches unless asked for every match
 FIRST_WINDOW = 2048  # documents the newest-first scan looks at first; each further window is WIDEN times wider
 WIDEN = 4
+PREFILTER = True  # intersections visit only the documents every part's posting list holds (see _window)
 
 BlobReader = Callable[[str], bytes]
 Progress = Callable[[int, int], None]
@@ -281,14 +282,24 @@ def newest_matches(searcher: Any, query: wq.Query, newest: int) -> tuple[list[tu
 
 def _window(query: wq.Query, context: Any, leaves: list[tuple[Any, int]], low: int,
             high: int) -> list[tuple[int, float]]:
-    """Every document numbered in [low, high) that matches, with its score, newest first."""
+    """Every document numbered in [low, high) that matches, with its score, newest first.
+
+    An intersection of parts that posting lists can answer visits only the
+    documents every part holds (:mod:`.candidates`), not each step of a
+    leapfrog between them.
+    """
     window: list[tuple[int, float]] = []
+    narrow = PREFILTER and candidates.intersects(query)
     for leaf, offset in leaves:
         size = leaf.doc_count_all()
         if offset + size <= low or offset >= high:
             continue
         matcher = query.matcher(leaf, context)
-        start, stop = low - offset, high - offset
+        start, stop = max(0, low - offset), high - offset
+        visit = candidates.candidates(query, leaf.reader(), start, stop) if narrow else None
+        if visit is not None:
+            window += _visit(matcher, visit, offset)
+            continue
         if start > 0 and matcher.is_active():
             matcher.skip_to(start)
         while matcher.is_active():
@@ -299,6 +310,21 @@ def _window(query: wq.Query, context: Any, leaves: list[tuple[Any, int]], low: i
             matcher.next()
     window.sort(reverse=True)
     return window
+
+
+def _visit(matcher: Any, docnums: list[int], offset: int) -> list[tuple[int, float]]:
+    """The documents of ``docnums`` (ascending) that ``matcher`` matches, with their scores."""
+    out: list[tuple[int, float]] = []
+    for docnum in docnums:
+        if not matcher.is_active():
+            break
+        if matcher.id() < docnum:
+            matcher.skip_to(docnum)
+            if not matcher.is_active():
+                break
+        if matcher.id() == docnum:
+            out.append((docnum + offset, matcher.score()))
+    return out
 
 
 def _open_columns(searcher: Any) -> None:

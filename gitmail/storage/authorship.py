@@ -48,7 +48,7 @@ import multiprocessing
 import re
 import subprocess
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pygit2
@@ -249,18 +249,20 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
     commits = list(walker)
     known = verdicts if verdicts is not None else {}
     judged = Judged()
-    new = [commit for commit in commits if commit.id.raw not in known]
-    judged.checked = dict(zip([commit.id.raw for commit in new],
-                              check_signatures([commit.read_raw() for commit in new], workers=workers,
-                                                               parallel_from=parallel_from), strict=True))
-    found = {**known, **judged.checked} if judged.checked else known
+    profiles = _Profiles(repo)
+    with ThreadPoolExecutor(1) as lister:  # git lists the changes while the signatures are checked
+        listing = lister.submit(listed_changes, repo, tip, hide) if len(commits) >= BATCH_FROM else None
+        new = [commit for commit in commits if commit.id.raw not in known]
+        raws = [commit.read_raw() for commit in new]
+        judged.checked = dict(zip([commit.id.raw for commit in new],
+                                  check_signatures(raws, workers=workers, parallel_from=parallel_from), strict=True))
+        if listing is not None:
+            profiles.listed = listing.result()
+    found = {commit.id.raw: judged.checked.get(commit.id.raw) or known[commit.id.raw] for commit in commits}
     for commit in commits:  # first use: a node whose record arrives anywhere in the range, signed by its key
         verdict = found[commit.id.raw]
         if verdict[0] == SIGNED and trust.state(verdict[1]) == "unknown":
             trust.first_use(repo, commit, verdict[1])
-    profiles = _Profiles(repo)
-    if len(commits) >= BATCH_FROM:
-        profiles.listed = listed_changes(repo, tip, hide)
     for commit in commits:
         hexsha = str(commit.id)
         judged.order.append(hexsha)
