@@ -57,7 +57,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_index import QUERIES, time_queries
+from bench_index import QUERIES, narrowing, time_queries
 from bench_mcp import start_server
 from scale_history import AGENTS, PROJECT, History, kept_or_built
 
@@ -97,6 +97,7 @@ def reindex(home: str) -> dict[str, Any]:
         out[name] = _rates(count, wall, own, children)
     out["search_queries"] = {name: {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "cpu_p50_ms": round(cpu, 2)}
                              for name, (p50, p95, cpu) in time_queries(index, 30).items()}
+    out["narrowing"] = narrowing(index, 30)
     indexer_for(store).close()
     return out
 
@@ -348,6 +349,11 @@ def table(results: list[dict[str, Any]]) -> str:
         for name in QUERIES:
             cells = [f"{q['p50_ms']} ({q['cpu_p50_ms']})"
                      for q in (r["reindex"]["search_queries"][name] for r in results)]
+            lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
+        lines.append(f"{'narrowed / leapfrog CPU p50 ms':<34}")
+        for name in measured["reindex"]["narrowing"]:
+            cells = [f"{n['narrowed']} / {n['leapfrog']} ({n['ratio']}x)"
+                     for n in (r["reindex"]["narrowing"][name] for r in results)]
             lines.append(f"{'  ' + name:<34}" + "".join(f"{cell:>{width}}" for cell in cells))
     if "reads" in measured:
         lines.append(f"{'p50 ms (CPU p50 ms) [CPU ratio to ' + format(measured['messages'], ',') + ']':<34}")

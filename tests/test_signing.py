@@ -454,3 +454,41 @@ def test_gits_listing_of_each_commit_matches_the_tree_walk(mail, store, tmp_path
         walked = _walk(repo, before, commit.tree, "", {}) if before is not None else profiles.changes(None, commit.tree)
         assert {path: blob for path, blob in walked.items() if blob is not None} == {
             path: blob for path, blob in listed[commit.id.raw].items() if blob is not None}, commit.message
+
+
+def test_a_lost_nodes_agents_are_handed_over_by_any_node_once_its_keys_are_revoked(mail, store, listing):
+    """Until the laptop's key is revoked only the laptop may move its agents; afterwards this node may."""
+    import dataclasses
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gitmail import Change
+    from gitmail.model.records import Agent, profile_path
+    from gitmail.storage.verify import verify
+
+    slug = store.resolve(PROJECT)
+    archive = store.archive(slug)
+    derived = store.paths(slug).derived
+    laptop = Ed25519PrivateKey.generate()
+    nodes.add(archive, name="laptop", key=sshsig.public_line(sshsig.raw_public(laptop)), human=False, by=store.node,
+              now=store.clock.now_ts())
+    nodes.handover(archive, agent="GreenCastle", to="laptop", hlc=store.clock.tick())  # signed here, its node
+    assert verify(archive, slug, derived).clean
+    tip = archive.tip()
+    with pytest.raises(GitmailError, match="revoke its key first") as refused:
+        nodes.handover(archive, agent="GreenCastle", to=store.node, hlc=store.clock.tick())
+    assert refused.value.code == INVALID_ARGUMENT and archive.tip() == tip
+
+    def take(snap):  # what a handover would write, made here while the laptop is still trusted: a forgery
+        profile = snap.load(profile_path("GreenCastle"), Agent)
+        return Change("taken").put_record(dataclasses.replace(profile, node=store.node, hlc=store.clock.tick()))
+
+    archive.transact(take)
+    found = verify(archive, slug, derived)
+    assert {(f.problem, f.path) for f in found.findings} == {("not-allowed-writer", profile_path("GreenCastle"))}
+    nodes.revoke(archive, name="laptop", reason="the laptop was lost", by=store.node, now=store.clock.now_ts())
+    archive.transact(take)  # the same write once the laptop is revoked: any node may move its agents
+    moved = nodes.handover(archive, agent="GreenCastle", to="laptop", hlc=store.clock.tick())  # and so may the API
+    assert moved.node == "laptop"
+    again = verify(archive, slug, derived)
+    assert again.findings == found.findings  # only the forgery made before the revocation

@@ -31,6 +31,8 @@ each record it adds or changes:
   notice of overlapping reservations, in the name of one holder; the notice
   and the claim a ``claim`` escalation files for the operations agent), may
   be written by any node;
+- an agent bound to a lost node (every key it had revoked) may be handed
+  over to another node by any node;
 - an agent whose profile names no node (written before agents were bound)
   may be written for by any node.
 
@@ -71,10 +73,10 @@ from gitmail.model.records import (
 )
 
 from .layout import changed_records
-from .nodes import Keyring
+from .nodes import Keyring, keyring
 from .objects import split_signature
 from .recordcheck import Rejection
-from .snapshot import blob_in, tree_layout
+from .snapshot import Snapshot, blob_in, tree_layout
 
 UNSIGNED, BAD, SIGNED = 0, 1, 2  # a commit's signature verdict
 NO_KEY = bytes(32)
@@ -93,6 +95,7 @@ _OPERATOR_FIELDS = frozenset({"status", "retired_at", "hlc", "parent", "parent_i
                               "orphaned_from_id", "asleep", "sleep_until"})
 _RELEASE_FIELDS = frozenset({"released_ts", "hlc"})  # a force-release by another agent
 _KEY_FIELDS = frozenset({"key_hash", "key_expires_at", "refresh_window_s"})  # a headless key, deleted on leaving
+_HANDOVER_FIELDS = frozenset({"node", "hlc"})
 
 Verdict = tuple[int, bytes]  # (UNSIGNED | BAD | SIGNED, the signer's raw key or NO_KEY)
 # The merged version of each record the merge rules compute for a merge (first parent, second parent),
@@ -419,7 +422,7 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.
         if not isinstance(previous, Agent):
             return (record.name, record.node) if record.node else None
         if previous.node is None or _differs_only(previous, record, _OPERATOR_FIELDS) or _retired_keyless(
-                previous, record):
+                previous, record) or _taken_from_lost(repo, previous, record, after):
             return None
         return record.name, previous.node
     if isinstance(record, Reservation):
@@ -491,6 +494,17 @@ def _retired_keyless(old: Agent, new: Agent) -> bool:
     """
     return (new.status != "active" and new.key_hash is None and new.key_expires_at is None
             and new.refresh_window_s is None and _differs_only(old, new, _OPERATOR_FIELDS | _KEY_FIELDS))
+
+
+def _taken_from_lost(repo: pygit2.Repository, old: Agent, new: Agent, after: pygit2.Tree) -> bool:
+    """Whether ``new`` only moves ``old`` off a node whose every key ``after`` revokes (a lost machine's agent).
+
+    The revocation is read from the tree the handover writes, so one push
+    or fetch may bring both.
+    """
+    if new.node == old.node or old.node is None or not _differs_only(old, new, _HANDOVER_FIELDS):
+        return False
+    return keyring(Snapshot(repo, str(after.id))).lost(old.node)
 
 
 def _differs_only(old: Record, new: Record, fields: frozenset[str]) -> bool:

@@ -89,6 +89,11 @@ class Keyring:
     revoked: dict[bytes, str]  # raw key -> when it was revoked
     humans: frozenset[str] = frozenset()  # the nodes that are a person's own key (``nodes add --human``)
 
+    def lost(self, node: str) -> bool:
+        """Whether every key ``node`` ever had here is revoked (the machine is gone): any node may take its agents."""
+        held = [raw for raw, name in self.keys.items() if name == node]
+        return bool(held) and all(raw in self.revoked for raw in held)
+
     def state(self, raw: bytes) -> str:
         """``known``, ``revoked`` or ``unknown``."""
         if raw in self.revoked:
@@ -296,7 +301,11 @@ def rotate_store(store: Store) -> Rotated:
 
 
 def handover(archive: Archive, *, agent: str, to: str, hlc: HLC) -> Agent:
-    """Bind ``agent`` to node ``to``: run on the node it is bound to, whose signature is what moves it."""
+    """Bind ``agent`` to node ``to``: run on the node it is bound to, whose signature is what moves it.
+
+    When that node is lost (every key it had is revoked: `gitmail nodes
+    revoke`), any node of the project may move its agents instead.
+    """
     if not NODE_NAME.match(to):
         raise GitmailError(INVALID_ARGUMENT, f"{to!r} is not a node name (letters, digits, '.', '_' and '-'); "
                            "`gitmail nodes list PROJECT` shows the project's nodes", {"node": to})
@@ -308,9 +317,11 @@ def handover(archive: Archive, *, agent: str, to: str, hlc: HLC) -> Agent:
         if profile is None:
             raise GitmailError(NOT_FOUND, f"no agent named {agent!r} in this project; `gitmail agents list "
                                "PROJECT` shows them", {"agent": agent})
-        if profile.node not in (None, archive.node):
+        if profile.node not in (None, archive.node) and not keyring(snap).lost(profile.node):
             raise GitmailError(INVALID_ARGUMENT, f"agent {profile.name} is bound to node {profile.node}, not to this "
-                               f"machine ({archive.node}): run the handover there, whose key must sign it",
+                               f"machine ({archive.node}): run the handover there, whose key must sign it; if that "
+                               f"machine is lost, revoke its key first (`gitmail nodes revoke PROJECT "
+                               f"{profile.node}`), after which any node may hand its agents over",
                                {"agent": profile.name, "node": profile.node})
         if profile.node == to:
             return Change("", result=profile)
