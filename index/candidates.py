@@ -25,8 +25,13 @@ from whoosh.reading import TermNotFound
 
 
 def intersects(query: wq.Query) -> bool:
-    """Whether ``query`` requires two or more parts the candidates can be read for (else the matcher is as fast)."""
-    return len(_required(query)) >= 2
+    """Whether ``query`` requires a union (a prefix's words, an OR) and another part: what the leapfrog is slow at.
+
+    Two single words intersect fast by leapfrog (a block skipped by its
+    last document), faster than reading the commoner one's documents.
+    """
+    required = _required(query)
+    return len(required) >= 2 and any(isinstance(part, (wq.Prefix, wq.Or)) for part in required)
 
 
 def candidates(query: wq.Query, reader: Any, low: int, high: int) -> list[int] | None:
