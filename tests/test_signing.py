@@ -492,3 +492,31 @@ def test_a_lost_nodes_agents_are_handed_over_by_any_node_once_its_keys_are_revok
     assert moved.node == "laptop"
     again = verify(archive, slug, derived)
     assert again.findings == found.findings  # only the forgery made before the revocation
+
+
+def test_a_door_refuses_a_new_node_whose_name_its_machine_pinned_to_another_key(mail, store, tmp_path, monkeypatch):
+    """First use trusts a node whose record its own key signs, unless the receiving machine pinned that name."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gitmail.storage.nodekey import NodeKey
+    from gitmail.sync.pushcheck import signed_by_writers
+
+    archive = store.archive(PROJECT)
+    before = archive.tip()
+    impostor = Ed25519PrivateKey.generate()
+    archive.signer = lambda payload: sshsig.sign(impostor, payload)
+    try:
+        nodes.add(archive, name="laptop", key=sshsig.public_line(sshsig.raw_public(impostor)), human=False,
+                  by="laptop", now=store.clock.now_ts())
+    finally:
+        archive.signer = store.key.sign_commit
+    hub_home = str(tmp_path / "hub-home")
+    monkeypatch.setenv("GITMAIL_HOME", hub_home)
+    assert signed_by_writers(archive.repo, before, before, archive.tip()) == []  # nothing pinned: first use
+    real = NodeKey(str(tmp_path / "laptop-home"), "laptop")
+    nodes.pin_key(hub_home, "laptop", real.public_line)  # `gitmail nodes pin PROJECT laptop --key ...` there
+    with pytest.raises(GitmailError) as bad:
+        nodes.pin_key(hub_home, "laptop", "ssh-ed25519 nonsense")
+    assert bad.value.code == INVALID_ARGUMENT and nodes.read_pins(hub_home) == {"laptop": real.public_line}
+    refused = signed_by_writers(archive.repo, before, before, archive.tip())
+    assert [problem.code for problem in refused] == ["unknown-key"]

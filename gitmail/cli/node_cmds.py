@@ -77,11 +77,16 @@ def nodes_export(ctx: Context, project: str, output: str | None) -> tuple[object
 @command(group=nodes_group, name="pin")
 @click.argument("project")
 @click.argument("node")
-def nodes_pin(ctx: Context, project: str, node: str) -> tuple[object, str]:
+@click.option("--key", help="Pin this public key ('ssh-ed25519 AAAA...') instead of the one PROJECT names: on a "
+              "hub's machine, before the node's record first arrives.")
+def nodes_pin(ctx: Context, project: str, node: str, key: str | None) -> tuple[object, str]:
     """Remember NODE's current key on this machine; another key under its name is reported from then on."""
-    from gitmail.storage.nodes import pin
+    from gitmail.storage.nodes import pin, pin_key
 
     store = ctx.store
+    if key is not None:
+        fingerprint = pin_key(store.home, node, key)
+        return {"node": node, "fingerprint": fingerprint}, f"pinned {node} to {fingerprint}"
     view = pin(store.archive(project), store.home, node)
     return view, f"pinned {view.node} to {view.fingerprint}"
 

@@ -194,15 +194,29 @@ def read_pins(home: str) -> dict[str, str]:
 
 def pin(archive: Archive, home: str, name: str) -> NodeView:
     """Remember the node's current key on this machine: another key under its name is reported from now on."""
-    view = show_node(archive, home, "", name)
+    pin_key(home, name, show_node(archive, home, "", name).key)
+    return show_node(archive, home, "", name)
+
+
+def pin_key(home: str, name: str, key: str) -> str:
+    """Remember ``key`` for node ``name`` on this machine, before any archive here names it (a hub's machine).
+
+    Every door on this machine then refuses another key under that name,
+    a node trusted on first use included. Answers the key's fingerprint.
+    """
+    if not NODE_NAME.match(name):
+        raise GitmailError(INVALID_ARGUMENT, f"{name!r} is not a node name (letters, digits, '.', '_' and '-')",
+                           {"node": name})
+    raw = _raw(key)
     pins = read_pins(home)
-    pins[name] = view.key
+    pins[name] = " ".join(key.split()[:2])
     path = os.path.join(home, KEYS, PINS)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as handle:
         handle.write(codec.dump_yaml(dict(sorted(pins.items()))))
     os.replace(tmp, path)
-    return show_node(archive, home, "", name)
+    return sshsig.fingerprint(raw)
 
 
 def add(archive: Archive, *, name: str, key: str, human: bool, by: str, now: str) -> Node:

@@ -28,9 +28,10 @@ import os
 import pygit2
 
 from gitmail.storage.authorship import Trust, as_rejection, judge_range
-from gitmail.storage.nodes import keyring
+from gitmail.storage.nodes import keyring, read_pins
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot
+from gitmail.storage.store import default_home
 
 from .findings import SYNC_RULES
 
@@ -66,10 +67,12 @@ def signed_by_writers(repo: pygit2.Repository, main: str | None, old: str, tip: 
 
     The commits judged are those neither ``main`` nor the ref's old value
     reaches; the keys known are ``main``'s, with a node trusted on first use
-    when its record arrives in a commit its own key signs.
+    when its record arrives in a commit its own key signs, unless the machine
+    that receives the push pinned another key under that node's name
+    (``gitmail nodes pin``, kept in its ``$GITMAIL_HOME``).
     """
     hide = [commit for commit in (main, old) if commit and commit != ZERO and commit in repo]
-    trust = Trust(keyring(Snapshot(repo, main)))
+    trust = Trust(keyring(Snapshot(repo, main)), read_pins(default_home()))
     judged = judge_range(repo, tip, hide, trust, rules=SYNC_RULES)
     return [as_rejection(refusal) for refusal in judged.refusals]
 
