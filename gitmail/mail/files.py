@@ -33,7 +33,6 @@ import mimetypes
 import posixpath
 import re
 from dataclasses import field
-from typing import Any
 
 from gitmail.coord.acting import require_actor
 from gitmail.coord.context import Context
@@ -52,7 +51,7 @@ from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
 
-from .attachments import Settings, read_attachment
+from .attachments import AttachmentEntry, Settings, read_attachment
 from .projects import human_key
 
 HTTP_PATH = "/files"
@@ -290,7 +289,7 @@ def download(ctx: Context, project_key: str, file_id: object, *, download_url: s
     return FileDownload(file=file_view(record), content_base64=base64.b64encode(data).decode("ascii"))
 
 
-def attachments_for(snap: Snapshot, ids: object) -> list[dict[str, Any]]:
+def attachments_for(snap: Snapshot, ids: object) -> list[AttachmentEntry]:
     """The attachment entries of a message carrying the files ``ids`` names, checked (nothing is written here).
 
     INVALID_ARGUMENT for a value that is not a list of file IDs,
@@ -311,7 +310,7 @@ def attachments_for(snap: Snapshot, ids: object) -> list[dict[str, Any]]:
             raise GitmailError(DUPLICATE_ATTACHMENT, f"attachment_ids[{i}] names file {digest} a second time; name "
                                "each file once", {"field": "attachment_ids", "index": i, "file_id": digest})
         seen.add(digest)
-    entries: list[dict[str, Any]] = []
+    entries: list[AttachmentEntry] = []
     for i, digest in enumerate(digests):
         record = find_file(snap, digest, f"attachment_ids[{i}]")
         entries.append({"type": "file", "name": record.name, "media_type": record.media_type, "size": record.size,

@@ -621,7 +621,8 @@ def _attach(ctx: Context, request: SendOptions, project_key: str, out: Outgoing)
         attachments.effective_policy(request.attachments_policy, None)
     carried: list[dict[str, Any]] = []
     if request.attachment_ids is not None:
-        carried = files.attachments_for(ctx.archive(project_key).snapshot(), request.attachment_ids)
+        carried = [dict(entry) for entry in files.attachments_for(ctx.archive(project_key).snapshot(),
+                                                                  request.attachment_ids)]
     if not request.attachment_paths and not attachments.IMAGE_REF_RE.search(out.body):
         out.attachments = carried
         return
