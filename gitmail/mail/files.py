@@ -167,13 +167,17 @@ def _ext(name: str, media_type: str) -> str:
     return ext if _EXT_RE.match(ext) else "bin"
 
 
-def too_large(size: int, limit: int, *, upload_url: str | None, what: str = "upload") -> GitmailError:
-    """FILE_TOO_LARGE for ``size`` bytes over ``limit``, naming the HTTP endpoint when the file may go there."""
-    if upload_url is not None:
-        how = f"send it as the body of an HTTP POST to {upload_url}?agent_name=<you>&name=<file name> instead"
+def too_large(size: int, limit: int, *, upload_url: str | None, inline: bool) -> GitmailError:
+    """FILE_TOO_LARGE for ``size`` bytes over ``limit``; past the ``inline`` limit of a call, where to send it."""
+    if not inline:
+        how = "no door of an archive takes a larger file; share it another way"
+    elif upload_url is not None:
+        how = (f"send it as the body of an HTTP POST to {upload_url}?agent_name=<you>&name=<file name>, with your "
+               "registration token in the X-Agent-Token header")
     else:
-        how = "no larger file can be stored in this archive; share it another way"
-    return GitmailError(FILE_TOO_LARGE, f"this {what} is {size} bytes, over the limit of {limit} bytes; {how}",
+        how = ("this server serves over stdio, without an HTTP endpoint: upload it through a server started with "
+               "`gitmail serve` (POST to /files/<project slug>)")
+    return GitmailError(FILE_TOO_LARGE, f"this upload is {size} bytes, over the limit of {limit} bytes; {how}",
                         {"size": size, "limit": limit, "upload_url": upload_url})
 
 
@@ -183,13 +187,13 @@ def decode_inline(content_base64: object, *, upload_url: str | None) -> bytes:
         raise invalid("content_base64 must be the file's bytes in base64", field="content_base64")
     text = "".join(content_base64.split())
     if len(text) * 3 // 4 > FILE_INLINE_MAX_BYTES + 2:
-        raise too_large(len(text) * 3 // 4, FILE_INLINE_MAX_BYTES, upload_url=upload_url)
+        raise too_large(len(text) * 3 // 4, FILE_INLINE_MAX_BYTES, upload_url=upload_url, inline=True)
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise invalid("content_base64 is not valid base64", field="content_base64") from None
     if len(data) > FILE_INLINE_MAX_BYTES:
-        raise too_large(len(data), FILE_INLINE_MAX_BYTES, upload_url=upload_url)
+        raise too_large(len(data), FILE_INLINE_MAX_BYTES, upload_url=upload_url, inline=True)
     return data
 
 
@@ -205,7 +209,7 @@ def upload(ctx: Context, project_key: str, agent_name: str, data: bytes, *, name
     kind = _media_type(media_type, shown)
     limit = max_upload_bytes()
     if len(data) > limit:
-        raise too_large(len(data), limit, upload_url=None)
+        raise too_large(len(data), limit, upload_url=None, inline=False)
     digest = hashlib.sha256(data).hexdigest()
     archive = ctx.archive(project_key)
 

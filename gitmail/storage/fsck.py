@@ -102,24 +102,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             escalations.append((path, record))
         elif isinstance(record, FileRecord):
             files.append((path, record))
-    for path, role, copy in copies:
-        owner = path.split("/")[1]
-        canonical_path = placed(message_path(copy.id), snap.layout)
-        canonical = messages.get(copy.id)
-        if canonical is None:
-            problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
-            continue
-        same_blob = snap.blob_id(path) == snap.blob_id(canonical_path)
-        if role == "inbox":
-            if not same_blob:
-                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
-            if owner not in canonical.to + canonical.cc and owner not in _bcc_of(copies, copy.id):
-                problems.append(Problem(path, f"{owner} is not a recipient of this message"))
-        else:
-            if not same_blob and copy.public_copy().to_bytes() != snap.read(canonical_path):
-                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
-            if owner != canonical.sender:
-                problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
+    problems.extend(_copy_problems(snap, messages, copies))
     for path, relay in relays:
         relayed = messages.get(relay.message_id)
         if relayed is None:
@@ -193,6 +176,31 @@ def _hierarchy_problems(profiles: list[Agent]) -> list[Problem]:
             seen.add(current.name.lower())
             above = agents.get(current.parent.lower())
             current = above if above is not None and current.spawned_by(above) else None
+    return problems
+
+
+def _copy_problems(snap: Snapshot, messages: dict[str, Message],
+                   copies: list[tuple[str, str, Message]]) -> list[Problem]:
+    """Each inbox and outbox copy: the canonical message, in a folder of one of its parties."""
+    problems = []
+    for path, role, copy in copies:
+        owner = path.split("/")[1]
+        canonical_path = placed(message_path(copy.id), snap.layout)
+        canonical = messages.get(copy.id)
+        if canonical is None:
+            problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
+            continue
+        same_blob = snap.blob_id(path) == snap.blob_id(canonical_path)
+        if role == "inbox":
+            if not same_blob:
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner not in canonical.to + canonical.cc and owner not in _bcc_of(copies, copy.id):
+                problems.append(Problem(path, f"{owner} is not a recipient of this message"))
+        else:
+            if not same_blob and copy.public_copy().to_bytes() != snap.read(canonical_path):
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner != canonical.sender:
+                problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
     return problems
 
 
