@@ -67,7 +67,7 @@ def test_attachment_ids_carry_files_to_recipients_and_describe_names_the_message
 
 
 @pytest.mark.parametrize("ids, code", [
-    (["0" * 64] * 21, "TOO_MANY_ATTACHMENTS"),
+    (["0" * 64] * 21, "INVALID_ARGUMENT"),
     ("not-a-list", "INVALID_ARGUMENT"),
     (["report.pdf"], "INVALID_ARGUMENT"),
     (["f" * 64], "FILE_NOT_FOUND"),

@@ -201,5 +201,9 @@ def test_attachment_ids_refuse_foreign_duplicate_and_too_many_files_over_mcp(ser
     before, after, errors = run(scenario())
     assert after == before
     assert {case: body["code"] for case, body in errors.items()} == {
-        "foreign": "FILE_NOT_FOUND", "duplicate": "DUPLICATE_ATTACHMENT", "too many": "TOO_MANY_ATTACHMENTS",
+        "foreign": "FILE_NOT_FOUND", "duplicate": "DUPLICATE_ATTACHMENT", "too many": "INVALID_ARGUMENT",
         "malformed": "INVALID_ARGUMENT"}
+    # Like every list argument, the cap is in the listed schema and refused before the tool runs.
+    assert [p["argument"] for p in errors["too many"]["data"]["problems"] if "at most 20" in p["problem"]] == [
+        "attachment_ids"]
+    assert errors["malformed"]["data"]["field"] == "attachment_ids[0]"

@@ -54,7 +54,6 @@ UNKNOWN_TOOL = "UNKNOWN_TOOL"  # no tool of that name (data: the nearest names, 
 TOOL_NOT_SERVED = "TOOL_NOT_SERVED"  # a tool of gitmail the server's tool profile leaves out (data: who has it)
 FILE_TOO_LARGE = "FILE_TOO_LARGE"  # an upload or download past a limit (data: the limit, and the HTTP endpoint to use)
 FILE_NOT_FOUND = "FILE_NOT_FOUND"  # no file of that ID in the project (files belong to one project)
-TOO_MANY_ATTACHMENTS = "TOO_MANY_ATTACHMENTS"  # more attachment_ids than a message may carry
 DUPLICATE_ATTACHMENT = "DUPLICATE_ATTACHMENT"  # one file named twice in attachment_ids
 
 

@@ -1,13 +1,14 @@
 """The HTTP file endpoint beside MCP: uploads too large for a call, and downloads of any size.
 
-``POST /files/<project slug>?agent_name=<you>&name=<file name>[&media_type=...][&seat=...]``
+``POST /files/<project slug>?agent_name=<you>&name=<file name>[&media_type=...]``
 stores the request body as a file of the project uploaded by ``agent_name``
 (answer: the ``upload_file`` tool's, HTTP 201, or 200 when the same bytes were
 already stored). ``GET /files/<project slug>/<file id>[?agent_name=<you>]``
 answers the file's bytes. The checks are the tools': the server's bearer
 token when it has one (``Authorization: Bearer``), then the agent's proof, its
 registration token in the ``X-Agent-Token`` header (never in the URL, which
-logs keep); an upload needs proof of the uploader, a download of any agent
+logs keep; a seat token, when a session holds the agent's seat, goes in
+``X-Agent-Seat``); an upload needs proof of the uploader, a download of any agent
 of the project. The ``Host`` / ``Origin`` rules of :mod:`.origins` stand in
 front of this endpoint as of every other.
 
@@ -46,6 +47,7 @@ from .access import Access
 from .identity import Identities
 
 TOKEN_HEADER = "x-agent-token"
+SEAT_HEADER = "x-agent-seat"
 _STATUS = {UNAUTHORIZED: 401, NOT_FOUND: 404, FILE_NOT_FOUND: 404, FILE_TOO_LARGE: 413}
 _CHUNK = 1024 * 1024
 
@@ -89,6 +91,8 @@ class FileEndpoint:
         async def handle() -> Response:
             project, query = request.path_params["project"], request.query_params
             agent, token = query.get("agent_name"), request.headers.get(TOKEN_HEADER)
+            if not query.get("name"):
+                raise invalid("name the file: ?name=<file name> (such as report.pdf)", field="name")
             await anyio.to_thread.run_sync(
                 lambda: self.access.require_agent(None, project, agent, token, argument="X-Agent-Token header"))
             limit = self.mail.file_upload_limit()
@@ -107,7 +111,8 @@ class FileEndpoint:
             media_type = query.get("media_type") or _plain(request.headers.get("content-type"))
             assert isinstance(agent, str)
             done = await anyio.to_thread.run_sync(lambda: self.mail.upload_file(
-                project, agent, data, name=query.get("name"), media_type=media_type, seat=query.get("seat")))
+                project, agent, data, name=query.get("name"), media_type=media_type,
+                seat=request.headers.get(SEAT_HEADER)))
             return JSONResponse(wire(done), status_code=201 if done.created else 200)
         return await self._run(request, handle)
 

@@ -41,8 +41,7 @@ Model = str
 TaskDescription = str
 TaskUpdate = str | None
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS)]
-# The bound is listed but checked by the domain, whose TOO_MANY_ATTACHMENTS every face answers alike.
-AttachmentIds = Annotated[list[str] | None, Field(json_schema_extra={"maxItems": MAX_ATTACHMENT_IDS}, description=(
+AttachmentIds = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENT_IDS, description=(
     "IDs of files upload_file stored in this project."))]
 ConvertImages = bool | None  # its name says what false does: images stay as they are
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
