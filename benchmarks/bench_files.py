@@ -57,10 +57,10 @@ async def timed(pending: Awaitable[Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-async def call(client: Client, name: str, **arguments: Any) -> Any:
-    result = await client.call_tool(name, arguments, raise_on_error=False)
+async def call(client: Client, tool: str, /, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments, raise_on_error=False)
     if result.is_error:
-        raise SystemExit(f"{name} failed: {result.content[0].text}")
+        raise SystemExit(f"{tool} failed: {result.content[0].text}")
     return result.structured_content
 
 
@@ -135,7 +135,8 @@ async def scenario(port: int, samples: int, mib: int) -> dict[str, Any]:
         for name in ("Blue", "Green"):
             tokens[name] = (await call(client, "register_agent", project_key=PROJECT, program="bench", model="m",
                                        name=name))["registration_token"]
-            await call(client, "set_contact_policy", project_key=PROJECT, agent_name=name, policy="open")
+            await call(client, "set_contact_policy", project_key=PROJECT, agent_name=name, policy="open",
+                       agent_token=tokens[name])
         results = await in_calls(client, tokens["Blue"], samples)
         results.update(await asyncio.to_thread(over_http, port, made["slug"], tokens["Blue"], samples, mib))
         results.update(await sends(client, tokens["Blue"], samples))
