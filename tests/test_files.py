@@ -172,3 +172,47 @@ def test_a_file_crosses_two_machines_through_a_checked_hub_and_one_content_stays
     for machine in (a, b):
         assert check_archive(machine.archive, run_git=False) == []
         assert not machine.archive.snapshot().listdir("conflicts")
+
+
+@pytest.mark.slow  # git runs the archive's installed hook, which starts gitmail
+def test_an_archive_refuses_pushes_that_break_a_file_record_and_fsck_finds_missing_bytes(tmp_path):
+    from gitmail.model.records import FileRecord, attachment_path
+    from gitmail.storage.engine import Change
+
+    from .sync_helpers import PROJECT as SHARED
+    from .sync_helpers import Machine
+    from .test_record_doors import _clone, _commit, _write
+
+    (a,) = [Machine(str(tmp_path / "m"), "node-a")]
+    a.create_project()
+    uploaded = Mail(a.store).upload_file(SHARED, "BlueLake", b"kept bytes", name="kept.txt").file
+    archive = a.archive
+    record = archive.snapshot().load(file_path(uploaded.sha256), FileRecord)
+    assert record is not None
+    clone = _clone(archive.git_dir, str(tmp_path / "checkout"))
+    before = archive.tip()
+
+    def refused(edit, *expected: str) -> None:
+        edit()
+        _commit(clone)
+        pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
+        assert pushed.returncode != 0, pushed.stderr
+        for text in expected:
+            assert text in pushed.stderr, pushed.stderr
+        assert archive.tip() == before
+        git_run("reset", "-q", "--hard", "origin/main", cwd=clone)
+
+    text = record.to_bytes()
+    refused(lambda: _write(clone, record.path(), text.replace(b"name: kept.txt", b"name: other.txt")),
+            f"changes the record of file {record.sha256}")
+    refused(lambda: _write(clone, record.blob, b"other bytes"), "immutable")
+    ghost = b"bytes never stored"
+    ghost_record = FileRecord(sha256=_sha(ghost), size=len(ghost), media_type="text/plain", name="ghost.txt",
+                              blob=attachment_path(_sha(ghost), "txt"), uploaded_by="BlueLake",
+                              uploaded_at=record.uploaded_at)
+    refused(lambda: _write(clone, ghost_record.path(), ghost_record.to_bytes()), "which the archive does not hold")
+    refused(lambda: os.remove(os.path.join(clone, record.path())), "deleted without a tombstone")
+    # Written past the doors (by the engine itself), a record without its bytes is what fsck reports.
+    archive.transact(lambda snap: Change("a record without its bytes").put_record(ghost_record))
+    assert [p.reason for p in check_archive(archive, run_git=False)] == [
+        f"the file's bytes {ghost_record.blob} are not in the archive"]
