@@ -207,3 +207,33 @@ def test_attachment_ids_refuse_foreign_duplicate_and_too_many_files_over_mcp(ser
     assert [p["argument"] for p in errors["too many"]["data"]["problems"] if "at most 20" in p["problem"]] == [
         "attachment_ids"]
     assert errors["malformed"]["data"]["field"] == "attachment_ids[0]"
+
+
+def test_over_stdio_a_file_past_the_call_limit_is_refused_saying_only_http_takes_it(tmp_path):
+    import sys
+
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+
+    from .mcp_harness import ROOT, child_env
+
+    project = _project()
+    transport = StdioTransport(command=sys.executable, args=["-m", "gitmail", "serve", "--stdio"], cwd=ROOT,
+                               env=child_env(str(tmp_path / "home"), GITMAIL_TOOLS="default,files"))
+    big = base64.b64encode(b"\0" * (FILE_INLINE_MAX_BYTES + 1)).decode()
+
+    async def scenario():
+        async with Client(transport, timeout=60) as client:
+            await call(client, "ensure_project", human_key=project)
+            await call(client, "register_agent", project_key=project, program="p", model="m", name="BlueLake")
+            small = await call(client, "upload_file", project_key=project, agent_name="BlueLake", name="s.txt",
+                               content_base64=base64.b64encode(b"small").decode())
+            refused = await fail(client, "upload_file", project_key=project, agent_name="BlueLake", name="b.bin",
+                                 content_base64=big)
+            described = await call(client, "describe_file", project_key=project, file_id=small["file"]["file_id"])
+            return small, refused, described
+
+    small, refused, described = run(scenario())
+    assert small["created"] is True and "download_url" not in described  # stdio has no HTTP endpoint
+    assert refused["code"] == "FILE_TOO_LARGE" and refused["data"]["upload_url"] is None
+    assert "gitmail serve" in refused["message"]
