@@ -513,6 +513,10 @@ class ProjectIndex:
                                                      unread_only=unread_only, limit=limit,
                                                      body_of=self._body if include_bodies else None))
 
+    def referencing(self, sha256: str, *, limit: int = 50) -> tuple[list[dict[str, Any]], bool]:
+        """Messages carrying the file with this hash, newest first, and whether more do (:func:`reads.referencing`)."""
+        return self._cached(("referencing", sha256, limit), lambda: reads.referencing(self.meta, sha256, limit))
+
     def message(self, message_id: str, *, viewer: str | None = None) -> dict[str, Any] | None:
         """One message with its body (``bcc`` too for its sender as ``viewer``), or None if the tip has none."""
         return self._cached(("message", message_id, viewer),

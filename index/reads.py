@@ -220,6 +220,18 @@ def topic(meta: Meta, topic: str, *, viewer: str | None = None, since_ts: str | 
     return [_view(message_row(row), body_of) for row in meta.read(" ".join(sql), args)]
 
 
+def referencing(meta: Meta, sha256: str, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """The messages whose attachments include the bytes hashing to ``sha256``, newest first; and whether more do.
+
+    The hash is 64 hex digits, so a match in the stored attachments list is
+    that file and no other: the list is read in SQLite, without parsing a
+    message.
+    """
+    rows = meta.read(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.attachments LIKE ? ORDER BY m.id DESC LIMIT ?",
+                     (f'%"{sha256}"%', limit + 1))
+    return [_view(message_row(row), None) for row in rows[:limit]], len(rows) > limit
+
+
 def imported(meta: Meta, imported_id: str) -> list[str]:
     """The IDs of the messages imported from a message whose id in its source was ``imported_id``."""
     return [row[0] for row in meta.read("SELECT message_id FROM imported WHERE imported_id = ? ORDER BY message_id",

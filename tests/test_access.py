@@ -91,7 +91,8 @@ class World:
             "capabilities": ["review"], "accept": True, "path": "attachments/aa/none.webp", "code_repo_path": self.p,
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
             "new_display_name": "Alice", "product_key": "walk-product", "slot": "walk-slot", "epoch": 1,
-            "holder": "Bob", "scope": ["viewer@*"],
+            "holder": "Bob", "scope": ["viewer@*"], "name": "walk.txt", "content_base64": "d2Fsaw==",
+            "file_id": "0" * 64,
         }
 
 

@@ -80,6 +80,14 @@ def world(server, tmp_path_factory):
                               body_md=f"![dot]({PNG_URI})", attachments_policy="file", sender_token=made.tokens["Bob"])
             return sent["deliveries"][0]["payload"]["attachments"][0]["path"]
 
+    async def uploaded() -> str:
+        """A file Bob uploaded: the one describe_file and download_file read."""
+        async with server.client() as bob:
+            up = await call(bob, "upload_file", project_key=made.p, agent_name="Bob", name="walk.bin",
+                            content_base64="d2FsayBmaWxl", agent_token=made.tokens["Bob"])
+            return up["file"]["file_id"]
+
+    made.file_id = run(uploaded())
     made.released_reservation = run(released_reservation())
     made.attachment = run(attached())
     run(asked_by_bob())
@@ -107,6 +115,8 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "request_contact": {"to_agent": "Bob"},
         "respond_contact": {"from_agent": "Bob", "accept": True},
         "get_attachment": {"path": world.attachment},
+        "describe_file": {"file_id": world.file_id},
+        "download_file": {"file_id": world.file_id},
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
         "force_release_build_slot": {"slot": "stale-slot"},
         "update_agent": {"purpose": "walks every tool"},

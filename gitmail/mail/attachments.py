@@ -107,7 +107,8 @@ class AttachmentEntry(TypedDict, total=False):
     Entries written here have ``type``, ``name``, ``media_type``, ``size``,
     ``sha256`` and ``path``; a converted image adds ``width`` and ``height``
     and, with originals kept, ``original_path`` and ``original_sha256``.
-    :func:`mark_verified` adds ``verified``. An entry read from an archive
+    A file uploaded to the project and carried by ID adds ``file_id`` (see
+    :mod:`gitmail.mail.files`). :func:`mark_verified` adds ``verified``. An entry read from an archive
     may carry keys written elsewhere: they are kept as they are.
     """
 
@@ -121,6 +122,7 @@ class AttachmentEntry(TypedDict, total=False):
     size: int
     sha256: str
     path: str
+    file_id: str
     verified: bool
 
 

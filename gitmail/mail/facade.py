@@ -54,6 +54,7 @@ from . import (
     attention,
     contacts,
     feed,
+    files,
     identities,
     mailbox,
     overdue,
@@ -85,6 +86,8 @@ from .attachments import AttachmentContent, AttachmentsPolicySet
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
+from .files import HTTP_PATH as FILES_HTTP_PATH
+from .files import FileDescription, FileDownload, FileList, FileUploaded
 from .identities import AgentUpdated, Position, SleepState, Spawned
 from .mailbox import (
     InboxMessage,
@@ -123,6 +126,8 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
+# Files: the typed results of their tools, and where the HTTP server serves them.
+__all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
 __all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
             "StoredMessage", "ThreadPage"]
@@ -616,6 +621,36 @@ class Mail:
 
     def get_attachment(self, project_key: str, path: str) -> AttachmentContent:
         return attachments.fetch(self.ctx.archive(project_key).snapshot(), path)
+
+    # -- files -------------------------------------------------------------------
+    def upload_file(self, project_key: str, agent_name: str, data: bytes, *, name: object,
+                    media_type: object = None, seat: str | None = None) -> FileUploaded:
+        return files.upload(self.ctx, project_key, agent_name, data, name=name, media_type=media_type, seat=seat)
+
+    def upload_file_base64(self, project_key: str, agent_name: str, content_base64: object, *, name: object,
+                           media_type: object = None, seat: str | None = None,
+                           upload_url: str | None = None) -> FileUploaded:
+        """An upload inside a call: FILE_TOO_LARGE past the inline limit names ``upload_url`` (the HTTP endpoint)."""
+        data = files.decode_inline(content_base64, upload_url=upload_url)
+        return self.upload_file(project_key, agent_name, data, name=name, media_type=media_type, seat=seat)
+
+    def file_upload_limit(self) -> int:
+        """The largest file the HTTP endpoint stores."""
+        return files.max_upload_bytes()
+
+    def list_files(self, project_key: str, *, limit: int = files.LIST_DEFAULT) -> FileList:
+        return files.list_files(self.ctx, project_key, limit=limit)
+
+    def describe_file(self, project_key: str, file_id: object, *, download_url: str | None = None) -> FileDescription:
+        return files.describe_file(self.ctx, project_key, file_id, download_url=download_url)
+
+    def download_file(self, project_key: str, file_id: object, *, download_url: str | None = None) -> FileDownload:
+        return files.download(self.ctx, project_key, file_id, download_url=download_url)
+
+    def read_file(self, project_key: str, file_id: object) -> tuple[str, str, bytes]:
+        """(name, media type, bytes) of a file, the bytes checked against its hash: what the HTTP endpoint serves."""
+        record, data = files.read_file(self.ctx, project_key, file_id)
+        return record.name, record.media_type, data
 
     def all_mail(self, query: MailQuery, *, after: str | None = None, page: int = 1,
                  limit: int = 25) -> allmail.MailPage:

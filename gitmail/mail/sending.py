@@ -53,7 +53,7 @@ from gitmail.storage.engine import Change
 from gitmail.storage.operator import operator_identity
 from gitmail.storage.snapshot import Snapshot
 
-from . import addresses, attachments, contacts, idempotency, relay
+from . import addresses, attachments, contacts, files, idempotency, relay
 from .contacts import ContactRequest, ContactView
 from .delivery import MessageView, commit_line, compose, put_message
 from .mailbox import load_message, resolve_message_id
@@ -77,7 +77,9 @@ class SendOptions:
     the sender, whose contact is approved on the spot; ``idempotency_key``
     makes a retry return the first result; ``attachment_paths`` and images in
     the body are stored as attachments (see :mod:`gitmail.mail.attachments`),
-    shaped by ``convert_images`` and ``attachments_policy``; ``seat`` is the
+    shaped by ``convert_images`` and ``attachments_policy``;
+    ``attachment_ids`` names files uploaded to the project (see
+    :mod:`gitmail.mail.files`), carried as attachments too; ``seat`` is the
     sender's seat token when a session holds its seat. Values are checked
     when the message is sent.
     """
@@ -95,6 +97,7 @@ class SendOptions:
     approve_as: frozenset[str] = frozenset()
     idempotency_key: str | None = None
     attachment_paths: list[str] | None = None
+    attachment_ids: list[str] | None = None
     convert_images: bool | None = None
     attachments_policy: str | None = None
     seat: str | None = None
@@ -616,7 +619,12 @@ def _attach(ctx: Context, request: SendOptions, project_key: str, out: Outgoing)
         _flag(request.convert_images, "convert_images")
     if request.attachments_policy is not None:
         attachments.effective_policy(request.attachments_policy, None)
+    carried: list[dict[str, Any]] = []
+    if request.attachment_ids is not None:
+        carried = [dict(entry) for entry in files.attachments_for(ctx.archive(project_key).snapshot(),
+                                                                  request.attachment_ids)]
     if not request.attachment_paths and not attachments.IMAGE_REF_RE.search(out.body):
+        out.attachments = carried
         return
     snap = ctx.archive(project_key).snapshot()
     sender = find_agent(snap, out.sender)
@@ -624,12 +632,18 @@ def _attach(ctx: Context, request: SendOptions, project_key: str, out: Outgoing)
     prepared = attachments.prepare(snap, out.body, request.attachment_paths,
                                    policy=attachments.effective_policy(request.attachments_policy, agent_policy),
                                    convert_images=request.convert_images, agent_policy=agent_policy)
-    out.body, out.attachments, out.files = prepared.body, prepared.attachments, prepared.files
+    stored = {entry.get("path") for entry in prepared.attachments}
+    out.body, out.files = prepared.body, prepared.files
+    out.attachments = prepared.attachments + [entry for entry in carried if entry["path"] not in stored]
 
 
 def _options_fingerprint(request: SendOptions) -> dict[str, object]:
-    return {"attachment_paths": request.attachment_paths, "convert_images": request.convert_images,
-            "attachments_policy": request.attachments_policy}
+    fingerprint: dict[str, object] = {"attachment_paths": request.attachment_paths,
+                                      "convert_images": request.convert_images,
+                                      "attachments_policy": request.attachments_policy}
+    if request.attachment_ids is not None:  # only when given: fingerprints of sends without them stay as they were
+        fingerprint["attachment_ids"] = request.attachment_ids
+    return fingerprint
 
 
 def send_message(ctx: Context, request: SendRequest) -> SendResult:

@@ -52,6 +52,9 @@ ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"  # an HTTP request came from a web pag
 LAYOUT_UNSUPPORTED = "LAYOUT_UNSUPPORTED"  # the archive is at a layout newer than this version of gitmail knows
 UNKNOWN_TOOL = "UNKNOWN_TOOL"  # no tool of that name (data: the nearest names, or the tool to use now)
 TOOL_NOT_SERVED = "TOOL_NOT_SERVED"  # a tool of gitmail the server's tool profile leaves out (data: who has it)
+FILE_TOO_LARGE = "FILE_TOO_LARGE"  # an upload or download past a limit (data: the limit, and the HTTP endpoint to use)
+FILE_NOT_FOUND = "FILE_NOT_FOUND"  # no file of that ID in the project (files belong to one project)
+DUPLICATE_ATTACHMENT = "DUPLICATE_ATTACHMENT"  # one file named twice in attachment_ids
 
 
 class GitmailError(Exception):

@@ -8,6 +8,11 @@ without loading the layers that enforce them.
 # Attachments: the largest file one may hold. A sender may lower it (GITMAIL_ATTACHMENT_MAX_BYTES), never
 # raise it: every door of every archive (a push, a sync's fetch) refuses a larger one.
 MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+# Files: the largest upload or download carried inside an MCP call (base64 in the JSON-RPC message, which the
+# HTTP transport caps at 4 MiB); larger files go through the server's HTTP file endpoint, up to the attachment
+# limit. A message names at most MAX_ATTACHMENT_IDS uploaded files.
+FILE_INLINE_MAX_BYTES = 2 * 1024 * 1024
+MAX_ATTACHMENT_IDS = 20
 
 # Seats: how long a session drives an agent before it must renew.
 DEFAULT_LEASE_S = 600

@@ -956,6 +956,55 @@ class Adoption(Record):
         return adoption_path(self.commit)
 
 
+MAX_FILE_NAME = 255
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class FileRecord(Record):
+    """A file uploaded to the project: its bytes' SHA-256 (the file's ID), size, media type, name, uploader and time.
+
+    The bytes sit at ``blob``, an attachment path named by the same hash, so
+    a message can carry the file as it carries any attachment. The record is
+    named by the hash (:func:`file_path`): one record per content, however
+    often and by whomever it is uploaded. It never changes, but for one
+    rule: when two machines each recorded the same content, the merge keeps
+    the earlier upload (:meth:`order`), the same on every machine.
+    """
+
+    KIND: ClassVar[str] = "file"
+    LOCATED_BY: ClassVar[str] = "sha256"
+    sha256: str = _spec("str", max_len=64)
+    size: int = _spec("int")
+    media_type: str = _spec("str", max_len=255)
+    name: str = _spec("str", max_len=MAX_FILE_NAME)
+    blob: str = _spec("str", max_len=200)  # where the bytes are: an attachment path named by sha256
+    uploaded_by: str = _spec("agent")
+    uploaded_at: str = _spec("ts")
+
+    def _check_consistency(self, path: str) -> None:
+        if SHA256_RE.match(self.sha256) is None:
+            raise FieldError("sha256", "must be 64 lower-case hex digits (the SHA-256 of the file's bytes)")
+        found = ATTACHMENT_RE.match(self.blob)
+        if found is None or found.group(1) or found.group(3) != self.sha256:
+            raise FieldError("blob", "must be the attachment path named by the file's sha256 "
+                             "(attachments/<xx>/<yy>/<sha256>.<ext>)")
+        if self.size < 0:
+            raise FieldError("size", "must not be negative")
+        if path != "<record>" and path != self.path():
+            raise FieldError("sha256", f"does not match the file's location (expected {self.path()})")
+
+    def path(self) -> str:
+        return file_path(self.sha256)
+
+    def order(self) -> tuple[str, str, str, str, str]:
+        """How two uploads of one content are ordered: the earlier upload first, then by uploader, name and type.
+
+        Two records of one content that order alike hold the same fields.
+        """
+        return self.uploaded_at, self.uploaded_by, self.name, self.media_type, self.blob
+
+
 # -- paths --------------------------------------------------------------------
 # Where each record lives is written down here once: every other module asks
 # these functions (and PATH_TYPES below answers the reverse question, what a
@@ -995,6 +1044,7 @@ ESCALATIONS = "escalations"
 NODES = "nodes"
 REVOCATIONS = "revocations"
 ADOPTIONS = "adoptions"
+FILES = "files"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -1115,6 +1165,11 @@ def relay_path(project_slug: str, message_id: str) -> str:
 
 def summary_path(summary_id: str) -> str:
     return _dated(SUMMARIES, summary_id, "yaml")
+
+
+def file_path(sha256: str) -> str:
+    """Where the record of the file whose bytes hash to ``sha256`` lives (fanned out by the hash's first digits)."""
+    return f"{FILES}/{sha256[:2]}/{sha256[2:4]}/{sha256}.yaml"
 
 
 # Attachments are named by the SHA-256 of the stored bytes (originals of
@@ -1240,6 +1295,7 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(rf"^nodes/{_NAME}\.yaml$"), Node, "node"),
     (re.compile(r"^revocations/[0-9a-f]{64}\.yaml$"), Revocation, "revocation"),
     (re.compile(r"^adoptions/[0-9a-f]{40}\.yaml$"), Adoption, "adoption"),
+    (re.compile(r"^files/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}\.yaml$"), FileRecord, "file"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

@@ -24,6 +24,7 @@ from . import (
     tools_compact,
     tools_contacts,
     tools_coordination,
+    tools_files,
     tools_health,
     tools_hierarchy,
     tools_identity,
@@ -46,8 +47,8 @@ from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
 
 TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_compact, tools_search,
-                tools_attachments, tools_contacts, tools_reservations, tools_admin, tools_coordination, tools_slots,
-                tools_acks, tools_hierarchy, tools_products, tools_sync)
+                tools_attachments, tools_files, tools_contacts, tools_reservations, tools_admin, tools_coordination,
+                tools_slots, tools_acks, tools_hierarchy, tools_products, tools_sync)
 
 
 def catalog() -> list[ToolSpec]:

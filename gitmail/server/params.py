@@ -8,7 +8,14 @@ from pydantic import Field
 
 from gitmail.mail.attachments import MAX_ATTACHMENTS
 from gitmail.mail.sending import MAX_RECIPIENTS
-from gitmail.model.limits import FEED_MAX_LIMIT, MAX_TTL, MIN_INACTIVITY, READ_BUDGET_MAX, READ_BUDGET_MIN
+from gitmail.model.limits import (
+    FEED_MAX_LIMIT,
+    MAX_ATTACHMENT_IDS,
+    MAX_TTL,
+    MIN_INACTIVITY,
+    READ_BUDGET_MAX,
+    READ_BUDGET_MIN,
+)
 
 from .pages import BUDGET_MAX, BUDGET_MIN
 
@@ -34,6 +41,8 @@ Model = str
 TaskDescription = str
 TaskUpdate = str | None
 AttachmentPaths = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENTS)]
+AttachmentIds = Annotated[list[str] | None, Field(max_length=MAX_ATTACHMENT_IDS, description=(
+    "IDs of files upload_file stored in this project."))]
 ConvertImages = bool | None  # its name says what false does: images stay as they are
 AttachmentsPolicy = Annotated[Literal["auto", "inline", "file"] | None, Field(description=(
     "How body_md images are kept."))]

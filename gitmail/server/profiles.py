@@ -13,7 +13,7 @@ the server lists the union:
   that surface call;
 * ``all`` - every tool;
 * a family name - its tools: identity, messages, contacts, reservations,
-  attachments, coordination, hierarchy, products, sync, admin, compact.
+  attachments, files, coordination, hierarchy, products, sync, admin, compact.
 
 ``gitmail serve --tools core,hierarchy`` (or :data:`TOOLS_ENV`) picks one; a
 call to a tool the profile leaves out is answered with an error naming the
@@ -30,17 +30,18 @@ from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 TOOLS_ENV = "GITMAIL_TOOLS"
 """The profile ``gitmail serve`` uses when ``--tools`` is not given."""
 
-FAMILIES = ("messages", "identity", "contacts", "reservations", "attachments", "coordination", "hierarchy", "products",
-            "sync", "admin", "compact")
+FAMILIES = ("messages", "identity", "contacts", "reservations", "attachments", "files", "coordination", "hierarchy",
+            "products", "sync", "admin", "compact")
 CORE = frozenset({
     "macro_start_session", "send_message", "reply_message", "fetch_inbox", "acknowledge_message", "catch_up",
     "read_messages", "search_messages", "file_reservation_paths", "release_file_reservations",
 })
 DEFAULT_FAMILIES = frozenset({"messages", "identity", "contacts", "reservations", "admin"})
-FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy"}
+FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy", "attachment_ids": "files"}
 """Optional arguments of many tools that only the tools of one family make useful: listed only with that family.
 
-A seat token comes from take_seat, and acting_as names an agent spawn_agent made."""
+A seat token comes from take_seat, acting_as names an agent spawn_agent made, and attachment_ids names files
+upload_file stored."""
 PROFILES = ("core", "default", "all")
 DEFAULT = "default"
 

@@ -33,6 +33,7 @@ from gitmail.web.events import Events
 
 from .app import build_server
 from .binding import DEFAULT_HOST, DEFAULT_PATH, DEFAULT_PORT, check_bind
+from .filehttp import FileEndpoint
 from .origins import AllowedOrigins, OriginCheck
 from .profiles import Profile
 from .runtime import Listen
@@ -101,7 +102,7 @@ def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | Non
     """Everything ``gitmail serve`` answers over HTTP, as one application.
 
     MCP at ``path`` (with a session, and session-less), the web view at
-    :data:`WEB_PATH`, ``/`` leading there; in front of all of it the
+    :data:`WEB_PATH`, ``/`` leading there, the file endpoint (:mod:`.filehttp`); in front of all of it the
     ``Host`` / ``Origin`` check (``allowed``; by default the loopback names,
     the listening address and :data:`gitmail.server.origins.ORIGINS_ENV`);
     ``tools`` is the tool profile (see :mod:`.profiles`).
@@ -117,6 +118,7 @@ def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | Non
     web = RequestBodyLimitMiddleware(build_web(mail, token=token, events=events), DEFAULT_MAX_REQUEST_BODY_SIZE)
     app.router.routes.append(Mount(WEB_PATH, app=web))
     app.router.routes.append(Route("/", lambda request: RedirectResponse(WEB_PATH + "/")))
+    app.router.routes.extend(FileEndpoint(store, mail, token).routes())  # uploads and downloads past a call's size
     app.add_middleware(OriginCheck, allowed=allowed or AllowedOrigins.from_env(host, port), mcp_path=path)
     return app
 

@@ -22,6 +22,7 @@ from gitmail.model.limits import READ_BUDGET_DEFAULT
 from .params import (
     AgentName,
     AgentToken,
+    AttachmentIds,
     AttachmentPaths,
     AttachmentsPolicy,
     ConvertImages,
@@ -89,6 +90,7 @@ def send_message(
     hold_if_blocked: HoldIfBlocked = False,
     idempotency_key: IdempotencyKey = None,
     attachment_paths: AttachmentPaths = None,
+    attachment_ids: AttachmentIds = None,
     convert_images: ConvertImages = None,
     attachments_policy: AttachmentsPolicy = None,
     seat: SenderSeat = None,
@@ -102,6 +104,7 @@ def send_message(
             topic=topic, broadcast=broadcast, auto_contact_if_blocked=auto_contact_if_blocked,
             hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key),
             idempotency_key=idempotency_key, attachment_paths=attachment_paths, convert_images=convert_images,
+            attachment_ids=attachment_ids,
             attachments_policy=attachments_policy, seat=seat))
 
 
@@ -125,6 +128,7 @@ def reply_message(
     hold_if_blocked: HoldIfBlocked = False,
     idempotency_key: IdempotencyKey = None,
     attachment_paths: AttachmentPaths = None,
+    attachment_ids: AttachmentIds = None,
     convert_images: ConvertImages = None,
     attachments_policy: AttachmentsPolicy = None,
     seat: SenderSeat = None,
@@ -138,6 +142,7 @@ def reply_message(
             ack_required=ack_required, auto_contact_if_blocked=auto_contact_if_blocked,
             hold_if_blocked=hold_if_blocked, approve_as=in_session(rt, ctx, project_key),
             idempotency_key=idempotency_key, attachment_paths=attachment_paths, convert_images=convert_images,
+            attachment_ids=attachment_ids,
             attachments_policy=attachments_policy, seat=seat))
 
 

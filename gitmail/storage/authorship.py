@@ -7,7 +7,7 @@ each record it adds or changes:
 
 - a record in an agent's name (its messages with their inbox copies and held
   copies, its outbox, receipts, seat, journal, idempotency keys and
-  reservations, and its profile) must be signed by the node the agent is
+  reservations, the records of the files it uploaded, and its profile) must be signed by the node the agent is
   bound to: the ``node`` its profile names, set when it is registered (the
   commit adding a profile must be signed by the node it names) and moved
   only by a change its current node signs (a handover);
@@ -62,6 +62,7 @@ from gitmail.model.records import (
     LAYOUT,
     PROJECT_PATH,
     Agent,
+    FileRecord,
     Node,
     Record,
     Repair,
@@ -425,6 +426,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.
                 previous, record) or _taken_from_lost(repo, previous, record, after):
             return None
         return record.name, previous.node
+    if isinstance(record, FileRecord):
+        return profiles.bound(record.uploaded_by, before, after)  # a merge's earlier upload is exempt as merged
     if isinstance(record, Reservation):
         if isinstance(previous, Reservation) and _differs_only(previous, record, _RELEASE_FIELDS):
             return None

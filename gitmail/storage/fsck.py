@@ -17,7 +17,9 @@ name), no chain of parents loops, and no agent outlives the agent above it.
 A message that came from another project (its sender is ``Name@slug``) may
 refer to the thread and reply it belongs to there, so only its attachments
 are checked; every relay record (a copy owed to another
-project) names a message of this archive that names that project.
+project) names a message of this archive that names that project; every
+file record's bytes are in the archive, of its size, hashing to its
+SHA-256 (the file's ID).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from gitmail.model.records import (
     ATTACHMENTS,
     Agent,
     Escalation,
+    FileRecord,
     Message,
     Relay,
     Tombstone,
@@ -43,6 +46,7 @@ from gitmail.model.records import (
 
 from .engine import Archive
 from .recordcheck import inspect_file, misplaced, mode_problem, path_problem
+from .snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     relays: list[tuple[str, Relay]] = []
     attachments: set[str] = set()
     agents: list[Agent] = []
+    files: list[tuple[str, FileRecord]] = []
     for path, mode in snap.entries():
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         wrong = misplaced(path, snap.layout)
@@ -95,24 +100,9 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             copies.append((path, role, record))
         elif isinstance(record, Escalation):
             escalations.append((path, record))
-    for path, role, copy in copies:
-        owner = path.split("/")[1]
-        canonical_path = placed(message_path(copy.id), snap.layout)
-        canonical = messages.get(copy.id)
-        if canonical is None:
-            problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
-            continue
-        same_blob = snap.blob_id(path) == snap.blob_id(canonical_path)
-        if role == "inbox":
-            if not same_blob:
-                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
-            if owner not in canonical.to + canonical.cc and owner not in _bcc_of(copies, copy.id):
-                problems.append(Problem(path, f"{owner} is not a recipient of this message"))
-        else:
-            if not same_blob and copy.public_copy().to_bytes() != snap.read(canonical_path):
-                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
-            if owner != canonical.sender:
-                problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
+        elif isinstance(record, FileRecord):
+            files.append((path, record))
+    problems.extend(_copy_problems(snap, messages, copies))
     for path, relay in relays:
         relayed = messages.get(relay.message_id)
         if relayed is None:
@@ -137,6 +127,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             if item.get("sha256") != digest:
                 problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
     problems.extend(_hierarchy_problems(agents))
+    problems.extend(_file_problems(snap, files))
     received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
     for path, escalation in escalations:
         if escalation.message_id not in messages and escalation.message_id not in removed:
@@ -185,6 +176,44 @@ def _hierarchy_problems(profiles: list[Agent]) -> list[Problem]:
             seen.add(current.name.lower())
             above = agents.get(current.parent.lower())
             current = above if above is not None and current.spawned_by(above) else None
+    return problems
+
+
+def _copy_problems(snap: Snapshot, messages: dict[str, Message],
+                   copies: list[tuple[str, str, Message]]) -> list[Problem]:
+    """Each inbox and outbox copy: the canonical message, in a folder of one of its parties."""
+    problems = []
+    for path, role, copy in copies:
+        owner = path.split("/")[1]
+        canonical_path = placed(message_path(copy.id), snap.layout)
+        canonical = messages.get(copy.id)
+        if canonical is None:
+            problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
+            continue
+        same_blob = snap.blob_id(path) == snap.blob_id(canonical_path)
+        if role == "inbox":
+            if not same_blob:
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner not in canonical.to + canonical.cc and owner not in _bcc_of(copies, copy.id):
+                problems.append(Problem(path, f"{owner} is not a recipient of this message"))
+        else:
+            if not same_blob and copy.public_copy().to_bytes() != snap.read(canonical_path):
+                problems.append(Problem(path, f"differs from the canonical message {canonical_path}"))
+            if owner != canonical.sender:
+                problems.append(Problem(path, f"outbox copy in {owner}'s folder but the sender is {canonical.sender}"))
+    return problems
+
+
+def _file_problems(snap: Snapshot, files: list[tuple[str, FileRecord]]) -> list[Problem]:
+    """Each file record's bytes: present, of the size it states, hashing to its SHA-256."""
+    problems = []
+    for path, record in files:
+        data = snap.read_regular(record.blob)
+        if data is None:
+            problems.append(Problem(path, f"the file's bytes {record.blob} are not in the archive"))
+        elif len(data) != record.size or hashlib.sha256(data).hexdigest() != record.sha256:
+            problems.append(Problem(path, f"{record.blob} holds {len(data)} bytes hashing to "
+                                    f"{hashlib.sha256(data).hexdigest()}, not the {record.size} bytes of the record"))
     return problems
 
 

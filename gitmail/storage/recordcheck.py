@@ -19,6 +19,10 @@ the same :func:`file_problem`, so one set of rules holds at every door:
   changes, unless the merge that replaced it parked the other version under
   ``conflicts/``, or a repair record puts back the version it had before;
 - a build slot's epoch never goes down (its fencing would fail);
+- a file record (``files/``) names bytes the archive holds, of the size it
+  states, at an attachment path named by the same SHA-256 as the record;
+  it never changes, but for what a merge of two uploads of the same content
+  does: the earlier upload replaces the later (:func:`file_refusal`);
 - an agent profile never changes hands: a profile whose ``id`` (its
   registration) changes is another registration taking the name, accepted
   only with the old one parked under ``conflicts/`` and the new one the
@@ -80,6 +84,7 @@ from gitmail.model.records import (
     Agent,
     BuildSlot,
     Contact,
+    FileRecord,
     Node,
     Project,
     Record,
@@ -146,6 +151,7 @@ _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
                + "; attributes of your own belong in your clone's .git/info/attributes")
 _SEND = "store attachments through gitmail (send_message)"
+_UPLOAD = "store files through gitmail (upload_file, or the server's HTTP file endpoint)"
 _TOO_LARGE = ("take the file out and share it another way (a link in a message): no door takes a larger "
               "attachment, send_message included")
 _TAKEOVER = ("register the agent under another name; a profile's id names one registration, and replacing it would "
@@ -254,6 +260,14 @@ def node_refusal(old: Node, new: Node) -> tuple[str, str] | None:
     return None
 
 
+def file_refusal(old: FileRecord, new: FileRecord) -> tuple[str, str] | None:
+    """A file record changes only as a merge of two uploads of its content does: to the earlier upload."""
+    if new.size == old.size and new.order() < old.order():
+        return None
+    return (f"changes the record of file {old.sha256}; a file's record never changes once written (only a merge of "
+            "two uploads of the same bytes keeps the earlier one)"), _RESTORE
+
+
 def _own_fields(record: Record) -> dict[str, Any]:
     return {key: value for key, value in record.to_fields().items() if not is_extra_key(key)}
 
@@ -339,6 +353,8 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
                 "moves forward (gitmail migrate)"), _RESTORE
     if isinstance(old, Node) and isinstance(new, Node):
         return node_refusal(old, new)
+    if isinstance(old, FileRecord) and isinstance(new, FileRecord):
+        return file_refusal(old, new)
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE
@@ -488,6 +504,8 @@ class Checker:
                 return self._content(path, blob, role)
             return f"a {role} record is immutable and this changes it", _REDO.replace("{role}", role or "record")
         problem = self._content(path, blob, role)
+        if problem is None and role == "file":
+            problem = self._file_bytes(path, blob, new)
         if problem is not None or old is None:
             return problem
         was, now = self._record(path, old), self._record(path, blob)
@@ -502,6 +520,19 @@ class Checker:
         refusal = edit_refusal(self.door, role, path, was if isinstance(was, Record) else None, now, gone=gone)
         if refusal is not None and not _parked_any(new, path):
             return refusal
+        return None
+
+    def _file_bytes(self, path: str, blob: pygit2.Oid, new: pygit2.Tree | None) -> tuple[str, str] | None:
+        """A file record's bytes must be in the tree, of its size (their hash is checked as an attachment's)."""
+        record = self._record(path, blob)
+        if not isinstance(record, FileRecord):
+            return None
+        held = _entry(new, record.blob)
+        if held is None:
+            return f"names the bytes {record.blob}, which the archive does not hold", _UPLOAD
+        size = self.repo.odb.read_header(held)[1]
+        if size != record.size:
+            return f"states {record.size} bytes, but {record.blob} holds {size}", _UPLOAD
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

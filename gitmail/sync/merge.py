@@ -41,6 +41,7 @@ from gitmail.model.records import (
     Conflict,
     Contact,
     Escalation,
+    FileRecord,
     HeldMessage,
     IdempotencyKey,
     Node,
@@ -316,6 +317,16 @@ def _node(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return min(ours, theirs)
 
 
+def _file(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Two machines recorded one content (same bytes, same file ID): the earlier upload is the file's record.
+
+    The bytes are the same on both sides, so nothing but who uploaded them
+    first, and under which name, is decided here.
+    """
+    mine, other = _parse(FileRecord, path, ours, theirs)
+    return ours if (mine.order(), ours) <= (other.order(), theirs) else theirs
+
+
 def _held(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A held message only ever loses awaited recipients and gains refusals."""
     old, mine, other = _parse(HeldMessage, path, base, ours, theirs)
@@ -361,6 +372,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "seat": _seat,
     "build_slot": _build_slot,
     "escalation": _escalation,
+    "file": _file,
     "node": _node,
     "held": _held,
     "idempotency": _idempotency,
