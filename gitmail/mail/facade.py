@@ -52,6 +52,7 @@ from . import (
     allmail,
     attachments,
     attention,
+    channels,
     contacts,
     feed,
     identities,
@@ -82,6 +83,7 @@ from .agents import (
 )
 from .allmail import MailQuery
 from .attachments import AttachmentContent, AttachmentsPolicySet
+from .channels import ChannelCatchUp, ChannelCreated, ChannelList, ChannelPage, ChannelPostView, ChannelView, Posted
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
@@ -124,6 +126,9 @@ __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "Inac
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
+# Channels: named streams of posts beside direct mail.
+__all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelView",
+            "Posted"]
 __all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
             "StoredMessage", "ThreadPage"]
 
@@ -329,6 +334,32 @@ class Mail:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
+
+    # -- channels -------------------------------------------------------------
+    def create_channel(self, project_key: str, agent_name: str, channel: str, *, purpose: str | None = None,
+                       idempotency_key: str | None = None, seat: str | None = None) -> ChannelCreated:
+        """Make a channel as the agent; a keyed retry answers the first call's channel (see :mod:`.channels`)."""
+        return channels.create(self.ctx, project_key, agent_name, channel, purpose=purpose,
+                               idempotency_key=idempotency_key, seat=seat)
+
+    def list_channels(self, project_key: str, agent_name: str) -> ChannelList:
+        """Every channel of the project, with its post count."""
+        return channels.list_channels(self.ctx, project_key, agent_name)
+
+    def post_channel(self, project_key: str, agent_name: str, channel: str, body_md: str, *,
+                     seat: str | None = None) -> Posted:
+        """Write a post to a channel as the agent."""
+        return channels.post(self.ctx, project_key, agent_name, channel, body_md, seat=seat)
+
+    def catch_up_channel(self, project_key: str, agent_name: str, channel: str, *,
+                         limit: int = CATCH_UP_DEFAULT) -> ChannelCatchUp:
+        """The newest posts of a channel and the cursor to continue from."""
+        return channels.catch_up(self.ctx, project_key, agent_name, channel, limit=limit)
+
+    def read_channel(self, project_key: str, agent_name: str, channel: str, *, after: int = 0,
+                     limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
+        """A channel's posts after a cursor (its sequence numbers), oldest first."""
+        return channels.read(self.ctx, project_key, agent_name, channel, after=after, limit=limit)
 
     def watch_feed(self, project_key: str, listener: Callable[[], None]) -> feed.FeedWatch:
         """Call ``listener`` (from any thread) each time the project's feed may have moved, until closed."""
