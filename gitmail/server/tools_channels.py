@@ -1,0 +1,93 @@
+"""Channel tools: ``create_channel``, ``list_channels``, ``post_channel``, ``read_channel``.
+
+A channel is a named stream any member of the project reads and writes
+(:mod:`gitmail.mail.channels`, through the facade). The tools are a family of
+their own, outside the default profile, so agents that only use direct mail
+pay nothing for them in their context; serving the family also lists the
+``channel`` argument of ``catch_up`` and ``read_compact``, which read a
+channel by the same rules as the inbox.
+
+``post_channel`` is named apart from ``send_message``: a post has no
+recipients, subject or thread, and is read by everyone in the channel.
+``read_channel`` is the full read (whole posts as structured results, no
+byte budget); ``read_compact`` with ``channel`` is the budgeted one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastmcp import Context
+from pydantic import Field
+
+from gitmail.mail.facade import ChannelCreated, ChannelList, ChannelPage, Posted
+from gitmail.model.limits import FEED_DEFAULT_LIMIT
+
+from .params import AgentName, AgentToken, Cursor, FeedLimit, ProjectKey, Seat
+from .registry import ITSELF, Toolbox
+from .results import READ, WRITE
+from .runtime import Runtime
+
+tools = Toolbox("channels")
+
+ChannelName = Annotated[str, Field(max_length=65, description="Channel name, such as deploys or #deploys.")]
+
+
+@tools.tool(WRITE, access=ITSELF)
+def create_channel(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    channel: ChannelName,
+    purpose: Annotated[str | None, Field(max_length=512, description="One line: what the channel is for.")] = None,
+    idempotency_key: Annotated[str | None, Field(max_length=128, description=(
+        "Retry key: the same request again answers created=false."))] = None,
+    seat: Seat = None,
+    agent_token: AgentToken = None,
+) -> ChannelCreated:
+    """Make a channel every agent of the project can read and post to."""
+    return rt.mail.create_channel(project_key, agent_name, channel, purpose=purpose, idempotency_key=idempotency_key,
+                                  seat=seat)
+
+
+@tools.tool(READ, access=ITSELF)
+def list_channels(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    agent_token: AgentToken = None,
+) -> ChannelList:
+    """The project's channels, with their post counts."""
+    return rt.mail.list_channels(project_key, agent_name)
+
+
+@tools.tool(WRITE, access=ITSELF)
+def post_channel(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    channel: ChannelName,
+    body_md: Annotated[str, Field(description="Markdown, at most 64 KiB.")],
+    seat: Seat = None,
+    agent_token: AgentToken = None,
+) -> Posted:
+    """Post to a channel; answers the post's sequence number there."""
+    return rt.mail.post_channel(project_key, agent_name, channel, body_md, seat=seat)
+
+
+@tools.tool(READ, access=ITSELF)
+def read_channel(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    channel: ChannelName,
+    after: Cursor = 0,
+    limit: FeedLimit = FEED_DEFAULT_LIMIT,
+    agent_token: AgentToken = None,
+) -> ChannelPage:
+    """Whole posts after a cursor, oldest first; repeat with next_after while has_more."""
+    return rt.mail.read_channel(project_key, agent_name, channel, after=after, limit=limit)
