@@ -91,7 +91,7 @@ class World:
             "capabilities": ["review"], "accept": True, "path": "attachments/aa/none.webp", "code_repo_path": self.p,
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
             "new_display_name": "Alice", "product_key": "walk-product", "slot": "walk-slot", "epoch": 1,
-            "holder": "Bob", "scope": ["viewer@*"],
+            "holder": "Bob", "scope": ["viewer@*"], "channel": "walk-channel",
         }
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from gitmail import Store
 from gitmail.mail.facade import Mail
+from gitmail.model.ids import new_id
 from gitmail.model.records import CONFLICTS, Channel, ChannelPost, channel_path, post_path
 from gitmail.storage import nodes
 from gitmail.storage.engine import Change
 from gitmail.storage.fsck import check_archive
 from gitmail.sync.hookinstall import install_hub
+from gitmail.sync.merge import merge_file
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
@@ -83,3 +85,14 @@ def test_the_hub_refuses_a_post_in_the_name_of_an_agent_of_another_machine(tmp_p
     report = sync_project(b.store, PROJECT)
     assert git_run("rev-parse", "main", cwd=hub).stdout.strip() == before  # nothing of it reached the hub
     assert "not-allowed-writer" in str(report.to_dict()) and "BlueLake, bound to laptop" in str(report.to_dict())
+
+
+def test_two_definitions_of_one_channel_merge_to_the_earlier_either_way():
+    early = Channel(id=new_id(), name="deploys", created_by="BlueLake", created_ts="2026-12-04T10:00:00Z",
+                    purpose="first").to_bytes()
+    late = Channel(id=new_id(), name="deploys", created_by="GreenCastle", created_ts="2026-12-04T10:00:01Z",
+                   purpose="second").to_bytes()
+    path = channel_path("deploys")
+    for ours, theirs in ((early, late), (late, early)):
+        merged = merge_file(path, None, ours, theirs)
+        assert merged.content == early and merged.conflict is None
