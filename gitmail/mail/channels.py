@@ -30,7 +30,7 @@ from gitmail.coord.lookup import require_agent
 from gitmail.index import ProjectIndex, indexer_for
 from gitmail.model.errors import ALREADY_EXISTS, CURSOR_AHEAD, GitmailError, invalid, not_found
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
-from gitmail.model.names import check_channel_name
+from gitmail.model.names import OVERSEER, check_channel_name
 from gitmail.model.records import MAX_POST_BYTES, MAX_SHORT, Channel, ChannelPost, IdempotencyKey, channel_path
 from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
@@ -187,6 +187,11 @@ def list_channels(ctx: Context, project_key: str, agent_name: str) -> ChannelLis
     """Every channel of the project, by name, with its post count; the caller must be a member."""
     require_agent(ctx.archive(project_key).snapshot(), agent_name, active=True)
     ctx.touch(project_key, agent_name)
+    return overview(ctx, project_key)
+
+
+def overview(ctx: Context, project_key: str) -> ChannelList:
+    """Every channel with its post count, for the overseer (no agent reads it, so nobody's activity is touched)."""
     rows = _index(ctx, project_key).channels()
     views = [ChannelView(name=row["name"], purpose=row.get("purpose"), created_by=row["created_by"],
                          created_ts=row["created"], posts=row["posts"]) for row in rows]
@@ -260,6 +265,20 @@ def read(ctx: Context, project_key: str, agent_name: str, channel: object, *, af
     _whole(after, "after", 0, 2**63 - 1)
     _whole(limit, "limit", 1, FEED_MAX_LIMIT)
     reader, name, index = _open(ctx, project_key, agent_name, channel)
+    return _page(project_key, reader, name, index, after, limit)
+
+
+def observe(ctx: Context, project_key: str, channel: object, *, after: int = 0,
+            limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
+    """:func:`read` for the project's overseer, who reads every channel without being a member."""
+    _whole(after, "after", 0, 2**63 - 1)
+    _whole(limit, "limit", 1, FEED_MAX_LIMIT)
+    name = check_channel_name(channel)
+    require_channel(ctx.archive(project_key).snapshot(), name)
+    return _page(project_key, OVERSEER, name, _index(ctx, project_key), after, limit)
+
+
+def _page(project_key: str, reader: str, name: str, index: ProjectIndex, after: int, limit: int) -> ChannelPage:
     rows, high = index.channel_posts(name, after, limit + 1)
     if after > high:
         raise GitmailError(CURSOR_AHEAD, f"cursor after={after} is beyond #{name}'s newest post {high} on this "

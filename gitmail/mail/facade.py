@@ -361,6 +361,15 @@ class Mail:
         """A channel's posts after a cursor (its sequence numbers), oldest first."""
         return channels.read(self.ctx, project_key, agent_name, channel, after=after, limit=limit)
 
+    def channel_overview(self, project_key: str) -> ChannelList:
+        """Every channel of the project, for the overseer's view."""
+        return channels.overview(self.ctx, project_key)
+
+    def observe_channel(self, project_key: str, channel: str, *, after: int = 0,
+                        limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
+        """A channel's posts after a cursor, for the overseer's view (no member reads it)."""
+        return channels.observe(self.ctx, project_key, channel, after=after, limit=limit)
+
     def watch_feed(self, project_key: str, listener: Callable[[], None]) -> feed.FeedWatch:
         """Call ``listener`` (from any thread) each time the project's feed may have moved, until closed."""
         return feed.watch(self.ctx, project_key, listener)
