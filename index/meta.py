@@ -510,9 +510,14 @@ class Meta:
             return
         if db.execute("SELECT 1 FROM posts WHERE channel = ? AND id = ?", (record.channel, record.id)).fetchone():
             return  # a post never changes
-        _number_post(db, record.channel, record.id, +1)
-        position = db.execute("SELECT count(*) FROM posts WHERE channel = ? AND id < ?",
-                              (record.channel, record.id)).fetchone()[0] + 1
+        last = db.execute("SELECT id, position FROM posts WHERE channel = ? ORDER BY id DESC LIMIT 1",
+                          (record.channel,)).fetchone()
+        if last is None or last[0] < record.id:  # the usual case: the newest post, numbered after the last
+            position = (last[1] if last else 0) + 1
+        else:  # an older post arriving late (by sync): it takes its place and the later ones move up
+            _number_post(db, record.channel, record.id, +1)
+            position = db.execute("SELECT count(*) FROM posts WHERE channel = ? AND id < ?",
+                                  (record.channel, record.id)).fetchone()[0] + 1
         db.execute("INSERT INTO posts VALUES (?, ?, ?, ?, ?, ?)",
                    (record.channel, record.id, position, record.sender, record.created_ts, change.blob))
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gitmail.index import indexer_for
 from gitmail.model.records import MAX_POST_BYTES, Channel, ChannelPost, channel_path, post_path
+from gitmail.storage.engine import Change
 
 from .conftest import fails_cleanly
 from .mail_helpers import PROJECT, make_mail, open_agents
@@ -102,3 +104,17 @@ def test_a_cursor_beyond_the_channel_is_refused(store, mail):
     with fails_cleanly(store, "CURSOR_AHEAD", PROJECT) as info:
         mail.read_channel(PROJECT, "BlueLake", "deploys", after=2)
     assert info.value.data == {"after": 2, "high_watermark": 1, "channel": "deploys"}
+
+
+def test_a_late_older_post_takes_its_place_and_a_rebuilt_index_numbers_alike(store, mail):
+    mail.create_channel(PROJECT, "BlueLake", "deploys")
+    early = ChannelPost(id=store.clock.new_id(), channel="deploys", sender="GreenCastle",
+                        created_ts=store.clock.now_ts(), body="written offline first")
+    later = [mail.post_channel(PROJECT, "BlueLake", "deploys", f"post {i}")["id"] for i in range(3)]
+    assert [p["seq"] for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]] == [1, 2, 3]
+    store.archive(PROJECT).transact(lambda snap: Change("arrives late", author="GreenCastle").put_record(early))
+    numbered = [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]]
+    assert numbered == list(enumerate([early.id, *later], 1))  # by ID: the late post first, the rest moved up
+    indexer_for(store).project(PROJECT).reindex()
+    again = [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]]
+    assert again == numbered
