@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitmail.index import indexer_for
-from gitmail.model.records import MAX_POST_BYTES, Channel, ChannelPost, channel_path, post_path
+from gitmail.model.records import MAX_POST_BYTES, Channel, ChannelPost, channel_path, placed, post_path
 from gitmail.storage.engine import Change
 
 from .conftest import fails_cleanly
@@ -118,3 +118,17 @@ def test_a_late_older_post_takes_its_place_and_a_rebuilt_index_numbers_alike(sto
     indexer_for(store).project(PROJECT).reindex()
     again = [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]]
     assert again == numbered
+
+
+def test_posts_of_an_archive_at_layout_1_move_with_migrate_and_keep_their_numbers(store):
+    mail = make_mail(store, layout=1)
+    open_agents(mail, "BlueLake")
+    mail.create_channel(PROJECT, "BlueLake", "deploys")
+    ids = [mail.post_channel(PROJECT, "BlueLake", "deploys", f"post {i}")["id"] for i in range(3)]
+    snap = store.archive(PROJECT).snapshot()
+    assert all(snap.exists(placed(post_path("deploys", i), 1)) for i in ids)  # where layout 1 keeps them
+    assert mail.migrate_project(PROJECT)["migrated"] is True
+    tree = store.archive(PROJECT).snapshot()
+    assert all(tree.blob_id(post_path("deploys", i)) is not None for i in ids)
+    assert [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]] == \
+        list(enumerate(ids, 1))
