@@ -66,6 +66,7 @@ def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path):
     numbered = [[(p["seq"], p["id"]) for p in page["posts"]] for page in pages]
     assert numbered[0] == numbered[1] == list(enumerate(sorted(posted), 1))  # the same numbers on both machines
     assert [p["body_md"] for p in pages[0]["posts"]] == [f"release {i}" for i in range(4)]
+    assert [p["machine"] for p in pages[1]["posts"]] == ["laptop", "desktop"] * 2  # each author's signing node
     assert [c["posts"] for c in b.list_channels(PROJECT, "GreenCastle")["channels"]] == [4]
     for mail in (a, b):
         assert check_archive(mail.store.archive(PROJECT), run_git=False) == []

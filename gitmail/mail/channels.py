@@ -69,11 +69,17 @@ class ChannelList(Result):
 
 @result
 class ChannelPostView(Result):
-    """One post: its number in the channel, its ID, author, time and whole body."""
+    """One post: its number in the channel, its ID, author, time and whole body.
+
+    ``machine`` is the author's provenance where known: the node its agent
+    is bound to, whose key signed the post (the who-may-write rule refuses a
+    post signed by any other).
+    """
 
     seq: int
     id: str
     sender: str = field(metadata=renamed("from"))
+    machine: str | None = field(default=None, metadata=OMIT_NONE)
     created_ts: str
     body_md: str
 
@@ -121,9 +127,14 @@ def _view(record: Channel, posts: int) -> ChannelView:
                        created_ts=record.created_ts, posts=posts)
 
 
-def _post_view(row: dict[str, Any]) -> ChannelPostView:
-    return ChannelPostView(seq=row["seq"], id=row["id"], sender=row["from"], created_ts=row["created_ts"],
-                           body_md=row["body_md"])
+def _post_view(row: dict[str, Any], machines: dict[str, str | None]) -> ChannelPostView:
+    return ChannelPostView(seq=row["seq"], id=row["id"], sender=row["from"], machine=machines.get(row["from"]),
+                           created_ts=row["created_ts"], body_md=row["body_md"])
+
+
+def _machines(index: ProjectIndex) -> dict[str, str | None]:
+    """The node each agent of the project is bound to (None: written before agents were bound)."""
+    return {agent.name: agent.node for agent in index.agents()}
 
 
 def _purpose(purpose: object) -> str | None:
@@ -255,7 +266,9 @@ def catch_up(ctx: Context, project_key: str, agent_name: str, channel: object, *
     _whole(limit, "limit", 1, CATCH_UP_MAX)
     reader, name, index = _open(ctx, project_key, agent_name, channel)
     rows, older, high = index.newest_posts(name, limit)
-    return ChannelCatchUp(project=project_key, channel=name, reader=reader, posts=[_post_view(r) for r in rows],
+    machines = _machines(index)
+    return ChannelCatchUp(project=project_key, channel=name, reader=reader,
+                          posts=[_post_view(r, machines) for r in rows],
                           next_after=high, high_watermark=high, older_posts=older)
 
 
@@ -285,7 +298,8 @@ def _page(project_key: str, reader: str, name: str, index: ProjectIndex, after: 
                            "machine; it belongs to a machine that has not synced here yet: call catch_up with "
                            "this channel for a fresh cursor", {"after": after, "high_watermark": high,
                                                                "channel": name})
-    posts = [_post_view(r) for r in rows[:limit]]
+    machines = _machines(index)
+    posts = [_post_view(r, machines) for r in rows[:limit]]
     has_more = len(rows) > limit
     next_after = posts[-1].seq if posts else after
     if not has_more:
