@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 
@@ -138,3 +139,23 @@ def test_refusals_carry_codes_and_change_nothing(server):
         "unproved": "UNAUTHORIZED", "exists": "ALREADY_EXISTS"}
     assert all(body["message"] for body in errors.values())
     assert server_tip(server, project) == tip
+
+
+def test_a_waiting_channel_read_returns_the_post_written_meanwhile(server):
+    project = fresh_project()
+
+    async def scenario():
+        async with server.client() as client, server.client() as other:
+            blue, _ = await pair(client, project)
+            await call(client, "create_channel", project_key=project, agent_name="BlueLake", channel="deploys")
+            high = (await call(client, "read_channel", project_key=project, agent_name="GreenCastle",
+                               channel="deploys"))["next_after"]
+            waiting = asyncio.ensure_future(call(client, "read_channel", project_key=project,
+                                                 agent_name="GreenCastle", channel="deploys", after=high,
+                                                 wait_seconds=25))
+            await call(other, "post_channel", project_key=project, agent_name="BlueLake", channel="deploys",
+                       body_md="shipped", agent_token=blue["registration_token"])
+            return await waiting
+
+    page = run(scenario())
+    assert [(p["seq"], p["body_md"]) for p in page["posts"]] == [(1, "shipped")]

@@ -10,18 +10,22 @@ channel by the same rules as the inbox.
 ``post_channel`` is named apart from ``send_message``: a post has no
 recipients, subject or thread, and is read by everyone in the channel.
 ``read_channel`` is the full read (whole posts as structured results, no
-byte budget); ``read_compact`` with ``channel`` is the budgeted one.
+byte budget), and can wait a bounded time for a new post as ``read_messages``
+waits for mail (:mod:`gitmail.server.longpoll`); ``read_compact`` with
+``channel`` is the budgeted one.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
+import anyio
 from fastmcp import Context
 from pydantic import Field
 
 from gitmail.mail.facade import ChannelCreated, ChannelList, ChannelPage, Posted
-from gitmail.model.limits import FEED_DEFAULT_LIMIT
+from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from .params import AgentName, AgentToken, Cursor, FeedLimit, ProjectKey, Seat
 from .registry import ITSELF, Toolbox
@@ -79,7 +83,7 @@ def post_channel(
 
 
 @tools.tool(READ, access=ITSELF)
-def read_channel(
+async def read_channel(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
@@ -87,7 +91,12 @@ def read_channel(
     channel: ChannelName,
     after: Cursor = 0,
     limit: FeedLimit = FEED_DEFAULT_LIMIT,
+    wait_seconds: Annotated[float, Field(ge=0, le=FEED_MAX_WAIT, description="Wait for a new post.")] = 0,
     agent_token: AgentToken = None,
 ) -> ChannelPage:
     """Whole posts after a cursor, oldest first; repeat with next_after while has_more."""
-    return rt.mail.read_channel(project_key, agent_name, channel, after=after, limit=limit)
+    read = functools.partial(rt.mail.read_channel, project_key, agent_name, channel, after=after, limit=limit)
+    found = await anyio.to_thread.run_sync(read)
+    if not found.posts and wait_seconds > 0:  # waits on the event loop, holding no worker thread
+        found = await rt.long_polls.wait(rt.mail, project_key, found.reader, read, wait_seconds)
+    return found
