@@ -127,7 +127,6 @@ CREATE TABLE IF NOT EXISTS posts (
     position INTEGER NOT NULL,
     sender TEXT NOT NULL,
     created_ts TEXT NOT NULL,
-    blob TEXT NOT NULL,
     PRIMARY KEY (channel, id)
 );
 CREATE INDEX IF NOT EXISTS posts_position ON posts (channel, position);
@@ -473,7 +472,7 @@ class Meta:
                 db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?)", (parts[1], json.dumps(fields, default=str)))
                 self._seq(db, change, stamp)
             elif role in ("channel", "post"):
-                self._put_channel_record(db, change, parse.channel_record(change.path, data))
+                self._put_channel_record(db, parse.channel_record(change.path, data))
                 self._seq(db, change, stamp)
             elif role == "reservation":
                 fields = parse.yaml_fields(data)
@@ -503,7 +502,7 @@ class Meta:
             db.execute("INSERT OR IGNORE INTO imported VALUES (?, ?)", (fields["imported_id"], mid))
 
     @staticmethod
-    def _put_channel_record(db: sqlite3.Connection, change: RecordChange, record: Channel | ChannelPost) -> None:
+    def _put_channel_record(db: sqlite3.Connection, record: Channel | ChannelPost) -> None:
         """A channel's definition, or a post with its place in the channel (see :func:`_number_post`)."""
         if isinstance(record, Channel):
             db.execute("INSERT OR REPLACE INTO channels VALUES (?, ?)", (record.name, json.dumps(record.to_fields())))
@@ -518,8 +517,8 @@ class Meta:
             _number_post(db, record.channel, record.id, +1)
             position = db.execute("SELECT count(*) FROM posts WHERE channel = ? AND id < ?",
                                   (record.channel, record.id)).fetchone()[0] + 1
-        db.execute("INSERT INTO posts VALUES (?, ?, ?, ?, ?, ?)",
-                   (record.channel, record.id, position, record.sender, record.created_ts, change.blob))
+        db.execute("INSERT INTO posts VALUES (?, ?, ?, ?, ?)",
+                   (record.channel, record.id, position, record.sender, record.created_ts))
 
     def _put_copy(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, blob: str,
                   agent: str, mid: str, stamp: str) -> None:

@@ -589,15 +589,14 @@ class ProjectIndex:
         return self._cached(("channels",), lambda: reads.channels(self.meta))
 
     def channel_posts(self, channel: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """Posts numbered after ``after`` (``seq``, ``id``, ``from``, ``created_ts``, ``body_md``), and the newest one.
+        """Posts numbered after ``after`` (``seq``, ``id``, ``from``, ``created_ts``), and the newest number.
 
         Both come from one commit's state, so the number never runs ahead of
         the posts a reader was shown.
         """
         reads.check_limit(limit)
         return self._cached(("posts", channel, after, limit), lambda: (
-            self._with_post_bodies(reads.channel_posts(self.meta, channel, after, limit)),
-            reads.channel_high(self.meta, channel)))
+            reads.channel_posts(self.meta, channel, after, limit), reads.channel_high(self.meta, channel)))
 
     def newest_posts(self, channel: str, count: int) -> tuple[list[dict[str, Any]], bool, int]:
         """The last ``count`` posts (oldest first), whether older exist, and the newest number."""
@@ -605,18 +604,13 @@ class ProjectIndex:
 
         def read() -> tuple[list[dict[str, Any]], bool, int]:
             rows, older = reads.newest_posts(self.meta, channel, count)
-            return self._with_post_bodies(rows), older, reads.channel_high(self.meta, channel)
+            return rows, older, reads.channel_high(self.meta, channel)
 
         return self._cached(("newest posts", channel, count), read)
 
     def post_number(self, channel: str, post_id: str) -> int:
         """A post's number in its channel as of the tip (0: no such post)."""
         return self._cached(("post number", channel, post_id), lambda: reads.post_number(self.meta, channel, post_id))
-
-    def _with_post_bodies(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for row in rows:
-            row["body_md"] = self._body(row.pop("blob"))
-        return rows
 
     def high_watermark(self) -> int:
         """The highest sequence number handed out in this project so far."""

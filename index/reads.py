@@ -298,11 +298,11 @@ def known_agent(meta: Meta, name: str) -> bool:
     return bool(meta.read("SELECT 1 FROM agents WHERE name = ?", (name,)))
 
 
-POST_COLUMNS = "position, id, sender, created_ts, blob"
+POST_COLUMNS = "position, id, sender, created_ts"
 
 
 def _post(row: tuple[Any, ...]) -> dict[str, Any]:
-    return {"seq": row[0], "id": row[1], "from": row[2], "created_ts": row[3], "blob": row[4]}
+    return {"seq": row[0], "id": row[1], "from": row[2], "created_ts": row[3]}
 
 
 def channels(meta: Meta) -> list[dict[str, Any]]:

@@ -31,7 +31,15 @@ from gitmail.index import ProjectIndex, indexer_for
 from gitmail.model.errors import ALREADY_EXISTS, CURSOR_AHEAD, GitmailError, invalid, not_found
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT
 from gitmail.model.names import OVERSEER, check_channel_name
-from gitmail.model.records import MAX_POST_BYTES, MAX_SHORT, Channel, ChannelPost, IdempotencyKey, channel_path
+from gitmail.model.records import (
+    MAX_POST_BYTES,
+    MAX_SHORT,
+    Channel,
+    ChannelPost,
+    IdempotencyKey,
+    channel_path,
+    post_path,
+)
 from gitmail.model.results import OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
@@ -127,9 +135,18 @@ def _view(record: Channel, posts: int) -> ChannelView:
                        created_ts=record.created_ts, posts=posts)
 
 
-def _post_view(row: dict[str, Any], machines: dict[str, str | None]) -> ChannelPostView:
-    return ChannelPostView(seq=row["seq"], id=row["id"], sender=row["from"], machine=machines.get(row["from"]),
-                           created_ts=row["created_ts"], body_md=row["body_md"])
+def _post_views(ctx: Context, project_key: str, name: str, index: ProjectIndex,
+                rows: list[dict[str, Any]]) -> list[ChannelPostView]:
+    """The index's rows of posts as views, each body read from the archive (parsed once, shared by readers)."""
+    snap = ctx.archive(project_key).snapshot()
+    machines = _machines(index)
+    views = []
+    for row in rows:
+        record = snap.peek(post_path(name, row["id"]), ChannelPost)  # only its body is read
+        views.append(ChannelPostView(seq=row["seq"], id=row["id"], sender=row["from"],
+                                     machine=machines.get(row["from"]), created_ts=row["created_ts"],
+                                     body_md=record.body if record is not None else ""))
+    return views
 
 
 def _machines(index: ProjectIndex) -> dict[str, str | None]:
@@ -266,9 +283,8 @@ def catch_up(ctx: Context, project_key: str, agent_name: str, channel: object, *
     _whole(limit, "limit", 1, CATCH_UP_MAX)
     reader, name, index = _open(ctx, project_key, agent_name, channel)
     rows, older, high = index.newest_posts(name, limit)
-    machines = _machines(index)
     return ChannelCatchUp(project=project_key, channel=name, reader=reader,
-                          posts=[_post_view(r, machines) for r in rows],
+                          posts=_post_views(ctx, project_key, name, index, rows),
                           next_after=high, high_watermark=high, older_posts=older)
 
 
@@ -278,7 +294,7 @@ def read(ctx: Context, project_key: str, agent_name: str, channel: object, *, af
     _whole(after, "after", 0, 2**63 - 1)
     _whole(limit, "limit", 1, FEED_MAX_LIMIT)
     reader, name, index = _open(ctx, project_key, agent_name, channel)
-    return _page(project_key, reader, name, index, after, limit)
+    return _page(ctx, project_key, reader, name, index, after, limit)
 
 
 def observe(ctx: Context, project_key: str, channel: object, *, after: int = 0,
@@ -288,18 +304,18 @@ def observe(ctx: Context, project_key: str, channel: object, *, after: int = 0,
     _whole(limit, "limit", 1, FEED_MAX_LIMIT)
     name = check_channel_name(channel)
     require_channel(ctx.archive(project_key).snapshot(), name)
-    return _page(project_key, OVERSEER, name, _index(ctx, project_key), after, limit)
+    return _page(ctx, project_key, OVERSEER, name, _index(ctx, project_key), after, limit)
 
 
-def _page(project_key: str, reader: str, name: str, index: ProjectIndex, after: int, limit: int) -> ChannelPage:
+def _page(ctx: Context, project_key: str, reader: str, name: str, index: ProjectIndex, after: int,
+          limit: int) -> ChannelPage:
     rows, high = index.channel_posts(name, after, limit + 1)
     if after > high:
         raise GitmailError(CURSOR_AHEAD, f"cursor after={after} is beyond #{name}'s newest post {high} on this "
                            "machine; it belongs to a machine that has not synced here yet: call catch_up with "
                            "this channel for a fresh cursor", {"after": after, "high_watermark": high,
                                                                "channel": name})
-    machines = _machines(index)
-    posts = [_post_view(r, machines) for r in rows[:limit]]
+    posts = _post_views(ctx, project_key, name, index, rows[:limit])
     has_more = len(rows) > limit
     next_after = posts[-1].seq if posts else after
     if not has_more:
