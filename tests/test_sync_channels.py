@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gitmail import Store
 from gitmail.mail.facade import Mail
 from gitmail.model.ids import new_id
@@ -43,7 +45,10 @@ def _two_machines(tmp_path) -> tuple[str, Mail, Mail]:
     return hub, a, b
 
 
-def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path):
+@pytest.mark.parametrize("first", ["laptop", "desktop"])
+def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path, first):
+    """Whichever machine reaches the hub first, the earlier definition (the laptop's) ends up the channel: when the
+    desktop's later one got there first, the laptop's merge replaces it, and the hub's checks take that."""
     hub, a, b = _two_machines(tmp_path)
     # Offline: both make #deploys, each with its own purpose, and both post to it, turn about.
     a.create_channel(PROJECT, "BlueLake", "deploys", purpose="from the laptop")
@@ -53,7 +58,7 @@ def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path):
         writer, name = (a, "BlueLake") if i % 2 == 0 else (b, "GreenCastle")
         posted.append(writer.post_channel(PROJECT, name, "deploys", f"release {i}")["id"])
 
-    for mail in (a, b, a):
+    for mail in (a, b, a) if first == "laptop" else (b, a, b):
         sync_project(mail.store, PROJECT)
     snaps = [mail.store.archive(PROJECT).snapshot() for mail in (a, b)]
     assert snaps[0].commit == snaps[1].commit == git_run("rev-parse", "main", cwd=hub).stdout.strip()
