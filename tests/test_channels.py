@@ -132,3 +132,36 @@ def test_posts_of_an_archive_at_layout_1_move_with_migrate_and_keep_their_number
     assert all(tree.blob_id(post_path("deploys", i)) is not None for i in ids)
     assert [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]] == \
         list(enumerate(ids, 1))
+
+
+def test_search_finds_literal_text_by_the_channel_cursor_a_bounded_number_at_a_time(store, mail):
+    mail.create_channel(PROJECT, "BlueLake", "deploys")
+    posts = [ChannelPost(id=store.clock.new_id(), channel="deploys", sender="BlueLake", created_ts=store.clock.now_ts(),
+                         body=f"deploy {i}" + (" — Needle (x)" if i in (5, 150, 151, 229) else ""))
+             for i in range(230)]
+
+    def write(snap):
+        change = Change("230 posts at once", author="BlueLake")
+        for post in posts:
+            change.put_record(post)
+        return change
+
+    store.archive(PROJECT).transact(write)
+    pages, after = [], 0
+    while True:
+        page = mail.search_channel(PROJECT, "GreenCastle", "deploys", "needle (X)", after=after)
+        pages.append(([p["seq"] for p in page["posts"]], page["has_more"], page["next_after"]))
+        after = page["next_after"]
+        if not page["has_more"]:
+            break
+    assert pages == [([6], True, 100), ([151, 152], True, 200), ([230], False, 230)]  # 100 looked at per call
+    first = mail.search_channel(PROJECT, "GreenCastle", "deploys", "needle", limit=1, after=100)
+    assert ([p["seq"] for p in first["posts"]], first["has_more"], first["next_after"]) == ([151], True, 151)
+
+
+def test_a_search_needs_a_query_of_literal_text(store, mail):
+    mail.create_channel(PROJECT, "BlueLake", "deploys")
+    for query in ("", "x" * 1001):
+        with fails_cleanly(store, "INVALID_ARGUMENT", PROJECT) as info:
+            mail.search_channel(PROJECT, "GreenCastle", "deploys", query)
+        assert info.value.data["field"] == "query"

@@ -45,9 +45,12 @@ def test_create_post_list_and_read_a_channel(server):
                                 agent_token=green["registration_token"])
             page = await call(client, "read_channel", project_key=project, agent_name="GreenCastle",
                               channel="deploys", after=2, limit=2, agent_token=green["registration_token"])
-            return made, again, clash, posted, listed, page
+            found = await call(client, "search_channel", project_key=project, agent_name="GreenCastle",
+                               channel="deploys", query="RELEASE 4", agent_token=green["registration_token"])
+            return made, again, clash, posted, listed, page, found
 
-    made, again, clash, posted, listed, page = run(scenario())
+    made, again, clash, posted, listed, page, found = run(scenario())
+    assert [(p["seq"], p["body_md"]) for p in found["posts"]] == [(5, "release 4")] and found["next_after"] == 6
     assert made["created"] is True and again["created"] is False and again["channel"] == made["channel"]
     assert clash["code"] == "IDEMPOTENCY_CONFLICT"
     assert [p["seq"] for p in posted] == [1, 2, 3, 4, 5, 6]

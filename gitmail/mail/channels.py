@@ -322,3 +322,54 @@ def _page(ctx: Context, project_key: str, reader: str, name: str, index: Project
         next_after = max(next_after, high)
     return ChannelPage(project=project_key, channel=name, reader=reader, after=after, posts=posts,
                        has_more=has_more, next_after=next_after, high_watermark=high)
+
+
+SEARCH_EXAMINED = 100  # posts one search call looks at, matched or not: each call's cost is bounded
+SEARCH_DEFAULT_LIMIT = 50
+SEARCH_MAX_LIMIT = 100
+MAX_QUERY_BYTES = 1000
+
+
+@result
+class ChannelSearch(Result):
+    """Posts after a cursor whose body holds ``query``, and the cursor to continue from.
+
+    At most :data:`SEARCH_EXAMINED` posts are looked at per call, so a page
+    without matches may still say ``has_more``; the last page's cursor is
+    the channel's newest post, so the next search starts past what was
+    already looked at.
+    """
+
+    project: str
+    channel: str
+    reader: str
+    query: str
+    after: int
+    posts: list[ChannelPostView]
+    has_more: bool
+    next_after: int
+    high_watermark: int
+
+
+def search(ctx: Context, project_key: str, agent_name: str, channel: object, query: object, *, after: int = 0,
+           limit: int = SEARCH_DEFAULT_LIMIT) -> ChannelSearch:
+    """The posts after ``after`` whose body holds ``query`` (literal text, any case), by the channel's sequence."""
+    if not isinstance(query, str) or not 1 <= len(query.encode("utf-8")) <= MAX_QUERY_BYTES:
+        raise invalid(f"query must be literal text of 1 to {MAX_QUERY_BYTES} UTF-8 bytes (not a pattern)",
+                      field="query")
+    _whole(after, "after", 0, 2**63 - 1)
+    _whole(limit, "limit", 1, SEARCH_MAX_LIMIT)
+    reader, name, index = _open(ctx, project_key, agent_name, channel)
+    page = _page(ctx, project_key, reader, name, index, after, SEARCH_EXAMINED)
+    wanted = query.casefold()
+    found: list[ChannelPostView] = []
+    for post in page.posts:
+        if wanted in post.body_md.casefold():
+            found.append(post)
+            if len(found) == limit:
+                break
+    stopped_early = len(found) == limit and found[-1].seq != (page.posts[-1].seq if page.posts else after)
+    next_after = found[-1].seq if stopped_early else page.next_after
+    return ChannelSearch(project=project_key, channel=name, reader=reader, query=query, after=after, posts=found,
+                         has_more=stopped_early or page.has_more, next_after=next_after,
+                         high_watermark=page.high_watermark)

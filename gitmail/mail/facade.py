@@ -83,7 +83,16 @@ from .agents import (
 )
 from .allmail import MailQuery
 from .attachments import AttachmentContent, AttachmentsPolicySet
-from .channels import ChannelCatchUp, ChannelCreated, ChannelList, ChannelPage, ChannelPostView, ChannelView, Posted
+from .channels import (
+    ChannelCatchUp,
+    ChannelCreated,
+    ChannelList,
+    ChannelPage,
+    ChannelPostView,
+    ChannelSearch,
+    ChannelView,
+    Posted,
+)
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
@@ -127,8 +136,8 @@ __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "Inac
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
 # Channels: named streams of posts beside direct mail.
-__all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelView",
-            "Posted"]
+__all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelSearch",
+            "ChannelView", "Posted"]
 __all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
             "StoredMessage", "ThreadPage"]
 
@@ -360,6 +369,11 @@ class Mail:
                      limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
         """A channel's posts after a cursor (its sequence numbers), oldest first."""
         return channels.read(self.ctx, project_key, agent_name, channel, after=after, limit=limit)
+
+    def search_channel(self, project_key: str, agent_name: str, channel: str, query: str, *, after: int = 0,
+                       limit: int = channels.SEARCH_DEFAULT_LIMIT) -> ChannelSearch:
+        """A channel's posts holding ``query`` after a cursor, a bounded number looked at per call."""
+        return channels.search(self.ctx, project_key, agent_name, channel, query, after=after, limit=limit)
 
     def channel_overview(self, project_key: str) -> ChannelList:
         """Every channel of the project, for the overseer's view."""

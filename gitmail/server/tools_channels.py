@@ -1,4 +1,4 @@
-"""Channel tools: ``create_channel``, ``list_channels``, ``post_channel``, ``read_channel``.
+"""Channel tools: ``create_channel``, ``list_channels``, ``post_channel``, ``read_channel``, ``search_channel``.
 
 A channel is a named stream any member of the project reads and writes
 (:mod:`gitmail.mail.channels`, through the facade). The tools are a family of
@@ -12,7 +12,8 @@ recipients, subject or thread, and is read by everyone in the channel.
 ``read_channel`` is the full read (whole posts as structured results, no
 byte budget), and can wait a bounded time for a new post as ``read_messages``
 waits for mail (:mod:`gitmail.server.longpoll`); ``read_compact`` with
-``channel`` is the budgeted one.
+``channel`` is the budgeted one. ``search_channel`` finds literal text in
+posts by the same cursor, looking at a bounded number of posts per call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import anyio
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import ChannelCreated, ChannelList, ChannelPage, Posted
+from gitmail.mail.channels import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
+from gitmail.mail.facade import ChannelCreated, ChannelList, ChannelPage, ChannelSearch, Posted
 from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from .params import AgentName, AgentToken, Cursor, FeedLimit, ProjectKey, Seat
@@ -100,3 +102,19 @@ async def read_channel(
     if not found.posts and wait_seconds > 0:  # waits on the event loop, holding no worker thread
         found = await rt.long_polls.wait(rt.mail, project_key, found.reader, read, wait_seconds)
     return found
+
+
+@tools.tool(READ, access=ITSELF)
+def search_channel(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    channel: ChannelName,
+    query: Annotated[str, Field(max_length=1000, description="Literal text, any case.")],
+    after: Cursor = 0,
+    limit: Annotated[int, Field(ge=1, le=SEARCH_MAX_LIMIT)] = SEARCH_DEFAULT_LIMIT,
+    agent_token: AgentToken = None,
+) -> ChannelSearch:
+    """Posts holding a text after a cursor; 100 looked at per call, so repeat with next_after while has_more."""
+    return rt.mail.search_channel(project_key, agent_name, channel, query, after=after, limit=limit)
