@@ -22,12 +22,22 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify, layout_moves
+from gitmail.model.records import (
+    AGENTS,
+    CHANNELS,
+    INBOX,
+    MESSAGES,
+    OUTBOX,
+    RECEIPTS,
+    RESERVATIONS,
+    classify,
+    layout_moves,
+)
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
 
-ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation")
+ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation", "channel", "post")
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,7 @@ def relevant_role(path: str) -> str | None:
 def _worth_entering(path: str) -> bool:
     """Whether the folder at ``path`` can hold records derived state keeps."""
     parts = path.split("/")
-    if parts[0] not in (MESSAGES, AGENTS, RESERVATIONS):
+    if parts[0] not in (MESSAGES, AGENTS, RESERVATIONS, CHANNELS):
         return False
     return not (parts[0] == AGENTS and len(parts) >= 3 and parts[2] not in (INBOX, OUTBOX, RECEIPTS))
 

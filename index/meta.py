@@ -47,7 +47,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.errors import INDEX_UNAVAILABLE, GitmailError
-from gitmail.model.records import LAYOUT, placed
+from gitmail.model.records import LAYOUT, Channel, ChannelPost, placed
 from gitmail.storage.snapshot import blob_data
 
 from . import parse
@@ -55,7 +55,7 @@ from .changes import RecordChange, relevant_role
 
 _log = logging.getLogger("gitmail.index")
 
-FORMAT = "7"  # of all derived state: part of its folder name, and checked in each file
+FORMAT = "8"  # of all derived state: part of its folder name, and checked in each file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,9 +120,19 @@ CREATE TABLE IF NOT EXISTS imported (
     PRIMARY KEY (imported_id, message_id)
 );
 CREATE INDEX IF NOT EXISTS imported_message ON imported (message_id);
+CREATE TABLE IF NOT EXISTS channels (name TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS posts (
+    channel TEXT NOT NULL,
+    id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    sender TEXT NOT NULL,
+    created_ts TEXT NOT NULL,
+    PRIMARY KEY (channel, id)
+);
+CREATE INDEX IF NOT EXISTS posts_position ON posts (channel, position);
 """
 
-_ORDER = {"message": 0, "agent": 1, "reservation": 1, "inbox": 2, "outbox": 2, "receipt": 3}
+_ORDER = {"message": 0, "agent": 1, "reservation": 1, "channel": 1, "post": 1, "inbox": 2, "outbox": 2, "receipt": 3}
 
 MESSAGE_COLUMNS = ("m.id, m.seq, m.thread_id, m.sender, m.subject, m.created_ts, m.importance, "
                    "m.ack_required, m.topic, m.reply_to, m.recipients, m.attachments, m.blob")
@@ -194,6 +204,18 @@ def failure_of(exc: sqlite3.DatabaseError) -> Exception:
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return MetaBusy(str(exc))
     return MetaCorrupt(str(exc))
+
+
+def _number_post(db: sqlite3.Connection, channel: str, post_id: str, step: int) -> None:
+    """Move every post of ``channel`` after ``post_id`` by ``step`` places, as one arrives (+1) or leaves (-1) there.
+
+    A channel's posts are numbered 1, 2, 3... in the order of their IDs
+    (time-ordered, minted by the writer's clock), so every machine holding
+    the same posts gives each the same number. A post that arrives by sync
+    with an ID older than posts already here takes its place among them and
+    the later ones move up by one; nothing else ever renumbers a post.
+    """
+    db.execute("UPDATE posts SET position = position + ? WHERE channel = ? AND id > ?", (step, channel, post_id))
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -449,6 +471,9 @@ class Meta:
                     fields.pop(secret, None)
                 db.execute("INSERT OR REPLACE INTO agents VALUES (?, ?)", (parts[1], json.dumps(fields, default=str)))
                 self._seq(db, change, stamp)
+            elif role in ("channel", "post"):
+                self._put_channel_record(db, parse.channel_record(change.path, data))
+                self._seq(db, change, stamp)
             elif role == "reservation":
                 fields = parse.yaml_fields(data)
                 db.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?)",
@@ -475,6 +500,25 @@ class Meta:
         db.execute("DELETE FROM imported WHERE message_id = ?", (mid,))
         if fields["imported_id"] is not None:
             db.execute("INSERT OR IGNORE INTO imported VALUES (?, ?)", (fields["imported_id"], mid))
+
+    @staticmethod
+    def _put_channel_record(db: sqlite3.Connection, record: Channel | ChannelPost) -> None:
+        """A channel's definition, or a post with its place in the channel (see :func:`_number_post`)."""
+        if isinstance(record, Channel):
+            db.execute("INSERT OR REPLACE INTO channels VALUES (?, ?)", (record.name, json.dumps(record.to_fields())))
+            return
+        if db.execute("SELECT 1 FROM posts WHERE channel = ? AND id = ?", (record.channel, record.id)).fetchone():
+            return  # a post never changes
+        last = db.execute("SELECT id, position FROM posts WHERE channel = ? ORDER BY id DESC LIMIT 1",
+                          (record.channel,)).fetchone()
+        if last is None or last[0] < record.id:  # the usual case: the newest post, numbered after the last
+            position = (last[1] if last else 0) + 1
+        else:  # an older post arriving late (by sync): it takes its place and the later ones move up
+            _number_post(db, record.channel, record.id, +1)
+            position = db.execute("SELECT count(*) FROM posts WHERE channel = ? AND id < ?",
+                                  (record.channel, record.id)).fetchone()[0] + 1
+        db.execute("INSERT INTO posts VALUES (?, ?, ?, ?, ?)",
+                   (record.channel, record.id, position, record.sender, record.created_ts))
 
     def _put_copy(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, blob: str,
                   agent: str, mid: str, stamp: str) -> None:
@@ -506,6 +550,10 @@ class Meta:
             db.execute("DELETE FROM agents WHERE name = ?", (parts[1],))
         elif role == "reservation":
             db.execute("DELETE FROM reservations WHERE id = ?", (name,))
+        elif role == "channel":
+            db.execute("DELETE FROM channels WHERE name = ?", (parts[1],))
+        elif role == "post" and db.execute("DELETE FROM posts WHERE channel = ? AND id = ?", (parts[1], name)).rowcount:
+            _number_post(db, parts[1], name, -1)
 
     # -- the search queue -----------------------------------------------------
     def pending(self, limit: int | None = None) -> list[tuple[int, str]]:

@@ -17,7 +17,7 @@ from gitmail.model import codec
 from gitmail.model.clock import HLC, format_ts, parse_ts
 from gitmail.model.errors import GitmailError
 from gitmail.model.ids import id_time, is_id
-from gitmail.model.records import IMPORTED_ID, MAX_IMPORTANCE, Record
+from gitmail.model.records import IMPORTED_ID, MAX_IMPORTANCE, Channel, ChannelPost, Record
 
 
 class Unreadable(ValueError):
@@ -160,3 +160,12 @@ def record_from_fields(record_type: type[R], fields: dict[str, Any]) -> R | None
     except (GitmailError, TypeError, ValueError):
         return None  # not a valid record: fsck reports the file, derived state leaves it out
     return record
+
+
+def channel_record(path: str, data: bytes) -> Channel | ChannelPost:
+    """The channel definition or post at ``path``, parsed strictly (they are few and small); Unreadable if not one."""
+    record_type: type[Channel] | type[ChannelPost] = ChannelPost if path.endswith(".md") else Channel
+    try:
+        return record_type.from_bytes(data, path)
+    except GitmailError as exc:
+        raise Unreadable(exc.message) from None

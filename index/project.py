@@ -587,6 +587,35 @@ class ProjectIndex:
         reads.check_limit(count, "count")
         return self._cached(("newest", agent, count), lambda: reads.newest_arrivals(self.meta, agent, count))
 
+    # -- channels ---------------------------------------------------------------
+    def channels(self) -> list[dict[str, Any]]:
+        """Every channel's definition (its fields as in the file) and ``posts``, its post count, by name."""
+        return self._cached(("channels",), lambda: reads.channels(self.meta))
+
+    def channel_posts(self, channel: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """Posts numbered after ``after`` (``seq``, ``id``, ``from``, ``created_ts``), and the newest number.
+
+        Both come from one commit's state, so the number never runs ahead of
+        the posts a reader was shown.
+        """
+        reads.check_limit(limit)
+        return self._cached(("posts", channel, after, limit), lambda: (
+            reads.channel_posts(self.meta, channel, after, limit), reads.channel_high(self.meta, channel)))
+
+    def newest_posts(self, channel: str, count: int) -> tuple[list[dict[str, Any]], bool, int]:
+        """The last ``count`` posts (oldest first), whether older exist, and the newest number."""
+        reads.check_limit(count, "count")
+
+        def read() -> tuple[list[dict[str, Any]], bool, int]:
+            rows, older = reads.newest_posts(self.meta, channel, count)
+            return rows, older, reads.channel_high(self.meta, channel)
+
+        return self._cached(("newest posts", channel, count), read)
+
+    def post_number(self, channel: str, post_id: str) -> int:
+        """A post's number in its channel as of the tip (0: no such post)."""
+        return self._cached(("post number", channel, post_id), lambda: reads.post_number(self.meta, channel, post_id))
+
     def high_watermark(self) -> int:
         """The highest sequence number handed out in this project so far."""
         def read() -> int:

@@ -308,3 +308,42 @@ def newest_arrivals(meta: Meta, agent: str, count: int) -> tuple[list[dict[str, 
 
 def known_agent(meta: Meta, name: str) -> bool:
     return bool(meta.read("SELECT 1 FROM agents WHERE name = ?", (name,)))
+
+
+POST_COLUMNS = "position, id, sender, created_ts"
+
+
+def _post(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"seq": row[0], "id": row[1], "from": row[2], "created_ts": row[3]}
+
+
+def channels(meta: Meta) -> list[dict[str, Any]]:
+    """Every channel's definition with its post count (its last sequence number), by name."""
+    rows = meta.read("SELECT c.name, c.data, (SELECT count(*) FROM posts p WHERE p.channel = c.name) "
+                     "FROM channels c ORDER BY c.name")
+    return [{**json.loads(data), "posts": count} for _, data, count in rows]
+
+
+def channel_posts(meta: Meta, channel: str, after: int, limit: int) -> list[dict[str, Any]]:
+    """The posts of a channel numbered after ``after``, in order."""
+    rows = meta.read(f"SELECT {POST_COLUMNS} FROM posts WHERE channel = ? AND position > ? ORDER BY position LIMIT ?",
+                     (channel, after, limit))
+    return [_post(row) for row in rows]
+
+
+def newest_posts(meta: Meta, channel: str, count: int) -> tuple[list[dict[str, Any]], bool]:
+    """The last ``count`` posts of a channel (oldest first), and whether earlier ones exist."""
+    rows = meta.read(f"SELECT {POST_COLUMNS} FROM posts WHERE channel = ? ORDER BY position DESC LIMIT ?",
+                     (channel, count + 1))
+    return [_post(row) for row in rows[:count]][::-1], len(rows) > count
+
+
+def channel_high(meta: Meta, channel: str) -> int:
+    """The number of the newest post of a channel (0: none yet)."""
+    return int(meta.read("SELECT count(*) FROM posts WHERE channel = ?", (channel,))[0][0])
+
+
+def post_number(meta: Meta, channel: str, post_id: str) -> int:
+    """A post's number in its channel (0: not here)."""
+    rows = meta.read("SELECT position FROM posts WHERE channel = ? AND id = ?", (channel, post_id))
+    return int(rows[0][0]) if rows else 0

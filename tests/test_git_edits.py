@@ -15,7 +15,7 @@ import pytest
 
 from gitmail import GitmailError
 from gitmail.mail.facade import Mail
-from gitmail.model.records import message_path, profile_path, reservation_path
+from gitmail.model.records import ChannelPost, channel_path, message_path, post_path, profile_path, reservation_path
 
 from .conftest import git, git_run, sign_commits
 
@@ -159,3 +159,23 @@ def test_a_person_releases_a_reservation_by_hand(setting, store):
     _refused(archive, clone, _push(clone, "not done after all"),
              f"gitmail: refused {path}: changes a reservation that was already released (a release is final)",
              "reserve them anew (gitmail reserve)")
+
+
+def test_hand_edits_of_a_channel_are_refused_and_posts_stay_as_written(setting, store):
+    mail, archive, clone, _ = setting
+    mail.create_channel(PROJECT, "BlueLake", "deploys", purpose="what ships")
+    post_id = mail.post_channel(PROJECT, "BlueLake", "deploys", "v1 is out")["id"]
+    git("pull", "-q", "--ff-only", cwd=clone)
+    _edit(clone, post_path("deploys", post_id), "v1 is out", "v2 is out")
+    _edit(clone, channel_path("deploys"), "what ships", "what broke")
+    stray = ChannelPost(id=store.clock.new_id(), channel="ghost", sender="BlueLake", created_ts=store.clock.now_ts(),
+                        body="to nowhere")
+    os.makedirs(os.path.dirname(os.path.join(clone, stray.path())))
+    with open(os.path.join(clone, stray.path()), "wb") as handle:
+        handle.write(stray.to_bytes())
+    git("add", "-A", cwd=clone)
+    _refused(archive, clone, _push(clone, "tidy the channel"),
+             f"gitmail: refused {post_path('deploys', post_id)}: a post record is immutable and this changes it",
+             f"gitmail: refused {channel_path('deploys')}: changes the definition of channel deploys",
+             f"gitmail: refused {stray.path()}: a post to channel ghost, which this archive does not define")
+    assert mail.read_channel(PROJECT, "GreenCastle", "deploys")["posts"][0]["body_md"].strip() == "v1 is out"

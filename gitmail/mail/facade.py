@@ -52,6 +52,7 @@ from . import (
     allmail,
     attachments,
     attention,
+    channels,
     contacts,
     feed,
     files,
@@ -83,6 +84,16 @@ from .agents import (
 )
 from .allmail import MailQuery
 from .attachments import AttachmentContent, AttachmentsPolicySet
+from .channels import (
+    ChannelCatchUp,
+    ChannelCreated,
+    ChannelList,
+    ChannelPage,
+    ChannelPostView,
+    ChannelSearch,
+    ChannelView,
+    Posted,
+)
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
@@ -129,6 +140,9 @@ __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "Inac
 # Files: the typed results of their tools, and where the HTTP server serves them.
 __all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
+# Channels: named streams of posts beside direct mail.
+__all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelSearch",
+            "ChannelView", "Posted"]
 __all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
             "StoredMessage", "ThreadPage"]
 
@@ -334,6 +348,46 @@ class Mail:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
+
+    # -- channels -------------------------------------------------------------
+    def create_channel(self, project_key: str, agent_name: str, channel: str, *, purpose: str | None = None,
+                       idempotency_key: str | None = None, seat: str | None = None) -> ChannelCreated:
+        """Make a channel as the agent; a keyed retry answers the first call's channel (see :mod:`.channels`)."""
+        return channels.create(self.ctx, project_key, agent_name, channel, purpose=purpose,
+                               idempotency_key=idempotency_key, seat=seat)
+
+    def list_channels(self, project_key: str, agent_name: str) -> ChannelList:
+        """Every channel of the project, with its post count."""
+        return channels.list_channels(self.ctx, project_key, agent_name)
+
+    def post_channel(self, project_key: str, agent_name: str, channel: str, body_md: str, *,
+                     seat: str | None = None) -> Posted:
+        """Write a post to a channel as the agent."""
+        return channels.post(self.ctx, project_key, agent_name, channel, body_md, seat=seat)
+
+    def catch_up_channel(self, project_key: str, agent_name: str, channel: str, *,
+                         limit: int = CATCH_UP_DEFAULT) -> ChannelCatchUp:
+        """The newest posts of a channel and the cursor to continue from."""
+        return channels.catch_up(self.ctx, project_key, agent_name, channel, limit=limit)
+
+    def read_channel(self, project_key: str, agent_name: str, channel: str, *, after: int = 0,
+                     limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
+        """A channel's posts after a cursor (its sequence numbers), oldest first."""
+        return channels.read(self.ctx, project_key, agent_name, channel, after=after, limit=limit)
+
+    def search_channel(self, project_key: str, agent_name: str, channel: str, query: str, *, after: int = 0,
+                       limit: int = channels.SEARCH_DEFAULT_LIMIT) -> ChannelSearch:
+        """A channel's posts holding ``query`` after a cursor, a bounded number looked at per call."""
+        return channels.search(self.ctx, project_key, agent_name, channel, query, after=after, limit=limit)
+
+    def channel_overview(self, project_key: str) -> ChannelList:
+        """Every channel of the project, for the overseer's view."""
+        return channels.overview(self.ctx, project_key)
+
+    def observe_channel(self, project_key: str, channel: str, *, after: int = 0,
+                        limit: int = FEED_DEFAULT_LIMIT) -> ChannelPage:
+        """A channel's posts after a cursor, for the overseer's view (no member reads it)."""
+        return channels.observe(self.ctx, project_key, channel, after=after, limit=limit)
 
     def watch_feed(self, project_key: str, listener: Callable[[], None]) -> feed.FeedWatch:
         """Call ``listener`` (from any thread) each time the project's feed may have moved, until closed."""

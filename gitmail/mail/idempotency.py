@@ -1,7 +1,7 @@
-"""Idempotency keys for sends, replies and identity writes, kept in the repository.
+"""Idempotency keys for sends, replies, identity writes and channel creations, kept in the repository.
 
 A sender (or an agent writing an identity: registering, spawning, updating,
-putting to sleep, waking) may attach a key to a write. The first use files a small record
+putting to sleep, waking; or making a channel) may attach a key to a write. The first use files a small record
 under the sender's folder, named by the key's hash and sharded by the day it
 was used; a retry looks in today's and yesterday's folders, so a key is
 honoured for at least 24 hours, across restarts and across machines that
@@ -54,12 +54,14 @@ def check(snap: Snapshot, agent: str, hashed: str, operation: str, fingerprint: 
     if found is None:
         return None
     if found.operation != operation or found.request_hash != fingerprint:
-        what = f"message {found.message_id}" if found.message_id else f"agent {found.target}"
+        what = (f"message {found.message_id}" if found.message_id else
+                f"channel {found.channel}" if found.channel else f"agent {found.target}")
         raise GitmailError(
             IDEMPOTENCY_CONFLICT,
             f"this idempotency_key was already used by {agent} for a different {found.operation} request "
             f"({what}); use a new key for a new request, or resend exactly the same content",
-            {"message_id": found.message_id, "target": found.target, "operation": found.operation},
+            {"message_id": found.message_id, "target": found.target, "operation": found.operation,
+             **({"channel": found.channel} if found.channel else {})},
         )
     return found
 

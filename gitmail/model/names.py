@@ -13,6 +13,8 @@ from .errors import invalid
 
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# A channel's name, as its folder is named: lower case, so ``Deploys`` and ``deploys`` are one channel.
+CHANNEL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # An agent of another project, as records name it: ``Name@<project slug>``.
 ADDRESS_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,127})@([a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12})$")
 # A product's key: a short name such as ``shop`` or ``acme.web``; compared without case.
@@ -49,6 +51,18 @@ def check_product_key(key: object, field: str = "product_key") -> str:
             field=field,
         )
     return key.lower()
+
+
+def check_channel_name(name: object, field: str = "channel") -> str:
+    """A channel's name as stored: a leading ``#`` dropped and lower-cased (``#Deploys`` is ``deploys``)."""
+    text = name.removeprefix("#").lower() if isinstance(name, str) else None
+    if text is None or not CHANNEL_NAME_RE.match(text):
+        raise invalid(
+            f"{field} {name!r} is not a valid channel name: use 1-64 characters from letters, digits, '_' and '-', "
+            "starting with a letter or digit, optionally written with a leading '#' (for example '#deploys')",
+            field=field,
+        )
+    return text
 
 
 def check_topic(topic: object, field: str = "topic") -> str:

@@ -28,7 +28,7 @@ from .clock import HLC, format_ts, parse_ts
 from .controls import NUL, first_nul
 from .errors import CORRUPT_RECORD, GitmailError, invalid
 from .ids import ID_LENGTH, id_ms, is_id
-from .names import ADDRESS_RE, AGENT_NAME_RE, PRODUCT_KEY_RE, TOPIC_RE
+from .names import ADDRESS_RE, AGENT_NAME_RE, CHANNEL_NAME_RE, PRODUCT_KEY_RE, TOPIC_RE
 
 MAX_SUBJECT = 512
 MAX_BODY_BYTES = 1024 * 1024
@@ -136,6 +136,10 @@ def _check(kind: str, key: str, value: Any, meta: Mapping[str, Any]) -> Any:
     if kind == "slug":
         if not isinstance(value, str) or not ADDRESS_RE.match("x@" + value):
             raise FieldError(key, f"not a project slug: {value!r}")
+        return value
+    if kind == "channel":
+        if not isinstance(value, str) or not CHANNEL_NAME_RE.match(value):
+            raise FieldError(key, f"not a valid channel name: {value!r}")
         return value
     if kind == "topic":
         if not isinstance(value, str) or not TOPIC_RE.match(value):
@@ -465,6 +469,67 @@ class Message(Record):
             raise FieldError("id", f"does not match the file's location ({path})")
 
 
+MAX_POST_BYTES = 64 * 1024  # a channel post is a chat line or a short note: a long document goes in a message
+
+
+@dataclass
+class Channel(Record):
+    """A channel: a named stream of posts that every active agent of the project reads and writes.
+
+    Its definition is written once. Two definitions of one name made apart
+    (on two machines offline) merge to the earlier one (by creation time,
+    then id), and the posts written under either are all kept, since they
+    are filed under the channel's name.
+    """
+
+    KIND: ClassVar[str] = "channel"
+    LOCATED_BY: ClassVar[str] = "name"
+    id: str = _spec("id")
+    name: str = _spec("channel")
+    created_by: str = _spec("agent")
+    created_ts: str = _spec("ts", key="created")
+    purpose: str | None = _spec("str", default=None)
+
+    def path(self) -> str:
+        return channel_path(self.name)
+
+    def earlier_than(self, other: Channel) -> bool:
+        """Whether this definition wins over ``other`` when two of one name meet (the merge rule)."""
+        return (self.created_ts, self.id) < (other.created_ts, other.id)
+
+
+@dataclass
+class ChannelPost(Record):
+    """One post in a channel: immutable once written, in its author's name, filed by its ID's day.
+
+    Its place in the channel (its sequence number) is not stored: every
+    machine numbers a channel's posts 1, 2, 3... in the order of their IDs
+    (see :mod:`gitmail.index`).
+    """
+
+    KIND: ClassVar[str] = "post"
+    MARKDOWN: ClassVar[bool] = True
+    id: str = _spec("id")
+    channel: str = _spec("channel")
+    sender: str = _spec("agent", key="from")
+    created_ts: str = _spec("ts", key="created")
+    body: str = field(default="", metadata={"kind": "body"})
+
+    def path(self) -> str:
+        return post_path(self.channel, self.id)
+
+    def _check_body(self) -> None:
+        super()._check_body()
+        if len(self.body.encode("utf-8")) > MAX_POST_BYTES:
+            raise FieldError("body", f"larger than {MAX_POST_BYTES} bytes")
+
+    def _check_consistency(self, path: str) -> None:
+        if path == "<record>":
+            return
+        if placed(path, LAYOUT) != self.path():
+            raise FieldError("id", f"does not match the file's location ({path})")
+
+
 @dataclass
 class Receipt(Record):
     """When one recipient read and acknowledged one message."""
@@ -620,6 +685,7 @@ class JournalEntry(Record):
 
 TOMBSTONE_REASONS = ("retention", "agent-deleted")
 IDEMPOTENT_OPERATIONS = ("send_message", "reply_message")
+CHANNEL_OPERATIONS = ("create_channel",)
 # Identity writes keyed the same way; their record names the agent written (``target``) instead of a message.
 IDENTITY_OPERATIONS = ("register_agent", "spawn_agent", "update_agent", "sleep_agent", "wake_agent")
 
@@ -655,20 +721,23 @@ class IdempotencyKey(Record):
     LOCATED_BY: ClassVar[str] = "key_hash"
     key_hash: str = _spec("str", max_len=64)
     agent: str = _spec("agent")
-    operation: str = _spec("choice", choices=IDEMPOTENT_OPERATIONS + IDENTITY_OPERATIONS)
+    operation: str = _spec("choice", choices=IDEMPOTENT_OPERATIONS + IDENTITY_OPERATIONS + CHANNEL_OPERATIONS)
     request_hash: str = _spec("str", max_len=64)
     created_at: str = _spec("ts")
     message_id: str | None = _spec("id", default=None)  # sends and replies
     held: bool = _spec("bool", default=False)
     target: str | None = _spec("agent", default=None)  # identity writes: the agent written
     changed: bool | None = _spec("bool", default=None)  # identity writes: whether the first call changed anything
+    channel: str | None = _spec("channel", default=None)  # channel creations: the channel the first call named
 
     def _check_consistency(self, path: str) -> None:
         super()._check_consistency(path)
-        if (self.operation in IDENTITY_OPERATIONS) != (self.message_id is None):
-            raise FieldError("message_id", "a send or reply names its message; an identity write names none")
+        if (self.operation in IDEMPOTENT_OPERATIONS) != (self.message_id is not None):
+            raise FieldError("message_id", "a send or reply names its message; no other write names one")
         if (self.operation in IDENTITY_OPERATIONS) != (self.target is not None):
-            raise FieldError("target", "an identity write names the agent written (target); a send names none")
+            raise FieldError("target", "an identity write names the agent written (target); no other write names one")
+        if (self.operation in CHANNEL_OPERATIONS) != (self.channel is not None):
+            raise FieldError("channel", "a channel's creation names the channel; no other write names one")
 
     def path(self) -> str:
         return idempotency_path(self.agent, self.created_at, self.key_hash)
@@ -1045,6 +1114,7 @@ NODES = "nodes"
 REVOCATIONS = "revocations"
 ADOPTIONS = "adoptions"
 FILES = "files"
+CHANNELS = "channels"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -1097,6 +1167,14 @@ def message_files(message_id: str, agents: Iterable[str]) -> list[str]:
 
 def journal_path(agent: str, entry_id: str) -> str:
     return _dated(agent_folder(agent, JOURNAL), entry_id, "md")
+
+
+def channel_path(name: str) -> str:
+    return f"{CHANNELS}/{name}/channel.yaml"
+
+
+def post_path(channel: str, post_id: str) -> str:
+    return _dated(f"{CHANNELS}/{channel}/posts", post_id, "md")
 
 
 def contact_path(requester: str, target: str) -> str:
@@ -1191,12 +1269,13 @@ def attachment_path(digest: str, ext: str, *, original: bool = False, layout: in
 # dated path splits: the day folder, the fan-out (absent at layout 1), the
 # file's name (an ID, or a key hash), and the rest (the extension, or for an
 # escalation ``/<agent>.yaml``).
-_DATED_FOLDERS = (r"(?:messages|reservations|tombstones|summaries|repairs|escalations|relays/[^/]+"
+_DATED_FOLDERS = (r"(?:messages|reservations|tombstones|summaries|repairs|escalations|relays/[^/]+|channels/[^/]+/posts"
                   r"|agents/[^/]+/(?:inbox|outbox|receipts|journal|held|idempotency))")
 _DATED_PATH = re.compile(rf"^({_DATED_FOLDERS}/\d{{4}}/\d{{2}}/\d{{2}})/"
                          r"((?:[0-9a-z]/[0-9a-z]|[0-9a-f]{2}/[0-9a-f]{2})/)?([0-9a-z]{23}|[0-9a-f]{64})([./].*)$")
 _DAY_FOLDER = re.compile(rf"^{_DATED_FOLDERS}/\d{{4}}/\d{{2}}/\d{{2}}$")
-_ABOVE_DAYS = re.compile(rf"^(?:|agents|agents/[^/]+|relays|{_DATED_FOLDERS}(?:/\d{{4}}(?:/\d{{2}})?)?)$")
+_ABOVE_DAYS = re.compile(rf"^(?:|agents|agents/[^/]+|relays|channels|channels/[^/]+"
+                         rf"|{_DATED_FOLDERS}(?:/\d{{4}}(?:/\d{{2}})?)?)$")
 _NAMED = re.compile(r"^([0-9a-z]{23}|[0-9a-f]{64})(?:\.[a-z]+)?$")
 _ATTACHMENT_LAYOUT = re.compile(r"^attachments/(?:originals/)?[0-9a-f]{2}/(?:([0-9a-f]{2})/)?[^/]+$")
 
@@ -1269,6 +1348,7 @@ _BY_ID = r"(?:/[0-9a-z]/[0-9a-z])?"  # layout 2's fan-out of a file named by an 
 _BY_HASH = r"(?:/[0-9a-f]{2}/[0-9a-f]{2})?"  # ... and of one named by a hash
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _SLUG = r"[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}"
+_CHANNEL = r"[a-z0-9][a-z0-9_-]{0,63}"
 PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^project\.yaml$"), Project, "project"),
     (re.compile(rf"^messages/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "message"),
@@ -1296,10 +1376,12 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^revocations/[0-9a-f]{64}\.yaml$"), Revocation, "revocation"),
     (re.compile(r"^adoptions/[0-9a-f]{40}\.yaml$"), Adoption, "adoption"),
     (re.compile(r"^files/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}\.yaml$"), FileRecord, "file"),
+    (re.compile(rf"^channels/{_CHANNEL}/channel\.yaml$"), Channel, "channel"),
+    (re.compile(rf"^channels/{_CHANNEL}/posts/{_DAY}{_BY_ID}/{_ID}\.md$"), ChannelPost, "post"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",
-                             "attachment", "repair", "revocation", "adoption"})
+                             "attachment", "repair", "revocation", "adoption", "post"})
 # Files that may sit in an archive without being records.
 PLAIN_FILES = frozenset({".gitattributes", ".gitignore", "README.md"})
 # The archive's ``.gitattributes`` names gitmail's merge driver for record files, so a human's

@@ -21,6 +21,7 @@ from . import (
     tools_acks,
     tools_admin,
     tools_attachments,
+    tools_channels,
     tools_compact,
     tools_contacts,
     tools_coordination,
@@ -48,7 +49,7 @@ from .runtime import Listen, Runtime
 
 TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_compact, tools_search,
                 tools_attachments, tools_files, tools_contacts, tools_reservations, tools_admin, tools_coordination,
-                tools_slots, tools_acks, tools_hierarchy, tools_products, tools_sync)
+                tools_slots, tools_acks, tools_hierarchy, tools_products, tools_sync, tools_channels)
 
 
 def catalog() -> list[ToolSpec]:

@@ -27,10 +27,11 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 
-from gitmail.mail.facade import FeedPage, Mail
+from gitmail.mail.facade import ChannelPage, FeedPage, Mail
 from gitmail.model.errors import TOO_MANY_WAITS, GitmailError, invalid
 from gitmail.model.limits import FEED_MAX_WAITS, FEED_MAX_WAITS_PER_AGENT
 
@@ -38,7 +39,7 @@ PER_AGENT_ENV = "GITMAIL_MAX_WAITS_PER_AGENT"
 PER_SERVER_ENV = "GITMAIL_MAX_WAITS"
 LOOK_AGAIN = 1.0  # seconds: how often a waiting read looks for a change nobody announced
 
-Read = Callable[[], FeedPage]
+Page = TypeVar("Page", FeedPage, ChannelPage)  # an inbox page (its messages) or a channel's (its posts)
 
 
 def _setting(env: Mapping[str, str], name: str, default: int) -> int:
@@ -101,11 +102,13 @@ class LongPolls:
                 if not self._waiting[key]:
                     del self._waiting[key]
 
-    async def wait(self, mail: Mail, project_key: str, agent: str, read: Read, seconds: float) -> FeedPage:
-        """Call ``read`` (a feed read that does not wait) until it finds messages or ``seconds`` have passed.
+    async def wait(self, mail: Mail, project_key: str, agent: str, read: Callable[[], Page],
+                   seconds: float) -> Page:
+        """Call ``read`` (a read that does not wait) until it finds messages (or posts) or ``seconds`` have passed.
 
         The caller has read once and found nothing; the page returned is
-        the last read's (empty when the time ran out).
+        the last read's (empty when the time ran out). A channel's posts
+        move the same project feed as mail, so one watch serves both.
         """
         loop = asyncio.get_running_loop()
         moved = asyncio.Event()
@@ -122,7 +125,7 @@ class LongPolls:
                     moved.clear()  # a move from here on is seen by the next wait, not lost
                     found = await anyio.to_thread.run_sync(read)
                     remaining = deadline - loop.time()
-                    if found.messages or remaining <= 0:
+                    if (found.messages if isinstance(found, FeedPage) else found.posts) or remaining <= 0:
                         return found
                     while not moved.is_set() and remaining > 0:
                         with contextlib.suppress(TimeoutError):

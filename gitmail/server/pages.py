@@ -29,7 +29,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from gitmail.mail.facade import FeedMessage
+from gitmail.mail.facade import ChannelPostView, FeedMessage
 
 PREVIEW_BYTES = 2000
 PREVIEWS_TOTAL = 8000
@@ -51,6 +51,11 @@ class Entry:
 def feed_entries(messages: list[FeedMessage]) -> list[Entry]:
     """A feed read's messages as page entries, each under its sequence number."""
     return [Entry(message.seq, message) for message in messages]
+
+
+def post_entries(posts: list[ChannelPostView]) -> list[Entry]:
+    """A channel read's posts as page entries, each under its number in the channel."""
+    return [Entry(post.seq, post) for post in posts]
 
 
 def dumps(doc: Any) -> str:
@@ -77,9 +82,21 @@ def _head(entry: Entry) -> dict[str, Any]:
     return head
 
 
-def _full_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
-    """How to fetch one whole message: a one-message cursor page, or the message resource if too big."""
+def _full_read(project: str, agent: str, entry: Entry, channel: str | None = None) -> dict[str, Any]:
+    """How to fetch one whole message: a one-message cursor page, or the message resource if too big.
+
+    A channel's post is read whole by ``read_channel`` (a full read, without
+    a byte budget), from the cursor just before it.
+    """
+    if channel is not None:
+        return channel_read(project, agent, channel, entry.seq)
     return _one_message_read("read_messages", project, agent, entry, single_page_size(project, agent, entry))
+
+
+def channel_read(project: str, agent: str, channel: str, seq: int) -> dict[str, Any]:
+    """The ``read_channel`` call that returns post ``seq`` of ``channel`` alone."""
+    return {"tool": "read_channel", "arguments": {"project_key": project, "agent_name": agent, "channel": channel,
+                                                  "after": seq - 1, "limit": 1}}
 
 
 def _one_message_read(tool: str, project: str, agent: str, entry: Entry, needed: int) -> dict[str, Any]:
@@ -92,8 +109,13 @@ def _one_message_read(tool: str, project: str, agent: str, entry: Entry, needed:
 
 
 def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark: int, older: bool,
-                 next_after: int) -> dict[str, Any]:
-    """The catch-up window for ``entries`` (ascending, already the newest few) and the cursor to save."""
+                 next_after: int, *, channel: str | None = None) -> dict[str, Any]:
+    """The catch-up window for ``entries`` (ascending, already the newest few) and the cursor to save.
+
+    With ``channel``, the entries are that channel's posts: the window names
+    it, and the cursor continues in ``read_channel`` (or ``read_compact``
+    with the same channel).
+    """
     remaining = PREVIEWS_TOTAL
     shown: list[dict[str, Any]] = []
     for entry in reversed(entries):  # newest first gets the budget first
@@ -105,20 +127,22 @@ def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark:
         if cut:
             item["preview_truncated"] = True
             item["body_bytes"] = len(body.encode("utf-8"))
-            item["full_read"] = _full_read(project, agent, entry)
+            item["full_read"] = _full_read(project, agent, entry, channel)
         shown.append(item)
     shown.reverse()
     cursor = next_after
-    return {
-        "project": project,
-        "agent": agent,
-        "messages": shown,
-        "next_after": cursor,
-        "high_watermark": high_watermark,
-        "older_messages": older,
-        "next": f"save next_after={cursor}; call read_messages with after={cursor} to continue from here"
-                + ("; search_messages reaches older mail" if older else ""),
-    }
+    doc: dict[str, Any] = {"project": project, "agent": agent}
+    if channel is not None:
+        doc["channel"] = channel
+    doc.update({"messages": shown, "next_after": cursor, "high_watermark": high_watermark, "older_messages": older})
+    if channel is not None:
+        doc["next"] = (f"save next_after={cursor} for #{channel}; call read_channel (or read_compact) with "
+                       f"channel={channel!r} and after={cursor} to continue from here"
+                       + ("; read_channel from after=0 reaches older posts" if older else ""))
+    else:
+        doc["next"] = (f"save next_after={cursor}; call read_messages with after={cursor} to continue from here"
+                       + ("; search_messages reaches older mail" if older else ""))
+    return doc
 
 
 def _page(project: str, agent: str, after: int, messages: list[dict[str, Any]], next_after: int,
@@ -159,10 +183,12 @@ def cursor_page(project: str, agent: str, after: int, entries: list[Entry], more
 
 
 def compact_page(project: str, agent: str, after: int, entries: list[Entry], more_beyond: bool,
-                 high_watermark: int, max_output_bytes: int) -> str:
+                 high_watermark: int, max_output_bytes: int, *, channel: str | None = None) -> str:
     """A cursor page in compact form, under the same rules as :func:`cursor_page`.
 
-    The reader and project are named once; each author once, in ``authors``,
+    With ``channel``, the entries are that channel's posts (by its sequence),
+    the page names the channel once, and a post too big for the budget is
+    read whole with ``read_channel``. The reader and project are named once; each author once, in ``authors``,
     under a short alias (``a1``, ``a2``… in order of appearance) that the
     messages use; keys are short, and flags at their usual value are left out
     (``imp`` only when not normal, ``ack`` only when asked). Bodies are whole.
@@ -179,18 +205,25 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
         sizes.append(size)
 
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
-        return _compact_doc(project, agent, after, items[:count], authors, next_after, has_more, high_watermark)
+        doc = _compact_doc(project, agent, after, items[:count], authors, next_after, has_more, high_watermark)
+        return doc if channel is None else {"channel": channel, **doc}
 
-    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes,
-                lambda entry: _compact_read(project, agent, entry))
+    def recovery(entry: Entry) -> dict[str, Any]:
+        if channel is not None:
+            return channel_read(project, agent, channel, entry.seq)
+        return _compact_read(project, agent, entry)
+
+    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes, recovery)
 
 
 def _compact(entry: Entry, aliases: dict[str, str]) -> dict[str, Any]:
     message = entry.message
     author = str(message.get("from"))
     alias = aliases.setdefault(author, f"a{len(aliases) + 1}")
-    item: dict[str, Any] = {"seq": entry.seq, "id": message.get("id"), "by": alias, "ts": message.get("created_ts"),
-                            "subject": message.get("subject"), "thread": message.get("thread_id")}
+    item: dict[str, Any] = {"seq": entry.seq, "id": message.get("id"), "by": alias, "ts": message.get("created_ts")}
+    for key, short in (("subject", "subject"), ("thread_id", "thread")):  # a channel's post has neither
+        if key in message:
+            item[short] = message[key]
     if message.get("importance") not in (None, "normal"):
         item["imp"] = message["importance"]
     if message.get("ack_required"):

@@ -63,3 +63,5 @@ Seat = Annotated[str | None, Field(max_length=128, description="Seat token, whil
 Cursor = Annotated[int, Field(ge=0, description="next_after from catch_up or the last page.")]
 FeedLimit = Annotated[int, Field(ge=1, le=FEED_MAX_LIMIT)]
 PageBudget = Annotated[int, Field(ge=BUDGET_MIN, le=BUDGET_MAX, description="Byte budget of the result.")]
+# catch_up and read_compact read a channel instead of the inbox (listed only with the channels family).
+ChannelArgument = Annotated[str | None, Field(max_length=65, description="Read this channel instead.")]

@@ -13,7 +13,7 @@ the server lists the union:
   that surface call;
 * ``all`` - every tool;
 * a family name - its tools: identity, messages, contacts, reservations,
-  attachments, files, coordination, hierarchy, products, sync, admin, compact.
+  attachments, files, coordination, hierarchy, products, sync, admin, compact, channels.
 
 ``gitmail serve --tools core,hierarchy`` (or :data:`TOOLS_ENV`) picks one; a
 call to a tool the profile leaves out is answered with an error naming the
@@ -31,17 +31,17 @@ TOOLS_ENV = "GITMAIL_TOOLS"
 """The profile ``gitmail serve`` uses when ``--tools`` is not given."""
 
 FAMILIES = ("messages", "identity", "contacts", "reservations", "attachments", "files", "coordination", "hierarchy",
-            "products", "sync", "admin", "compact")
+            "products", "sync", "admin", "compact", "channels")
 CORE = frozenset({
     "macro_start_session", "send_message", "reply_message", "fetch_inbox", "acknowledge_message", "catch_up",
     "read_messages", "search_messages", "file_reservation_paths", "release_file_reservations",
 })
 DEFAULT_FAMILIES = frozenset({"messages", "identity", "contacts", "reservations", "admin"})
-FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy", "attachment_ids": "files"}
+FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy", "attachment_ids": "files", "channel": "channels"}
 """Optional arguments of many tools that only the tools of one family make useful: listed only with that family.
 
-A seat token comes from take_seat, acting_as names an agent spawn_agent made, and attachment_ids names files
-upload_file stored."""
+A seat token comes from take_seat, acting_as names an agent spawn_agent made, attachment_ids names files
+upload_file stored, and a channel (read by catch_up and read_compact) is one create_channel made."""
 PROFILES = ("core", "default", "all")
 DEFAULT = "default"
 

@@ -3,7 +3,9 @@
 It reads the same feed, after the same cursor and under the same byte-budget
 rules as ``read_messages`` (:mod:`gitmail.server.tools_reads`), and answers
 in compact form (:func:`gitmail.server.pages.compact_page`): the reader
-named once, each author once under an alias, short keys, whole bodies.
+named once, each author once under an alias, short keys, whole bodies. With
+``channel`` it reads that channel's posts by their sequence numbers instead
+(:mod:`gitmail.server.tools_channels`), under the same budget rules.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from fastmcp.tools.base import ToolResult
 from gitmail.model.limits import FEED_DEFAULT_LIMIT
 
 from . import pages
-from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, ProjectKey
+from .params import AgentName, AgentToken, ChannelArgument, Cursor, FeedLimit, PageBudget, ProjectKey
 from .registry import ITSELF, Toolbox
 from .results import READ
 from .runtime import Runtime
@@ -34,9 +36,16 @@ async def read_compact(
     after: Cursor = 0,
     limit: FeedLimit = FEED_DEFAULT_LIMIT,
     max_output_bytes: PageBudget = pages.BUDGET_DEFAULT,
+    channel: ChannelArgument = None,
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
+    if channel is not None:
+        posts = await anyio.to_thread.run_sync(functools.partial(
+            rt.mail.read_channel, project_key, agent_name, channel, after=after, limit=limit))
+        return ToolResult(content=pages.compact_page(
+            project_key, posts.reader, after, pages.post_entries(posts.posts), posts.has_more, posts.high_watermark,
+            max_output_bytes, channel=posts.channel))
     read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
     found = await anyio.to_thread.run_sync(read)
     text = pages.compact_page(project_key, found.agent, after, pages.feed_entries(found.messages), found.has_more,

@@ -23,7 +23,7 @@ from pydantic import Field
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from . import pages
-from .params import AgentName, AgentToken, Cursor, FeedLimit, PageBudget, ProjectKey
+from .params import AgentName, AgentToken, ChannelArgument, Cursor, FeedLimit, PageBudget, ProjectKey
 from .registry import ITSELF, Toolbox
 from .results import READ
 from .runtime import Runtime
@@ -38,9 +38,15 @@ def catch_up(
     project_key: ProjectKey,
     agent_name: AgentName,
     limit: Annotated[int, Field(ge=1, le=CATCH_UP_MAX)] = CATCH_UP_DEFAULT,
+    channel: ChannelArgument = None,
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """Start or resume work: newest messages as previews, and a cursor for read_messages."""
+    if channel is not None:
+        posts = rt.mail.catch_up_channel(project_key, agent_name, channel, limit=limit)
+        doc = pages.catch_up_doc(project_key, posts.reader, pages.post_entries(posts.posts), posts.high_watermark,
+                                 posts.older_posts, posts.next_after, channel=posts.channel)
+        return ToolResult(content=pages.dumps(doc))
     found = rt.mail.catch_up(project_key, agent_name, limit=limit)
     doc = pages.catch_up_doc(project_key, found.agent, pages.feed_entries(found.messages), found.high_watermark,
                              found.older_messages, found.next_after)

@@ -6,8 +6,9 @@ key is one of the project's nodes and not revoked, and its signer may write
 each record it adds or changes:
 
 - a record in an agent's name (its messages with their inbox copies and held
-  copies, its outbox, receipts, seat, journal, idempotency keys and
-  reservations, the records of the files it uploaded, and its profile) must be signed by the node the agent is
+  copies, its outbox, receipts, seat, journal, idempotency keys,
+  reservations, the records of the files it uploaded, the channels it
+  makes and its posts to them, and its profile) must be signed by the node the agent is
   bound to: the ``node`` its profile names, set when it is registered (the
   commit adding a profile must be signed by the node it names) and moved
   only by a change its current node signs (a handover);
@@ -62,6 +63,7 @@ from gitmail.model.records import (
     LAYOUT,
     PROJECT_PATH,
     Agent,
+    Channel,
     FileRecord,
     Node,
     Record,
@@ -89,8 +91,8 @@ BATCH_FROM = 64
 PARALLEL_FROM = 4096  # fewer unchecked signatures than this are checked in this process (a pool costs more to start)
 # Roles whose records are in the name of the agent whose folder holds them.
 _FOLDER_OWNED = frozenset({"outbox", "receipt", "seat", "journal", "idempotency"})
-# Roles holding a message whose sender it is written for.
-_SENT = frozenset({"message", "inbox", "held"})
+# Roles holding a message (or a channel post) whose sender it is written for.
+_SENT = frozenset({"message", "inbox", "held", "post"})
 # Profile fields other agents and the operator change by rule: retiring, deregistering, orphaning.
 _OPERATOR_FIELDS = frozenset({"status", "retired_at", "hlc", "parent", "parent_id", "orphaned_from",
                               "orphaned_from_id", "asleep", "sleep_until"})
@@ -428,6 +430,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.
         return record.name, previous.node
     if isinstance(record, FileRecord):
         return profiles.bound(record.uploaded_by, before, after)  # a merge's earlier upload is exempt as merged
+    if isinstance(record, Channel):  # its creator's (a merge's earlier definition is judged as the merge)
+        return profiles.bound(record.created_by, before, after)
     if isinstance(record, Reservation):
         if isinstance(previous, Reservation) and _differs_only(previous, record, _RELEASE_FIELDS):
             return None

@@ -13,7 +13,9 @@ resolve; a reference to a message removed on purpose (one with a tombstone)
 counts as resolved; no two agents' names differ only in case; and the agent
 hierarchy holds together: every ``parent`` is an agent of the project, and
 the very registration that spawned the child (not a later one of the same
-name), no chain of parents loops, and no agent outlives the agent above it.
+name), no chain of parents loops, and no agent outlives the agent above it;
+every channel post sits in a channel the archive defines and is by an agent
+of the project.
 A message that came from another project (its sender is ``Name@slug``) may
 refer to the thread and reply it belongs to there, so only its attachments
 are checked; every relay record (a copy owed to another
@@ -33,11 +35,13 @@ from gitmail.model.ids import is_id
 from gitmail.model.records import (
     ATTACHMENTS,
     Agent,
+    ChannelPost,
     Escalation,
     FileRecord,
     Message,
     Relay,
     Tombstone,
+    channel_path,
     message_path,
     placed,
     profile_path,
@@ -72,6 +76,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     attachments: set[str] = set()
     agents: list[Agent] = []
     files: list[tuple[str, FileRecord]] = []
+    posts: list[tuple[str, ChannelPost]] = []
     for path, mode in snap.entries():
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         wrong = misplaced(path, snap.layout)
@@ -102,6 +107,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             escalations.append((path, record))
         elif isinstance(record, FileRecord):
             files.append((path, record))
+        elif isinstance(record, ChannelPost):
+            posts.append((path, record))
     problems.extend(_copy_problems(snap, messages, copies))
     for path, relay in relays:
         relayed = messages.get(relay.message_id)
@@ -128,6 +135,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
                 problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
     problems.extend(_hierarchy_problems(agents))
     problems.extend(_file_problems(snap, files))
+    problems.extend(_post_problems(snap, posts, {agent.name for agent in agents}))
     received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
     for path, escalation in escalations:
         if escalation.message_id not in messages and escalation.message_id not in removed:
@@ -137,6 +145,17 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             problems.append(Problem(path, f"{escalation.agent} did not receive {escalation.message_id}"))
     if run_git:
         problems.extend(_git_fsck(archive.git_dir))
+    return problems
+
+
+def _post_problems(snap: Snapshot, posts: list[tuple[str, ChannelPost]], agents: set[str]) -> list[Problem]:
+    """Every post sits in a channel the archive defines and names an agent of the project as its author."""
+    problems = []
+    for path, post in posts:
+        if not snap.exists(channel_path(post.channel)):
+            problems.append(Problem(path, f"a post to channel {post.channel}, which the archive does not define"))
+        if post.sender not in agents:
+            problems.append(Problem(path, f"a post by {post.sender}, who is no agent of this project"))
     return problems
 
 

@@ -83,6 +83,8 @@ from gitmail.model.records import (
     ROTATION_NAMESPACE,
     Agent,
     BuildSlot,
+    Channel,
+    ChannelPost,
     Contact,
     FileRecord,
     Node,
@@ -92,6 +94,7 @@ from gitmail.model.records import (
     Repair,
     Reservation,
     Revocation,
+    channel_path,
     classify,
     conflict_path,
     is_extra_key,
@@ -147,6 +150,8 @@ _FIX = "correct the line or field named, or " + _RESTORE
 _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves a tombstone under tombstones/ "
           "(the purge_old_messages tool), or with their agent (the hard_delete_agent tool); if a git revert "
           "removed it, revert only the files you meant to change")
+_CHANNEL = "; to say more about a channel, post to it (post_channel)"
+_POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
                + "; attributes of your own belong in your clone's .git/info/attributes")
@@ -355,6 +360,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
         return node_refusal(old, new)
     if isinstance(old, FileRecord) and isinstance(new, FileRecord):
         return file_refusal(old, new)
+    if isinstance(old, Channel) and isinstance(new, Channel) and not new.earlier_than(old):
+        return (f"changes the definition of channel {old.name}, which is fixed once made (two made apart merge to "
+                "the earlier one, and only that change is taken)"), _RESTORE + _CHANNEL
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE
@@ -506,6 +514,8 @@ class Checker:
         problem = self._content(path, blob, role)
         if problem is None and role == "file":
             problem = self._file_bytes(path, blob, new)
+        if problem is None and old is None and role == "post":
+            return self._post_problem(path, blob, new)
         if problem is not None or old is None:
             return problem
         was, now = self._record(path, old), self._record(path, blob)
@@ -533,6 +543,17 @@ class Checker:
         size = self.repo.odb.read_header(held)[1]
         if size != record.size:
             return f"states {record.size} bytes, but {record.blob} holds {size}", _UPLOAD
+        return None
+
+    def _post_problem(self, path: str, blob: pygit2.Oid, new: pygit2.Tree | None) -> tuple[str, str] | None:
+        """A new post belongs to a channel the tree defines, and is written by an agent the tree registers."""
+        post = self._record(path, blob)
+        if not isinstance(post, ChannelPost):
+            return None
+        if _entry(new, channel_path(post.channel)) is None:
+            return f"a post to channel {post.channel}, which this archive does not define", _POST
+        if _entry(new, profile_path(post.sender)) is None:
+            return f"a post by {post.sender}, who is no agent of this project", _POST
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

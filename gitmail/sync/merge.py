@@ -38,6 +38,7 @@ from gitmail.model.records import (
     TOMBSTONES,
     Agent,
     BuildSlot,
+    Channel,
     Conflict,
     Contact,
     Escalation,
@@ -352,6 +353,16 @@ def _agent(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return merged.to_bytes()
 
 
+def _channel(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """One channel made on both sides apart: the earlier definition (by creation time, then id) is the channel.
+
+    Nothing is parked: both sides meant the same channel, and every post
+    made under either is filed under its name, so all of them are kept.
+    """
+    mine, other = _parse(Channel, path, ours, theirs)
+    return ours if mine.earlier_than(other) else theirs
+
+
 def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """A key's held message was delivered: the delivered version is final (ties: the smaller file)."""
     mine, other = _parse(IdempotencyKey, path, ours, theirs)
@@ -376,6 +387,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "node": _node,
     "held": _held,
     "idempotency": _idempotency,
+    "channel": _channel,
 }
 
 

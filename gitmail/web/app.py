@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gitmail.mail.facade import JournalView, Mail, MessageView, SearchHit, SendOptions
+from gitmail.mail.facade import ChannelPostView, JournalView, Mail, MessageView, SearchHit, SendOptions
 from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
@@ -363,6 +363,30 @@ class WebView:
         holders = paged(request, sliced(found[0].holders), cap=DEEP)
         return {"project": project, "slot": found[0], "pages": holders}
 
+    def channels(self, request: Request) -> dict[str, Any]:
+        """The project's channels, by name, with what each is for and how many posts it holds."""
+        project = self._project(request)
+        listed = paged(request, sliced(self.mail.channel_overview(project["slug"]).channels), cap=DEEP)
+        return {"project": project, "pages": listed}
+
+    def channel(self, request: Request) -> dict[str, Any]:
+        """One channel's posts, newest first a page at a time, each body rendered and sanitized as a message's."""
+        project = self._project(request)
+        slug, name = project["slug"], request.path_params["name"]
+        high = self.mail.observe_channel(slug, name, limit=1).high_watermark
+
+        def newest_first(offset: int, count: int) -> list[ChannelPostView]:
+            after = max(0, high - offset - count)
+            if high - offset <= after:
+                return []
+            return self.mail.observe_channel(slug, name, after=after, limit=high - offset - after).posts[::-1]
+
+        pages = paged(request, newest_first, cap=DEEP)
+        posts = [{**p, "html": render.markdown(p.body_md, attachment_base=f"/ui/p/{slug}/file")} for p in pages.items]
+        found = [c for c in self.mail.channel_overview(slug).channels if c.name == name]
+        return {"project": project, "channel": found[0] if found else None, "channel_name": name, "posts": posts,
+                "pages": pages}
+
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
         slug = project["slug"]
@@ -543,6 +567,8 @@ class WebView:
             Route(p + "/search", self.page("search.html", self.search)),
             Route(p + "/board", self.page("board.html", self.board)),
             Route(p + "/journals", self.page("journals.html", self.journals)),
+            Route(p + "/channels", self.page("channels.html", self.channels)),
+            Route(p + "/channels/{name}", self.page("channel.html", self.channel)),
             Route(p + "/history", self.page("history.html", self.history)),
             Route(p + "/compose", self.page("compose.html", self.compose)),
             Route(p + "/compose", self.action(self.send, "compose.html", self._compose_again), methods=["POST"]),
