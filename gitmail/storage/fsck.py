@@ -17,7 +17,10 @@ name), no chain of parents loops, and no agent outlives the agent above it.
 A message that came from another project (its sender is ``Name@slug``) may
 refer to the thread and reply it belongs to there, so only its attachments
 are checked; every relay record (a copy owed to another
-project) names a message of this archive that names that project.
+project) names a message of this archive that names that project. In an
+archive that joined with a window (:mod:`.boundary`), the records whose
+files were never fetched are not read (they were checked where they were
+made), and references to them resolve.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from dataclasses import dataclass
+
+import pygit2
 
 from gitmail.model.clock import parse_ts
 from gitmail.model.ids import is_id
@@ -41,8 +46,10 @@ from gitmail.model.records import (
     role_of,
 )
 
+from .boundary import is_partial, present
 from .engine import Archive
 from .recordcheck import inspect_file, misplaced, mode_problem, path_problem
+from .snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,13 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     relays: list[tuple[str, Relay]] = []
     attachments: set[str] = set()
     agents: list[Agent] = []
+    partial = is_partial(archive.repo)
+    unfetched: set[str] = set()  # messages of a window join whose files this machine has not fetched
     for path, mode in snap.entries():
+        if partial and _unfetched(archive, snap, path, mode):
+            if role_of(path) == "message":
+                unfetched.add(path.rsplit("/", 1)[1][:-3])  # outside the window: references to it resolve
+            continue
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         wrong = misplaced(path, snap.layout)
         if problem is None and wrong is not None:
@@ -95,10 +108,13 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             copies.append((path, role, record))
         elif isinstance(record, Escalation):
             escalations.append((path, record))
+    removed |= unfetched  # a reference to a message outside the window resolves where the message is held
     for path, role, copy in copies:
         owner = path.split("/")[1]
         canonical_path = placed(message_path(copy.id), snap.layout)
         canonical = messages.get(copy.id)
+        if canonical is None and copy.id in unfetched:
+            continue  # its message lies outside the window this machine fetched
         if canonical is None:
             problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
             continue
@@ -203,3 +219,11 @@ def _git_fsck(git_dir: str) -> list[Problem]:
     if proc.returncode == 0:
         return []
     return [Problem("(git fsck)", line) for line in lines] or [Problem("(git fsck)", f"exited with {proc.returncode}")]
+
+
+def _unfetched(archive: Archive, snap: Snapshot, path: str, mode: int) -> bool:
+    """Whether ``path`` is a file of a window join this machine has not fetched (it is checked where it was made)."""
+    if mode == pygit2.enums.FileMode.COMMIT:
+        return False
+    blob = snap.blob_id(path)
+    return blob is not None and not present(archive.repo, str(blob))

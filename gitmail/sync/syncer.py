@@ -62,9 +62,10 @@ from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_R
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
+from gitmail.storage.boundary import pinned_boundaries, shallow_commits, trusted_keyring
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
-from gitmail.storage.nodes import keyring, read_pins
+from gitmail.storage.nodes import read_pins
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
@@ -79,6 +80,7 @@ from .findings import (
 )
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits
+from .partial import fetch_options, prepare
 from .pushcheck import commit_of
 from .quarantine import Checked, check_tip, keep_aside
 from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
@@ -374,11 +376,12 @@ def _ref(repo: pygit2.Repository, name: str) -> str | None:
 def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, str]]:
     """Fetch the remote's main and machine refs: (main's tip or None while empty, node -> tip)."""
     specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{tracking_nodes(remote)}/*"]
-    proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", remote, *specs, check=False)
+    cut = fetch_options(archive)  # an archive that joined shallow keeps its window (gitmail.sync.partial)
+    proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", *cut, remote, *specs, check=False)
     has_main = True
     if proc.returncode != 0 and "couldn't find remote ref" in proc.stderr:
         has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
-        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
+        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", *cut, remote, specs[1], check=False)
     if proc.returncode != 0:
         raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {_one_line(proc.stderr)}; check the "
                            "remote's URL and your access to it, then sync again", {"remote": remote})
@@ -466,7 +469,6 @@ def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_r
 def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, result: SyncResult,
               progress: Progress | None) -> None:
     repo = archive.repo
-    checker = Checker(repo, "fetch")
     before = archive.tip()
 
     def step(name: str) -> None:
@@ -483,7 +485,11 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                  if node != store.node]
         commits, refused = _commits_only(repo, tips)
         theirs = commits.get(f"{remote}/main")
-        trust = Trust(keyring(archive.snapshot()), read_pins(store.home))
+        prepare(archive, remote, list(commits.values()))
+        pinned = pinned_boundaries(archive.git_dir)
+        checker = Checker(repo, "fetch", boundaries=pinned)
+        trust = Trust(trusted_keyring(archive), read_pins(store.home), shallow=shallow_commits(archive.git_dir),
+                      pinned=pinned)
         checked = [item for label, tip in commits.items() for item in _check(archive, checker, trust, tip, label)]
         step("merge")
         for item in checked:
