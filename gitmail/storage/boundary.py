@@ -27,9 +27,6 @@ import pygit2
 
 from gitmail.model import codec
 
-from .engine import Archive
-from .nodes import Keyring, keyring
-
 PIN_FILE = os.path.join("gitmail", "boundary.yaml")
 SHALLOW_FILE = "shallow"
 
@@ -99,15 +96,3 @@ def present(repo: pygit2.Repository, blob: str) -> bool:
     """Whether the file ``blob`` names is on this machine."""
     return pygit2.Oid(hex=blob) in repo.odb
 
-
-def trusted_keyring(archive: Archive) -> Keyring:
-    """The keys the archive names at its tip, and at each pinned boundary (the hub's history, trusted as it is).
-
-    A machine that just joined has no tip of its own yet: the nodes whose
-    commits it judges are named at the boundary it fetched.
-    """
-    rings = [keyring(archive.snapshot())] + [keyring(archive.snapshot(commit))
-                                             for commit in sorted(pinned_boundaries(archive.git_dir))]
-    keys = {raw: node for ring in rings for raw, node in ring.keys.items()}
-    revoked = {raw: when for ring in rings for raw, when in ring.revoked.items()}
-    return Keyring(keys, revoked, frozenset(node for ring in rings for node in ring.humans))

@@ -47,9 +47,9 @@ from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
 from .authorship import NO_RULES, NOT_ALLOWED, Refusal, Rules, Trust, Verdict, judge_range, signature_verdict
-from .boundary import pinned_boundaries, read_pin, shallow_commits, trusted_keyring
+from .boundary import pinned_boundaries, read_pin, shallow_commits
 from .engine import Archive, Change
-from .nodes import records_in
+from .nodes import records_in, trusted_keyring
 from .snapshot import Snapshot
 
 CACHE_FILE = "signatures.bin"

@@ -208,6 +208,7 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
     if first is not None:
         git(git_dir, "config", f"remote.{remote}.promisor", "true")
         git(git_dir, "config", "extensions.partialClone", remote)
+        git(git_dir, "config", "uploadpack.allowFilter", "true")  # the human checkout clones it without files
     how, filtered = _shallow_fetch(git_dir, remote, first)
     if first is not None and not filtered:  # the hub sent every file: nothing is missing, nothing to fetch later
         git(git_dir, "config", "--unset", "extensions.partialClone")
@@ -217,6 +218,8 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
     tips = [tip] + [str(repo.references[name].resolve().target) for name in repo.references
                     if name.startswith(tracking_nodes(remote) + "/")]
     boundary = sorted(shallow_commits(git_dir))
+    if how == "tip":  # a quiet hub: the window is the day of its newest commit
+        first = dt.datetime.fromtimestamp(repo[tip].peel(pygit2.Commit).commit_time, dt.UTC).date().isoformat()
     fetched, left = 0, 0
     if is_partial(repo):
         wanted: set[str] = set()
@@ -228,12 +231,10 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
         left = len(window_files(repo, repo[tip].peel(pygit2.Tree), None) - wanted)
     data = repo[tip].peel(pygit2.Tree)[PROJECT_PATH].peel(pygit2.Blob).data
     project = Project.from_bytes(data, PROJECT_PATH)
-    since = first if how != "tip" else dt.datetime.fromtimestamp(repo[tip].peel(pygit2.Commit).commit_time,
-                                                                  dt.UTC).date().isoformat()
     if boundary:
-        write_pin(git_dir, BoundaryPin(remote=remote, url=url, since=since or "all", pinned_at=store.clock.now_ts(),
+        write_pin(git_dir, BoundaryPin(remote=remote, url=url, since=first or "all", pinned_at=store.clock.now_ts(),
                                        commits=boundary))
-    return _Fetched(project.human_key, since or "all", boundary, is_partial(repo), fetched, left)
+    return _Fetched(project.human_key, first or "all", boundary, is_partial(repo), fetched, left)
 
 
 def deepen(store: Store, project: str, *, since: str = "all", progress: Counter | None = None,
@@ -255,6 +256,7 @@ def deepen(store: Store, project: str, *, since: str = "all", progress: Counter 
     how = [f"--shallow-since={first} 00:00:00 +0000"] if first else ["--unshallow"]
     git(archive.git_dir, "fetch", "--quiet", "--no-tags", *how, *extra, pin.remote,
         f"+{MAIN}:{tracking_ref(pin.remote)}")
+    archive.follow_shallow()
     new = shallow_commits(archive.git_dir)
     pin.commits = sorted({*pin.commits, *new})
     pin.since = first or "all"

@@ -75,6 +75,7 @@ def reach_bases(archive: Archive, remote: str, tips: list[str]) -> int:
             extra = ["--filter=blob:none"] if is_partial(archive.repo) else []
             git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *how, *extra, remote)
             fetches += 1
+            archive.follow_shallow()
             pin_new_boundaries(archive, remote)
     return fetches
 
@@ -121,6 +122,7 @@ def fetch_files(git_dir: str, repo: pygit2.Repository, remote: str, blobs: set[s
 
 def prepare(archive: Archive, remote: str, tips: list[str]) -> None:
     """After a fetch into a shallow archive: pin, deepen to merge bases, fetch the files the checks read."""
+    archive.follow_shallow()
     if not is_shallow(archive) and not is_partial(archive.repo):
         return
     pin_new_boundaries(archive, remote)

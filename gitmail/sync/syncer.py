@@ -62,10 +62,10 @@ from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_R
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
-from gitmail.storage.boundary import pinned_boundaries, shallow_commits, trusted_keyring
+from gitmail.storage.boundary import pinned_boundaries, shallow_commits
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
-from gitmail.storage.nodes import read_pins
+from gitmail.storage.nodes import read_pins, trusted_keyring
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
@@ -486,6 +486,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         commits, refused = _commits_only(repo, tips)
         theirs = commits.get(f"{remote}/main")
         prepare(archive, remote, list(commits.values()))
+        repo = archive.repo  # a fetch into a shallow archive may have moved its boundary: a fresh handle
         pinned = pinned_boundaries(archive.git_dir)
         checker = Checker(repo, "fetch", boundaries=pinned)
         trust = Trust(trusted_keyring(archive), read_pins(store.home), shallow=shallow_commits(archive.git_dir),
