@@ -378,6 +378,10 @@ def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, s
     specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{tracking_nodes(remote)}/*"]
     cut = fetch_options(archive)  # an archive that joined shallow keeps its window (gitmail.sync.partial)
     proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", *cut, remote, *specs, check=False)
+    if proc.returncode != 0 and "no commits selected" in proc.stderr:
+        # Every commit that came is dated before the window (a machine whose clock is behind): fetch them uncut.
+        cut = [option for option in cut if not option.startswith("--shallow-since")]
+        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", *cut, remote, *specs, check=False)
     has_main = True
     if proc.returncode != 0 and "couldn't find remote ref" in proc.stderr:
         has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
