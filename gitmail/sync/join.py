@@ -228,7 +228,8 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
             wanted |= commit_files(repo, commit, boundary)
         fetched = fetch_files(git_dir, repo, remote, wanted)
         repo = pygit2.Repository(git_dir)
-        left = len(window_files(repo, repo[tip].peel(pygit2.Tree), None) - wanted)
+        listed = git(git_dir, "ls-tree", "-r", "--full-tree", "--object-only", tip).stdout.split()
+        left = len(set(listed) - wanted)
     data = repo[tip].peel(pygit2.Tree)[PROJECT_PATH].peel(pygit2.Blob).data
     project = Project.from_bytes(data, PROJECT_PATH)
     if boundary:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pygit2
 
-from gitmail.storage.boundary import is_partial, read_pin, shallow_commits, write_pin
+from gitmail.storage.boundary import is_partial, pinned_boundaries, read_pin, shallow_commits, write_pin
 from gitmail.storage.engine import Archive
 from gitmail.storage.layout import changed_records
 from gitmail.storage.snapshot import tree_delta
@@ -36,6 +36,20 @@ from gitmail.storage.snapshot import tree_delta
 from .remotes import git
 
 DEEPEN_STEPS = (64, 1024, 16384)  # commits added below the boundary per step, before the history is fetched whole
+
+
+def joined_from(archive: Archive, tip: str) -> str | None:
+    """The newest pinned boundary ``tip`` reaches: what a first join's changes are counted from (None: none).
+
+    The records a window join names below its boundary were written and
+    judged on the hub; counting, clocking and looking through them again
+    would cost as much as the whole archive.
+    """
+    pinned = pinned_boundaries(archive.git_dir)
+    if not pinned:
+        return None
+    walker = archive.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)
+    return next((str(commit.id) for commit in walker if str(commit.id) in pinned), None)
 
 
 def is_shallow(archive: Archive) -> bool:

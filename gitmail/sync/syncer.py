@@ -62,7 +62,7 @@ from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_R
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
-from gitmail.storage.boundary import pinned_boundaries, shallow_commits
+from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
 from gitmail.storage.nodes import read_pins, trusted_keyring
@@ -80,7 +80,7 @@ from .findings import (
 )
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits
-from .partial import fetch_options, prepare
+from .partial import fetch_options, joined_from, prepare
 from .pushcheck import commit_of
 from .quarantine import Checked, check_tip, keep_aside
 from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
@@ -268,8 +268,9 @@ def _commit_tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | N
 def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oid | None]) -> None:
     """Move our clock past every clocked record that came in."""
     newest = None
+    partial = is_partial(repo)  # a window join: records outside the window were never fetched (nor are newer)
     for path, blob in changes.items():
-        if blob is not None and role_of(path) in CLOCKED_ROLES:
+        if blob is not None and role_of(path) in CLOCKED_ROLES and not (partial and blob not in repo.odb):
             seen = clock_of(blob_data(repo, blob))
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
@@ -295,7 +296,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
             return
         if ours is None or repo.descendant_of(theirs, ours):
-            changes = changed_records(_commit_tree(repo, ours), _commit_tree(repo, theirs))
+            start = ours if ours is not None else joined_from(archive, theirs)  # a window join: from its boundary
+            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs))
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -576,9 +578,10 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
     repo = archive.repo
     after = archive.tip()
-    if after == before:
+    if after == before or after is None:
         return
-    entered = changed_records(_commit_tree(repo, before), _commit_tree(repo, after))
+    start = before if before is not None else joined_from(archive, after)  # a window join: from its boundary
+    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after))
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
     if not arrived:
