@@ -74,8 +74,10 @@ from gitmail import Change, Store
 from gitmail.index import indexer_for
 from gitmail.mail.facade import Mail
 from gitmail.model.ids import new_id
-from gitmail.model.records import inbox_path, message_path
+from gitmail.model.records import Node, inbox_path, message_path, node_path
 from gitmail.storage.checkout import refresh, window_of
+from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
+from gitmail.storage.treeedit import TreeEditor
 from gitmail.sync.join import clone
 
 
@@ -299,23 +301,50 @@ def server_memory(home: str) -> dict[str, float]:
 
 
 def joining(home: str) -> dict[str, Any]:
-    """A new machine joining from the kept archive: ``--since 7d`` and ``--since all``, timed step by step."""
+    """A new machine joining from the kept history: ``--since 7d`` and ``--since all``, timed step by step."""
+    where = tempfile.mkdtemp(prefix="bench-hub-")
+    try:
+        hub, newest = signed_hub(home, where)
+        out: dict[str, Any] = {}
+        for since in ("7d", "all"):
+            joiner = tempfile.mkdtemp(prefix="bench-join-")
+            store = Store(joiner, background=False, durable=False, wall=lambda: newest + 3600)
+            try:
+                out[since] = _join_steps(store, "file://" + hub, since)
+            finally:
+                indexer_for(store).close()
+                shutil.rmtree(joiner, ignore_errors=True)
+        return out
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def signed_hub(home: str, where: str) -> tuple[str, float]:
+    """A hub holding the kept history signed by one node, as gitmail writes it; (its path, the newest commit's time).
+
+    The history is written unsigned (with fast-import), which every door
+    refuses: each commit is written again with the same tree plus that
+    node's record, its times and message, signed, in a hub that shares the
+    kept archive's objects (filtered fetches allowed, as hosted services do).
+    """
     source = Store(home, background=False, durable=False)
-    hub = source.archive(PROJECT)
-    subprocess.run(["git", "--git-dir", hub.git_dir, "config", "uploadpack.allowFilter", "true"], check=True)
-    tip = hub.tip()
-    assert tip is not None
-    newest = float(hub.repo[tip].peel(pygit2.Commit).commit_time)
-    out: dict[str, Any] = {}
-    for since in ("7d", "all"):
-        joiner = tempfile.mkdtemp(prefix="bench-join-")
-        store = Store(joiner, background=False, durable=False, wall=lambda: newest + 3600)
-        try:
-            out[since] = _join_steps(store, "file://" + hub.git_dir, since)
-        finally:
-            indexer_for(store).close()
-            shutil.rmtree(joiner, ignore_errors=True)
-    return out
+    archive = source.archive(PROJECT)
+    hub = os.path.join(where, "hub.git")
+    subprocess.run(["git", "clone", "-q", "--bare", "--shared", archive.git_dir, hub], check=True)
+    subprocess.run(["git", "--git-dir", hub, "config", "uploadpack.allowFilter", "true"], check=True)
+    repo = pygit2.Repository(hub)
+    record = Node(node=source.node, key=source.key.public_line, kind="node", created_at=source.clock.now_ts())
+    pack, written = PackBuffer(), {}  # old id -> the id of the commit written again
+    tip = repo.references["refs/heads/main"].target
+    for commit in repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE):
+        editor = TreeEditor(repo, commit.tree.id.raw, pack)
+        editor.set(node_path(source.node), record.to_bytes())
+        who = Signature(commit.author.name, commit.author.email, commit.commit_time)
+        written[commit.id] = pack.add(COMMIT, encode_commit(editor.flush(), [written[p] for p in commit.parent_ids],
+                                                            who, who, commit.message, sign=source.key.sign_commit))
+    pack.write(os.path.join(hub, "objects", "pack"))
+    subprocess.run(["git", "--git-dir", hub, "update-ref", "refs/heads/main", written[tip].hex()], check=True)
+    return hub, float(repo[tip].peel(pygit2.Commit).commit_time)
 
 
 def _join_steps(store: Store, url: str, since: str) -> dict[str, Any]:
@@ -323,6 +352,7 @@ def _join_steps(store: Store, url: str, since: str) -> dict[str, Any]:
     started, cpu0 = time.perf_counter(), cpu_now()
     joined = clone(store, url, since=since, index=False)
     steps = {"clone_s": time.perf_counter() - started}
+    assert joined.sync.exit_code == 0, joined.sync.results
     mail = Mail(store)
     mail.fetch_inbox(PROJECT, AGENTS[0], limit=20)
     steps["first_inbox_s"] = time.perf_counter() - started
