@@ -12,8 +12,10 @@ and deepens to the whole history.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -213,3 +215,33 @@ def test_a_hub_without_filters_sends_every_file_of_the_boundary(tmp_path, world)
     assert not joined.partial and joined.boundary and joined.files_left == 0
     assert _subjects(j.store, "Bob") == [f"news of day {day:02d}" for day in range(20)]
     _clean(j)
+
+
+def test_the_commands_join_deepen_and_refuse_bad_input_leaving_nothing_behind(world):
+    root, hub, _, _ = world
+    home = str(root / "cli")
+    env = dict(os.environ, GITMAIL_HOME=home)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gitmail", *args], capture_output=True, text=True, env=env)
+
+    bad = run("clone", "file://" + hub, "--since", "7x")
+    assert bad.returncode == 2 and "INVALID_ARGUMENT" in bad.stderr
+    assert not os.path.exists(os.path.join(home, "projects")) or os.listdir(os.path.join(home, "projects")) == []
+    # This clock is far past the history: the window is the day of the hub's newest commit.
+    joined = run("clone", "file://" + hub, "--since", "7d", "--json")
+    assert joined.returncode == 0, joined.stderr
+    answer = json.loads(joined.stdout)
+    assert answer["since"] == "2026-10-10" and answer["boundary"] and answer["partial"]
+    slug = answer["project"]
+    listed = sorted(os.listdir(os.path.join(home, "projects")))
+    again = run("clone", "file://" + hub)
+    assert again.returncode == 2 and "ALREADY_EXISTS" in again.stderr
+    assert sorted(os.listdir(os.path.join(home, "projects"))) == listed
+    assert run("verify", slug).returncode == 0
+    deepened = run("deepen", slug, "--since", "all")
+    assert deepened.returncode == 0, deepened.stderr
+    assert "history from all on" in deepened.stdout
+    nothing = run("deepen", slug)
+    assert nothing.returncode == 2 and "INVALID_ARGUMENT" in nothing.stderr
+    assert run("fsck", slug).returncode == 0

@@ -63,7 +63,7 @@ import weakref
 import pygit2
 
 from .background import Debounced
-from .boundary import is_partial, read_pin
+from .boundary import is_partial
 from .gitindex import put_entries
 from .handles import open_repository
 from .objects import MODE_BLOB
@@ -108,7 +108,8 @@ def protect_archive(git_dir: str) -> None:
 def refresh(archive_dir: str, checkout_dir: str, *, window: Window | None = None) -> str:
     """Bring the checkout up to the archive's main, holding ``window`` from now on if one is given.
 
-    Returns ``"created"``, ``"updated"``, ``"current"``, ``"held"`` when the
+    Returns ``"created"``, ``"updated"``, ``"current"``, ``"partial"`` (no
+    checkout for an archive joined from a window), ``"held"`` when the
     human has local commits there or has edited a file the update would
     change (nothing is touched then), or ``"busy"`` while a git command of
     the human's holds the checkout's index (try again later). A checkout
@@ -134,21 +135,19 @@ def _create(archive_dir: str, checkout_dir: str, window: Window | None) -> str:
         tip = archive.references["refs/heads/main"].target
     except KeyError:
         return "current"  # nothing committed yet
+    if is_partial(archive):
+        # Joined from a window (gitmail.storage.boundary): git's clone of it would ask it for files it never
+        # fetched, and it would ask the hub for them in turn; the checkout comes once `gitmail deepen` took all.
+        return "partial"
     if window is None:
         window = fitting(archive, archive[tip].peel(pygit2.Tree).id.raw)
-    held = _joined_window(archive, archive_dir)
-    # An archive that joined shallow is cloned without files (git then fetches those of the window from it):
-    # a local clone of a shallow repository goes through git's transport, which would ask for every file.
-    partial = ["--filter=blob:none"] if held is not None else []
-    if held is not None and (window.everything or (window.first_day(None) or "") < (held.since or "")):
-        window = held
     tmp = f"{checkout_dir}.tmp-{os.getpid()}-{threading.get_ident()}"
     if window.everything:
         settings = [arg for key, value in _SETTINGS for arg in ("--config", f"{key}={value}")]
-        _git("clone", "-q", "--shared", *partial, "--branch", "main", *settings, archive_dir, tmp)
+        _git("clone", "-q", "--shared", "--branch", "main", *settings, archive_dir, tmp)
         _git("update-index", "--split-index", cwd=tmp)  # a clone writes its first index whole
     else:
-        _git("clone", "-q", "--shared", *partial, "--sparse", "--branch", "main", archive_dir, tmp)  # top files only
+        _git("clone", "-q", "--shared", "--sparse", "--branch", "main", archive_dir, tmp)  # the top files only
         _narrow(open_repository(tmp), tmp, window)
     try:
         os.rename(tmp, checkout_dir)
@@ -156,14 +155,6 @@ def _create(archive_dir: str, checkout_dir: str, window: Window | None) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         return "current"
     return "created"
-
-
-def _joined_window(archive: pygit2.Repository, archive_dir: str) -> Window | None:
-    """The window an archive that joined with one holds (a checkout holds no more), or None for a whole archive."""
-    pin = read_pin(archive_dir)
-    if not is_partial(archive) or pin is None or pin.since == "all":
-        return None
-    return Window(since=pin.since.replace("-", "/"))
 
 
 class _refresh_lock:

@@ -208,7 +208,6 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
     if first is not None:
         git(git_dir, "config", f"remote.{remote}.promisor", "true")
         git(git_dir, "config", "extensions.partialClone", remote)
-        git(git_dir, "config", "uploadpack.allowFilter", "true")  # the human checkout clones it without files
     how, filtered = _shallow_fetch(git_dir, remote, first)
     if first is not None and not filtered:  # the hub sent every file: nothing is missing, nothing to fetch later
         git(git_dir, "config", "--unset", "extensions.partialClone")
@@ -271,6 +270,11 @@ def deepen(store: Store, project: str, *, since: str = "all", progress: Counter 
         for boundary in old - new:  # no longer boundaries: what each of them changed can be judged now
             wanted |= commit_files(repo, boundary, sorted(new))
         fetched = fetch_files(archive.git_dir, repo, pin.remote, wanted)
+        if first is None:  # every file is here now: an archive like any other (and its checkout can be made)
+            git(archive.git_dir, "config", "--unset", "extensions.partialClone")
+            git(archive.git_dir, "config", "--unset", f"remote.{pin.remote}.promisor")
+            archive.renew_handles()
+            store.poke_checkout(slug)
     judged = verify(archive, slug, store.paths(slug).derived, rules=SYNC_RULES)
     indexed = indexer_for(store).project(slug).reindex(progress=progress, records_progress=records_progress)
     return Deepened(project=slug, since=pin.since, boundary=sorted(new), commits_in=_count(archive) - before,
