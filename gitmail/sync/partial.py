@@ -77,9 +77,8 @@ def pin_new_boundaries(archive: Archive, remote: str) -> None:
         write_pin(archive.git_dir, pin)
 
 
-def reach_bases(archive: Archive, remote: str, tips: list[str]) -> int:
-    """Deepen the history until each tip shares a commit with ``main``; how many deepening fetches it took."""
-    fetches = 0
+def reach_bases(archive: Archive, remote: str, tips: list[str]) -> None:
+    """Deepen the history a step at a time until each tip shares a commit with ``main``."""
     for tip in tips:
         for step in (*DEEPEN_STEPS, None):
             ours = archive.tip()
@@ -88,10 +87,8 @@ def reach_bases(archive: Archive, remote: str, tips: list[str]) -> int:
             how = [f"--deepen={step}"] if step is not None else ["--unshallow"]
             extra = ["--filter=blob:none"] if is_partial(archive.repo) else []
             git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", *how, *extra, remote)
-            fetches += 1
             archive.follow_shallow()
             pin_new_boundaries(archive, remote)
-    return fetches
 
 
 def commit_files(repo: pygit2.Repository, tip: str, hide: list[str]) -> set[str]:
