@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmail.model.records import AGENTS, INBOX, MESSAGES, OUTBOX, RECEIPTS, RESERVATIONS, classify, layout_moves
-from gitmail.storage.boundary import is_partial, present
+from gitmail.storage.boundary import is_partial
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
@@ -244,7 +244,8 @@ def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     found = _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
                      for head, _, raw in entries)
     if is_partial(repo):  # an archive that joined with a window: what it has not fetched is not listed yet
-        found = [change for change in found if change.blob is None or present(repo, change.blob)]
+        odb = repo.odb  # looked up once: a handle's odb is a new object each time it is asked for
+        found = [change for change in found if change.blob is None or pygit2.Oid(hex=change.blob) in odb]
     return found
 
 

@@ -31,10 +31,11 @@ import pygit2
 from gitmail.storage.boundary import is_partial, pinned_boundaries, read_pin, shallow_commits, write_pin
 from gitmail.storage.engine import Archive
 from gitmail.storage.layout import changed_records
-from gitmail.storage.snapshot import tree_delta
+from gitmail.storage.treeedit import changed_files
 
 from .remotes import git
 
+_FILE_MODES = frozenset({0o100644, 0o100755, 0o120000})  # files and links; a gitlink names a commit
 DEEPEN_STEPS = (64, 1024, 16384)  # commits added below the boundary per step, before the history is fetched whole
 
 
@@ -92,16 +93,21 @@ def reach_bases(archive: Archive, remote: str, tips: list[str]) -> None:
 
 
 def commit_files(repo: pygit2.Repository, tip: str, hide: list[str]) -> set[str]:
-    """Every file version that the commits of ``tip`` not reached from ``hide`` write or replace."""
+    """Every file version that the commits of ``tip`` not reached from ``hide`` write or replace.
+
+    Each commit is compared with each parent folder by folder, skipping the
+    folders with the same id on both sides, so the cost follows what the
+    commit changed, not the size of the archive.
+    """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
     for hexsha in hide:
         walker.hide(pygit2.Oid(hex=hexsha))
     out: set[str] = set()
     for commit in walker:
-        parents: list[pygit2.Tree | None] = [parent.tree for parent in commit.parents] or [None]
+        parents: list[bytes | None] = [parent.tree_id.raw for parent in commit.parents] or [None]
         for parent in parents:
-            for before, after in ((parent, commit.tree), (commit.tree, parent)):
-                out.update(str(blob) for blob, _ in tree_delta(before, after).values() if blob is not None)
+            for _, *versions in changed_files(repo, parent, commit.tree_id.raw):
+                out.update(entry[1].hex() for entry in versions if entry is not None and entry[0] in _FILE_MODES)
     return out
 
 
