@@ -31,7 +31,14 @@ reservations, written with ``git fast-import``), then measures:
   size, so a flat cost shows as a ratio near 1);
 - a real ``gitmail serve`` on the archive: resident and peak resident
   memory after it answered the web view's project, inbox, thread and
-  search pages.
+  search pages;
+- a new machine joining through ``gitmail clone`` from the kept archive as
+  its hub (filtered fetches allowed, as hosted services do), its clock at
+  the history's newest commit: with ``--since 7d`` and, to compare, with
+  ``--since all``: seconds to the clone's end (fetch, files of the window,
+  the sync's checks), to the first inbox page (the records indexed on the
+  way), to the first send, and to search caught up (documents and their
+  rate), with the archive's size on disk.
 
 The machine may be shared: CPU figures are the ones to compare between
 runs; wall figures hold on a quiet machine. ``--keep DIR`` builds each size
@@ -55,6 +62,8 @@ import time
 import urllib.request
 from typing import Any
 
+import pygit2
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_index import QUERIES, narrowing, time_queries
@@ -65,8 +74,11 @@ from gitmail import Change, Store
 from gitmail.index import indexer_for
 from gitmail.mail.facade import Mail
 from gitmail.model.ids import new_id
-from gitmail.model.records import inbox_path, message_path
+from gitmail.model.records import Node, inbox_path, message_path, node_path
 from gitmail.storage.checkout import refresh, window_of
+from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
+from gitmail.storage.treeedit import TreeEditor
+from gitmail.sync.join import clone
 
 
 def cpu_now() -> tuple[float, float]:
@@ -289,7 +301,80 @@ def server_memory(home: str) -> dict[str, float]:
     return {"started_mib": started, "rss_mib": rss, "peak_mib": peak}
 
 
-PARTS = ("reindex", "catch_up", "checkout", "reads", "server")
+def joining(home: str) -> dict[str, Any]:
+    """A new machine joining from the kept history: ``--since 7d`` and ``--since all``, timed step by step."""
+    where = tempfile.mkdtemp(prefix="bench-hub-")
+    try:
+        hub, newest = signed_hub(home, where)
+        out: dict[str, Any] = {}
+        for since in ("7d", "all"):
+            joiner = tempfile.mkdtemp(prefix="bench-join-")
+            store = Store(joiner, background=False, durable=False, wall=lambda: newest + 3600)
+            try:
+                out[since] = _join_steps(store, "file://" + hub, since)
+            finally:
+                indexer_for(store).close()
+                shutil.rmtree(joiner, ignore_errors=True)
+        return out
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def signed_hub(home: str, where: str) -> tuple[str, float]:
+    """A hub holding the kept history signed by one node, as gitmail writes it; (its path, the newest commit's time).
+
+    The history is written unsigned (with fast-import), which every door
+    refuses: each commit is written again with the same tree plus that
+    node's record, its times and message, signed, in a hub that shares the
+    kept archive's objects (filtered fetches allowed, as hosted services do).
+    """
+    source = Store(home, background=False, durable=False)
+    archive = source.archive(PROJECT)
+    hub = os.path.join(where, "hub.git")
+    subprocess.run(["git", "clone", "-q", "--bare", "--shared", archive.git_dir, hub], check=True)
+    subprocess.run(["git", "--git-dir", hub, "config", "uploadpack.allowFilter", "true"], check=True)
+    repo = pygit2.Repository(hub)
+    record = Node(node=source.node, key=source.key.public_line, kind="node", created_at=source.clock.now_ts())
+    pack, written = PackBuffer(), {}  # old id -> the id of the commit written again
+    tip = repo.references["refs/heads/main"].target
+    for commit in repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE):
+        editor = TreeEditor(repo, commit.tree.id.raw, pack)
+        editor.set(node_path(source.node), record.to_bytes())
+        who = Signature(commit.author.name, commit.author.email, commit.commit_time)
+        written[commit.id] = pack.add(COMMIT, encode_commit(editor.flush(), [written[p] for p in commit.parent_ids],
+                                                            who, who, commit.message, sign=source.key.sign_commit))
+    pack.write(os.path.join(hub, "objects", "pack"))
+    subprocess.run(["git", "--git-dir", hub, "update-ref", "refs/heads/main", written[tip].hex()], check=True)
+    return hub, float(repo[tip].peel(pygit2.Commit).commit_time)
+
+
+def _join_steps(store: Store, url: str, since: str) -> dict[str, Any]:
+    """Seconds from the start of a clone to its end, the first inbox page, the first send, and search caught up."""
+    started, cpu0 = time.perf_counter(), cpu_now()
+    joined = clone(store, url, since=since, index=False)
+    steps = {"clone_s": time.perf_counter() - started}
+    assert joined.sync.exit_code == 0, joined.sync.results
+    mail = Mail(store)
+    mail.fetch_inbox(PROJECT, AGENTS[0], limit=20)
+    steps["first_inbox_s"] = time.perf_counter() - started
+    mail.set_contact_policy(PROJECT, AGENTS[0], "open")
+    mail.send_message(PROJECT, AGENTS[4], [AGENTS[0]], "first send", "from the machine that just joined")
+    steps["first_send_s"] = time.perf_counter() - started
+    index = indexer_for(store).project(PROJECT)
+    searched = time.perf_counter()
+    index.catch_up()
+    steps["search_caught_up_s"] = time.perf_counter() - started
+    cpu1 = cpu_now()
+    documents = index.meta.message_count()
+    size = subprocess.run(["du", "-sk", store.archive(PROJECT).git_dir], capture_output=True, text=True, check=True)
+    return {**{key: round(value, 2) for key, value in steps.items()}, "commits": joined.commits,
+            "files_fetched": joined.files_fetched, "files_left": joined.files_left, "documents": documents,
+            "search_docs_per_s": round(documents / max(time.perf_counter() - searched, 1e-9)),
+            "cpu_s": round(cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], 2),
+            "archive_mib": round(int(size.stdout.split()[0]) / 1024, 1)}
+
+
+PARTS = ("reindex", "catch_up", "checkout", "reads", "server", "join")
 
 
 def measure(home: str, size: int, *, reuse: bool, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -299,7 +384,7 @@ def measure(home: str, size: int, *, reuse: bool, skip: frozenset[str] = frozens
         "kept": kept is not None and kept.messages == size, "seconds": history.seconds,
         "msgs_per_s": round(size / history.seconds) if history.seconds else None, "receipts": history.receipts,
         "reservations": history.reservations, "commits": history.commits}}
-    for part, run in zip(PARTS, (reindex, catch_up, checkout, reads_and_send, server_memory), strict=True):
+    for part, run in zip(PARTS, (reindex, catch_up, checkout, reads_and_send, server_memory, joining), strict=True):
         if part not in skip:
             result[part] = run(home)
     return result
@@ -335,13 +420,23 @@ CHECKOUT_ROWS: list[tuple[str, Any]] = [
 ]
 
 
+JOIN_ROWS: list[tuple[str, Any]] = [
+    (f"clone --since {since}: {figure}", lambda r, since=since, key=key: r["join"][since][key])
+    for since in ("7d", "all")
+    for figure, key in (("clone s", "clone_s"), ("first inbox s", "first_inbox_s"), ("first send s", "first_send_s"),
+                        ("search caught up s", "search_caught_up_s"), ("documents", "documents"),
+                        ("archive MiB", "archive_mib"))
+]
+
+
 def table(results: list[dict[str, Any]]) -> str:
     """One column per size; the rows of every part measured (see ``--skip``)."""
     width = 22
     measured = results[0]
     lines = [f"{'figure':<34}" + "".join(f"{r['messages']:>{width},}" for r in results)]
     rows = [*ROWS[:2], *(ROWS[2:] if "reindex" in measured else []),
-            *(CATCH_UP_ROWS if "catch_up" in measured else []), *(CHECKOUT_ROWS if "checkout" in measured else [])]
+            *(CATCH_UP_ROWS if "catch_up" in measured else []), *(CHECKOUT_ROWS if "checkout" in measured else []),
+            *(JOIN_ROWS if "join" in measured else [])]
     for label, get in rows:
         lines.append(f"{label:<34}" + "".join(f"{get(r)!s:>{width}}" for r in results))
     if "reindex" in measured:

@@ -33,6 +33,7 @@ from gitmail.model.records import (
     classify,
     layout_moves,
 )
+from gitmail.storage.boundary import is_partial
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
@@ -232,6 +233,10 @@ def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: s
 def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     """Every record at ``commit``, as if all were just added: what ``diff(repo, None, commit)`` gives.
 
+    In an archive that joined with a window (:mod:`gitmail.storage.boundary`)
+    the records whose files were not fetched are left out; a reindex after
+    ``gitmail deepen`` takes them in.
+
     A full listing visits every tree of the archive (an archive of 10k
     messages has over 100k, a day folder per agent and box); decoding them
     one by one in Python was half the time a reindex spent outside the search
@@ -246,8 +251,12 @@ def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     if proc.returncode != 0:  # not a commit git can read here (libgit2 says why)
         return diff(repo, None, commit)
     entries = (entry.partition(b"\t") for entry in proc.stdout.split(b"\0") if entry)
-    return _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
-                    for head, _, raw in entries)
+    found = _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
+                     for head, _, raw in entries)
+    if is_partial(repo):  # an archive that joined with a window: what it has not fetched is not listed yet
+        odb = repo.odb  # looked up once: a handle's odb is a new object each time it is asked for
+        found = [change for change in found if change.blob is None or pygit2.Oid(hex=change.blob) in odb]
+    return found
 
 
 def is_ancestor(repo: pygit2.Repository, old: str, new: str) -> bool:

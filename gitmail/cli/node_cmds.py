@@ -145,7 +145,8 @@ def nodes_handover(ctx: Context, project: str, agent: str, node: str) -> tuple[o
 def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
     """Check every commit of PROJECT's history: its signature, and whether its signer may write what it writes.
 
-    Commits before an adoption (gitmail adopt) are not checked. Verdicts
+    Commits before an adoption (gitmail adopt) are not checked, nor those
+    below the boundary of a shallow join, trusted by the pinned hub. Verdicts
     are remembered outside the archive, so a second run checks only new
     commits. Exit 0 clean, 1 findings, 2 could not run.
     """
@@ -161,6 +162,9 @@ def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
              for f in out.findings]
     lines.append(f"{out.commits} commit(s) judged ({out.checked} checked now), {len(out.findings)} finding(s)"
                  + (f"; history adopted up to {', '.join(c[:12] for c in out.adopted)}" if out.adopted else ""))
+    if out.trusted_by_pin:
+        lines.append(f"joined shallow: boundary {', '.join(c[:12] for c in out.trusted_by_pin)} trusted by the pin "
+                     f"of hub {out.pinned_hub} (history below it not held here; `gitmail deepen {project}` fetches it)")
     return out, "\n".join(lines), 0 if out.clean else 1
 
 

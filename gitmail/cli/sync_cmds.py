@@ -7,10 +7,15 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from ._app import Context, cli, command
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 @cli.group(name="remote")
@@ -118,6 +123,90 @@ def sync(ctx: Context, project: str | None, remote_name: str | None, quiet: bool
 
 _STEPS = {"fetch": "fetching", "check": "checking what came", "merge": "merging", "push": "pushing",
           "index": "indexing what came"}
+
+
+@command(name="clone")
+@click.argument("url")
+@click.option("--since", default="7d", show_default=True,
+              help="The window to fetch: a number of days (7d), a first day (2026-11-01) or all.")
+@click.option("--remote", "remote_name", default="hub", show_default=True, help="The name the hub gets here.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def clone_cmd(ctx: Context, url: str, since: str, remote_name: str, quiet: bool) -> tuple[object, str, int]:
+    """Join the project a hub holds from a recent window: history and records from the first day on.
+
+    The hub is pinned: its URL and the commits where the fetched history
+    starts are kept on this machine, and only that hub's history below them
+    is trusted; every commit after them is judged as a sync judges it.
+    Inbox and send work once the records are indexed; search follows, with
+    its progress shown. `gitmail deepen PROJECT --since 30d|DAY|all` fetches
+    older history and records later. Exit status as for sync.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gitmail.sync.join import clone
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=quiet or not console.is_terminal) as bar:
+        step = bar.add_task(f"joining from {url}", total=None)
+        records = bar.add_task("index: records", total=None, visible=False)
+        search = bar.add_task("index: search", total=None, visible=False)
+        def show(remote: str, name: str) -> None:
+            bar.update(step, description=f"{remote}: {_STEPS.get(name, name)}")
+
+        joined = clone(ctx.store, url, since=since, remote=remote_name, progress=show,
+                       records_progress=_counter(bar, records), search_progress=_counter(bar, search))
+    lines = [f"joined {joined.project} from {url} as remote {remote_name}: {joined.commits} commit(s) since "
+             f"{joined.since}, {joined.messages_indexed} message(s) indexed in {joined.seconds} s"]
+    if joined.boundary:
+        lines.append(f"  pinned hub {url}: history below {', '.join(c[:12] for c in joined.boundary)} is trusted "
+                     "as that hub's")
+    if joined.files_left:
+        lines.append(f"  {joined.files_left} older file(s) not fetched; `gitmail deepen {joined.project} --since "
+                     "all` fetches them")
+    if not joined.partial and joined.boundary:
+        lines.append("  the hub does not serve filtered fetches (uploadpack.allowFilter): every record of the "
+                     "boundary was fetched")
+    report = joined.sync
+    lines += [f"  refused from {item['source']}: {item['path']}: {item['reason']}"
+              for result in report.results for item in result.quarantined]
+    return joined, "\n".join(lines), report.exit_code
+
+
+@command(name="deepen")
+@click.argument("project")
+@click.option("--since", default="all", show_default=True,
+              help="The new first day: a number of days (30d), a day (2026-10-01) or all (the whole history).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def deepen_cmd(ctx: Context, project: str, since: str, quiet: bool) -> tuple[object, str, int]:
+    """Fetch older history and records into an archive that joined from a window (gitmail clone --since).
+
+    The history brought in is judged by the who-may-write rule and its
+    findings reported, as `gitmail verify` reports them; the index takes in
+    the records that came. Exit 0 clean, 1 findings.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gitmail.sync.join import deepen
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=quiet or not console.is_terminal) as bar:
+        records = bar.add_task("index: records", total=None)
+        search = bar.add_task("index: search", total=None)
+        out = deepen(ctx.store, project, since=since, progress=_counter(bar, search),
+                     records_progress=_counter(bar, records))
+    lines = [f"{out.project}: history from {out.since} on, {out.commits_in} commit(s) and {out.files_fetched} "
+             f"file(s) fetched, {out.messages_indexed} message(s) indexed in {out.seconds} s"]
+    lines += [f"  {f.commit[:12]} {f.problem}: {f.path or f.summary}" for f in out.findings]
+    return out, "\n".join(lines), 1 if out.findings else 0
+
+
+def _counter(bar: Progress, task: TaskID) -> Callable[[int, int], None]:
+    """A progress callback that shows one task of the bar and moves it."""
+    return lambda done, total: bar.update(task, completed=done, total=total, visible=True)
 
 
 @command(name="repair")

@@ -42,6 +42,12 @@ a node never seen before is trusted on first use when its record arrives in
 a commit its own key signs, unless this machine pinned another key for that
 name. The caller decides what a refusal does: ``verify`` reports it, a push
 is refused, a fetch keeps the commit out of ``main``.
+
+In an archive that joined shallow (:mod:`.boundary`), a boundary commit
+(one whose parents this machine never fetched) cannot be judged by what it
+changes: one fetched from the hub this machine pinned is trusted as that
+hub's history and neither it nor what lies below it is judged; any other is
+refused as ``unpinned-boundary``.
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ from .snapshot import Snapshot, blob_in, tree_layout
 UNSIGNED, BAD, SIGNED = 0, 1, 2  # a commit's signature verdict
 NO_KEY = bytes(32)
 NOT_ALLOWED = "not-allowed-writer"
+UNPINNED_BOUNDARY = "unpinned-boundary"
 BUILDS_ON_REFUSED = "builds-on-refused"
 # Ranges of this many commits or more take every commit's changes from one `git log --raw` (a process
 # of its own, which diffs trees in C and skips equal folders by id) instead of reading trees here.
@@ -128,6 +135,8 @@ ADVICE = {
                     "PROJECT NAME --key KEY --human`, or let that machine sync once so its node record arrives first"),
     "revoked-key": ("that key was revoked (`gitmail nodes list PROJECT`); write from a machine whose key is "
                     "current"),
+    UNPINNED_BOUNDARY: ("this machine joined shallow and trusts cut-off history only from the hub it pinned: sync "
+                        "with that hub, or fetch the rest of the history (`gitmail deepen PROJECT --since all`)"),
 }
 
 
@@ -195,6 +204,8 @@ class Trust:
     ring: Keyring
     pins: Mapping[str, str] = field(default_factory=dict)  # node -> the public line this machine pinned
     learned: dict[bytes, str] = field(default_factory=dict)
+    shallow: frozenset[str] = frozenset()  # boundary commits of a shallow archive (parents never fetched)
+    pinned: frozenset[str] = frozenset()  # those of them fetched from the pinned hub: trusted, not judged
 
     def node_of(self, key: bytes) -> str | None:
         return self.ring.keys.get(key) or self.learned.get(key)
@@ -250,14 +261,15 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
     ``parallel_from`` or more) and returned in ``Judged.checked`` for the caller to remember.
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-    for hexsha in hide:
+    hidden = [*hide, *(trust.pinned & trust.shallow)]  # a pinned boundary and what lies below it are not judged
+    for hexsha in hidden:
         walker.hide(pygit2.Oid(hex=hexsha))
     commits = list(walker)
     known = verdicts if verdicts is not None else {}
     judged = Judged()
     profiles = _Profiles(repo)
     with ThreadPoolExecutor(1) as lister:  # git lists the changes while the signatures are checked
-        listing = lister.submit(listed_changes, repo, tip, hide) if len(commits) >= BATCH_FROM else None
+        listing = lister.submit(listed_changes, repo, tip, hidden) if len(commits) >= BATCH_FROM else None
         new = [commit for commit in commits if commit.id.raw not in known]
         raws = [commit.read_raw() for commit in new]
         judged.checked = dict(zip([commit.id.raw for commit in new],
@@ -334,6 +346,9 @@ def judge_commit(repo: pygit2.Repository, commit: pygit2.Commit, verdict: Verdic
                  profiles: _Profiles | None = None, rules: Rules = NO_RULES) -> list[Refusal]:
     """What one commit may not do: its signature first, then each record it writes."""
     hexsha = str(commit.id)
+    if hexsha in trust.shallow:  # not a pinned one: those are never walked (judge_range hides them)
+        return [Refusal(hexsha, UNPINNED_BOUNDARY, None, None, f"commit {hexsha[:12]} is a shallow boundary (its "
+                        "parents were never fetched) that did not come from the pinned hub", ADVICE[UNPINNED_BOUNDARY])]
     state, key = verdict
     code = {UNSIGNED: "unsigned", BAD: "bad-signature"}.get(state)
     if code is None and trust.state(key) != "known":

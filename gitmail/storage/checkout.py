@@ -63,6 +63,7 @@ import weakref
 import pygit2
 
 from .background import Debounced
+from .boundary import is_partial
 from .gitindex import put_entries
 from .handles import open_repository
 from .objects import MODE_BLOB
@@ -107,7 +108,8 @@ def protect_archive(git_dir: str) -> None:
 def refresh(archive_dir: str, checkout_dir: str, *, window: Window | None = None) -> str:
     """Bring the checkout up to the archive's main, holding ``window`` from now on if one is given.
 
-    Returns ``"created"``, ``"updated"``, ``"current"``, ``"held"`` when the
+    Returns ``"created"``, ``"updated"``, ``"current"``, ``"partial"`` (no
+    checkout for an archive joined from a window), ``"held"`` when the
     human has local commits there or has edited a file the update would
     change (nothing is touched then), or ``"busy"`` while a git command of
     the human's holds the checkout's index (try again later). A checkout
@@ -133,6 +135,10 @@ def _create(archive_dir: str, checkout_dir: str, window: Window | None) -> str:
         tip = archive.references["refs/heads/main"].target
     except KeyError:
         return "current"  # nothing committed yet
+    if is_partial(archive):
+        # Joined from a window (gitmail.storage.boundary): git's clone of it would ask it for files it never
+        # fetched, and it would ask the hub for them in turn; the checkout comes once `gitmail deepen` took all.
+        return "partial"
     if window is None:
         window = fitting(archive, archive[tip].peel(pygit2.Tree).id.raw)
     tmp = f"{checkout_dir}.tmp-{os.getpid()}-{threading.get_ident()}"

@@ -164,6 +164,7 @@ class Archive:
         self._slots: weakref.WeakSet[_Slot] = weakref.WeakSet()  # every thread's handle slot, to drop them at once
         self._packs_seen: frozenset[str] = frozenset()
         self._packs_checked = -float("inf")
+        self._shallow_seen = self._shallow_stamp()
         self._pack_check_interval = pack_check_interval
         if durable and "core.fsync" not in repo.config:
             # Objects that git itself brings in (a fetch before a fast-forward,
@@ -228,7 +229,8 @@ class Archive:
         """The handle generation, bumped (at most once an interval) if packs vanished meanwhile.
 
         This catches consolidations by other processes (another server, the
-        CLI, ``git gc`` by hand), which this process is never told about. The
+        CLI, ``git gc`` by hand), which this process is never told about, and
+        a moved shallow boundary. The
         packs remembered are every one seen since the last renewal, including
         those this process wrote in between.
         """
@@ -242,12 +244,34 @@ class Archive:
                     packs = frozenset(name for name in os.listdir(self._pack_dir) if name.endswith(".idx"))
                 except FileNotFoundError:
                     packs = frozenset()
-                if self._packs_seen - packs:
+                shallow = self._shallow_stamp()
+                if self._packs_seen - packs or shallow != self._shallow_seen:
                     self._bump()
-                    self._packs_seen = packs
+                    self._packs_seen, self._shallow_seen = packs, shallow
                 else:
                     self._packs_seen |= packs
             return self._generation
+
+    def follow_shallow(self) -> None:
+        """Renew every handle now if the boundary commits changed (this process fetched into a shallow archive)."""
+        with self._generation_lock:
+            shallow = self._shallow_stamp()
+            if shallow != self._shallow_seen:
+                self._shallow_seen = shallow
+                self._bump()
+
+    def _shallow_stamp(self) -> tuple[int, int] | None:
+        """When git's list of boundary commits last changed: a handle reads it once, when it is opened.
+
+        A fetch into an archive that joined shallow moves its boundary
+        (:mod:`gitmail.storage.boundary`); a handle opened before would walk
+        past the new boundary into commits this machine does not hold.
+        """
+        try:
+            stat = os.stat(os.path.join(self.git_dir, "shallow"))
+        except FileNotFoundError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
 
     def tip(self) -> str | None:
         try:

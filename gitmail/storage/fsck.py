@@ -21,7 +21,10 @@ refer to the thread and reply it belongs to there, so only its attachments
 are checked; every relay record (a copy owed to another
 project) names a message of this archive that names that project; every
 file record's bytes are in the archive, of its size, hashing to its
-SHA-256 (the file's ID).
+SHA-256 (the file's ID). In an archive that joined with a window
+(:mod:`.boundary`), the records whose files were never fetched are not
+read (they were checked where they were made), and references to them
+resolve.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from dataclasses import dataclass
+
+import pygit2
 
 from gitmail.model.clock import parse_ts
 from gitmail.model.ids import is_id
@@ -48,6 +53,7 @@ from gitmail.model.records import (
     role_of,
 )
 
+from .boundary import is_partial, present
 from .engine import Archive
 from .recordcheck import inspect_file, misplaced, mode_problem, path_problem
 from .snapshot import Snapshot
@@ -77,7 +83,13 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     agents: list[Agent] = []
     files: list[tuple[str, FileRecord]] = []
     posts: list[tuple[str, ChannelPost]] = []
+    partial = is_partial(archive.repo)
+    unfetched: set[str] = set()  # messages of a window join whose files this machine has not fetched
     for path, mode in snap.entries():
+        if partial and _unfetched(archive, snap, path, mode):
+            if role_of(path) == "message":
+                unfetched.add(path.rsplit("/", 1)[1][:-3])  # outside the window: references to it resolve
+            continue
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         wrong = misplaced(path, snap.layout)
         if problem is None and wrong is not None:
@@ -109,7 +121,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             files.append((path, record))
         elif isinstance(record, ChannelPost):
             posts.append((path, record))
-    problems.extend(_copy_problems(snap, messages, copies))
+    removed |= unfetched  # a reference to a message outside the window resolves where the message is held
+    problems.extend(_copy_problems(snap, messages, copies, unfetched))
     for path, relay in relays:
         relayed = messages.get(relay.message_id)
         if relayed is None:
@@ -198,14 +211,20 @@ def _hierarchy_problems(profiles: list[Agent]) -> list[Problem]:
     return problems
 
 
-def _copy_problems(snap: Snapshot, messages: dict[str, Message],
-                   copies: list[tuple[str, str, Message]]) -> list[Problem]:
-    """Each inbox and outbox copy: the canonical message, in a folder of one of its parties."""
+def _copy_problems(snap: Snapshot, messages: dict[str, Message], copies: list[tuple[str, str, Message]],
+                   unfetched: set[str]) -> list[Problem]:
+    """Each inbox and outbox copy: the canonical message, in a folder of one of its parties.
+
+    A copy whose message lies outside the window this machine fetched
+    (``unfetched``) is left unread.
+    """
     problems = []
     for path, role, copy in copies:
         owner = path.split("/")[1]
         canonical_path = placed(message_path(copy.id), snap.layout)
         canonical = messages.get(copy.id)
+        if canonical is None and copy.id in unfetched:
+            continue
         if canonical is None:
             problems.append(Problem(path, f"copy of a message that is not in the archive ({canonical_path})"))
             continue
@@ -251,3 +270,11 @@ def _git_fsck(git_dir: str) -> list[Problem]:
     if proc.returncode == 0:
         return []
     return [Problem("(git fsck)", line) for line in lines] or [Problem("(git fsck)", f"exited with {proc.returncode}")]
+
+
+def _unfetched(archive: Archive, snap: Snapshot, path: str, mode: int) -> bool:
+    """Whether ``path`` is a file of a window join this machine has not fetched (it is checked where it was made)."""
+    if mode == pygit2.enums.FileMode.COMMIT:
+        return False
+    blob = snap.blob_id(path)
+    return blob is not None and not present(archive.repo, str(blob))

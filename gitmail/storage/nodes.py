@@ -52,6 +52,7 @@ from gitmail.model.records import (
 )
 from gitmail.model.results import Result, result
 
+from .boundary import pinned_boundaries
 from .engine import Archive, Change
 from .nodekey import KEYS
 from .snapshot import Snapshot
@@ -344,3 +345,16 @@ def handover(archive: Archive, *, agent: str, to: str, hlc: HLC) -> Agent:
 
     committed: Agent = archive.transact(fn).result
     return committed
+
+
+def trusted_keyring(archive: Archive) -> Keyring:
+    """The keys the archive names at its tip, and at each pinned boundary (the hub's history, trusted as it is).
+
+    A machine that just joined has no tip of its own yet: the nodes whose
+    commits it judges are named at the boundary it fetched.
+    """
+    rings = [keyring(archive.snapshot())] + [keyring(archive.snapshot(commit))
+                                             for commit in sorted(pinned_boundaries(archive.git_dir))]
+    keys = {raw: node for ring in rings for raw, node in ring.keys.items()}
+    revoked = {raw: when for ring in rings for raw, when in ring.revoked.items()}
+    return Keyring(keys, revoked, frozenset(node for ring in rings for node in ring.humans))

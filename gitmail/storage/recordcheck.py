@@ -438,20 +438,34 @@ class Checker:
     messages parses each message once, not once per copy.
     """
 
-    def __init__(self, repo: pygit2.Repository, door: str):
+    def __init__(self, repo: pygit2.Repository, door: str, *, boundaries: frozenset[str] = frozenset()):
+        """``boundaries``: the pinned shallow boundaries of a partial archive (:mod:`.boundary`)."""
         if door not in DOORS:
             raise ValueError(f"unknown door {door!r}")
         self.repo = repo
         self.door = door
+        self.boundaries = boundaries
         self._parsed: dict[tuple[type[Record], bytes], Record | str] = {}
 
     # -- whole commits -----------------------------------------------------------
     def base_of(self, new: str, main: str | None) -> str | None:
-        """The commit ``new`` shares with ``main`` (None: nothing in common, every file is new)."""
-        if main is None:
+        """The commit ``new`` shares with ``main`` (None: nothing in common, every file is new).
+
+        In an archive that joined shallow, history that shares nothing with
+        ``main`` here (the first fetch, or a branch cut at the window) is
+        judged from the newest pinned boundary it holds: what lies below it
+        is the pinned hub's, trusted as it is.
+        """
+        if main is not None:
+            base = self.repo.merge_base(new, main)
+            if base is not None:
+                return str(base)
+        if not self.boundaries:
             return None
-        base = self.repo.merge_base(new, main)
-        return str(base) if base is not None else None
+        walker = self.repo.walk(pygit2.Oid(hex=new), pygit2.enums.SortMode.TIME)
+        if main is not None:
+            walker.hide(pygit2.Oid(hex=main))
+        return next((str(commit.id) for commit in walker if str(commit.id) in self.boundaries), None)
 
     def check_commit(self, new: str, main: str | None) -> list[Rejection]:
         """What commit ``new`` adds over its merge base with ``main``, judged by the rules."""

@@ -23,6 +23,12 @@ History written before commits were signed is taken as it is by ``gitmail
 adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit, after
 which ``verify`` checks only the commits that are not part of the adopted
 commit's history.
+
+An archive that joined shallow (:mod:`.boundary`) holds no history below
+its boundary commits: those fetched from the hub it pinned are reported as
+trusted by that pin (``trusted_by_pin``, with the hub's URL), and neither
+they nor what lies below them are judged; every commit after them is. A
+boundary that came from anywhere else is a finding (``unpinned-boundary``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable
+from dataclasses import field
 
 import pygit2
 
@@ -38,8 +45,9 @@ from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
 from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range
+from .boundary import pinned_boundaries, read_pin, shallow_commits
 from .engine import Archive, Change
-from .nodes import keyring, records_in
+from .nodes import records_in, trusted_keyring
 from .snapshot import Snapshot
 
 CACHE_FILE = "signatures.bin"
@@ -69,6 +77,8 @@ class Verification(Result):
     adopted: list[str]
     findings: list[Finding]
     clean: bool
+    trusted_by_pin: list[str] = field(default_factory=list)  # boundary commits of a shallow join, trusted as the hub's
+    pinned_hub: str | None = None  # the URL of the hub they were fetched from
 
 
 class VerdictCache:
@@ -121,19 +131,24 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     repo = archive.repo
     snap = archive.snapshot(tip)
     trusted = [hexsha for hexsha in adopted(snap) if hexsha in repo]
+    pinned = pinned_boundaries(archive.git_dir)
     cache = VerdictCache(cache_folder)
-    judged = judge_range(repo, tip, trusted, Trust(keyring(snap)), verdicts=cache.known, rules=rules,
-                         workers=workers, parallel_from=parallel_from)
+    ring, shallow = trusted_keyring(archive), shallow_commits(archive.git_dir)
+    judged = judge_range(repo, tip, trusted, Trust(ring, shallow=shallow, pinned=pinned), verdicts=cache.known,
+                         rules=rules, workers=workers, parallel_from=parallel_from)
     cache.add(judged.checked.items())
     findings = [_finding(repo, item) for item in judged.refusals]
     seen = {(item.commit, item.path) for item in findings}
     for kept in _kept_aside(repo):
-        for item in judge_range(repo, kept, [tip, *trusted], Trust(keyring(snap)), rules=rules).refusals:
+        for item in judge_range(repo, kept, [tip, *trusted], Trust(ring, shallow=shallow, pinned=pinned),
+                                rules=rules).refusals:
             if (item.commit, item.path) not in seen:
                 seen.add((item.commit, item.path))
                 findings.append(_finding(repo, item, kept_aside=True))
+    pin = read_pin(archive.git_dir)
     return Verification(project=project, commits=len(judged.order), checked=len(judged.checked), adopted=trusted,
-                        findings=findings, clean=not findings)
+                        findings=findings, clean=not findings, trusted_by_pin=sorted(pinned),
+                        pinned_hub=pin.url if pin is not None and pinned else None)
 
 
 def _finding(repo: pygit2.Repository, item: Refusal, *, kept_aside: bool = False) -> Finding:

@@ -37,11 +37,12 @@ def tracking_nodes(remote: str) -> str:
     return f"refs/remotes/{remote}/nodes"
 
 
-def git(git_dir: str, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def git(git_dir: str, *args: str, check: bool = True, timeout: float = 300,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the system git on a repository; SYNC_FAILED (with git's own words) if it fails and ``check``."""
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
     proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+                          timeout=timeout, input=stdin)
     if check and proc.returncode != 0:
         raise GitmailError(SYNC_FAILED, f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}; "
                            "check the remote's URL and your access to it, then sync again",

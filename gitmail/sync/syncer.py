@@ -62,9 +62,10 @@ from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_R
 from gitmail.model.records import role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
+from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
 from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.layout import changed_records, migrate
-from gitmail.storage.nodes import keyring, read_pins
+from gitmail.storage.nodes import read_pins, trusted_keyring
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
@@ -80,6 +81,7 @@ from .findings import (
 )
 from .hookinstall import ensure_gitattributes
 from .merge import CLOCKED_ROLES, TreeMerge, clock_of, merge_commits
+from .partial import fetch_options, joined_from, prepare
 from .pushcheck import commit_of
 from .quarantine import Checked, check_tip, keep_aside
 from .remotes import NODE_REFS, git, list_remotes, node_ref, tracking_nodes, tracking_ref
@@ -267,8 +269,9 @@ def _commit_tree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | N
 def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oid | None]) -> None:
     """Move our clock past every clocked record that came in."""
     newest = None
+    partial = is_partial(repo)  # a window join: records outside the window were never fetched (nor are newer)
     for path, blob in changes.items():
-        if blob is not None and role_of(path) in CLOCKED_ROLES:
+        if blob is not None and role_of(path) in CLOCKED_ROLES and not (partial and blob not in repo.odb):
             seen = clock_of(blob_data(repo, blob))
             if seen is not None and (newest is None or seen > newest):
                 newest = seen
@@ -294,7 +297,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
             return
         if ours is None or repo.descendant_of(theirs, ours):
-            changes = changed_records(_commit_tree(repo, ours), _commit_tree(repo, theirs))
+            start = ours if ours is not None else joined_from(archive, theirs)  # a window join: from its boundary
+            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs))
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -375,11 +379,16 @@ def _ref(repo: pygit2.Repository, name: str) -> str | None:
 def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, str]]:
     """Fetch the remote's main and machine refs: (main's tip or None while empty, node -> tip)."""
     specs = [f"+{MAIN}:{tracking_ref(remote)}", f"+{NODE_REFS}/*:{tracking_nodes(remote)}/*"]
-    proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", remote, *specs, check=False)
+    cut = fetch_options(archive)  # an archive that joined shallow keeps its window (gitmail.sync.partial)
+    proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", *cut, remote, *specs, check=False)
+    if proc.returncode != 0 and "no commits selected" in proc.stderr:
+        # Every commit that came is dated before the window (a machine whose clock is behind): fetch them uncut.
+        cut = [option for option in cut if not option.startswith("--shallow-since")]
+        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", "--prune", *cut, remote, *specs, check=False)
     has_main = True
     if proc.returncode != 0 and "couldn't find remote ref" in proc.stderr:
         has_main = False  # an empty remote (or one that only has machine refs): the first push fills main
-        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", remote, specs[1], check=False)
+        proc = git(archive.git_dir, "fetch", "--quiet", "--no-tags", *cut, remote, specs[1], check=False)
     if proc.returncode != 0:
         raise GitmailError(SYNC_FAILED, f"git fetch from {remote!r} failed: {_one_line(proc.stderr)}; check the "
                            "remote's URL and your access to it, then sync again", {"remote": remote})
@@ -467,7 +476,6 @@ def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_r
 def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, result: SyncResult,
               progress: Progress | None) -> None:
     repo = archive.repo
-    checker = Checker(repo, "fetch")
     before = archive.tip()
 
     def step(name: str) -> None:
@@ -484,7 +492,12 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                  if node != store.node]
         commits, refused = _commits_only(repo, tips)
         theirs = commits.get(f"{remote}/main")
-        trust = Trust(keyring(archive.snapshot()), read_pins(store.home))
+        prepare(archive, remote, list(commits.values()))
+        repo = archive.repo  # a fetch into a shallow archive may have moved its boundary: a fresh handle
+        pinned = pinned_boundaries(archive.git_dir)
+        checker = Checker(repo, "fetch", boundaries=pinned)
+        trust = Trust(trusted_keyring(archive), read_pins(store.home), shallow=shallow_commits(archive.git_dir),
+                      pinned=pinned)
         verdicts = VerdictCache(store.paths(result.project).derived)  # shared with `gitmail verify`
         checked = [item for label, tip in commits.items()
                    for item in _check(archive, checker, trust, tip, label, verdicts)]
@@ -572,9 +585,10 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
     repo = archive.repo
     after = archive.tip()
-    if after == before:
+    if after == before or after is None:
         return
-    entered = changed_records(_commit_tree(repo, before), _commit_tree(repo, after))
+    start = before if before is not None else joined_from(archive, after)  # a window join: from its boundary
+    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after))
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
     if not arrived:
