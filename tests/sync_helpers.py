@@ -170,3 +170,26 @@ def signed_clone(source: str, clone: str, key: str) -> None:
     git("clone", "-q", source, clone)
     for name, value in (("gpg.format", "ssh"), ("user.signingkey", key), ("commit.gpgsign", "true")):
         git("config", name, value, cwd=clone)
+
+
+def hub_pair(root: str) -> tuple[str, Machine, Machine]:
+    """A checked hub (gitmail's pre-receive installed) at ``root/hub.git`` and two machines sharing the project.
+
+    ``node-a`` creates the project; both add the hub as ``hub`` and sync once.
+    """
+    from gitmail.sync.hookinstall import install_hub
+    from gitmail.sync.remotes import add_remote
+    from gitmail.sync.syncer import sync_project
+
+    from .conftest import git_run
+
+    hub = os.path.join(root, "hub.git")
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    install_hub(hub)
+    a, b = Machine(os.path.join(root, "m"), "node-a"), Machine(os.path.join(root, "m"), "node-b")
+    a.create_project()
+    for machine in (a, b):
+        add_remote(machine.store, PROJECT, "hub", "file://" + hub)
+        sync_project(machine.store, PROJECT)
+    return hub, a, b
+

@@ -12,7 +12,7 @@ from gitmail.mail.facade import Mail, SendOptions
 from gitmail.model.records import FileRecord, file_path
 from gitmail.storage.fsck import check_archive
 
-from .conftest import fails_cleanly, git_run, tip
+from .conftest import fails_cleanly, tip
 from .mail_helpers import PROJECT, make_mail, open_agents
 
 OTHER = "/data/projects/frontend"
@@ -128,21 +128,12 @@ def test_the_record_rules_judge_file_records(mail, store):
 
 @pytest.mark.slow  # git runs the hub's installed hook, which starts gitmail
 def test_a_file_crosses_two_machines_through_a_checked_hub_and_one_content_stays_one_file(tmp_path):
-    from gitmail.sync.hookinstall import install_hub
-    from gitmail.sync.remotes import add_remote
     from gitmail.sync.syncer import sync_project
 
     from .sync_helpers import PROJECT as SHARED
-    from .sync_helpers import Machine
+    from .sync_helpers import hub_pair
 
-    hub = str(tmp_path / "hub.git")
-    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
-    install_hub(hub)
-    a, b = Machine(str(tmp_path / "m"), "node-a"), Machine(str(tmp_path / "m"), "node-b")
-    a.create_project()
-    for machine in (a, b):
-        add_remote(machine.store, SHARED, "hub", "file://" + hub)
-        sync_project(machine.store, SHARED)
+    _, a, b = hub_pair(str(tmp_path))
     a.register("Uploader")
     b.register("Reader")
     for machine in (a, b, a):
@@ -181,7 +172,7 @@ def test_an_archive_refuses_pushes_that_break_a_file_record_and_fsck_finds_missi
 
     from .sync_helpers import PROJECT as SHARED
     from .sync_helpers import Machine
-    from .test_record_doors import _clone, _commit, _write
+    from .test_record_doors import _clone, _write, push_refuser
 
     (a,) = [Machine(str(tmp_path / "m"), "node-a")]
     a.create_project()
@@ -192,16 +183,7 @@ def test_an_archive_refuses_pushes_that_break_a_file_record_and_fsck_finds_missi
     clone = _clone(archive.git_dir, str(tmp_path / "checkout"))
     before = archive.tip()
 
-    def refused(edit, *expected: str) -> None:
-        edit()
-        _commit(clone)
-        pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
-        assert pushed.returncode != 0, pushed.stderr
-        for text in expected:
-            assert text in pushed.stderr, pushed.stderr
-        assert archive.tip() == before
-        git_run("reset", "-q", "--hard", "origin/main", cwd=clone)
-
+    refused = push_refuser(archive, clone, before)
     text = record.to_bytes()
     refused(lambda: _write(clone, record.path(), text.replace(b"name: kept.txt", b"name: other.txt")),
             f"changes the record of file {record.sha256}")

@@ -199,22 +199,13 @@ def test_identity_keys_name_the_agent_written_and_pass_the_record_checks(mail, s
 @pytest.mark.slow  # git runs the hub's installed hook, which starts gitmail
 def test_the_hierarchy_syncs_through_a_checked_hub_which_refuses_moving_an_agent(tmp_path):
     from gitmail.mail.facade import Mail
-    from gitmail.sync.hookinstall import install_hub
-    from gitmail.sync.remotes import add_remote
     from gitmail.sync.syncer import sync_project
 
     from .conftest import git_run
     from .sync_helpers import PROJECT as SHARED
-    from .sync_helpers import Machine
+    from .sync_helpers import hub_pair
 
-    hub = str(tmp_path / "hub.git")
-    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
-    install_hub(hub)
-    a, b = Machine(str(tmp_path / "m"), "node-a"), Machine(str(tmp_path / "m"), "node-b")
-    a.create_project()
-    for machine in (a, b):
-        add_remote(machine.store, SHARED, "hub", "file://" + hub)
-        sync_project(machine.store, SHARED)
+    hub, a, b = hub_pair(str(tmp_path))
     on_a, on_b = Mail(a.store), Mail(b.store)
     on_a.spawn_agent(SHARED, "BlueLake", ["editor@src"], name="Kid", reason="split the work")
     sync_project(a.store, SHARED)

@@ -12,6 +12,7 @@ import glob
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -70,6 +71,23 @@ def _write(root: str, path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "wb") as handle:
         handle.write(data)
+
+
+def push_refuser(archive, clone: str, before: str | None) -> Callable[..., None]:
+    """``refused(edit, *expected)``: make ``edit`` in ``clone``, commit it, and check the archive's door refuses the
+    push naming each of ``expected``, the archive left at ``before``; the clone is then reset to it."""
+
+    def refused(edit: Callable[[], object], *expected: str) -> None:
+        edit()
+        _commit(clone)
+        pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
+        assert pushed.returncode != 0, pushed.stderr
+        for text in expected:
+            assert text in pushed.stderr, pushed.stderr
+        assert archive.tip() == before  # the archive is unchanged
+        git_run("reset", "-q", "--hard", "origin/main", cwd=clone)
+
+    return refused
 
 
 def _commit(clone: str, message: str = "by hand") -> None:
@@ -178,15 +196,7 @@ def test_an_archive_refuses_damaging_pushes_from_its_checkout(tmp_path):
     clone = _clone(archive.git_dir, str(tmp_path / "checkout"))
     before = archive.tip()
 
-    def refused(edit, *expected: str) -> None:
-        edit()
-        _commit(clone)
-        pushed = git_run("push", "origin", "HEAD:main", cwd=clone)
-        assert pushed.returncode != 0, pushed.stderr
-        for text in expected:
-            assert text in pushed.stderr, pushed.stderr
-        assert archive.tip() == before  # the archive is unchanged
-        git_run("reset", "-q", "--hard", "origin/main", cwd=clone)
+    refused = push_refuser(archive, clone, before)
 
     profile = os.path.join(clone, profile_path("GreenCastle"))
     with open(profile, encoding="utf-8") as handle:
