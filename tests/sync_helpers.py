@@ -11,6 +11,7 @@ import os
 from collections import Counter
 
 from gitmail import Store
+from gitmail.mail.facade import Mail
 from gitmail.model.records import (
     LAYOUT,
     Agent,
@@ -192,4 +193,13 @@ def hub_pair(root: str) -> tuple[str, Machine, Machine]:
         add_remote(machine.store, PROJECT, "hub", "file://" + hub)
         sync_project(machine.store, PROJECT)
     return hub, a, b
+
+
+def mail_machine(root, name: str) -> Mail:
+    """A machine's mail domain: a store in ``root/name`` whose node is ``name``."""
+    home = os.path.join(str(root), name)
+    os.makedirs(home)
+    with open(os.path.join(home, "node"), "w", encoding="utf-8") as handle:
+        handle.write(name + "\n")
+    return Mail(Store(home, background=False, durable=False))
 

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 
 import pytest
 
 from gitmail.storage.store import slug_for
 
 from .mcp_harness import call, fail, run
-from .test_mcp_mail import fresh_project, pair, wire_bytes
+from .test_mcp_mail import fresh_project, pair, server_tip, wire_bytes
 
 SHARES_SERVER = True  # each test makes a project of its own
 
 pytestmark = pytest.mark.slow  # a real gitmail serve process
-
-
-def server_tip(server, project: str) -> str:
-    git_dir = f"{server.home}/projects/{slug_for(project)}/archive.git"
-    return subprocess.run(["git", "--git-dir", git_dir, "rev-parse", "main"], capture_output=True, text=True,
-                          check=True).stdout.strip()
 
 
 def test_create_post_list_and_read_a_channel(server):
@@ -119,7 +112,7 @@ def test_refusals_carry_codes_and_change_nothing(server):
         async with server.client() as client:
             blue, green = await pair(client, project)
             await call(client, "create_channel", project_key=project, agent_name="BlueLake", channel="deploys")
-        tip = server_tip(server, project)
+        tip = server_tip(server, slug_for(project))
         async with server.client() as stranger:  # a session that proved no agent of the project
             errors = {
                 "bad name": await fail(stranger, "create_channel", project_key=project, agent_name="BlueLake",
@@ -141,7 +134,7 @@ def test_refusals_carry_codes_and_change_nothing(server):
         "bad name": "INVALID_ARGUMENT", "unknown": "NOT_FOUND", "too long": "INVALID_ARGUMENT",
         "unproved": "UNAUTHORIZED", "exists": "ALREADY_EXISTS"}
     assert all(body["message"] for body in errors.values())
-    assert server_tip(server, project) == tip
+    assert server_tip(server, slug_for(project)) == tip
 
 
 def test_a_waiting_channel_read_returns_the_post_written_meanwhile(server):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from gitmail import Store
 from gitmail.mail.facade import Mail
 from gitmail.model.ids import new_id
 from gitmail.model.records import CONFLICTS, Channel, ChannelPost, channel_path, post_path
@@ -17,15 +16,9 @@ from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
 from .conftest import git_run
+from .sync_helpers import mail_machine
 
 PROJECT = "/data/projects/channelsync"
-
-
-def _machine(tmp_path, name: str) -> Mail:
-    home = tmp_path / name
-    home.mkdir()
-    (home / "node").write_text(name + "\n")
-    return Mail(Store(str(home), background=False, durable=False))
 
 
 def _two_machines(tmp_path) -> tuple[str, Mail, Mail]:
@@ -34,7 +27,7 @@ def _two_machines(tmp_path) -> tuple[str, Mail, Mail]:
     hub = str(tmp_path / "hub.git")
     assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
     install_hub(hub)  # every push must also pass the hub's record checks
-    a, b = _machine(tmp_path, "laptop"), _machine(tmp_path, "desktop")
+    a, b = mail_machine(tmp_path, "laptop"), mail_machine(tmp_path, "desktop")
     a.ensure_project(PROJECT)
     for name in ("BlueLake", "GreenCastle"):
         a.register_agent(PROJECT, "test", "model", name=name)

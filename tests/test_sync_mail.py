@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-from gitmail import Store
-from gitmail.mail.facade import Mail
 from gitmail.mail.projects import CONFIRMATION_PHRASE
 from gitmail.model.records import inbox_path, message_path, receipt_path, tombstone_path
 from gitmail.storage import nodes
@@ -15,22 +13,16 @@ from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
 from .conftest import git_run
+from .sync_helpers import mail_machine
 
 PROJECT = "/data/projects/mailsync"
-
-
-def _machine(tmp_path, name: str) -> Mail:
-    home = tmp_path / name
-    home.mkdir()
-    (home / "node").write_text(name + "\n")
-    return Mail(Store(str(home), background=False, durable=False))
 
 
 def test_two_machines_through_a_checked_hub(tmp_path):
     hub = str(tmp_path / "hub.git")
     assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
     install_hub(hub)  # every push below must also pass the hub's record checks
-    a, b = _machine(tmp_path, "laptop"), _machine(tmp_path, "desktop")
+    a, b = mail_machine(tmp_path, "laptop"), mail_machine(tmp_path, "desktop")
     a.ensure_project(PROJECT)
     for name in ("BlueLake", "GreenCastle", "RedStone"):
         a.register_agent(PROJECT, "test", "model", name=name)
