@@ -206,18 +206,6 @@ def failure_of(exc: sqlite3.DatabaseError) -> Exception:
     return MetaCorrupt(str(exc))
 
 
-def _number_post(db: sqlite3.Connection, channel: str, post_id: str, step: int) -> None:
-    """Move every post of ``channel`` after ``post_id`` by ``step`` places, as one arrives (+1) or leaves (-1) there.
-
-    A channel's posts are numbered 1, 2, 3... in the order of their IDs
-    (time-ordered, minted by the writer's clock), so every machine holding
-    the same posts gives each the same number. A post that arrives by sync
-    with an ID older than posts already here takes its place among them and
-    the later ones move up by one; nothing else ever renumbers a post.
-    """
-    db.execute("UPDATE posts SET position = position + ? WHERE channel = ? AND id > ?", (step, channel, post_id))
-
-
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -503,20 +491,21 @@ class Meta:
 
     @staticmethod
     def _put_channel_record(db: sqlite3.Connection, record: Channel | ChannelPost) -> None:
-        """A channel's definition, or a post with its place in the channel (see :func:`_number_post`)."""
+        """A channel's definition, or a post numbered after every post this machine has of the channel.
+
+        A channel's posts are numbered 1, 2, 3... in the order this machine
+        takes them in (as an inbox's are), and a number never changes: a
+        post that arrives late by sync, older than posts already here, is
+        numbered after them, so a reader whose cursor is past them still
+        reads it. A rebuilt index numbers them afresh, each once.
+        """
         if isinstance(record, Channel):
             db.execute("INSERT OR REPLACE INTO channels VALUES (?, ?)", (record.name, json.dumps(record.to_fields())))
             return
         if db.execute("SELECT 1 FROM posts WHERE channel = ? AND id = ?", (record.channel, record.id)).fetchone():
             return  # a post never changes
-        last = db.execute("SELECT id, position FROM posts WHERE channel = ? ORDER BY id DESC LIMIT 1",
-                          (record.channel,)).fetchone()
-        if last is None or last[0] < record.id:  # the usual case: the newest post, numbered after the last
-            position = (last[1] if last else 0) + 1
-        else:  # an older post arriving late (by sync): it takes its place and the later ones move up
-            _number_post(db, record.channel, record.id, +1)
-            position = db.execute("SELECT count(*) FROM posts WHERE channel = ? AND id < ?",
-                                  (record.channel, record.id)).fetchone()[0] + 1
+        last = db.execute("SELECT max(position) FROM posts WHERE channel = ?", (record.channel,)).fetchone()[0]
+        position = (last or 0) + 1
         db.execute("INSERT INTO posts VALUES (?, ?, ?, ?, ?)",
                    (record.channel, record.id, position, record.sender, record.created_ts))
 
@@ -552,8 +541,8 @@ class Meta:
             db.execute("DELETE FROM reservations WHERE id = ?", (name,))
         elif role == "channel":
             db.execute("DELETE FROM channels WHERE name = ?", (parts[1],))
-        elif role == "post" and db.execute("DELETE FROM posts WHERE channel = ? AND id = ?", (parts[1], name)).rowcount:
-            _number_post(db, parts[1], name, -1)
+        elif role == "post":  # a purge: the numbers of the rest stay
+            db.execute("DELETE FROM posts WHERE channel = ? AND id = ?", (parts[1], name))
 
     # -- the search queue -----------------------------------------------------
     def pending(self, limit: int | None = None) -> list[tuple[int, str]]:

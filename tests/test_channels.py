@@ -106,18 +106,22 @@ def test_a_cursor_beyond_the_channel_is_refused(store, mail):
     assert info.value.data == {"after": 2, "high_watermark": 1, "channel": "deploys"}
 
 
-def test_a_late_older_post_takes_its_place_and_a_rebuilt_index_numbers_alike(store, mail):
+def test_a_late_older_post_is_numbered_after_the_cursor_and_no_number_moves(store, mail):
+    """A post written offline before the others arrives last: a reader past them still reads it."""
     mail.create_channel(PROJECT, "BlueLake", "deploys")
     early = ChannelPost(id=store.clock.new_id(), channel="deploys", sender="GreenCastle",
                         created_ts=store.clock.now_ts(), body="written offline first")
     later = [mail.post_channel(PROJECT, "BlueLake", "deploys", f"post {i}")["id"] for i in range(3)]
-    assert [p["seq"] for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]] == [1, 2, 3]
+    read = mail.read_channel(PROJECT, "BlueLake", "deploys")
+    assert [p["seq"] for p in read["posts"]] == [1, 2, 3]
     store.archive(PROJECT).transact(lambda snap: Change("arrives late", author="GreenCastle").put_record(early))
+    after = mail.read_channel(PROJECT, "BlueLake", "deploys", after=3)["posts"]
+    assert [(p["seq"], p["id"]) for p in after] == [(4, early.id)]  # the cursor at 3 skips nothing
     numbered = [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]]
-    assert numbered == list(enumerate([early.id, *later], 1))  # by ID: the late post first, the rest moved up
-    indexer_for(store).project(PROJECT).reindex()
+    assert numbered == list(enumerate([*later, early.id], 1))  # the numbers given before stay
+    indexer_for(store).project(PROJECT).reindex()  # a rebuild numbers every post afresh, each once
     again = [(p["seq"], p["id"]) for p in mail.read_channel(PROJECT, "BlueLake", "deploys")["posts"]]
-    assert again == numbered
+    assert [seq for seq, _ in again] == [1, 2, 3, 4] and sorted(post for _, post in again) == sorted([early.id, *later])
 
 
 def test_posts_of_an_archive_at_layout_1_move_with_migrate_and_keep_their_numbers(store):

@@ -7,8 +7,9 @@ subscribed, and reading changes nothing. A channel is a definition
 filed by day like messages (``channels/<name>/posts/YYYY/MM/DD/...``).
 
 Reads go by the channel's *sequence*: its posts numbered 1, 2, 3... in the
-order of their IDs, which every machine holding the same posts computes alike
-(see :mod:`gitmail.index`). A reader keeps the last number it processed
+order this machine took them in, as an inbox's are (see :mod:`gitmail.index`):
+a number never moves, so a post that arrives late by sync is numbered after
+the cursor of whoever read past the others, and nothing is skipped. A reader keeps the last number it processed
 (``next_after``) and asks for what follows; :func:`catch_up` hands out the
 newest few and a cursor that skips the rest.
 

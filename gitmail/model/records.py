@@ -502,9 +502,9 @@ class Channel(Record):
 class ChannelPost(Record):
     """One post in a channel: immutable once written, in its author's name, filed by its ID's day.
 
-    Its place in the channel (its sequence number) is not stored: every
-    machine numbers a channel's posts 1, 2, 3... in the order of their IDs
-    (see :mod:`gitmail.index`).
+    Its place in the channel (its sequence number) is not stored: each
+    machine numbers a channel's posts 1, 2, 3... in the order it takes them
+    in, and never moves a number (see :mod:`gitmail.index`).
     """
 
     KIND: ClassVar[str] = "post"
