@@ -278,11 +278,20 @@ def test_a_failed_build_leaves_the_live_index_and_the_next_one_completes(store, 
 
 
 def _children() -> list[int]:
+    """This process's bulk-build workers (not its other children, such as multiprocessing's resource tracker)."""
     found = []
     for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
         with open(path, encoding="ascii") as handle:
             found += [int(pid) for pid in handle.read().split()]
-    return found
+    return [pid for pid in found if _is_bulk_worker(pid)]
+
+
+def _is_bulk_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"worker_main" in handle.read()
+    except FileNotFoundError:
+        return False
 
 
 def test_reads_answer_and_progress_shows_while_a_rebuild_runs(store, small_parts):
