@@ -607,8 +607,8 @@ class _Profiles:
 
     def __init__(self, repo: pygit2.Repository):
         self.repo = repo
-        self._names: dict[pygit2.Oid | None, dict[str, str]] = {}  # by the agents folder's id
-        self._bound: dict[tuple[pygit2.Oid | None, str], tuple[str, str] | None] = {}
+        self._names: dict[pygit2.Oid, dict[str, str]] = {}
+        self._bound: dict[tuple[pygit2.Oid, str], tuple[str, str] | None] = {}
         self._layouts: dict[pygit2.Oid | None, int] = {}
         self._parsed: dict[pygit2.Oid, tuple[str, str] | None] = {}  # by profile blob
         self.listed: dict[bytes, Changes] = {}  # each commit's changes as git listed them, by raw commit id
@@ -628,7 +628,7 @@ class _Profiles:
         the folders whose ids differ are read.
         """
         if before is not None and self.layout(before) == self.layout(after) == LAYOUT:
-            return dict(listed) if listed is not None else _walk(self.repo, before, after, "", {})
+            return listed if listed is not None else _walk(self.repo, before, after, "", {})
         return changed_records(before, after, named_at=LAYOUT)
 
     def bound(self, agent: str, before: pygit2.Tree | None, after: pygit2.Tree) -> tuple[str, str] | None:
@@ -636,23 +636,16 @@ class _Profiles:
         for tree in (before, after):
             if tree is None:
                 continue
-            key = (self._agents_id(tree), agent.lower())  # the same for every commit that leaves agents/ alone
+            key = (tree.id, agent.lower())
             if key not in self._bound:
                 self._bound[key] = self._lookup(tree, agent)
             if self._bound[key] is not None:
                 return self._bound[key]
         return None
 
-    def _agents_id(self, tree: pygit2.Tree) -> pygit2.Oid | None:
-        try:
-            return tree[AGENTS].id
-        except KeyError:
-            return None
-
     def _lookup(self, tree: pygit2.Tree, agent: str) -> tuple[str, str] | None:
         exact = blob_in(tree, profile_path(agent))
-        folder = self._agents_id(tree)
-        names = self._names.get(folder) if exact is None else {agent.lower(): agent}
+        names = self._names.get(tree.id) if exact is None else {agent.lower(): agent}
         if names is None:
             try:
                 entries = tree[AGENTS]
@@ -660,7 +653,7 @@ class _Profiles:
                 entries = None
             names = ({entry.name.lower(): entry.name for entry in entries if entry.name}
                      if isinstance(entries, pygit2.Tree) else {})
-            self._names[folder] = names
+            self._names[tree.id] = names
         name = names.get(agent.lower())
         profile = blob_in(tree, profile_path(name)) if name is not None else None
         if profile is None:
