@@ -33,7 +33,7 @@ from gitmail.model.records import (
     classify,
     layout_moves,
 )
-from gitmail.storage.boundary import is_partial
+from gitmail.storage.boundary import is_partial, read_pin, shallow_commits, window_entries
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.treeedit import read_tree
@@ -234,8 +234,8 @@ def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     """Every record at ``commit``, as if all were just added: what ``diff(repo, None, commit)`` gives.
 
     In an archive that joined with a window (:mod:`gitmail.storage.boundary`)
-    the records whose files were not fetched are left out; a reindex after
-    ``gitmail deepen`` takes them in.
+    only the window is listed (see :func:`_window_listing`); a reindex after
+    ``gitmail deepen`` takes in the rest.
 
     A full listing visits every tree of the archive (an archive of 10k
     messages has over 100k, a day folder per agent and box); decoding them
@@ -246,17 +246,33 @@ def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:
     """
     if commit is None:
         return []
+    if is_partial(repo):
+        return _window_listing(repo, commit)
     proc = subprocess.run(["git", "--git-dir", repo.path, "ls-tree", "-r", "-z", "--full-tree", commit],
                           capture_output=True, check=False)
     if proc.returncode != 0:  # not a commit git can read here (libgit2 says why)
         return diff(repo, None, commit)
     entries = (entry.partition(b"\t") for entry in proc.stdout.split(b"\0") if entry)
-    found = _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
-                     for head, _, raw in entries)
-    if is_partial(repo):  # an archive that joined with a window: what it has not fetched is not listed yet
-        odb = repo.odb  # looked up once: a handle's odb is a new object each time it is asked for
-        found = [change for change in found if change.blob is None or pygit2.Oid(hex=change.blob) in odb]
-    return found
+    return _records((raw.decode("utf-8", "surrogateescape"), head.rsplit(b" ", 1)[1].decode())
+                    for head, _, raw in entries)
+
+
+def _window_listing(repo: pygit2.Repository, commit: str) -> list[RecordChange]:
+    """:func:`listing` in an archive that joined with a window: the window's records and those its history changed.
+
+    Only the window's folders are walked (older days only where they differ
+    from the boundary the history starts from), so listing costs what the
+    window holds, not what the archive ever held; a record whose file was
+    not fetched is left out.
+    """
+    pin = read_pin(repo.path)
+    first = None if pin is None or pin.since == "all" else pin.since
+    boundaries = [repo[hexsha].peel(pygit2.Tree) for hexsha in sorted(shallow_commits(repo.path))
+                  if pygit2.Oid(hex=hexsha) in repo]
+    tree = repo[commit].peel(pygit2.Tree)
+    found = _records((path, str(oid)) for path, oid in window_entries(repo, tree, first, boundaries))
+    odb = repo.odb  # looked up once: a handle's odb is a new object each time it is asked for
+    return [change for change in found if change.blob is None or pygit2.Oid(hex=change.blob) in odb]
 
 
 def is_ancestor(repo: pygit2.Repository, old: str, new: str) -> bool:

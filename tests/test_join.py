@@ -22,6 +22,7 @@ import pytest
 
 from gitmail import Store
 from gitmail.index import indexer_for, search_messages
+from gitmail.index.changes import diff, listing
 from gitmail.model.errors import GitmailError
 from gitmail.storage.boundary import present, read_pin, shallow_commits
 from gitmail.storage.fsck import check_archive
@@ -245,3 +246,30 @@ def test_the_commands_join_deepen_and_refuse_bad_input_leaving_nothing_behind(wo
     nothing = run("deepen", slug)
     assert nothing.returncode == 2 and "INVALID_ARGUMENT" in nothing.stderr
     assert run("fsck", slug).returncode == 0
+
+
+def test_a_window_join_holds_what_may_be_in_force_and_lists_only_what_it_fetched(tmp_path):
+    """A reservation from before the window is still in force on the new machine, and one released in it is not.
+
+    The index's listing of a window walks only the window's folders (and the
+    older days the window's history changed); it must name exactly the
+    records whose files came, as a listing of the whole tree filtered by
+    what is present would.
+    """
+    hub, now, a = _start(tmp_path)
+    _days(a, now, range(2))
+    kept, released = a.reserve("Alice", "src/kept.py"), a.reserve("Alice", "src/released.py")
+    _days(a, now, range(2, 16))
+    a.release("Alice", released)  # day 15, inside the window: a change to a record filed on day 1
+    _days(a, now, range(16, 20))
+    now[0] = START + 20 * DAY + 3600
+    j, _ = _join((tmp_path, hub, now, a))
+    repo, tip = j.archive.repo, j.archive.tip()
+    index = indexer_for(j.store).project(PROJECT)
+    active = index.active_reservations(j.archive.snapshot(), dt.datetime.fromtimestamp(now[0], dt.UTC))
+    assert [r.id for r in active] == [kept]
+    listed = listing(repo, tip)
+    assert listed == [change for change in diff(repo, None, tip) if change.blob is None or present(repo, change.blob)]
+    paths = [change.path for change in listed]
+    assert sum(path.startswith("reservations/") for path in paths) == 2
+    assert sum(path.startswith("messages/") for path in paths) == 6  # days 14-19 of the twenty

@@ -21,13 +21,19 @@ tells them apart, and only costs a look-up when the archive is partial.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pygit2
 
 from gitmail.model import codec
+from gitmail.model.records import holds_day_folders, is_day_folder
 
 PIN_FILE = os.path.join("gitmail", "boundary.yaml")
+# Dated folders a window holds whole: a record filed on any day may still be in force (a reservation renewed
+# ever since, an escalation or a held message still waiting, the journal entry a seat hands on).
+_IN_FORCE = re.compile(r"^(?:reservations|escalations|agents/[^/]+/(?:held|journal))$")
 SHALLOW_FILE = "shallow"
 
 
@@ -96,3 +102,58 @@ def present(repo: pygit2.Repository, blob: str) -> bool:
     """Whether the file ``blob`` names is on this machine."""
     return pygit2.Oid(hex=blob) in repo.odb
 
+
+
+def window_entries(repo: pygit2.Repository, tree: pygit2.Tree, first: str | None,
+                   boundaries: Sequence[pygit2.Tree] | None = None) -> Iterator[tuple[str, pygit2.Oid]]:
+    """The files of ``tree`` a window from day ``first`` (``YYYY-MM-DD``; None: every day) holds, as (path, id).
+
+    Undated folders are listed whole, and so are the dated folders whose
+    records may be in force whatever their day (reservations, escalations,
+    held messages, journals); other folders that keep day folders only
+    from ``first`` on. Without ``boundaries`` the days before the window are
+    left out; with them (the trees the window's history starts from), a
+    year, month or day before the window is entered only where it differs
+    from that folder in each of them: there, the records the window's own
+    commits changed. So the cost follows the window and the number of day
+    folders, not the number of records the archive ever held.
+    """
+    yield from _window(repo, tree, first, boundaries, "", None)
+
+
+def _window(repo: pygit2.Repository, tree: pygit2.Tree, first: str | None, boundaries: Sequence[pygit2.Tree] | None,
+            prefix: str, day: str | None) -> Iterator[tuple[str, pygit2.Oid]]:
+    """:func:`window_entries` below ``prefix``; ``day`` is the date the folders above named, below a dated folder."""
+    for entry in tree:
+        name = entry.name or ""
+        if entry.type_str == "blob":
+            yield prefix + name, entry.id
+            continue
+        if entry.type_str != "tree":
+            continue
+        path, when = prefix + name, None
+        if day is not None:  # below a folder that keeps day folders: a year, a month, a day, then its fan-out
+            when = day if len(day) == 10 else (f"{day}-{name}" if day else name)
+            if first is not None and when < first[:len(when)]:
+                if boundaries is not None:
+                    yield from _changed(repo, entry, path, boundaries)
+                continue
+        elif holds_day_folders(path) and is_day_folder(f"{path}/2000/01/01") and not _IN_FORCE.match(path):
+            when = ""
+        yield from _window(repo, repo[entry.id].peel(pygit2.Tree), first, boundaries, path + "/", when)
+
+
+def _changed(repo: pygit2.Repository, entry: pygit2.Object, path: str,
+             boundaries: Sequence[pygit2.Tree]) -> Iterator[tuple[str, pygit2.Oid]]:
+    """The files at or below ``entry`` (at ``path``) that differ from the same path in each of ``boundaries``."""
+    for boundary in boundaries:
+        try:
+            if boundary[path].id == entry.id:
+                return
+        except KeyError:
+            continue
+    if entry.type_str == "blob":
+        yield path, entry.id
+    elif entry.type_str == "tree":
+        for inner in repo[entry.id].peel(pygit2.Tree):
+            yield from _changed(repo, inner, f"{path}/{inner.name}", boundaries)

@@ -48,9 +48,16 @@ import pygit2
 
 from gitmail.index import indexer_for
 from gitmail.model.errors import ALREADY_EXISTS, SYNC_FAILED, GitmailError, invalid
-from gitmail.model.records import PROJECT_PATH, Project, holds_day_folders, is_day_folder
+from gitmail.model.records import PROJECT_PATH, Project
 from gitmail.model.results import Result, result
-from gitmail.storage.boundary import BoundaryPin, is_partial, read_pin, shallow_commits, write_pin
+from gitmail.storage.boundary import (
+    BoundaryPin,
+    is_partial,
+    read_pin,
+    shallow_commits,
+    window_entries,
+    write_pin,
+)
 from gitmail.storage.checkout import protect_archive
 from gitmail.storage.engine import Archive
 from gitmail.storage.hookfiles import install_archive_hooks
@@ -128,31 +135,9 @@ def _shallow_fetch(git_dir: str, remote: str, first: str | None) -> tuple[str, b
     return how, "filtering not recognized" not in proc.stderr
 
 
-def window_files(repo: pygit2.Repository, tree: pygit2.Tree, first: str | None, prefix: str = "",
-                 day: str | None = None) -> set[str]:
-    """The files of ``tree`` a window from day ``first`` on holds: undated folders whole, dated ones from ``first``.
-
-    ``day`` is the part of a date the folders above named (``2026``,
-    ``2026-11``) while walking below a folder that keeps day folders.
-    """
-    out: set[str] = set()
-    for entry in tree:
-        if entry.type_str == "blob":
-            out.add(str(entry.id))
-        if entry.type_str != "tree":
-            continue
-        name = entry.name or ""
-        path = f"{prefix}{name}"
-        when: str | None = None
-        if day is not None:  # below a folder that keeps day folders: a year, a month, a day, then its fan-out
-            held = day if len(day) == 10 else (f"{day}-{name}" if day else name)
-            if first is not None and held < first[:len(held)]:
-                continue
-            when = held
-        elif holds_day_folders(path) and is_day_folder(f"{path}/2000/01/01"):
-            when = ""
-        out |= window_files(repo, repo[entry.id].peel(pygit2.Tree), first, path + "/", when)
-    return out
+def window_files(repo: pygit2.Repository, tree: pygit2.Tree, first: str | None) -> set[str]:
+    """The ids of the files of ``tree`` a window from day ``first`` on holds (undated folders whole)."""
+    return {str(oid) for _, oid in window_entries(repo, tree, first)}
 
 
 def clone(store: Store, url: str, *, since: str = "7d", remote: str = "hub", progress: Progress | None = None,
