@@ -163,8 +163,8 @@ class _Mover:
         return result
 
 
-def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *,
-                    named_at: int | None = None) -> dict[str, pygit2.Oid | None]:
+def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
+                    git_dir: str | None = None) -> dict[str, pygit2.Oid | None]:
     """Records that differ from tree ``base`` to tree ``new``: path -> blob in ``new`` (None: gone).
 
     Each path is where the record sits at layout ``named_at`` (default:
@@ -173,15 +173,16 @@ def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *,
     with the same content is no change, and one that moved and changed is a
     change at its new path. A file that sits against its tree's layout (a
     layout-1 path in a layout-2 tree) is listed at its own path, for the
-    record checker to refuse.
+    record checker to refuse. ``git_dir``: let git compare the trees (see
+    :func:`~.snapshot.tree_delta`).
     """
-    return {path: blob for path, (blob, _) in record_delta(base, new, named_at=named_at).items()}
+    return {path: blob for path, (blob, _) in record_delta(base, new, named_at=named_at, git_dir=git_dir).items()}
 
 
-def record_delta(base: pygit2.Tree | None, new: pygit2.Tree | None, *,
-                 named_at: int | None = None) -> dict[str, tuple[pygit2.Oid | None, int]]:
+def record_delta(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
+                 git_dir: str | None = None) -> dict[str, tuple[pygit2.Oid | None, int]]:
     """As :func:`changed_records`, with each entry's git file mode (see :func:`~.snapshot.tree_delta`)."""
-    raw = tree_delta(base, new)
+    raw = tree_delta(base, new, git_dir=git_dir)
     before, after = tree_layout(base), tree_layout(new)
     at = after if named_at is None else named_at
     if before == after == at:

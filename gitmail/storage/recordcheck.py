@@ -487,7 +487,7 @@ class Checker:
         only in case from one there either); ``before`` names the base in
         the advice given.
         """
-        delta = record_delta(base, new)
+        delta = record_delta(base, new, git_dir=self.repo.path)  # a door takes in whole ranges: git compares
         changes = {path: blob for path, (blob, _) in delta.items()}
         repairs = self._repairs(changes, new_commit)
         removed_agents = {match.group(1) for path, blob in changes.items()

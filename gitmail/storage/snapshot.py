@@ -28,6 +28,8 @@ from gitmail.model.errors import LAYOUT_UNSUPPORTED, GitmailError
 from gitmail.model.ids import is_id
 from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, path_layout, placed
 
+from .rawdiff import NO_ID, diff_trees
+
 R = TypeVar("R", bound=Record)
 
 _PARSED_MAX = 4096
@@ -71,14 +73,24 @@ def tree_changes(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, 
     return {path: oid for path, (oid, _) in tree_delta(old, new).items()}
 
 
-def tree_delta(old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, tuple[pygit2.Oid | None, int]]:
+def tree_delta(old: pygit2.Tree | None, new: pygit2.Tree | None, *,
+               git_dir: str | None = None) -> dict[str, tuple[pygit2.Oid | None, int]]:
     """As :func:`tree_changes`, with each entry's git file mode: path -> (new id or None, mode).
 
     The mode is the new entry's, or for a deleted one the mode it had (a
     gitlink's id names a commit, not a blob). Read from the diff itself:
     looking each path up in a tree again would decode every folder on the
-    way, once per file.
+    way, once per file. With ``git_dir`` (the repository both trees are in)
+    git compares them (:mod:`.rawdiff`): a few milliseconds more to start,
+    several times faster over many changes, so the doors that take in whole
+    ranges (a sync's checks and merges) ask for it.
     """
+    if git_dir is not None:
+        listed = diff_trees(git_dir, str(old.id) if old is not None else None,
+                            str(new.id) if new is not None else None)
+        if listed is not None:
+            return {change.path: ((None, change.old_mode) if change.new_id == NO_ID
+                                  else (pygit2.Oid(hex=change.new_id), change.new_mode)) for change in listed}
     if old is None:
         if new is None:
             return {}

@@ -434,8 +434,8 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     if tree_layout(ours_tree) < tree_layout(theirs_tree):
         raise ValueError(f"{ours[:12]} is at an older layout than {theirs[:12]}: migrate it before merging")
     was, now = tree_layout(base_tree), tree_layout(ours_tree)
-    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT)
-    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT)
+    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT, git_dir=repo.path)
+    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT, git_dir=repo.path)
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)

@@ -298,7 +298,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
             return
         if ours is None or repo.descendant_of(theirs, ours):
             start = ours if ours is not None else joined_from(archive, theirs)  # a window join: from its boundary
-            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs))
+            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs), git_dir=repo.path)
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -521,7 +521,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
                 time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
-        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours))
+        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), git_dir=repo.path)
         result.records_out, result.messages_out = _count(changes)
         result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
         return
@@ -588,7 +588,7 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     if after == before or after is None:
         return
     start = before if before is not None else joined_from(archive, after)  # a window join: from its boundary
-    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after))
+    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after), git_dir=repo.path)
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
     if not arrived:
