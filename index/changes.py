@@ -36,6 +36,7 @@ from gitmail.model.records import (
 from gitmail.storage.boundary import is_partial, read_pin, shallow_commits, window_entries
 from gitmail.storage.engine import Archive
 from gitmail.storage.objects import MODE_TREE, Tree
+from gitmail.storage.rawdiff import NO_ID, diff_trees
 from gitmail.storage.treeedit import read_tree
 
 ROLES = ("message", "inbox", "outbox", "receipt", "agent", "reservation", "channel", "post")
@@ -164,25 +165,12 @@ def diff(repo: pygit2.Repository, old: str | None, new: str | None, *,
 
 
 WALK_TREES = 256  # folders a diff decodes in Python before it asks git
-_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's tree of nothing, known to every repository
-
-
 def _wide_diff(repo: pygit2.Repository, old: bytes | None, new: bytes | None) -> list[RecordChange] | None:
     """What :func:`diff` says, from one ``git diff-tree -r`` (same folders skipped, same records kept)."""
-    sides = [oid.hex() if oid is not None else _EMPTY_TREE for oid in (old, new)]
-    proc = subprocess.run(["git", "--git-dir", repo.path, "diff-tree", "-r", "-z", "--no-renames", *sides],
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
+    listed = diff_trees(repo.path, old.hex() if old is not None else None, new.hex() if new is not None else None)
+    if listed is None:
         return None
-    fields = proc.stdout.split(b"\0")
-    return _records((raw.decode("utf-8", "surrogateescape"), _blob_after(head))
-                    for head, raw in zip(fields[0::2], fields[1::2], strict=False))
-
-
-def _blob_after(head: bytes) -> str | None:
-    """The new blob of a ``git diff-tree -r`` line's head (``:mode mode old new status``); None if deleted."""
-    after = head.split(b" ")[3].decode()
-    return after if after.strip("0") else None
+    return _records((change.path, None if change.new_id == NO_ID else change.new_id) for change in listed)
 
 
 def _records(files: Iterable[tuple[str, str | None]]) -> list[RecordChange]:

@@ -84,6 +84,7 @@ from gitmail.model.records import (
 from .layout import changed_records
 from .nodes import Keyring, keyring
 from .objects import split_signature
+from .rawdiff import NO_ID, read_raw
 from .recordcheck import Rejection
 from .snapshot import Snapshot, blob_in, tree_layout
 
@@ -545,7 +546,6 @@ def _parse(repo: pygit2.Repository, path: str, blob: pygit2.Oid) -> Record | Non
 
 
 Changes = dict[str, pygit2.Oid | None]  # files that differ between two trees, by path (None: gone)
-_NO_ID = "0" * 40
 
 
 def listed_changes(repo: pygit2.Repository, tip: str, hide: list[str]) -> dict[bytes, Changes]:
@@ -562,19 +562,11 @@ def listed_changes(repo: pygit2.Repository, tip: str, hide: list[str]) -> dict[b
         return {}
     out: dict[bytes, Changes] = {}
     current: Changes = {}
-    fields = listed.stdout.split(b"\0")
-    at = 0
-    while at < len(fields):
-        field = fields[at].lstrip(b"\n")
-        if field.startswith(b":"):  # ":<old mode> <new mode> <old id> <new id> <status>", then the path
-            new_id = field.split(b" ")[3].decode()
-            current[fields[at + 1].decode("utf-8", "surrogateescape")] = (
-                None if new_id == _NO_ID else pygit2.Oid(hex=new_id))
-            at += 2
-            continue
-        if field:  # a commit id: the changes that follow are its
-            current = out.setdefault(bytes.fromhex(field.decode()), {})
-        at += 1
+    for item in read_raw(listed.stdout):
+        if isinstance(item, str):  # a commit id: the changes that follow are its
+            current = out.setdefault(bytes.fromhex(item), {})
+        else:
+            current[item.path] = None if item.new_id == NO_ID else pygit2.Oid(hex=item.new_id)
     return out
 
 

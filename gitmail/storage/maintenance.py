@@ -33,6 +33,7 @@ from . import leftovers
 from .background import Debounced
 from .handles import open_repository
 from .objects import fsync_dir
+from .rawdiff import read_raw
 
 PACK_LIMIT = 32  # consolidate once this many packs have accumulated
 _FALLBACK_COMMITS = 2000  # recent commits whose objects are named when no earlier consolidation is on record
@@ -118,11 +119,9 @@ def _names(git_dir: str, tip: str, since: str | None) -> dict[str, str]:
     if listed.returncode != 0:
         return _names(git_dir, tip, None) if since else {}
     names: dict[str, str] = {}
-    fields = listed.stdout.split(b"\0")
-    for at, field in enumerate(fields[:-1]):
-        # "-z --raw" gives ":<modes> <old id> <new id> <status>" then the path, as separate fields.
-        if field.startswith(b":") and field.count(b" ") == 4:
-            names.setdefault(field.split(b" ")[3].decode(), fields[at + 1].decode("utf-8", "replace"))
+    for item in read_raw(listed.stdout):
+        if not isinstance(item, str):
+            names.setdefault(item.new_id, item.path)
     return names
 
 
