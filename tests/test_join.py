@@ -23,6 +23,7 @@ import pytest
 from gitmail import Store
 from gitmail.index import indexer_for, search_messages
 from gitmail.index.changes import diff, listing
+from gitmail.mail.facade import Mail
 from gitmail.model.errors import GitmailError
 from gitmail.storage.boundary import present, read_pin, shallow_commits
 from gitmail.storage.fsck import check_archive
@@ -273,3 +274,18 @@ def test_a_window_join_holds_what_may_be_in_force_and_lists_only_what_it_fetched
     paths = [change.path for change in listed]
     assert sum(path.startswith("reservations/") for path in paths) == 2
     assert sum(path.startswith("messages/") for path in paths) == 6  # days 14-19 of the twenty
+
+
+def test_a_message_older_than_the_window_asks_for_deepen_and_reads_after_it(world):
+    _, _, _, a = world
+    old = next(row["id"] for row in indexer_for(a.store).project(PROJECT).inbox("Bob", limit=100)
+               if row["subject"] == "news of day 03")
+    j, slug = _join(world)
+    tip = j.archive.tip()
+    with pytest.raises(GitmailError) as refused:
+        Mail(j.store).get_message(PROJECT, old)
+    assert refused.value.code == "NOT_FETCHED" and refused.value.data["since"] == FIRST
+    assert "gitmail deepen PROJECT --since DAY" in refused.value.message
+    assert j.archive.tip() == tip
+    deepen(j.store, slug, since="all")
+    assert Mail(j.store).get_message(PROJECT, old).message.subject == "news of day 03"

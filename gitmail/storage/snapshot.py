@@ -24,10 +24,11 @@ from typing import TypeVar, cast
 
 import pygit2
 
-from gitmail.model.errors import LAYOUT_UNSUPPORTED, GitmailError
+from gitmail.model.errors import LAYOUT_UNSUPPORTED, NOT_FETCHED, GitmailError
 from gitmail.model.ids import is_id
 from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, path_layout, placed
 
+from .boundary import read_pin
 from .rawdiff import NO_ID, diff_trees
 
 R = TypeVar("R", bound=Record)
@@ -185,13 +186,24 @@ class Snapshot:
         obj = self._entry(path)
         return obj if isinstance(obj, pygit2.Blob) else None
 
+    def _data(self, obj: pygit2.Blob, path: str) -> bytes:
+        """The bytes of ``obj``; ``NOT_FETCHED`` when this machine joined with a window that left them on the hub."""
+        try:
+            return obj.data
+        except KeyError:  # pygit2's NotFoundError: named by the tree, never fetched here
+            pin = read_pin(self.repo.path)
+            since = pin.since if pin is not None else "?"
+            raise GitmailError(NOT_FETCHED, f"{path} is older than the history this machine joined with (from "
+                               f"{since}); `gitmail deepen PROJECT --since DAY` (or `--since all`) fetches it from "
+                               "the hub", {"path": path, "since": since}) from None
+
     def read(self, path: str) -> bytes | None:
         """The bytes of the file at ``path``, or None if there is none."""
         path = self._at(path)
         if path in self._pending:
             return self._pending[path]
         obj = self._blob(path)
-        return None if obj is None else obj.data
+        return None if obj is None else self._data(obj, path)
 
     def read_regular(self, path: str) -> bytes | None:
         """The bytes of the plain file at ``path``: None for a symlink, a submodule, a folder or nothing."""
@@ -201,7 +213,7 @@ class Snapshot:
         obj = self._blob(path)
         if obj is None or obj.filemode not in (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE):
             return None
-        return obj.data
+        return self._data(obj, path)
 
     def blob_id(self, path: str) -> str | None:
         """The blob id at ``path`` in the committed tree (pending edits excluded)."""
@@ -237,7 +249,7 @@ class Snapshot:
         key = (record_type, path, obj.id.raw)
         record = _parsed.get(key)
         if record is None:
-            record = record_type.from_bytes(obj.data, path)
+            record = record_type.from_bytes(self._data(obj, path), path)
             if len(_parsed) >= _PARSED_MAX:
                 _parsed.clear()
             _parsed[key] = record
