@@ -368,7 +368,7 @@ def _join_steps(store: Store, url: str, since: str) -> dict[str, Any]:
     documents = index.meta.message_count()
     size = subprocess.run(["du", "-sk", store.archive(PROJECT).git_dir], capture_output=True, text=True, check=True)
     return {**{key: round(value, 2) for key, value in steps.items()}, "commits": joined.commits,
-            "files_fetched": joined.files_fetched, "files_left": joined.files_left, "documents": documents,
+            "files_fetched": joined.files_fetched, "documents": documents,
             "search_docs_per_s": round(documents / max(time.perf_counter() - searched, 1e-9)),
             "cpu_s": round(cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1], 2),
             "archive_mib": round(int(size.stdout.split()[0]) / 1024, 1)}

@@ -162,9 +162,9 @@ def clone_cmd(ctx: Context, url: str, since: str, remote_name: str, quiet: bool)
     if joined.boundary:
         lines.append(f"  pinned hub {url}: history below {', '.join(c[:12] for c in joined.boundary)} is trusted "
                      "as that hub's")
-    if joined.files_left:
-        lines.append(f"  {joined.files_left} older file(s) not fetched; `gitmail deepen {joined.project} --since "
-                     "all` fetches them")
+    if joined.partial:
+        lines.append(f"  {joined.files_fetched} file(s) of the window fetched, older ones left on the hub; "
+                     f"`gitmail deepen {joined.project} --since all` fetches them")
     if not joined.partial and joined.boundary:
         lines.append("  the hub does not serve filtered fetches (uploadpack.allowFilter): every record of the "
                      "boundary was fetched")

@@ -75,7 +75,11 @@ Counter = Callable[[int, int], None]  # (done, of): the index's progress
 
 @result
 class Joined(Result):
-    """A project joined from a hub: what was fetched, the boundary pinned, the sync that judged it, the index."""
+    """A project joined from a hub: what was fetched, the boundary pinned, the sync that judged it, the index.
+
+    What was left on the hub is not counted: counting it would walk every
+    folder the archive ever had, which is what a window join avoids.
+    """
 
     project: str
     remote: str
@@ -85,7 +89,6 @@ class Joined(Result):
     partial: bool  # whether the hub served the window's files alone (else every file of the boundary came)
     commits: int  # commits held after the join
     files_fetched: int  # window files fetched by id after the trees
-    files_left: int  # files the tip names that were not fetched (outside the window)
     sync: ProjectSync
     messages_indexed: int | None  # None when the index was left to catch up later
     seconds: float
@@ -172,16 +175,15 @@ def clone(store: Store, url: str, *, since: str = "7d", remote: str = "hub", pro
         indexed = indexer_for(store).project(slug).reindex(progress=search_progress, records_progress=records_progress)
     return Joined(project=slug, remote=remote, url=url, since=joined.since, boundary=joined.boundary,
                   partial=joined.partial, commits=_count(store.archive(slug)), files_fetched=joined.fetched,
-                  files_left=joined.left,
                   sync=sync.to_result(), messages_indexed=indexed, seconds=round(time.monotonic() - started, 3))
 
 
 class _Fetched:
-    """What the staging fetch brought: the project's key, the cut, the boundary, the files fetched and left."""
+    """What the staging fetch brought: the project's key, the cut, the boundary, the files fetched."""
 
-    def __init__(self, human_key: str, since: str, boundary: list[str], partial: bool, fetched: int, left: int):
+    def __init__(self, human_key: str, since: str, boundary: list[str], partial: bool, fetched: int):
         self.human_key, self.since, self.boundary = human_key, since, boundary
-        self.partial, self.fetched, self.left = partial, fetched, left
+        self.partial, self.fetched = partial, fetched
 
 
 def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | None) -> _Fetched:
@@ -204,7 +206,7 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
     boundary = sorted(shallow_commits(git_dir))
     if how == "tip":  # a quiet hub: the window is the day of its newest commit
         first = dt.datetime.fromtimestamp(repo[tip].peel(pygit2.Commit).commit_time, dt.UTC).date().isoformat()
-    fetched, left = 0, 0
+    fetched = 0
     if is_partial(repo):
         wanted: set[str] = set()
         for commit in tips:
@@ -212,14 +214,12 @@ def _fetch_into(store: Store, git_dir: str, url: str, remote: str, first: str | 
             wanted |= commit_files(repo, commit, boundary)
         fetched = fetch_files(git_dir, repo, remote, wanted)
         repo = pygit2.Repository(git_dir)
-        listed = git(git_dir, "ls-tree", "-r", "--full-tree", "--object-only", tip).stdout.split()
-        left = len(set(listed) - wanted)
     data = repo[tip].peel(pygit2.Tree)[PROJECT_PATH].peel(pygit2.Blob).data
     project = Project.from_bytes(data, PROJECT_PATH)
     if boundary:
         write_pin(git_dir, BoundaryPin(remote=remote, url=url, since=first or "all", pinned_at=store.clock.now_ts(),
                                        commits=boundary))
-    return _Fetched(project.human_key, first or "all", boundary, is_partial(repo), fetched, left)
+    return _Fetched(project.human_key, first or "all", boundary, is_partial(repo), fetched)
 
 
 def deepen(store: Store, project: str, *, since: str = "all", progress: Counter | None = None,
