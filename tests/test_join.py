@@ -30,6 +30,7 @@ from gitmail.storage.fsck import check_archive
 from gitmail.storage.verify import verify
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.join import clone, deepen
+from gitmail.sync.partial import commit_files, walked_files
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
@@ -189,6 +190,9 @@ def test_a_merge_across_the_boundary_converges_once(tmp_path):
         assert _subjects(a.store, "Bob").count(subject) == 1
         assert _subjects(j.store, "Bob").count(subject) == 1
     _clean(j)
+    # git's listing of what the commits since the boundary wrote, merges included, is libgit2's folder walk's.
+    repo, boundary = j.archive.repo, sorted(shallow_commits(j.archive.git_dir))
+    assert commit_files(repo, j.archive.tip(), boundary) == walked_files(repo, j.archive.tip(), boundary) != set()
 
 
 def test_deepen_brings_the_older_records_into_the_index_and_search(world):

@@ -26,11 +26,14 @@ of the repository), never one by one.
 
 from __future__ import annotations
 
+import subprocess
+
 import pygit2
 
 from gitmail.storage.boundary import is_partial, pinned_boundaries, read_pin, shallow_commits, write_pin
 from gitmail.storage.engine import Archive
 from gitmail.storage.layout import changed_records
+from gitmail.storage.rawdiff import NO_ID, read_raw
 from gitmail.storage.treeedit import changed_files
 
 from .remotes import git
@@ -95,10 +98,24 @@ def reach_bases(archive: Archive, remote: str, tips: list[str]) -> None:
 def commit_files(repo: pygit2.Repository, tip: str, hide: list[str]) -> set[str]:
     """Every file version that the commits of ``tip`` not reached from ``hide`` write or replace.
 
-    Each commit is compared with each parent folder by folder, skipping the
-    folders with the same id on both sides, so the cost follows what the
-    commit changed, not the size of the archive.
+    One ``git log --raw`` lists each commit's changes over each parent (a
+    commit without parents here, a boundary, over nothing), from the trees
+    alone: no file is read, so none is fetched by asking. Should git fail,
+    each commit is compared with each parent folder by folder, skipping the
+    folders with the same id on both sides.
     """
+    listed = subprocess.run(["git", "--git-dir", repo.path, "log", "--raw", "-z", "-r", "--root", "--no-renames",
+                             "--no-abbrev", "--diff-merges=separate", "--format=", tip,
+                             *[f"^{commit}" for commit in hide]], capture_output=True, check=False)
+    if listed.returncode == 0:
+        return {blob for change in read_raw(listed.stdout) if not isinstance(change, str)
+                for mode, blob in ((change.old_mode, change.old_id), (change.new_mode, change.new_id))
+                if mode in _FILE_MODES and blob != NO_ID}
+    return walked_files(repo, tip, hide)
+
+
+def walked_files(repo: pygit2.Repository, tip: str, hide: list[str]) -> set[str]:
+    """:func:`commit_files` read by libgit2, folder by folder (what git's listing must agree with)."""
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
     for hexsha in hide:
         walker.hide(pygit2.Oid(hex=hexsha))
