@@ -239,21 +239,20 @@ def test_a_reply_synced_from_another_machine_through_a_checked_hub_wakes_the_age
         add_remote(other, project, "hub", "file://" + hub)
         assert sync_project(other, project).exit_code == 0
         there = Mail(other)
-        assert there.whois(project, "BlueLake").profile.card.card_version == 1  # the card's version came across
+        assert there.agent_position(project, "BlueLake").me.card_version == 1  # the card's version came across
         card = there.set_card(project, "GreenCastle", wake_channel="sse")
         reply = there.reply_message(project, original, "GreenCastle", "done, from the other machine")
         assert sync_project(other, project).exit_code == 0
         assert run(sync())["exit_code"] == 0  # the reply arrives here by the sync
         (post,) = receiver.wait_for(1)
-        seen = Mail(Store(server.home, background=False)).whois(project, "GreenCastle")
+        seen = Mail(Store(server.home, background=False)).agent_position(project, "GreenCastle").me
     finally:
         server.stop()
         receiver.close()
     event = Webhook(_hook_secret(server.home)).verify(post.body, post.headers)
     assert event["kind"] == "reply" and event["by"] == "GreenCastle" and event["agent"] == "BlueLake"
     assert reply.message is not None and event["record_id"] == reply.message.id
-    assert card.card_version == 1 and seen.profile.card.card_version == 1
-    assert seen.profile.card.wake_channel == "sse"
+    assert card.card_version == 1 and seen.card_version == 1 and seen.wake_channel == "sse"
 
 
 def _hook_secret(home: str) -> str:

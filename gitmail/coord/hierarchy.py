@@ -341,8 +341,6 @@ class Card(Result):
     risk_tier: str
     environment: str
     capabilities: list[str]
-    wake_channel: str
-    card_version: int
     asleep: bool
     sleep_until: str | None
 
@@ -353,5 +351,4 @@ def card(agent: Agent) -> Card:
     return Card(parent=agent.parent, orphaned_from=orphan, scopes=[str(s) for s in scopes_of(agent)],
                 expires_at=agent.expires_at, lifecycle=agent.lifecycle, vendor=agent.vendor, purpose=agent.purpose,
                 risk_tier=agent.risk_tier, environment=agent.environment, capabilities=agent.capabilities,
-                wake_channel=agent.wake_channel, card_version=agent.card_version, asleep=agent.asleep,
-                sleep_until=agent.sleep_until if agent.asleep else None)
+                asleep=agent.asleep, sleep_until=agent.sleep_until if agent.asleep else None)

@@ -144,11 +144,13 @@ class SleepState(Result):
 
 @result
 class Placed(Result):
-    """An agent as its position in the hierarchy lists it."""
+    """An agent as its position in the hierarchy lists it, with its card's version and wake channel."""
 
     name: str
     status: str
     card: hierarchy.Card = field(metadata=FLATTEN)
+    card_version: int = 0
+    wake_channel: str = "brief"
 
 
 @result
@@ -492,7 +494,8 @@ def position(ctx: Context, project_key: str, agent: str) -> Position:
     me = require_agent(snap, agent)
 
     def brief(profile: Agent) -> Placed:
-        return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile))
+        return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile),
+                      card_version=profile.card_version, wake_channel=profile.wake_channel)
 
     above = hierarchy.ancestors(snap, me)
     siblings = [c for c in hierarchy.children(snap, above[0]) if c.id != me.id] if above else []
