@@ -137,3 +137,35 @@ def test_a_delivered_wake_up_is_remembered_across_a_restart(tmp_path):
     finally:
         receiver.close()
     assert len(receiver.posts) == 1
+
+
+def test_what_wakes_whom_between_two_commits(tmp_path):
+    from gitmail.mail.facade import SendOptions
+
+    mail = _mail(tmp_path)
+    for name in ("GreenCastle", "RedStone"):
+        mail.register_agent(PROJECT, "p", "m", name=name)
+    mail.set_contact_policy(PROJECT, "GreenCastle", "open")
+    mail.set_contact_policy(PROJECT, "RedStone", "contacts_only")
+    start = mail.tip(PROJECT)
+    sent = mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "plan", "body", SendOptions(ack_required=True))
+    original = sent.deliveries[0].payload.id
+    mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "fyi", "no ack asked")
+    reply = mail.reply_message(PROJECT, original, "GreenCastle", "agreed")
+    mail.reply_message(PROJECT, original, "BlueLake", "a reply to oneself wakes nobody")
+    mail.acknowledge_message(PROJECT, "GreenCastle", original)
+    mail.request_contact(PROJECT, "BlueLake", "RedStone", reason="to ask")
+    middle = mail.tip(PROJECT)
+    mail.respond_contact(PROJECT, "RedStone", "BlueLake", True)
+    end = mail.tip(PROJECT)
+    assert start and middle and end
+    events = mail.wake_events(PROJECT, start, middle) + mail.wake_events(PROJECT, middle, end)
+    assert reply.message is not None
+    found = sorted((e.kind, e.agent, e.record_id, e.by) for e in events)
+    assert found == [("ack", "BlueLake", original, "GreenCastle"),
+                     ("contact_approved", "BlueLake", "BlueLake->RedStone", "RedStone"),
+                     ("reply", "BlueLake", reply.message.id, "GreenCastle")]
+    assert len({e.id for e in events}) == 3
+    again = mail.wake_events(PROJECT, start, end)  # seen in one step instead of two: the same IDs
+    assert {e.id for e in again} == {e.id for e in events}
+    assert mail.wake_events(PROJECT, None, end) == []  # a first look only learns where the project stands
