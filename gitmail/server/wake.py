@@ -99,7 +99,10 @@ class Wakes:
         """Start delivering and watching the projects that have webhooks here."""
         self.deliverer.start()
         for slug in self.state.hooked_projects():
-            self.watch(slug)
+            try:
+                self.watch(slug)
+            except GitmailError as exc:  # the project was deleted here: its webhooks wait for nothing
+                _log.warning("not watching %s for wake-ups: %s", slug, exc.message)
         self._thread = threading.Thread(target=self._run, name="gitmail-wakes", daemon=True)
         self._thread.start()
         return self
@@ -166,7 +169,16 @@ class Wakes:
                 try:
                     self._hand_on(slug)
                 except Exception:  # noqa: BLE001 - one project's failure must not stop the others' wake-ups
-                    _log.exception("finding the wake-ups of %s failed", slug)
+                    _log.exception("finding the wake-ups of %s failed; it is no longer watched", slug)
+                    self._forget(slug)
+
+    def _forget(self, slug: str) -> None:
+        """Stop watching ``slug`` (a set_card or a stream there watches it again)."""
+        with self._moved:
+            self._tips.pop(slug, None)
+            watch = self._watches.pop(slug, None)
+        if watch is not None:
+            watch.close()
 
     def _hand_on(self, slug: str) -> None:
         since, tip = self._tips.get(slug), self.mail.tip(slug)
