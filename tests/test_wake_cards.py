@@ -122,13 +122,14 @@ def test_a_failing_receiver_gets_each_attempt_on_schedule_until_the_bound_then_i
     assert post.headers["webhook-signature"] == signature(secret, "evt_1", 1_700_000_000, post.body)
 
 
-def test_a_delivered_wake_up_is_remembered_across_a_restart(tmp_path):
+def test_a_wake_up_is_taken_once_by_the_servers_of_a_store_and_across_a_restart(tmp_path):
     receiver = Receiver()
     state = WakeState(str(tmp_path))
     deliverer = Deliverer(state, sleep=lambda seconds: None).start()
     try:
         hook = Hook("s", "BlueLake", receiver.url, new_secret())
         assert deliverer.submit(Delivery("evt_2", b"{}", hook))
+        assert WakeState(str(tmp_path)).claim("evt_2") is False  # a second server on the store leaves it alone
         receiver.wait_for(1)
         deliverer.stop()  # the workers end once the queue is done: the delivery was recorded before
         state.close()

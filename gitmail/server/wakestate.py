@@ -11,8 +11,9 @@ again) and which wake-ups were delivered.
 It remembers:
 
 - ``hooks``: per project and agent, the URL and secret ``set_card`` gave;
-- ``delivered``: the ID of each wake-up delivered, so a restart never
-  delivers one again (the newest :data:`DELIVERED_KEPT` are kept);
+- ``delivered``: the ID of each wake-up taken for delivery, so neither a
+  restart nor a second server on the same store delivers one again (the
+  newest :data:`DELIVERED_KEPT` are kept);
 - ``seen``: per project, the last commit whose wake-ups were handed on, so
   a restarted server wakes agents for what arrived while it was down.
 """
@@ -85,15 +86,24 @@ class WakeState:
             return [row[0] for row in self._db.execute("SELECT DISTINCT slug FROM hooks ORDER BY slug")]
 
     def delivered(self, event_id: str) -> bool:
+        """Whether the wake-up was taken for delivery already (see :meth:`claim`)."""
         with self._lock:
             return self._db.execute("SELECT 1 FROM delivered WHERE id = ?", (event_id,)).fetchone() is not None
 
-    def remember_delivered(self, event_id: str) -> None:
-        """Record a delivered wake-up, keeping only the newest :data:`DELIVERED_KEPT`."""
+    def claim(self, event_id: str) -> bool:
+        """Take a wake-up for delivery: True for the first claim of its ID, in this process or any other on the store.
+
+        Claimed before the first attempt, so two servers on one store never
+        both deliver it, and neither does a restart, even of a delivery that
+        was dropped (at most once). The newest :data:`DELIVERED_KEPT` IDs are kept.
+        """
         with self._lock:
             cursor = self._db.execute("INSERT OR IGNORE INTO delivered (id) VALUES (?)", (event_id,))
+            if cursor.rowcount != 1:
+                return False
             if cursor.lastrowid and cursor.lastrowid % 1000 == 0:
                 self._db.execute("DELETE FROM delivered WHERE n <= ?", (cursor.lastrowid - DELIVERED_KEPT,))
+            return True
 
     def seen(self, slug: str) -> str | None:
         with self._lock:

@@ -15,9 +15,10 @@ random bytes in base64; each POST carries ``webhook-id`` (the wake-up's ID),
 
 **Delivery** happens in worker threads, never in the request that caused
 it, from a bounded queue (:data:`~gitmail.model.limits.WAKE_QUEUE`; a
-wake-up past it is dropped and logged). A 2xx answer delivers it, and its ID
-is remembered in the local state, so it is never delivered again, not even
-after a restart. Anything else (another status, a refused connection, a
+wake-up past it is dropped and logged). Its ID is claimed in the local state
+before the first attempt, so it is delivered at most once: never again after
+a restart, nor by a second server on the same store. A 2xx answer
+delivers it. Anything else (another status, a refused connection, a
 timeout of :data:`~gitmail.model.limits.WAKE_TIMEOUT_S`) is retried after
 a pause that doubles from ``GITMAIL_WAKE_RETRY_S`` (default 1 s), up to
 :data:`~gitmail.model.limits.WAKE_ATTEMPTS` attempts in all; then it is
@@ -142,8 +143,6 @@ class Deliverer:
     sleep: Callable[[float], None] = time.sleep
     post: Post = http_post
     _queue: queue.Queue[Delivery | None] = field(default_factory=lambda: queue.Queue(WAKE_QUEUE))
-    _pending: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
 
     @staticmethod
@@ -173,16 +172,16 @@ class Deliverer:
         self._threads.clear()
 
     def submit(self, delivery: Delivery) -> bool:
-        """Queue one delivery; False when it was delivered already, is on its way, or the queue is full."""
-        with self._lock:
-            if delivery.event_id in self._pending or self.state.delivered(delivery.event_id):
-                return False
-            self._pending.add(delivery.event_id)
+        """Queue one delivery; False when it was taken already (here or by another server on the store) or the
+        queue is full."""
+        if self._queue.full():
+            _log.warning("wake-up %s dropped: %d deliveries already wait", delivery.event_id, WAKE_QUEUE)
+            return False
+        if not self.state.claim(delivery.event_id):
+            return False
         try:
             self._queue.put_nowait(delivery)
         except queue.Full:
-            with self._lock:
-                self._pending.discard(delivery.event_id)
             _log.warning("wake-up %s dropped: %d deliveries already wait", delivery.event_id, WAKE_QUEUE)
             return False
         return True
@@ -193,9 +192,6 @@ class Deliverer:
                 self.deliver(delivery)
             except Exception:  # noqa: BLE001 - one delivery's failure must not end the worker
                 _log.exception("delivering wake-up %s failed", delivery.event_id)
-            finally:
-                with self._lock:
-                    self._pending.discard(delivery.event_id)
 
     def deliver(self, delivery: Delivery) -> bool:
         """Attempt ``delivery`` until a 2xx answer or the last attempt; whether it was delivered."""
@@ -213,7 +209,6 @@ class Deliverer:
             else:
                 why = f"HTTP {status}"
             if 200 <= status < 300:
-                self.state.remember_delivered(delivery.event_id)
                 return True
             _log.info("wake-up %s to %s: attempt %d of %d failed (%s)", delivery.event_id, delivery.hook.agent,
                       attempt + 1, self.attempts, why)
