@@ -259,3 +259,48 @@ def _hook_secret(home: str) -> str:
     with sqlite3.connect(os.path.join(home, "wake", "state.sqlite")) as db:
         (secret,) = db.execute("SELECT secret FROM hooks").fetchone()
     return str(secret)
+
+
+def test_a_reconnecting_stream_gets_what_it_missed_and_streams_are_capped(tmp_path):
+    from gitmail.server.wake import Wakes
+
+    store = Store(str(tmp_path / "home"), background=False, durable=False)
+    wakes = Wakes.serving(store, Mail(store))
+    project = fresh_project()
+    with InProcessServer(store, wakes=wakes) as server:
+        async def setup():
+            async with server.client() as client:
+                blue, green = await pair(client, project)
+                await call(client, "set_card", project_key=project, agent_name="BlueLake", wake_channel="sse")
+                slug = (await call(client, "ensure_project", human_key=project))["slug"]
+                return {"BlueLake": blue["registration_token"], "GreenCastle": green["registration_token"]}, slug
+
+        async def exchange():
+            async with server.client() as client:
+                for name, token in tokens.items():  # this session proves both agents
+                    await call(client, "register_agent", project_key=project, program="p", model="m", name=name,
+                               registration_token=token)
+                return (await _thread_with_reply(client, project))[1]
+
+        tokens, slug = run(setup())
+        wakes.max_streams = 1
+        first = WakeStream(server.port, slug, "BlueLake", tokens["BlueLake"])
+        try:
+            assert first.opening() == ": listening"
+            over = WakeStream(server.port, slug, "BlueLake", tokens["BlueLake"])
+            assert over.response.status == 400 and b"TOO_MANY_SUBSCRIPTIONS" in over.response.read()
+            over.close()
+            wakes.max_streams = 8
+            run(exchange())
+            seen_id, seen = first.next_event()
+        finally:
+            first.close()
+        missed_reply = run(exchange())  # while no stream is open
+        again = WakeStream(server.port, slug, "BlueLake", tokens["BlueLake"], last_event_id=seen_id)
+        try:
+            assert again.opening() == ": listening"
+            _, missed = again.next_event()
+        finally:
+            again.close()
+    assert seen["kind"] == "reply"
+    assert missed["record_id"] == missed_reply and missed["id"] != seen_id

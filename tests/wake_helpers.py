@@ -70,9 +70,10 @@ class Receiver:
 class WakeStream:
     """An open ``GET /wake/<slug>/<agent>``: read its opening line, then its events one by one."""
 
-    def __init__(self, port: int, slug: str, agent: str, token: str):
+    def __init__(self, port: int, slug: str, agent: str, token: str, *, last_event_id: str | None = None):
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WATCHDOG)
-        self.connection.request("GET", f"/wake/{slug}/{agent}", headers={"x-agent-token": token})
+        headers = {"x-agent-token": token, **({"last-event-id": last_event_id} if last_event_id else {})}
+        self.connection.request("GET", f"/wake/{slug}/{agent}", headers=headers)
         self.response = self.connection.getresponse()
 
     def opening(self) -> str:

@@ -20,12 +20,15 @@ A stream is refused with ``WAKE_CHANNEL_MISMATCH`` unless the agent's card
 asks for ``sse``, and with ``TOO_MANY_SUBSCRIPTIONS`` past
 :data:`~gitmail.model.limits.WAKE_STREAMS_MAX` open streams. Each event is
 ``id: <wake-up ID>``, ``event: wake`` and the wake-up's JSON; a comment line
-opens the stream (so a host knows it is listening) and keeps it alive.
+opens the stream (so a host knows it is listening) and keeps it alive. A
+host that reconnects with ``Last-Event-ID`` first gets the wake-ups it
+missed meanwhile, of the last :data:`STREAM_BACKLOG` handed on for the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -84,6 +87,7 @@ class Wakes:
     _tips: dict[str, str | None] = field(default_factory=dict)
     _watches: dict[str, Any] = field(default_factory=dict)  # project: its FeedWatch (None while being made)
     _streams: dict[tuple[str, str], list[_Stream]] = field(default_factory=dict)
+    _recent: dict[tuple[str, str], collections.deque[WakeEvent]] = field(default_factory=dict)  # for reconnects
     _dirty: set[str] = field(default_factory=set)
     _moved: threading.Condition = field(default_factory=lambda: threading.Condition(threading.RLock()))
     _thread: threading.Thread | None = None
@@ -199,8 +203,10 @@ class Wakes:
             if hook is not None:
                 self.deliverer.submit(Delivery(event.id, body, hook))
         elif channel == "sse":
-            with self._moved:
-                streams = list(self._streams.get((slug, event.agent.lower()), ()))
+            key = (slug, event.agent.lower())
+            with self._moved:  # kept and handed on at once: a stream that opens meanwhile gets it exactly once
+                self._recent.setdefault(key, collections.deque(maxlen=STREAM_BACKLOG)).append(event)
+                streams = list(self._streams.get(key, ()))
             for stream in streams:
                 with contextlib.suppress(RuntimeError):  # its loop has closed: the stream is ending
                     stream.loop.call_soon_threadsafe(_offer, stream.events, event)
@@ -215,13 +221,22 @@ class Wakes:
                                    {"limit": self.max_streams, "scope": "server"})
 
     @contextlib.contextmanager
-    def stream(self, slug: str, agent: str) -> Iterator[asyncio.Queue[WakeEvent]]:
-        """Hold one open stream of ``agent`` for as long as the block runs (TOO_MANY_SUBSCRIPTIONS past the cap)."""
+    def stream(self, slug: str, agent: str, after: str | None = None) -> Iterator[asyncio.Queue[WakeEvent]]:
+        """Hold one open stream of ``agent`` for as long as the block runs (TOO_MANY_SUBSCRIPTIONS past the cap).
+
+        ``after`` is the ``Last-Event-ID`` of a stream that reconnects: the
+        wake-ups since that one, of the last :data:`STREAM_BACKLOG` this
+        server handed on, come first.
+        """
         one = _Stream(asyncio.get_running_loop(), asyncio.Queue(STREAM_BACKLOG))
         key = (slug, agent.lower())
         with self._moved:
             self.check_room()
             self._streams.setdefault(key, []).append(one)
+            recent = [event.id for event in self._recent.get(key, ())]
+            if after in recent:
+                for event in list(self._recent[key])[recent.index(after) + 1:]:
+                    one.events.put_nowait(event)
         try:
             yield one.events
         finally:
@@ -272,12 +287,13 @@ class WakeEndpoint(FileEndpoint):
                 return slug
 
             slug = await anyio.to_thread.run_sync(check)
-            return StreamingResponse(self._events(slug, agent), media_type="text/event-stream",
+            after = request.headers.get("last-event-id")
+            return StreamingResponse(self._events(slug, agent, after), media_type="text/event-stream",
                                      headers={"cache-control": "no-store", "x-accel-buffering": "no"})
         return await self._run(request, handle)
 
-    async def _events(self, slug: str, agent: str) -> AsyncIterator[str]:
-        with self.wakes.stream(slug, agent) as events:
+    async def _events(self, slug: str, agent: str, after: str | None) -> AsyncIterator[str]:
+        with self.wakes.stream(slug, agent, after) as events:
             yield ": listening\n\n"
             while True:
                 try:
