@@ -121,7 +121,7 @@ from .receipts import AckReceipt, ReadReceipt
 from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 from .summaries import SummaryView, ThreadSummaries
-from .wakeups import WAKE_KINDS, WakeEvent
+from .wakeups import WakeEvent
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
@@ -136,7 +136,7 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
 __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown",
             "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 # Capability cards and the wake-ups they ask for.
-__all__ += ["CardSet", "WAKE_KINDS", "WakeEvent"]
+__all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",

@@ -34,15 +34,13 @@ from gitmail.model.results import Result, result
 from gitmail.storage.layout import changed_records
 from gitmail.storage.snapshot import Snapshot
 
-WAKE_KINDS = ("reply", "ack", "contact_approved")
-
 
 @result
 class WakeEvent(Result):
     """One thing an agent waited for, resolved; never with a body (the agent reads it with its tools)."""
 
     id: str
-    kind: str
+    kind: str  # reply, ack or contact_approved
     project: str
     agent: str
     record_id: str
