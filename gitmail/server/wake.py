@@ -147,8 +147,13 @@ class Wakes:
             if slug in self._watches:
                 return
             self._watches[slug] = None
-        tip = self.state.seen(slug) or self.mail.tip(slug)
-        watch = self.mail.watch_feed(slug, lambda: self._poke(slug))
+        try:
+            tip = self.state.seen(slug) or self.mail.tip(slug)
+            watch = self.mail.watch_feed(slug, lambda: self._poke(slug))
+        except Exception:
+            with self._moved:
+                self._watches.pop(slug, None)  # the next set_card or stream tries again
+            raise
         with self._moved:
             self._tips[slug] = tip
             self._watches[slug] = watch
