@@ -20,6 +20,7 @@ from fastmcp import Client
 from gitmail.mail.facade import Mail
 from gitmail.server.profiles import choose
 from gitmail.server.serve import http_app
+from gitmail.server.wake import Wakes
 from gitmail.storage.store import Store
 
 from .conftest import wait_until
@@ -29,13 +30,17 @@ from .mcp_harness import free_port
 class InProcessServer:
     """``gitmail serve``'s application for ``store`` (all tools by default) on a loopback port until :meth:`stop`."""
 
-    def __init__(self, store: Store, *, mail: Mail | None = None, token: str | None = None, tools: str = "all"):
+    def __init__(self, store: Store, *, mail: Mail | None = None, token: str | None = None, tools: str = "all",
+                 wakes: Wakes | None = None):
+        """``wakes``: the server's wake channels, started here and stopped with the server (default: none run)."""
         self.store = store
         self.mail = mail or Mail(store)
+        self.wakes = wakes.start() if wakes is not None else None
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/mcp"
-        app = http_app(store, mail=self.mail, host="127.0.0.1", port=self.port, token=token, tools=choose(tools))
+        app = http_app(store, mail=self.mail, host="127.0.0.1", port=self.port, token=token, tools=choose(tools),
+                       wakes=wakes)
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, name="test-uvicorn", daemon=True)
         self._thread.start()
@@ -50,6 +55,8 @@ class InProcessServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(30)
+        if self.wakes is not None:
+            self.wakes.stop()
 
     def __enter__(self) -> InProcessServer:
         return self

@@ -177,6 +177,8 @@ def update_own_profile(ctx: Context, project_key: str, agent: str, seat: str | N
         if all(getattr(profile, key) == value for key, value in fields.items()):
             return Change("no change", result=profile.name)
         updated = dataclasses.replace(profile, hlc=hlc, **fields)
+        if card:
+            updated.card_version = profile.card_version + 1  # the card changed: its next version
         return Change(describe(profile.name), author=profile.name, result=profile.name).put_record(updated)
 
     name: str = archive.transact(fn).result

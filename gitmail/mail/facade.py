@@ -22,6 +22,7 @@ from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.lookup import profiles as profiles_of
 from gitmail.coord.reservations import (
     ForceRelease,
     NothingReleased,
@@ -68,6 +69,7 @@ from . import (
     retention,
     sending,
     summaries,
+    wakeups,
     windows,
 )
 from .ackscanner import AckScanner
@@ -99,7 +101,7 @@ from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
 from .files import HTTP_PATH as FILES_HTTP_PATH
 from .files import FileDescription, FileDownload, FileList, FileUploaded
-from .identities import AgentUpdated, Position, SleepState, Spawned
+from .identities import AgentUpdated, CardSet, Position, SleepState, Spawned
 from .mailbox import (
     InboxMessage,
     Listing,
@@ -119,6 +121,7 @@ from .receipts import AckReceipt, ReadReceipt
 from .retention import PurgeReport
 from .sending import NO_OPTIONS, ReplyRequest, ReplyResult, SendOptions, SendRequest, SendResult
 from .summaries import SummaryView, ThreadSummaries
+from .wakeups import WakeEvent
 from .windows import WindowExpired, WindowList, WindowView
 
 # What the faces may take from here besides Mail: the options they pass and the typed results they read.
@@ -132,6 +135,8 @@ __all__ = ["AckReceipt", "AttachmentsPolicySet", "CapabilitiesSet", "CapabilityC
 # The reads' results: summaries, searches, topics, products, attachments and the project's overview.
 __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLinked", "ProductShown",
             "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
+# Capability cards and the wake-ups they ask for.
+__all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
@@ -653,6 +658,27 @@ class Mail:
     def update_agent(self, project_key: str, agent_name: str, **options: Any) -> identities.AgentUpdated:
         """Update an agent's card, scopes or expiry (see :func:`gitmail.mail.identities.update`)."""
         return identities.update(self.ctx, project_key, agent_name, **options)
+
+    def set_card(self, project_key: str, agent_name: str, **options: Any) -> CardSet:
+        """Publish the next version of the agent's own card (see :func:`gitmail.mail.identities.set_card`)."""
+        return identities.set_card(self.ctx, project_key, agent_name, **options)
+
+    def check_wake_channel(self, value: object) -> str:
+        """``value`` as a wake channel: brief, sse or webhook (INVALID_ARGUMENT otherwise)."""
+        return identities.check_wake_channel(value)
+
+    def wake_channels(self, project_key: str) -> dict[str, str]:
+        """Every active agent's wake channel other than ``brief``, by its name, as its card says at the tip."""
+        snap = self.ctx.archive(project_key).snapshot()
+        return {p.name: p.wake_channel for p in profiles_of(snap) if p.status == "active" and p.wake_channel != "brief"}
+
+    def wake_events(self, project_key: str, since: str | None, until: str) -> list[WakeEvent]:
+        """The wake-ups the records between two commits make (see :mod:`.wakeups`)."""
+        return wakeups.wake_events(self.ctx, project_key, since, until)
+
+    def tip(self, project_key: str) -> str | None:
+        """The commit the project's archive stands at (None: nothing written yet)."""
+        return self.ctx.archive(project_key).tip()
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""

@@ -23,7 +23,7 @@ from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
-from gitmail.model.records import LIFECYCLES, RISK_TIERS, Agent
+from gitmail.model.records import CARD_FIELDS, LIFECYCLES, RISK_TIERS, WAKE_CHANNELS, Agent
 from gitmail.model.results import FLATTEN, OMIT_NONE, Result, renamed, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
@@ -37,7 +37,6 @@ KEY_DAYS = 365  # a headless key ends with its agent, and at the latest this lon
 KEY_DAYS_OPEN = 90  # ...or this long after, for an agent without an end
 MIN_REFRESH_WINDOW_S = 60
 MAX_REFRESH_WINDOW_S = 90 * 86_400
-CARD_FIELDS = ("vendor", "purpose", "risk_tier", "environment")
 REPLAYED_TOKEN_NOTE = ("this is a retry of an earlier call with the same idempotency_key: the token was returned "
                        "only by that call. Act as the agent with acting_as (you are above it), or have the "
                        "operator issue a new one (gitmail agents reset-token)")
@@ -85,8 +84,10 @@ class CardFields(TypedDict, total=False):
 
 
 class AgentChanges(CardFields, total=False):
-    """What an update changes: card fields, and (only from above) the lifecycle, scopes and expiry."""
+    """What an update changes: card fields (and so the card's version), and (only from above) the lifecycle,
+    scopes and expiry."""
 
+    card_version: int
     lifecycle: str
     scopes: list[str]
     expires_at: str
@@ -143,11 +144,13 @@ class SleepState(Result):
 
 @result
 class Placed(Result):
-    """An agent as its position in the hierarchy lists it."""
+    """An agent as its position in the hierarchy lists it, with its card's version and wake channel."""
 
     name: str
     status: str
     card: hierarchy.Card = field(metadata=FLATTEN)
+    card_version: int = 0
+    wake_channel: str = "brief"
 
 
 @result
@@ -341,6 +344,8 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
             hierarchy.check_child_expiry(ceiling, expires)
             values["expires_at"] = expires
         changed = any(getattr(profile, k) != v for k, v in values.items())
+        if any(k in CARD_FIELDS and getattr(profile, k) != v for k, v in values.items()):
+            values["card_version"] = profile.card_version + 1  # the card changed: its next version
         if not changed:
             return Change("no change", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
                                                            changed=False))
@@ -360,6 +365,58 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     result = archive.transact(fn).result
     ctx.touch(project_key, actor)
     return result
+
+
+@result
+class CardSet(Result):
+    """The capability card an agent published with ``set_card``: its new version and what it says."""
+
+    agent: str
+    card_version: int
+    wake_channel: str
+    capabilities: list[str]
+    vendor: str
+    purpose: str
+    risk_tier: str
+    environment: str
+
+
+def check_wake_channel(value: object) -> str:
+    """``value`` as a wake channel (INVALID_ARGUMENT naming the choices otherwise)."""
+    return _choice(value, "wake_channel", WAKE_CHANNELS)
+
+
+def set_card(ctx: Context, project_key: str, agent: str, *, wake_channel: str = "brief",
+             capabilities: list[str] | None = None, vendor: str | None = None, purpose: str | None = None,
+             risk_tier: str | None = None, environment: str | None = None, seat: str | None = None) -> CardSet:
+    """Publish the next version of ``agent``'s own card: ``wake_channel`` and the card fields given (None: as is).
+
+    Every call publishes a new version (one more than the last), even when
+    the fields are the ones already published: a version names one
+    publication, which other machines order cards by (see the merge rule in
+    :mod:`gitmail.sync.merge`). Publishing a card needs the editor role.
+    """
+    check_agent_name(agent, "agent_name")
+    channel = check_wake_channel(wake_channel)
+    fields = _card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier, "environment": environment,
+                           "capabilities": capabilities})
+    archive = ctx.archive(project_key)
+    hlc = ctx.tick()
+    at = ctx.clock.now()
+
+    def fn(snap: Snapshot) -> Change:
+        me = acting.require_actor(snap, agent, seat, at=at)
+        hierarchy.require_role(snap, me, "editor", "publish its capability card")
+        card = dataclasses.replace(me, hlc=hlc, wake_channel=channel, card_version=me.card_version + 1, **fields)
+        done = CardSet(agent=me.name, card_version=card.card_version, wake_channel=channel,
+                       capabilities=card.capabilities, vendor=card.vendor, purpose=card.purpose,
+                       risk_tier=card.risk_tier, environment=card.environment)
+        return Change(f"{me.name} published card version {card.card_version} (wake by {channel})", author=me.name,
+                      result=done).put_record(card)
+
+    done: CardSet = archive.transact(fn).result
+    ctx.touch(project_key, done.agent)
+    return done
 
 
 def _outliving(snap: Snapshot, agent: Agent, expires: str) -> list[Agent]:
@@ -437,7 +494,8 @@ def position(ctx: Context, project_key: str, agent: str) -> Position:
     me = require_agent(snap, agent)
 
     def brief(profile: Agent) -> Placed:
-        return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile))
+        return Placed(name=profile.name, status=profile.status, card=hierarchy.card(profile),
+                      card_version=profile.card_version, wake_channel=profile.wake_channel)
 
     above = hierarchy.ancestors(snap, me)
     siblings = [c for c in hierarchy.children(snap, above[0]) if c.id != me.id] if above else []

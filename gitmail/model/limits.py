@@ -44,6 +44,15 @@ FEED_MAX_WAITS = 128
 SUBSCRIPTIONS_PER_SESSION = 64
 SUBSCRIPTIONS_MAX = 4096
 
+# Wake-ups (capability cards' wake channels): a webhook's delivery attempts before it is dropped (backoff doubles
+# from GITMAIL_WAKE_RETRY_S between them), the deliveries waiting at once, one POST's timeout, and the wake
+# streams (server-sent events) one server holds open.
+WAKE_ATTEMPTS = 6
+WAKE_RETRY_S = 1.0
+WAKE_QUEUE = 1000
+WAKE_TIMEOUT_S = 5.0
+WAKE_STREAMS_MAX = 64
+
 # Build slots: how long a holding lasts unless renewed, and how many may share one slot.
 DEFAULT_SLOT_TTL = 3600
 DEFAULT_SLOT_EXTEND = 1800

@@ -46,6 +46,11 @@ CONTACT_STATUS = ("pending", "approved", "denied", "blocked")
 ATTACHMENT_POLICIES = ("auto", "inline", "file")
 LIFECYCLES = ("persistent", "intermittent", "ephemeral")  # how an agent is run (see docs/security.md, the hierarchy)
 RISK_TIERS = ("low", "standard", "high")
+# How an agent is woken when something it waits for resolves: at its next briefing (read), a server-sent event
+# stream its host keeps open, or a signed POST to a URL (kept in the server's local state, never here).
+WAKE_CHANNELS = ("brief", "sse", "webhook")
+# The profile fields that make up an agent's capability card: they change together under one card_version.
+CARD_FIELDS = ("capabilities", "vendor", "purpose", "risk_tier", "environment", "wake_channel")
 SLEEP_UNTIL = ("reply", "woken")  # what ends an agent's sleep: a reply to it (or someone above it), or only the latter
 MAX_SCOPES = 32
 CONFLICT_ENCODINGS = ("utf-8", "base64")
@@ -383,6 +388,10 @@ class Agent(Record):
     purpose: str = _spec("text", default="", max_len=4096, omit_default=True)
     risk_tier: str = _spec("choice", default="standard", choices=RISK_TIERS, omit_default=True)
     environment: str = _spec("str", default="", max_len=128, omit_default=True)
+    wake_channel: str = _spec("choice", default="brief", choices=WAKE_CHANNELS, omit_default=True)
+    # Rises by one with each change of the card (set_card, update_agent, publish_capabilities); a merge takes the
+    # card as a whole from the side with the higher version (see gitmail.sync.merge).
+    card_version: int = _spec("int", default=0, omit_default=True)
     # The node (machine) the agent is bound to: the one that registered it, whose key must sign every record
     # written in the agent's name (gitmail.storage.authorship); moved only by a handover that node signs.
     # Profiles written before binding name none: any node of the project may write for them.
@@ -395,6 +404,10 @@ class Agent(Record):
 
     def path(self) -> str:
         return profile_path(self.name)
+
+    def _check_body(self) -> None:
+        if isinstance(self.card_version, int) and not isinstance(self.card_version, bool) and self.card_version < 0:
+            raise FieldError("card_version", f"must be 0 or more; got {self.card_version}")
 
     def leave(self, status: str, stamp: str, hlc: HLC) -> None:
         """Retire (or deregister) the agent at ``stamp``: its history stays, its headless key dies for good.

@@ -18,6 +18,12 @@ no path can forget it. There are four kinds:
   names, when given), says which it left out, and is refused when that
   leaves none.
 
+The HTTP routes beside MCP apply the same rules through :class:`Access`:
+``POST /files/<slug>`` is ``agent`` (the uploader), ``GET /files/<slug>/<id>``
+is ``member``, and the wake stream ``GET /wake/<slug>/<agent>`` is ``agent``
+(the agent whose wake-ups it carries; :mod:`.wake`), each with the token in
+the ``X-Agent-Token`` header.
+
 A proof is either the agent's registration token in the call (``agent_token``,
 ``sender_token``, or their alias ``registration_token``), or an MCP session
 that registered the agent or already proved it with its token. A call under

@@ -46,6 +46,7 @@ from .push import Push
 from .registry import ToolSpec, access_rule, install, proof_argument
 from .results import ArgumentErrors, quiet_argument_warnings
 from .runtime import Listen, Runtime
+from .wake import Wakes
 
 TOOL_MODULES = (tools_health, tools_identity, tools_macros, tools_messages, tools_reads, tools_compact, tools_search,
                 tools_attachments, tools_files, tools_contacts, tools_reservations, tools_admin, tools_coordination,
@@ -77,8 +78,11 @@ profile that has it.
 
 
 def build_server(store: Store | None = None, *, mail: Mail | None = None, token: str | None = None,
-                 listen: Listen | None = None, tools: Profile | None = None) -> FastMCP:
+                 listen: Listen | None = None, tools: Profile | None = None, wakes: Wakes | None = None) -> FastMCP:
     """The FastMCP server for ``store``; ``token`` makes every HTTP request need that bearer.
+
+    ``wakes`` is the running server's wake channels (:mod:`.wake`); without it, ``set_card`` keeps webhooks
+    for a server that runs them later.
 
     ``tools`` is the profile of tools it lists (default: :data:`~.profiles.TOOLS_ENV`, else ``default``).
     """
@@ -88,7 +92,7 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
         mail = Mail(store)
     listen = listen or Listen()
     listen.bearer = bool(token)
-    runtime = Runtime(store, mail, Identities(store, mail), listen)
+    runtime = Runtime(store, mail, Identities(store, mail), listen, wakes=wakes)
     mcp = FastMCP("gitmail", instructions=INSTRUCTIONS, version=__version__,
                   auth=BearerToken(token) if token else None)
     every = catalog()

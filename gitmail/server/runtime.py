@@ -13,6 +13,7 @@ from gitmail.storage.store import Store
 from .access import Access
 from .identity import Identities
 from .longpoll import LongPolls
+from .wake import Wakes
 
 
 @dataclass
@@ -34,10 +35,17 @@ class Runtime:
     listen: Listen = field(default_factory=Listen)
     long_polls: LongPolls = field(default_factory=LongPolls.from_env)
     started: float = field(default_factory=time.time)
+    wakes: Wakes | None = None  # the server's wake channels (made at first use when the server was given none)
     access: Access = field(init=False)
 
     def __post_init__(self) -> None:
         self.access = Access(self.store, self.mail, self.identities)
+
+    def wake_channels(self) -> Wakes:
+        """The server's wake channels (a server built without running them still keeps set_card's local half)."""
+        if self.wakes is None:
+            self.wakes = Wakes.serving(self.store, self.mail)
+        return self.wakes
 
     def act_as(self, ctx: Context | None, project_key: str, agent_name: str, token: str | None,
                *, argument: str = "agent_token") -> None:

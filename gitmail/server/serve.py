@@ -39,6 +39,7 @@ from .profiles import Profile
 from .runtime import Listen
 from .sessionless import serve_sessionless
 from .upkeep import Upkeep
+from .wake import WakeEndpoint, Wakes
 
 _log = logging.getLogger("gitmail.server")
 WEB_PATH = "/ui"
@@ -96,18 +97,32 @@ def services(store: Store, sync_interval: float, events: Events | None = None, *
         indexer.close()
 
 
+@contextlib.contextmanager
+def _running(wakes: Wakes) -> Iterator[None]:
+    """Wake agents (webhooks and streams) while the block runs."""
+    wakes.start()
+    try:
+        yield
+    finally:
+        wakes.stop()
+
+
 def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | None = None,
              path: str = DEFAULT_PATH, events: Events | None = None,
-             allowed: AllowedOrigins | None = None, tools: Profile | None = None) -> Starlette:
+             allowed: AllowedOrigins | None = None, tools: Profile | None = None,
+             wakes: Wakes | None = None) -> Starlette:
     """Everything ``gitmail serve`` answers over HTTP, as one application.
 
     MCP at ``path`` (with a session, and session-less), the web view at
-    :data:`WEB_PATH`, ``/`` leading there, the file endpoint (:mod:`.filehttp`); in front of all of it the
+    :data:`WEB_PATH`, ``/`` leading there, the file endpoint (:mod:`.filehttp`), the wake streams
+    (:mod:`.wake`; ``wakes`` runs them, by default ones made here and not started); in front of all of it the
     ``Host`` / ``Origin`` check (``allowed``; by default the loopback names,
     the listening address and :data:`gitmail.server.origins.ORIGINS_ENV`);
     ``tools`` is the tool profile (see :mod:`.profiles`).
     """
-    mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path), tools=tools)
+    wakes = wakes if wakes is not None else Wakes.serving(store, mail)
+    mcp = build_server(store, mail=mail, token=token, listen=Listen("http", host, port, path), tools=tools,
+                       wakes=wakes)
     # Plain JSON responses instead of an event stream per call: no tool sends
     # progress or server requests mid-call, and on a small machine this halves
     # the cost of a trivial call (measured: p50 7.4 -> 4.3 ms, twice the calls/s).
@@ -119,6 +134,7 @@ def http_app(store: Store, *, mail: Mail, host: str, port: int, token: str | Non
     app.router.routes.append(Mount(WEB_PATH, app=web))
     app.router.routes.append(Route("/", lambda request: RedirectResponse(WEB_PATH + "/")))
     app.router.routes.extend(FileEndpoint(store, mail, token).routes())  # uploads and downloads past a call's size
+    app.router.routes.extend(WakeEndpoint(store, mail, token, wakes).routes())  # wake-ups as server-sent events
     app.add_middleware(OriginCheck, allowed=allowed or AllowedOrigins.from_env(host, port), mcp_path=path)
     return app
 
@@ -134,12 +150,13 @@ def serve_http(store: Store, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PO
     allowed = AllowedOrigins.from_env(host, port, allow_origins)
     mail = Mail.serving(store)
     events = Events()
+    wakes = Wakes.serving(store, mail)
     app = http_app(store, mail=mail, host=host, port=port, token=token, path=path, events=events, allowed=allowed,
-                   tools=tools)
+                   tools=tools, wakes=wakes)
     shown = f"[{host}]" if ":" in host else host
     print(f"gitmail: serving MCP at http://{shown}:{port}{path} and the web view at http://{shown}:{port}{WEB_PATH}/ "
           f"(store {store.home}{', bearer token required' if token else ''})", file=sys.stderr, flush=True)
-    with services(store, sync_interval, events, mail=mail):
+    with services(store, sync_interval, events, mail=mail), _running(wakes):
         # Event streams of open pages never end by themselves: give them a moment, then close them.
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
 
@@ -157,9 +174,10 @@ def serve_stdio(store: Store, *, sync_interval: float = 0, tools: Profile | None
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = protocol
     mail = Mail.serving(store)
-    mcp = build_server(store, mail=mail, listen=Listen("stdio"), tools=tools)
+    wakes = Wakes.serving(store, mail)
+    mcp = build_server(store, mail=mail, listen=Listen("stdio"), tools=tools, wakes=wakes)
     try:
-        with services(store, sync_interval, mail=mail):
+        with services(store, sync_interval, mail=mail), _running(wakes):
             mcp.run(transport="stdio", show_banner=False)
     finally:
         sys.stdout = sys.__stdout__  # now standard error, as descriptor 1 is

@@ -1,4 +1,4 @@
-"""Hierarchy tools: spawn an agent below you, update one, see where an agent stands.
+"""Hierarchy tools: spawn an agent below you, update one, publish your card, see where an agent stands.
 
 Sleep and wake, which the hierarchy also governs, are with the other
 coordination tools (:mod:`.tools_coordination`).
@@ -12,6 +12,7 @@ from fastmcp import Context
 from pydantic import Field
 
 from gitmail.mail.facade import AgentUpdated, Position, Spawned
+from gitmail.model.errors import invalid
 from gitmail.model.records import MAX_SCOPES
 
 from .params import (
@@ -25,6 +26,7 @@ from .params import (
 from .registry import ANYONE, ITSELF, Toolbox
 from .results import IDEMPOTENT, READ, WRITE
 from .runtime import Runtime
+from .wake import CardPublished
 
 Scopes = Annotated[list[str], Field(min_length=1, max_length=MAX_SCOPES, description=(
     "What the agent may do, as role@location: role is viewer (read and send mail), editor (also reserve files, "
@@ -116,6 +118,43 @@ def update_agent(
                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
                                 risk_tier=risk_tier, environment=environment, task_description=task_description,
                                 seat=seat, idempotency_key=idempotency_key, reason=reason)
+
+
+@tools.tool(WRITE, access=ITSELF)
+def set_card(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    wake_channel: Annotated[Literal["brief", "sse", "webhook"], Field(description=(
+        "How you are woken when something you wait for resolves (a reply, an acknowledgement you asked for, an "
+        "approved contact request): brief (default: you see it at your next read), sse (your host keeps GET "
+        "/wake/<project slug>/<agent> open) or webhook (a signed POST to webhook_url). A wake-up never carries a "
+        "body: read the record it names with your tools."))] = "brief",
+    webhook_url: Annotated[str | None, Field(max_length=2048, description=(
+        "With wake_channel=webhook: the http(s) URL to POST to, on a loopback host or one the operator allows "
+        "(GITMAIL_WAKE_HOSTS). Kept in this server's local state, never in the archive."))] = None,
+    capabilities: Capabilities = None,
+    vendor: Vendor = None,
+    purpose: Purpose = None,
+    risk_tier: RiskTier = None,
+    environment: Environment = None,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+) -> CardPublished:
+    """Publish the next version of your capability card and how you are woken; a webhook's secret is shown once."""
+    channel = rt.mail.check_wake_channel(wake_channel)
+    wakes = rt.wake_channels()
+    if channel == "webhook":
+        url: str | None = wakes.check_target(webhook_url)
+    elif webhook_url is not None:
+        raise invalid("webhook_url goes with wake_channel='webhook'; leave it out for brief or sse",
+                      field="webhook_url")
+    else:
+        url = None
+    card = rt.mail.set_card(project_key, agent_name, wake_channel=channel, capabilities=capabilities, vendor=vendor,
+                            purpose=purpose, risk_tier=risk_tier, environment=environment, seat=seat)
+    return wakes.publish(project_key, card, url)
 
 
 @tools.tool(READ, access=ANYONE)

@@ -338,7 +338,8 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     project); both versions parse, and ``door`` is one of :data:`DOORS`.
     At every door a profile keeps its registration and its place in the
     hierarchy (see :func:`identity_refusal`; ``gone`` holds the ids of the
-    registrations the same change deletes), and a relay's delivery is final.
+    registrations the same change deletes), its card version never goes
+    back, and a relay's delivery is final.
     A push into an archive comes from a human's clone, never from a machine
     (machines sync through a hub), so there an edit may change only what a
     person may decide by hand: a profile's description, policies,
@@ -363,6 +364,9 @@ def edit_refusal(door: str, role: str | None, path: str, old: Record | None, new
     if isinstance(old, Channel) and isinstance(new, Channel) and not new.earlier_than(old):
         return (f"changes the definition of channel {old.name}, which is fixed once made (two made apart merge to "
                 "the earlier one, and only that change is taken)"), _RESTORE + _CHANNEL
+    if isinstance(old, Agent) and isinstance(new, Agent) and new.card_version < old.card_version:
+        return (f"lowers {old.name}'s card version from {old.card_version} to {new.card_version}; a card's version "
+                "only rises (set_card publishes the next one)"), _RESTORE
     if isinstance(old, BuildSlot) and isinstance(new, BuildSlot) and new.epoch < old.epoch:
         return (f"lowers build slot {old.slot}'s epoch from {old.epoch} to {new.epoch}, which would let a holding "
                 "that is over count again"), _RESTORE

@@ -34,6 +34,7 @@ from gitmail.model.clock import HLC
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import (
     AGENTS,
+    CARD_FIELDS,
     LAYOUT,
     TOMBSTONES,
     Agent,
@@ -343,14 +344,39 @@ def _agent(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     Sleeping and waking each write ``asleep`` and ``sleep_until`` together,
     but field by field a wake on one side and a change of the condition on
     the other could leave an awake agent with a condition: it is dropped.
+    The capability card (:data:`~gitmail.model.records.CARD_FIELDS`) is one
+    unit: it comes whole from the side with the higher ``card_version`` (the
+    later writer when both reached the same version apart), so a card never
+    mixes fields of two versions and its version never goes back.
     A profile's ``parent`` and ``parent_id`` change only when it is orphaned
     (the record checker refuses anything else), which merges field by field
     like the rest.
     """
     merged = Agent.from_bytes(_per_field(Agent)(path, base, ours, theirs), path)
+    card = _card_side(path, base, ours, theirs)
+    if card is not None:
+        merged = dataclasses.replace(merged, card_version=card.card_version,
+                                     **{name: getattr(card, name) for name in CARD_FIELDS})
     if not merged.asleep and merged.sleep_until is not None:
         merged.sleep_until = None
     return merged.to_bytes()
+
+
+def _card_side(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Agent | None:
+    """The side whose whole card the merge keeps: the higher version, else the only side that changed it, else
+    the later writer; None when both hold the same card."""
+    old, mine, other = _parse(Agent, path, base, ours, theirs)
+
+    def card(profile: Agent) -> tuple[object, ...]:
+        return (profile.card_version, *(getattr(profile, name) for name in CARD_FIELDS))
+
+    if card(mine) == card(other):
+        return None
+    if mine.card_version != other.card_version:
+        return mine if mine.card_version > other.card_version else other
+    if old is not None and card(old) in (card(mine), card(other)):
+        return other if card(old) == card(mine) else mine
+    return mine if _later(mine, ours, other, theirs) else other
 
 
 def _channel(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
