@@ -339,6 +339,10 @@ class Mail:
         """What moves when a message joins the thread (:func:`feed.thread_mark`), for pushed notices."""
         return feed.thread_mark(self.ctx, project_key, thread_id)
 
+    def channel_mark(self, project_key: str, channel: str) -> int:
+        """What moves when a post joins the channel (:func:`channels.channel_mark`), for pushed notices."""
+        return channels.channel_mark(self.ctx, project_key, channel)
+
     def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> CatchUp:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
         return feed.catch_up(self.ctx, project_key, agent_name, limit=limit)
