@@ -22,6 +22,7 @@ from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.loads import Loaded
 from gitmail.coord.reservations import (
     ForceRelease,
     NothingReleased,
@@ -58,6 +59,7 @@ from . import (
     files,
     identities,
     mailbox,
+    orgcontext,
     overdue,
     overseer,
     overview,
@@ -112,6 +114,7 @@ from .mailbox import (
     ThreadPage,
     TopicMessage,
 )
+from .orgcontext import OrgContextView
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -134,6 +137,7 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
             "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
+__all__ += ["Loaded", "OrgContextView"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
@@ -657,6 +661,17 @@ class Mail:
     def update_agent(self, project_key: str, agent_name: str, **options: Any) -> identities.AgentUpdated:
         """Update an agent's card, scopes or expiry (see :func:`gitmail.mail.identities.update`)."""
         return identities.update(self.ctx, project_key, agent_name, **options)
+
+    def org_context(self, project_key: str, agent_name: str) -> OrgContextView:
+        """The project's defaults for new agents (:mod:`.orgcontext`), as any agent of the project reads them."""
+        return orgcontext.read(self.ctx, project_key, agent_name)
+
+    def set_org_context(self, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
+                        folder_hints: bool | None = None, seat: str | None = None,
+                        reason: str | None = None) -> OrgContextView:
+        """Set the folders new agents load and/or folder hints, as an agent holding manager@*."""
+        return orgcontext.set_defaults(self.ctx, project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
+                                       folder_hints=folder_hints, seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""

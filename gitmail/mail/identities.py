@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import field
 from typing import Any, TypedDict
 
-from gitmail.coord import acting, hierarchy
+from gitmail.coord import acting, hierarchy, loads
 from gitmail.coord.capabilities import MAX_CAPABILITIES, check_capability
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import canonical_name, find_agent, profiles, project_record, require_agent
@@ -90,6 +90,7 @@ class AgentChanges(CardFields, total=False):
     lifecycle: str
     scopes: list[str]
     expires_at: str
+    loads: list[str]
 
 
 def _card_fields(card: dict[str, Any]) -> CardFields:
@@ -176,7 +177,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
           expires_at: str | None = None, lifecycle: str = "intermittent", capabilities: list[str] | None = None,
           vendor: str = "", purpose: str = "", risk_tier: str = "standard", environment: str = "",
           seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None,
-          bootstrap_key: bool = False, refresh_window_s: int | None = None) -> Spawned:
+          bootstrap_key: bool = False, refresh_window_s: int | None = None,
+          load_memory_and_skills: list[str] | None = None) -> Spawned:
     """Create an agent below ``parent`` holding ``scope`` (a subset of the parent's); return it with its token.
 
     The parent must be a manager somewhere; the child's expiry is never later
@@ -186,9 +188,13 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     gets a long-lived key for a headless agent (see :func:`_key_end`), which
     proves it as its token does and dies when it is retired; with
     ``refresh_window_s`` the key proves it only while it acted within that
-    many seconds.
+    many seconds. ``load_memory_and_skills`` names the folders whose memory
+    and skills the child is handed when it takes its seat (each one the
+    parent may read, :mod:`gitmail.coord.loads`); None leaves it on the
+    project's default.
     """
     window = _refresh_window(refresh_window_s, bootstrap_key)
+    folders = loads.check_folders(load_memory_and_skills) if load_memory_and_skills is not None else None
     check_agent_name(parent, "agent_name")
     wanted = hierarchy.parse_scopes(scope)
     if name is not None:
@@ -204,7 +210,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     why = check_reason(reason)
     key = idempotency.keyed("spawn_agent", idempotency_key, {
         "name": name, "scope": [str(s) for s in wanted], "program": program, "model": model, "expires_at": expires,
-        "lifecycle": lifecycle, "bootstrap_key": bool(bootstrap_key), "refresh_window_s": window, **fields})
+        "lifecycle": lifecycle, "bootstrap_key": bool(bootstrap_key), "refresh_window_s": window, "loads": folders,
+        **fields})
     archive = ctx.archive(project_key)
     token, agent_id, hlc = mint_token(), ctx.clock.new_id(), ctx.tick()
     headless = mint_key() if bootstrap_key else None
@@ -222,6 +229,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
                                              bootstrap_key=headless, key_expires_at=existing.key_expires_at))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
+        loads.check_readable(snap, me, folders or [])
         if existing is not None:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project; pick "
                                "another or omit name to get a generated one", {"name": existing.name})
@@ -240,7 +248,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
                       parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle,
-                      node=archive.node, **fields)
+                      node=archive.node, loads=folders, **fields)
         if headless is not None:
             child.key_hash, child.key_expires_at = hash_token(headless), _key_end(at, ends)
             child.refresh_window_s = window
@@ -285,15 +293,17 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
            scope: list[str] | None = None, expires_at: str | None = None, lifecycle: str | None = None,
            capabilities: list[str] | None = None, vendor: str | None = None, purpose: str | None = None,
            risk_tier: str | None = None, environment: str | None = None, task_description: str | None = None,
-           seat: str | None = None, idempotency_key: str | None = None,
-           reason: str | None = None) -> AgentUpdated:
+           seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None,
+           load_memory_and_skills: list[str] | None = None) -> AgentUpdated:
     """Update ``target`` (default: ``actor`` itself); fields left None stay as they are.
 
     The agent itself or one above it may change its card (capabilities,
     vendor, purpose, risk tier, environment, task); acting on itself needs
     the editor role, as any card write does. Only an agent above it may
     change its scopes (within its parent's), its expiry (never past the
-    expiry above it) or its lifecycle: no agent widens its own authority.
+    expiry above it), its lifecycle or the folders it loads
+    (``load_memory_and_skills``, each one the updater may read; [] loads
+    nothing): no agent widens its own authority.
     """
     check_agent_name(actor, "agent_name")
     fields = AgentChanges(**_card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier,
@@ -303,14 +313,15 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     expires = _expiry(expires_at)
     if lifecycle is not None:
         fields["lifecycle"] = _choice(lifecycle, "lifecycle", LIFECYCLES)
+    folders = loads.check_folders(load_memory_and_skills) if load_memory_and_skills is not None else None
     why = check_reason(reason)
-    structural = wanted is not None or expires is not None or lifecycle is not None
+    structural = wanted is not None or expires is not None or lifecycle is not None or folders is not None
     if not fields and not structural:
-        raise invalid("name at least one field to change (scope, expires_at, lifecycle, capabilities, vendor, "
-                      "purpose, risk_tier, environment, task_description)", field="target")
+        raise invalid("name at least one field to change (scope, expires_at, lifecycle, load_memory_and_skills, "
+                      "capabilities, vendor, purpose, risk_tier, environment, task_description)", field="target")
     key = idempotency.keyed("update_agent", idempotency_key, {
         "target": (target or actor).lower(), "scope": [str(s) for s in wanted] if wanted is not None else None,
-        "expires_at": expires, **fields})
+        "expires_at": expires, "loads": folders, **fields})
     archive = ctx.archive(project_key)
     hlc = ctx.tick()
     at = ctx.clock.now()
@@ -325,21 +336,11 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         if me.id == profile.id:
             if structural:
                 raise GitmailError(
-                    NOT_ABOVE, f"{me.name} may not change its own scopes, expiry or lifecycle: only an agent above "
-                    "it may (an agent never widens its own authority)", {"agent": me.name, "target": me.name})
+                    NOT_ABOVE, f"{me.name} may not change its own scopes, expiry, lifecycle or the folders it loads: "
+                    "only an agent above it may (an agent never widens its own authority)",
+                    {"agent": me.name, "target": me.name})
             hierarchy.require_role(snap, me, "editor", "publish its capability card")
-        values = AgentChanges(**fields)
-        above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
-        if wanted is not None:
-            if above is None:
-                raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
-                              "another have scopes to change", field="scope")
-            hierarchy.check_subset(snap, above, wanted)
-            values["scopes"] = [str(s) for s in wanted]
-        if expires is not None:
-            ceiling = hierarchy.effective_expiry(snap, above) if above is not None else None
-            hierarchy.check_child_expiry(ceiling, expires)
-            values["expires_at"] = expires
+        values = _structural(snap, me, profile, AgentChanges(**fields), wanted, expires, folders)
         changed = any(getattr(profile, k) != v for k, v in values.items())
         if not changed:
             return Change("no change", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
@@ -360,6 +361,26 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     result = archive.transact(fn).result
     ctx.touch(project_key, actor)
     return result
+
+
+def _structural(snap: Snapshot, me: Agent, profile: Agent, values: AgentChanges, wanted: list[hierarchy.Scope] | None,
+                expires: str | None, folders: list[str] | None) -> AgentChanges:
+    """``values`` with the changes only an agent above ``profile`` makes, each checked: scopes, expiry, folders."""
+    above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
+    if wanted is not None:
+        if above is None:
+            raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
+                          "another have scopes to change", field="scope")
+        hierarchy.check_subset(snap, above, wanted)
+        values["scopes"] = [str(s) for s in wanted]
+    if expires is not None:
+        ceiling = hierarchy.effective_expiry(snap, above) if above is not None else None
+        hierarchy.check_child_expiry(ceiling, expires)
+        values["expires_at"] = expires
+    if folders is not None:
+        loads.check_readable(snap, me, folders)
+        values["loads"] = folders
+    return values
 
 
 def _outliving(snap: Snapshot, agent: Agent, expires: str) -> list[Agent]:

@@ -40,6 +40,7 @@ from typing import Any
 from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 
+from gitmail.coord.loads import GUARD_ROOTS_ENV, guard_roots
 from gitmail.mail.facade import Mail
 from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, UNAUTHORIZED, GitmailError, invalid
 from gitmail.storage.store import Store
@@ -48,8 +49,6 @@ from .identity import Identities
 
 TOKEN_ALIAS = "registration_token"
 ACTING_AS = "acting_as"
-GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
-"""Folders (separated by ``:``) under which agents may install or remove the commit guard (none by default)."""
 
 OPEN, AGENT, MEMBER, PRODUCT = "open", "agent", "member", "product"
 
@@ -280,7 +279,7 @@ class Access:
         if not isinstance(code_repo_path, str) or not code_repo_path.strip():
             raise invalid("code_repo_path must be the path of a git repository", field="code_repo_path")
         target = os.path.realpath(os.path.expanduser(code_repo_path))
-        roots = [os.path.realpath(r) for r in os.environ.get(GUARD_ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+        roots = guard_roots()
         if any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
             return
         where = ("lists no folder on this server" if not roots

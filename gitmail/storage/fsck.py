@@ -39,11 +39,13 @@ from gitmail.model.clock import parse_ts
 from gitmail.model.ids import is_id
 from gitmail.model.records import (
     ATTACHMENTS,
+    ORG_CONTEXT_PATH,
     Agent,
     ChannelPost,
     Escalation,
     FileRecord,
     Message,
+    OrgContext,
     Relay,
     Tombstone,
     channel_path,
@@ -83,6 +85,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     agents: list[Agent] = []
     files: list[tuple[str, FileRecord]] = []
     posts: list[tuple[str, ChannelPost]] = []
+    org: OrgContext | None = None
     partial = is_partial(archive.repo)
     unfetched: set[str] = set()  # messages of a window join whose files this machine has not fetched
     for path, mode in snap.entries():
@@ -121,6 +124,8 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             files.append((path, record))
         elif isinstance(record, ChannelPost):
             posts.append((path, record))
+        elif isinstance(record, OrgContext):
+            org = record
     removed |= unfetched  # a reference to a message outside the window resolves where the message is held
     problems.extend(_copy_problems(snap, messages, copies, unfetched))
     for path, relay in relays:
@@ -149,6 +154,9 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     problems.extend(_hierarchy_problems(agents))
     problems.extend(_file_problems(snap, files))
     problems.extend(_post_problems(snap, posts, {agent.name for agent in agents}))
+    setter = next((a for a in agents if org is not None and a.name == org.set_by), None)
+    if org is not None and setter is not None and not setter.manages_project():  # a setter deleted since is history
+        problems.append(Problem(ORG_CONTEXT_PATH, f"set by {org.set_by}, who does not hold manager@*"))
     received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
     for path, escalation in escalations:
         if escalation.message_id not in messages and escalation.message_id not in removed:

@@ -46,6 +46,7 @@ from gitmail.model.records import (
     HeldMessage,
     IdempotencyKey,
     Node,
+    OrgContext,
     ProductLink,
     Project,
     Receipt,
@@ -64,8 +65,8 @@ from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
-CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
-                           "relay", "build_slot"})
+CLOCKED_ROLES = frozenset({"project", "org_context", "agent", "receipt", "contact", "reservation", "seat", "window",
+                           "product", "relay", "build_slot"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -373,6 +374,7 @@ def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> b
 
 _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
     "project": _per_field(Project),
+    "org_context": _per_field(OrgContext),
     "agent": _agent,
     "contact": _last_writer(Contact),
     "window": _last_writer(Window),
