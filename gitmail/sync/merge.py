@@ -354,6 +354,23 @@ def _agent(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     return merged.to_bytes()
 
 
+def _org_context(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Last writer wins per field, from the base or, for two defaults set apart, from the unset one.
+
+    The unset default loads no folders and has folder hints on, so a field
+    only one side set (the folders on one machine, the hints on the other)
+    keeps that side's value; the setter and time are the later writer's.
+    """
+    old, mine, other = _parse(OrgContext, path, base, ours, theirs)
+    later, earlier = (mine, other) if _later(mine, ours, other, theirs) else (other, mine)
+    start = old if old is not None else OrgContext(set_by=later.set_by, updated_at=later.updated_at, hlc=later.hlc)
+    values: dict[str, Any] = {}
+    for name in ("loads", "folder_hints"):
+        mine_now, other_now, was = getattr(later, name), getattr(earlier, name), getattr(start, name)
+        values[name] = other_now if mine_now == was and other_now != was else mine_now
+    return dataclasses.replace(later, hlc=max(mine.hlc, other.hlc), **values).to_bytes()
+
+
 def _channel(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """One channel made on both sides apart: the earlier definition (by creation time, then id) is the channel.
 
@@ -374,7 +391,7 @@ def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> b
 
 _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
     "project": _per_field(Project),
-    "org_context": _per_field(OrgContext),
+    "org_context": _org_context,
     "agent": _agent,
     "contact": _last_writer(Contact),
     "window": _last_writer(Window),
