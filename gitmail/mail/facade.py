@@ -677,6 +677,10 @@ class Mail:
         """An agent, the agents above it and its children."""
         return identities.position(self.ctx, project_key, agent_name)
 
+    def acting_identity(self, project_key: str, agent_name: str, agent_id: str) -> str:
+        """The registered name of the acting identity ``agent_id`` below ``agent_name``, made on first use."""
+        return identities.acting_identity(self.ctx, project_key, agent_name, agent_id)
+
     def is_below(self, project_key: str, ancestor: str, agent: str) -> str:
         """The registered name of ``agent`` when ``ancestor`` is above it; NOT_ABOVE otherwise."""
         return identities.require_below(self.ctx, project_key, ancestor, agent)

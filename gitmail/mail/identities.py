@@ -20,7 +20,7 @@ from gitmail.coord.capabilities import MAX_CAPABILITIES, check_capability
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import canonical_name, find_agent, profiles, project_record, require_agent
 from gitmail.model.clock import format_ts, parse_ts
-from gitmail.model.errors import ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
+from gitmail.model.errors import AGENT_ID_TAKEN, ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
 from gitmail.model.records import LIFECYCLES, RISK_TIERS, Agent
@@ -465,6 +465,48 @@ def position(ctx: Context, project_key: str, agent: str) -> Position:
     return Position(me=brief(me), ancestors=[brief(a) for a in above], siblings=[brief(s) for s in siblings],
                     children=[brief(c) for c in hierarchy.children(snap, me)],
                     effective_expires_at=hierarchy.effective_expiry(snap, me))
+
+
+def acting_identity(ctx: Context, project_key: str, parent: str, agent_id: str) -> str:
+    """The agent ``agent_id`` names below ``parent``, made on first use: an ``agent_id`` call's acting identity.
+
+    A name chosen per task. The first call naming it spawns an agent of that
+    name below ``parent`` holding ``parent``'s own scopes (so the parent
+    must be a manager somewhere, as for any spawn), ending when the parent
+    does; later calls act as it, as ``acting_as`` would. A name held by an
+    agent that is not below ``parent`` is AGENT_ID_TAKEN. Making it is not
+    fenced by the parent's seat: a seat fences the parent's own writes.
+    """
+    check_agent_name(agent_id, "agent_id")
+    if is_reserved_name(agent_id):
+        raise invalid(f"{OVERSEER} is the name of the project's human overseer; choose another agent_id",
+                      field="agent_id")
+    archive = ctx.archive(project_key)
+    if find_agent(archive.snapshot(), agent_id) is None:
+        token, new, hlc, at = mint_token(), ctx.clock.new_id(), ctx.tick(), ctx.clock.now()
+
+        def fn(snap: Snapshot) -> Change:
+            me = require_agent(snap, parent, active=True)
+            acting.check_able(snap, me, at=at)
+            if find_agent(snap, agent_id) is not None:
+                return Change("")  # made meanwhile (by this caller or another): judged below
+            hierarchy.require_manager(me)
+            child = Agent(id=new, name=agent_id, program=me.program, model=me.model, inception_ts=format_ts(at),
+                          hlc=hlc, token_hash=hash_token(token), parent=me.name, parent_id=me.id,
+                          scopes=[str(s) for s in hierarchy.scopes_of(me)],
+                          expires_at=hierarchy.effective_expiry(snap, me), node=archive.node,
+                          task_description=f"acting identity {agent_id} of {me.name}")
+            return Change(f"{me.name} made its acting identity {agent_id}", author=me.name).put_record(child)
+
+        archive.transact(fn)
+    try:
+        return require_below(ctx, project_key, parent, agent_id)
+    except GitmailError as exc:
+        if exc.code != NOT_ABOVE:
+            raise
+        raise GitmailError(AGENT_ID_TAKEN, f"agent_id {agent_id!r} is the name of an agent that is not below "
+                           f"{parent}: choose another name for this task (names are unique in the project)",
+                           {"agent_id": agent_id, "agent": parent}) from None
 
 
 def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:

@@ -55,6 +55,7 @@ TOOL_NOT_SERVED = "TOOL_NOT_SERVED"  # a tool of gitmail the server's tool profi
 FILE_TOO_LARGE = "FILE_TOO_LARGE"  # an upload or download past a limit (data: the limit, and the HTTP endpoint to use)
 FILE_NOT_FOUND = "FILE_NOT_FOUND"  # no file of that ID in the project (files belong to one project)
 DUPLICATE_ATTACHMENT = "DUPLICATE_ATTACHMENT"  # one file named twice in attachment_ids
+AGENT_ID_TAKEN = "AGENT_ID_TAKEN"  # an agent_id naming an agent that is not below the caller's agent
 
 
 class GitmailError(Exception):

@@ -49,6 +49,7 @@ from .identity import Identities
 
 TOKEN_ALIAS = "registration_token"
 ACTING_AS = "acting_as"
+AGENT_ID = "agent_id"
 
 OPEN, AGENT, MEMBER, PRODUCT = "open", "agent", "member", "product"
 
@@ -79,6 +80,23 @@ class Rule:
         if not isinstance(below, str) or not below.strip():
             raise invalid("acting_as must name an agent below you", field=ACTING_AS)
         arguments[self.agent] = self.access.mail.is_below(arguments[self.project], arguments[self.agent], below)
+        if self.token is not None and self.token in arguments:
+            arguments[self.token] = None
+
+    def act_as_named(self, arguments: dict[str, Any], agent_id: object) -> None:
+        """Turn a call the caller proved into one made as its acting identity ``agent_id`` (made on first use).
+
+        ``agent_id`` is a readable name chosen per task: an agent of that
+        name below the proved one, spawned below it the first time
+        (AGENT_ID_TAKEN when another agent holds the name). As with
+        :meth:`act_as`, the caller's own token is dropped.
+        """
+        assert self.kind == AGENT and self.agent is not None
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise invalid("agent_id must be a readable name for this task's identity, e.g. fix-login-bug",
+                          field=AGENT_ID)
+        arguments[self.agent] = self.access.mail.acting_identity(arguments[self.project], arguments[self.agent],
+                                                                 agent_id.strip())
         if self.token is not None and self.token in arguments:
             arguments[self.token] = None
 
