@@ -178,3 +178,25 @@ def test_a_folder_gone_from_the_machine_is_listed_as_unavailable_and_the_seat_is
     loads = run(scenario())["loads"]
     assert [(u["folder"], u["code"]) for u in loads["unavailable"]] == [(f"{project}/later", "NOT_FOUND")]
     assert [m["folder"] for m in loads["memory"]] == [f"{project}/docs"]
+
+
+def test_a_reservation_names_the_memory_and_skills_of_the_folders_it_touches_until_hints_are_turned_off(
+        server, tmp_path):
+    project = code_repo(tmp_path)
+    (tmp_path / "repo" / "src" / "api" / "handlers").mkdir()
+
+    async def scenario():
+        async with server.client() as lead:
+            await lead_and_peer(lead, project)
+            hinted = await call(lead, "file_reservation_paths", project_key=project, agent_name="Lead",
+                                paths=["src/api/handlers/*.py", "docs/guide.md"])
+            await call(lead, "org_context", project_key=project, agent_name="Lead", folder_hints=False)
+            quiet = await call(lead, "file_reservation_paths", project_key=project, agent_name="Peer",
+                               paths=["src/api/other.py"])
+            return hinted, quiet
+
+    hinted, quiet = run(scenario())
+    assert hinted["folder_hints"] == [
+        {"folder": "src/api", "memory": ["AGENTS.md", "CLAUDE.md"], "skills": ["deploy", "lint"]},
+        {"folder": "docs", "memory": ["AGENTS.md"], "skills": []}]
+    assert len(quiet["granted"]) == 1 and "folder_hints" not in quiet
