@@ -60,6 +60,8 @@ def test_the_hub_refuses_a_default_set_by_an_agent_without_manager_of_the_whole_
     report = str(sync_project(b.store, PROJECT).to_dict())
     assert git_run("rev-parse", "main", cwd=hub).stdout.strip() == before  # nothing of it reached the hub
     assert ORG_CONTEXT_PATH in report and "holding manager@*" in report
+    found = check_archive(b.store.archive(PROJECT), run_git=False)  # the desktop keeps it: fsck names it
+    assert [(p.path, p.reason) for p in found] == [(ORG_CONTEXT_PATH, "set by Viewer, who does not hold manager@*")]
 
 
 def test_two_defaults_set_apart_merge_the_same_either_way_round():

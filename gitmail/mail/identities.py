@@ -233,17 +233,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         if existing is not None:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project; pick "
                                "another or omit name to get a generated one", {"name": existing.name})
-        ceiling = hierarchy.effective_expiry(snap, me)
-        ends = expires
-        if ends is None and lifecycle == "ephemeral":
-            ends = format_ts(at + dt.timedelta(hours=EPHEMERAL_HOURS))
-            if ceiling is not None and parse_ts(ceiling) < parse_ts(ends):
-                ends = ceiling
-        if ends is None and ceiling is not None:
-            ends = ceiling  # a child never outlives its parent: it inherits the parent's end
-        hierarchy.check_child_expiry(ceiling, ends)
-        if ends is not None and parse_ts(ends) <= at:
-            raise invalid(f"expires_at {ends} has already passed; give a time in the future", field="expires_at")
+        ends = _child_end(snap, me, expires, lifecycle, at)
         chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
@@ -264,6 +254,22 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     result = archive.transact(fn).result
     ctx.touch(project_key, parent)
     return result
+
+
+def _child_end(snap: Snapshot, parent: Agent, expires: str | None, lifecycle: str, at: dt.datetime) -> str | None:
+    """When a child spawned at ``at`` ends: as asked, or an ephemeral's day, never after ``parent`` (checked)."""
+    ceiling = hierarchy.effective_expiry(snap, parent)
+    ends = expires
+    if ends is None and lifecycle == "ephemeral":
+        ends = format_ts(at + dt.timedelta(hours=EPHEMERAL_HOURS))
+        if ceiling is not None and parse_ts(ceiling) < parse_ts(ends):
+            ends = ceiling
+    if ends is None and ceiling is not None:
+        ends = ceiling  # a child never outlives its parent: it inherits the parent's end
+    hierarchy.check_child_expiry(ceiling, ends)
+    if ends is not None and parse_ts(ends) <= at:
+        raise invalid(f"expires_at {ends} has already passed; give a time in the future", field="expires_at")
+    return ends
 
 
 def _key_end(at: dt.datetime, child_ends: str | None) -> str:

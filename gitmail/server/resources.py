@@ -25,7 +25,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from gitmail.mail.facade import (
-    ChannelPage,
     InboxMessage,
     Listing,
     OverdueListing,
@@ -38,13 +37,7 @@ from gitmail.mail.facade import (
 )
 from gitmail.model.controls import first_nul, nul_message
 from gitmail.model.errors import INTERNAL, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, GitmailError
-from gitmail.model.limits import (
-    FEED_DEFAULT_LIMIT,
-    FEED_MAX_LIMIT,
-    READ_BUDGET_DEFAULT,
-    READ_BUDGET_MAX,
-    READ_BUDGET_MIN,
-)
+from gitmail.model.limits import READ_BUDGET_DEFAULT, READ_BUDGET_MAX, READ_BUDGET_MIN
 from gitmail.sync.status import remote_states
 
 from .access import OPEN, Rule
@@ -216,15 +209,6 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
         bodies = True if include_bodies is None else flag(include_bodies)
         return mail.get_thread(project, thread_id, include_bodies=bodies, after=after or None,
                                max_bytes=budget(max_bytes))
-
-    @resource(mcp, "resource://channel/{name}{?project,after,limit,agent_name,agent_token}", access=member)
-    def channel(name: str, project: str = "", after: str | None = None, limit: str | None = None,
-                agent_name: str | None = None, agent_token: str | None = None) -> ChannelPage:
-        """A channel's posts after a cursor (its sequence numbers), oldest first, as read_channel reads them; any
-        member reads every channel, so any member may subscribe to one and hear of each new post."""
-        reader = rt.access.viewer(None, project, agent_name)
-        return mail.read_channel(project, reader, name, after=number(after, 0, "after", 0, 2**62),
-                                 limit=number(limit, FEED_DEFAULT_LIMIT, "limit", 1, FEED_MAX_LIMIT))
 
     @resource(mcp, "resource://inbox/{agent}{?project,since_ts,urgent_only,include_bodies,limit,max_bytes,"
                    "agent_token}", access=own)
