@@ -77,8 +77,6 @@ class AgentProfile(Result):
     attachments_policy: str
     card: hierarchy.Card = field(metadata=FLATTEN)
     human: bool | None = field(default=None, metadata=OMIT_NONE)
-    # the folders it loads memory and skills from, set from above; absent: the project's default
-    load_memory_and_skills: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -193,8 +191,7 @@ def agent_view(ctx: Context, slug: str, agent: Agent, project_id: str) -> AgentP
         task_description=agent.task_description, inception_ts=agent.inception_ts,
         last_active_ts=last_active(ctx, slug, agent), project_id=project_id,
         status=agent.status, retired_at=agent.retired_at, contact_policy=agent.contact_policy,
-        attachments_policy=agent.attachments_policy, card=hierarchy.card(agent), human=True if agent.human else None,
-        load_memory_and_skills=agent.loads)
+        attachments_policy=agent.attachments_policy, card=hierarchy.card(agent), human=True if agent.human else None)
 
 
 def check_reason(reason: object) -> str | None:

@@ -120,6 +120,8 @@ class Spawned(Registration):
     bootstrap_key: str | None = field(default=None, metadata=OMIT_NONE)
     key_expires_at: str | None = field(default=None, metadata=OMIT_NONE)
     note: str | None = field(default=None, metadata=OMIT_NONE)
+    # the folders it loads memory and skills from (absent: the project's default)
+    load_memory_and_skills: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -129,6 +131,8 @@ class AgentUpdated(Result):
     profile: AgentProfile = field(metadata=FLATTEN)
     changed: bool
     replayed: bool | None = field(default=None, metadata=OMIT_NONE)
+    # the folders it loads memory and skills from (absent: the project's default)
+    load_memory_and_skills: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -222,10 +226,12 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
             child = require_agent(snap, earlier.target, "target")
             return Change("", result=Spawned(profile=_view(ctx, project_key, snap, child), replayed=True,
+                                             load_memory_and_skills=child.loads,
                                              note=REPLAYED_TOKEN_NOTE))
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
             return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token,
+                                             load_memory_and_skills=existing.loads,
                                              bootstrap_key=headless, key_expires_at=existing.key_expires_at))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
@@ -245,6 +251,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
                         result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token,
+                                       load_memory_and_skills=child.loads,
                                        bootstrap_key=headless, key_expires_at=child.key_expires_at))
         change.put_record(child)
         if key is not None:
@@ -336,8 +343,7 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         me = acting.require_actor(snap, actor, seat, at=at)
         profile = require_agent(snap, target or me.name, "target")
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            return Change("", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
-                                                  changed=bool(earlier.changed), replayed=True))
+            return Change("", result=_updated(ctx, project_key, snap, profile, bool(earlier.changed), replayed=True))
         hierarchy.require_self_or_above(snap, me, profile, "update")
         if me.id == profile.id:
             if structural:
@@ -349,14 +355,12 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         values = _structural(snap, me, profile, AgentChanges(**fields), wanted, expires, folders)
         changed = any(getattr(profile, k) != v for k, v in values.items())
         if not changed:
-            return Change("no change", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
-                                                           changed=False))
+            return Change("no change", result=_updated(ctx, project_key, snap, profile, False))
         updated = dataclasses.replace(profile, hlc=hlc, **values)
         names = ", ".join(sorted(values))
         who = "its own" if me.id == profile.id else f"{profile.name}'s"
         change = Change(with_reason(f"{me.name} updated {who} {names}", why), author=me.name,
-                        result=AgentUpdated(profile=_view(ctx, project_key, snap, updated), changed=True)
-                        ).put_record(updated)
+                        result=_updated(ctx, project_key, snap, updated, True)).put_record(updated)
         if expires is not None:
             for below in _outliving(snap, profile, expires):  # nobody below may end later than it now does
                 change.put_record(dataclasses.replace(below, expires_at=expires, hlc=hlc))
@@ -367,6 +371,12 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     result = archive.transact(fn).result
     ctx.touch(project_key, actor)
     return result
+
+
+def _updated(ctx: Context, project_key: str, snap: Snapshot, profile: Agent, changed: bool, *,
+             replayed: bool | None = None) -> AgentUpdated:
+    return AgentUpdated(profile=_view(ctx, project_key, snap, profile), changed=changed, replayed=replayed,
+                        load_memory_and_skills=profile.loads)
 
 
 def _structural(snap: Snapshot, me: Agent, profile: Agent, values: AgentChanges, wanted: list[hierarchy.Scope] | None,
