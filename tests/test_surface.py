@@ -74,6 +74,12 @@ def test_each_profile_lists_its_tools_within_its_budget(servers):
     sends = {profile: next(t for t in listed(servers[profile])[1] if t["name"] == "send_message")
              for profile in ("default", "all")}
     assert "attachment_ids" not in sends["default"]["inputSchema"]["properties"]  # listed with the files family
+    inboxes = {profile: next(t for t in listed(servers[profile])[1] if t["name"] == "fetch_inbox")
+               for profile in ("default", "core,hierarchy")}
+    assert inboxes["default"]["annotations"]["readOnlyHint"] is True
+    assert "agent_id" not in inboxes["default"]["inputSchema"]["properties"]
+    assert inboxes["core,hierarchy"]["annotations"]["readOnlyHint"] is False  # a new agent_id makes its identity
+    assert "agent_id" in inboxes["core,hierarchy"]["inputSchema"]["properties"]
     assert sends["all"]["inputSchema"]["properties"]["attachment_ids"]["maxItems"] == 20
     for profile, budget in BUDGETS.items():
         assert sizes[profile] <= min(HELD.get(profile, budget), budget), (profile, sizes[profile])

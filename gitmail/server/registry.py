@@ -150,7 +150,10 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
     # the declared result gives the output schema; the value itself is sent as the JSON it already is
     guarded.__signature__ = inspect.Signature(parameters, return_annotation=Any)
     guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": Any}
-    added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
+    hints = dict(spec.hints)
+    if named_identities and hints.get("readOnlyHint"):  # a read naming a new agent_id makes that identity
+        hints = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+    added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(hints),
                                tags={spec.family}, meta={ACCESS_META: rule.describe()}, run_in_thread=True,
                                output_schema=None if returns is ToolResult else output_schema(returns))
     added.parameters = compact(added.parameters)
