@@ -162,6 +162,8 @@ def require_readable(snap: Snapshot, agent: Agent, folder: str) -> None:
     location = hierarchy.WHOLE
     if _within(real, repo) and real != repo:
         location = os.path.relpath(real, repo).replace(os.sep, "/")
+        if any(ch in location for ch in "*?[{"):  # a name a pattern would read as wildcards: only * covers it
+            location = hierarchy.WHOLE
     if hierarchy.allows(snap, agent, "viewer", location):
         return
     where = (f"its path {location} in the project's repository" if location != hierarchy.WHOLE
@@ -219,11 +221,17 @@ def _memory(folder: str, real_folder: str) -> list[MemoryFile]:
         real = _inside(real_folder, name)
         if real is None or not os.path.isfile(real):
             continue
-        with open(real, "rb") as f:
-            data = f.read()
-        text = data.decode("utf-8", "replace")
-        out.append(MemoryFile(folder=folder, path=name, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                              text=text[:MEMORY_TEXT_MAX], truncated=len(text) > MEMORY_TEXT_MAX))
+        digest, size, head = hashlib.sha256(), 0, b""
+        with open(real, "rb") as f:  # hashed whole, a chunk at a time; only the head is kept for its text
+            while chunk := f.read(1 << 16):
+                digest.update(chunk)
+                size += len(chunk)
+                if len(head) < 4 * MEMORY_TEXT_MAX:
+                    head += chunk[:4 * MEMORY_TEXT_MAX - len(head)]
+        text = head.decode("utf-8", "replace")
+        truncated = len(text) > MEMORY_TEXT_MAX or len(head) < size
+        out.append(MemoryFile(folder=folder, path=name, size=size, sha256=digest.hexdigest(),
+                              text=text[:MEMORY_TEXT_MAX], truncated=truncated))
     return out
 
 
