@@ -264,13 +264,13 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
         kind = "exclusive" if exclusive else "shared"
         change.message = (f"{me} reserved {_listing(g.path_pattern for g in granted)} ({kind}, {ttl}s)"
                           if granted else f"{me} was refused {_listing(patterns)}")
-        change.result = Reserved(granted=granted, conflicts=conflicts,
-                                 folder_hints=folder_hints(snap, [g.path_pattern for g in granted]))
+        change.result = Reserved(granted=granted, conflicts=conflicts)
         return change
 
-    result = archive.transact(fn).result
+    result: Reserved = archive.transact(fn).result
     ctx.touch(project_key, agent)
-    return result
+    hints = folder_hints(archive.snapshot(), [g.path_pattern for g in result.granted])  # files read outside the lock
+    return dataclasses.replace(result, folder_hints=hints) if hints else result
 
 
 def _listing(patterns: Iterable[str]) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -128,15 +129,15 @@ def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "sess
                       lease_expires_at=format_ts(at + dt.timedelta(seconds=lease)), hlc=hlc,
                       taken_at=format_ts(at), token_hash=token_hash(token))
         verb = "taken over" if is_held(current, at) else "taken"
-        result = SeatTaken(agent=agent_name, seat=seat_view(record, token), home=agent_dir(agent_name) + "/",
-                           journal=tail(snap, agent_name, journal_entries), taken_over=verb == "taken over",
-                           loads=handed(snap, profile))
+        taken = functools.partial(SeatTaken, agent=agent_name, seat=seat_view(record, token),
+                                  home=agent_dir(agent_name) + "/", journal=tail(snap, agent_name, journal_entries),
+                                  taken_over=verb == "taken over")
         return Change(f"{agent_name}'s seat {verb} by {holder} (epoch {epoch})", author=agent_name,
-                      result=result).put_record(record)
+                      result=(taken, profile)).put_record(record)
 
-    result: SeatTaken = archive.transact(fn).result
-    ctx.touch(project_key, result.agent)
-    return result
+    taken, profile = archive.transact(fn).result
+    ctx.touch(project_key, profile.name)
+    return taken(loads=handed(archive.snapshot(), profile))  # the folders are read outside the archive's lock
 
 
 def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None,
