@@ -22,7 +22,7 @@ from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
-from gitmail.coord.loads import Loaded
+from gitmail.coord.loads import Loaded, guard_roots
 from gitmail.coord.reservations import (
     ForceRelease,
     NothingReleased,
@@ -137,7 +137,7 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
             "ProductThread", "ProductUnlinked", "SearchHit", "SummaryView", "ThreadSummaries", "TopicMessage"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
-__all__ += ["Loaded", "OrgContextView"]
+__all__ += ["Loaded", "OrgContextView", "guard_roots"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]

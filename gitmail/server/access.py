@@ -40,8 +40,8 @@ from typing import Any
 from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 
-from gitmail.coord.loads import GUARD_ROOTS_ENV, guard_roots
-from gitmail.mail.facade import Mail
+from gitmail.coord.loads import GUARD_ROOTS_ENV
+from gitmail.mail.facade import Mail, guard_roots
 from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, UNAUTHORIZED, GitmailError, invalid
 from gitmail.storage.store import Store
 
