@@ -98,9 +98,10 @@ def stop_process(proc: subprocess.Popen, how: int = signal.SIGTERM, grace: float
             proc.wait(10)
 
 
-def stdio_client(home: str) -> Client:
-    """A client that spawns ``gitmail serve --stdio`` on ``home``."""
-    transport = StdioTransport(command=sys.executable, args=["-m", "gitmail", "serve", "--stdio"],
+def stdio_client(home: str, *, tools: str | None = None) -> Client:
+    """A client that spawns ``gitmail serve --stdio`` on ``home`` (with ``--tools tools`` when given)."""
+    profile = ["--tools", tools] if tools else []
+    transport = StdioTransport(command=sys.executable, args=["-m", "gitmail", "serve", "--stdio", *profile],
                                env=child_env(home), cwd=ROOT)
     return Client(transport, timeout=60)
 

@@ -74,7 +74,9 @@ def test_every_tool_is_described_typed_and_annotated(server):
         assert hints is not None and hints.open_world_hint is False, tool.name
         for prop, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description") or prop in SELF_DESCRIBING, f"{tool.name}.{prop} has no description"
-    assert hint("fetch_inbox", "readOnlyHint") is True
+    # listed with agent_id (the hierarchy family), a read may make the task identity it names: not read-only
+    assert hint("fetch_inbox", "readOnlyHint") is False and hint("fetch_inbox", "idempotentHint") is True
+    assert hint("fetch_inbox", "destructiveHint") is False
     assert hint("send_message", "readOnlyHint") is False and hint("send_message", "destructiveHint") is False
     assert hint("send_message", "idempotentHint") is False
     assert hint("hard_delete_project", "destructiveHint") is True

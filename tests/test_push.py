@@ -143,8 +143,64 @@ def test_a_subscription_is_allowed_exactly_when_reading_the_uri_is(server):
     assert answers["someone else's inbox"]["code"] == "UNAUTHORIZED"
     assert answers["no project"]["code"] == "INVALID_ARGUMENT" and "?project=" in answers["no project"]["message"]
     assert answers["not subscribable"]["code"] == "INVALID_ARGUMENT"
-    assert answers["not subscribable"]["data"]["subscribable"] == ["inbox", "thread"]
+    assert answers["not subscribable"]["data"]["subscribable"] == ["inbox", "thread", "channel"]
     assert answers["unknown agent"]["code"] in ("NOT_FOUND", "UNAUTHORIZED")
+
+
+def test_a_member_hears_of_each_post_to_a_channel_it_subscribed_to_and_a_stranger_may_not_subscribe(server):
+    project = fresh_project()
+
+    async def scenario():
+        notices = Notices()
+        async with Client(server.url, mode="legacy", timeout=60, message_handler=notices) as client:
+            tokens = await _team(client, project, "Jo", "Kai")
+            for name in ("deploys", "reviews"):
+                await call(client, "create_channel", project_key=project, agent_name="Jo", channel=name,
+                            agent_token=tokens["Jo"])
+            uri = f"resource://channel/deploys?project={project}&agent_name=Kai&agent_token={tokens['Kai']}"
+            await client.session.subscribe_resource(uri)
+            await call(client, "post_channel", project_key=project, agent_name="Jo", channel="reviews",
+                       body_md="not in deploys", agent_token=tokens["Jo"])
+            await call(client, "post_channel", project_key=project, agent_name="Jo", channel="deploys",
+                       body_md="v1 shipped", agent_token=tokens["Jo"])
+            first = await notices.next(1)
+            await call(client, "post_channel", project_key=project, agent_name="Kai", channel="deploys",
+                       body_md="v2 shipped", agent_token=tokens["Kai"])
+            heard = await notices.next(2)
+            read = await client.read_resource(uri)
+        async with Client(server.url, mode="legacy", timeout=60) as stranger:
+            before = store_state(server.home)
+            refusals = [await _refused(stranger, f"resource://channel/deploys?project={project}"),
+                        await _refused(stranger, f"resource://channel/deploys?project={project}&agent_name=Kai"
+                                                 "&agent_token=wrong"),
+                        await _refused(stranger, f"resource://channel/nowhere?project={project}&agent_name=Kai"
+                                                 f"&agent_token={tokens['Kai']}")]
+            return uri, first, heard, json.loads(read[0].text), refusals, before, store_state(server.home)
+
+    uri, first, heard, page, refusals, before, after = run(scenario())
+    assert first == [uri] and heard == [uri, uri]  # once per post, and nothing for the other channel
+    assert [p["body_md"] for p in page["posts"]] == ["v1 shipped", "v2 shipped"] and page["reader"] == "Kai"
+    assert [r["code"] for r in refusals] == ["UNAUTHORIZED", "UNAUTHORIZED", "NOT_FOUND"]
+    assert after == before
+
+
+def test_a_stdio_client_hears_of_a_channel_post_on_its_listen_stream(tmp_path):
+    project = fresh_project()
+
+    async def scenario():
+        async with stdio_client(str(tmp_path), tools="default,channels") as client:
+            tokens = await _team(client, project, "Lu")
+            await call(client, "create_channel", project_key=project, agent_name="Lu", channel="ops",
+                       agent_token=tokens["Lu"])
+            uri = f"resource://channel/ops?project={project}&agent_name=Lu&agent_token={tokens['Lu']}"
+            async with listen(client.session, resource_subscriptions=[uri]) as stream:
+                await call(client, "post_channel", project_key=project, agent_name="Lu", channel="ops",
+                           body_md="restarted", agent_token=tokens["Lu"])
+                heard = await asyncio.wait_for(anext(aiter(stream)), 60)
+            return uri, heard
+
+    uri, heard = run(scenario())
+    assert str(heard.uri) == uri
 
 
 async def _refused(client: Client, uri: str) -> dict[str, Any]:

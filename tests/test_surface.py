@@ -34,7 +34,8 @@ HELD = {"default": 39_850}
 OUTSIDE_DEFAULT = {"spawn_agent", "update_agent", "set_card", "agent_position", "ensure_product", "products_link",
                    "sync_project", "list_remotes", "sync_status", "take_seat", "journal", "acquire_build_slot",
                    "scan_overdue_acks", "read_compact", "upload_file", "list_files", "describe_file", "download_file",
-                   "create_channel", "list_channels", "post_channel", "read_channel", "search_channel"}
+                   "create_channel", "list_channels", "post_channel", "read_channel", "search_channel",
+                   "org_context", "new_session"}
 
 
 def listed(server: ServerProcess) -> tuple[int, list[dict[str, Any]]]:
@@ -67,11 +68,18 @@ def test_each_profile_lists_its_tools_within_its_budget(servers):
     assert names["core"] == CORE
     assert DOCUMENTED | {"catch_up", "read_messages"} <= names["default"]
     assert not names["default"] & OUTSIDE_DEFAULT
-    assert names["default"] | OUTSIDE_DEFAULT <= names["all"] and len(names["all"]) == 84
-    assert names["core,hierarchy"] == CORE | {"spawn_agent", "update_agent", "set_card", "agent_position"}
+    assert names["default"] | OUTSIDE_DEFAULT <= names["all"] and len(names["all"]) == 86
+    assert names["core,hierarchy"] == CORE | {"spawn_agent", "update_agent", "set_card", "org_context",
+                                              "agent_position"}
     sends = {profile: next(t for t in listed(servers[profile])[1] if t["name"] == "send_message")
              for profile in ("default", "all")}
     assert "attachment_ids" not in sends["default"]["inputSchema"]["properties"]  # listed with the files family
+    inboxes = {profile: next(t for t in listed(servers[profile])[1] if t["name"] == "fetch_inbox")
+               for profile in ("default", "core,hierarchy")}
+    assert inboxes["default"]["annotations"]["readOnlyHint"] is True
+    assert "agent_id" not in inboxes["default"]["inputSchema"]["properties"]
+    assert inboxes["core,hierarchy"]["annotations"]["readOnlyHint"] is False  # a new agent_id makes its identity
+    assert "agent_id" in inboxes["core,hierarchy"]["inputSchema"]["properties"]
     assert sends["all"]["inputSchema"]["properties"]["attachment_ids"]["maxItems"] == 20
     for profile, budget in BUDGETS.items():
         assert sizes[profile] <= min(HELD.get(profile, budget), budget), (profile, sizes[profile])

@@ -21,7 +21,7 @@ from .sync_helpers import mail_machine
 PROJECT = "/data/projects/channelsync"
 
 
-def _two_machines(tmp_path) -> tuple[str, Mail, Mail]:
+def two_machines(tmp_path) -> tuple[str, Mail, Mail]:
     """A checked hub, and a laptop and a desktop sharing the project: BlueLake on the laptop, GreenCastle on the
     desktop."""
     hub = str(tmp_path / "hub.git")
@@ -42,7 +42,7 @@ def _two_machines(tmp_path) -> tuple[str, Mail, Mail]:
 def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path, first):
     """Whichever machine reaches the hub first, the earlier definition (the laptop's) ends up the channel: when the
     desktop's later one got there first, the laptop's merge replaces it, and the hub's checks take that."""
-    hub, a, b = _two_machines(tmp_path)
+    hub, a, b = two_machines(tmp_path)
     # Offline: both make #deploys, each with its own purpose, and both post to it, turn about.
     a.create_channel(PROJECT, "BlueLake", "deploys", purpose="from the laptop")
     b.create_channel(PROJECT, "GreenCastle", "#deploys", purpose="from the desktop")
@@ -73,7 +73,7 @@ def test_a_channel_made_and_written_on_both_sides_merges_to_one(tmp_path, first)
 
 
 def test_the_hub_refuses_a_post_in_the_name_of_an_agent_of_another_machine(tmp_path):
-    hub, a, b = _two_machines(tmp_path)
+    hub, a, b = two_machines(tmp_path)
     a.create_channel(PROJECT, "BlueLake", "deploys")
     sync_project(a.store, PROJECT)
     sync_project(b.store, PROJECT)

@@ -51,6 +51,7 @@ from .acting import require_actor
 from .context import Context
 from .globs import covers, normalize, overlaps
 from .hierarchy import require_paths
+from .loads import FolderHint, folder_hints
 from .lookup import require_agent
 
 MAX_PATHS = 200
@@ -87,10 +88,15 @@ class Conflict(Result):
 
 @result
 class Reserved(Result):
-    """What a reservation request got: the patterns granted and the ones refused with their holders."""
+    """What a reservation request got: the patterns granted and the ones refused with their holders.
+
+    ``folder_hints`` names the memory files and skills of the folders the
+    granted patterns touch (:func:`.loads.folder_hints`), when there are any.
+    """
 
     granted: list[Grant]
     conflicts: list[Conflict]
+    folder_hints: list[FolderHint] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -261,9 +267,10 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
         change.result = Reserved(granted=granted, conflicts=conflicts)
         return change
 
-    result = archive.transact(fn).result
+    result: Reserved = archive.transact(fn).result
     ctx.touch(project_key, agent)
-    return result
+    hints = folder_hints(archive.snapshot(), [g.path_pattern for g in result.granted])  # files read outside the lock
+    return dataclasses.replace(result, folder_hints=hints) if hints else result
 
 
 def _listing(patterns: Iterable[str]) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,7 @@ from gitmail.storage.snapshot import Snapshot
 from .acting import SeatView, check_seat, is_held, seat_data, seat_view, token_hash
 from .context import Context
 from .journal import JournalView, tail
+from .loads import Loaded, handed
 from .lookup import require_agent
 
 
@@ -53,13 +55,18 @@ def _holder(holder: object) -> str:
 
 @result
 class SeatTaken(Result):
-    """A seat taken: the token and lease, the agent's home folder, the end of its journal."""
+    """A seat taken: the token and lease, the agent's home folder, the end of its journal, and what it loads.
+
+    ``loads`` holds the memory files and skill names of the folders the
+    agent loads (:mod:`.loads`): read them, with the journal, before carrying on.
+    """
 
     agent: str
     seat: SeatView
     home: str
     journal: list[JournalView]
     taken_over: bool
+    loads: Loaded
 
 
 @result
@@ -122,14 +129,15 @@ def take_seat(ctx: Context, project_key: str, agent: str, *, holder: str = "sess
                       lease_expires_at=format_ts(at + dt.timedelta(seconds=lease)), hlc=hlc,
                       taken_at=format_ts(at), token_hash=token_hash(token))
         verb = "taken over" if is_held(current, at) else "taken"
-        result = SeatTaken(agent=agent_name, seat=seat_view(record, token), home=agent_dir(agent_name) + "/",
-                           journal=tail(snap, agent_name, journal_entries), taken_over=verb == "taken over")
+        taken = functools.partial(SeatTaken, agent=agent_name, seat=seat_view(record, token),
+                                  home=agent_dir(agent_name) + "/", journal=tail(snap, agent_name, journal_entries),
+                                  taken_over=verb == "taken over")
         return Change(f"{agent_name}'s seat {verb} by {holder} (epoch {epoch})", author=agent_name,
-                      result=result).put_record(record)
+                      result=(taken, profile)).put_record(record)
 
-    result: SeatTaken = archive.transact(fn).result
-    ctx.touch(project_key, result.agent)
-    return result
+    taken, profile = archive.transact(fn).result
+    ctx.touch(project_key, profile.name)
+    return taken(loads=handed(archive.snapshot(), profile))  # the folders are read outside the archive's lock
 
 
 def _with_held_seat(ctx: Context, project_key: str, agent: str, seat: str | None,

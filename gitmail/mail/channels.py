@@ -272,6 +272,13 @@ def _open(ctx: Context, project_key: str, agent_name: str, channel: object) -> t
     return reader, name, _index(ctx, project_key)
 
 
+def channel_mark(ctx: Context, project_key: str, channel: object) -> int:
+    """The channel's newest sequence number on this machine (0: no post yet): it moves when a post is taken in."""
+    name = check_channel_name(channel)
+    require_channel(ctx.archive(project_key).snapshot(), name)
+    return _index(ctx, project_key).channel_posts(name, 0, 1)[1]
+
+
 def _whole(value: object, field_name: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise invalid(f"{field_name} must be a whole number from {low} to {high}; got {value!r}", field=field_name)

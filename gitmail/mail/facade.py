@@ -22,6 +22,7 @@ from gitmail.coord.capabilities import CapabilitiesSet, CapabilityCards
 from gitmail.coord.context import Activity, Context
 from gitmail.coord.guard import GuardInstalled, GuardRemoved
 from gitmail.coord.journal import JournalPage, JournalView
+from gitmail.coord.loads import Loaded, guard_roots
 from gitmail.coord.lookup import profiles as profiles_of
 from gitmail.coord.reservations import (
     ForceRelease,
@@ -59,6 +60,7 @@ from . import (
     files,
     identities,
     mailbox,
+    orgcontext,
     overdue,
     overseer,
     overview,
@@ -114,6 +116,7 @@ from .mailbox import (
     ThreadPage,
     TopicMessage,
 )
+from .orgcontext import OrgContextView
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -139,6 +142,7 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
+__all__ += ["Loaded", "OrgContextView", "guard_roots"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
@@ -343,6 +347,10 @@ class Mail:
     def thread_mark(self, project_key: str, thread_id: str) -> tuple[int, str]:
         """What moves when a message joins the thread (:func:`feed.thread_mark`), for pushed notices."""
         return feed.thread_mark(self.ctx, project_key, thread_id)
+
+    def channel_mark(self, project_key: str, channel: str) -> int:
+        """What moves when a post joins the channel (:func:`channels.channel_mark`), for pushed notices."""
+        return channels.channel_mark(self.ctx, project_key, channel)
 
     def catch_up(self, project_key: str, agent_name: str, *, limit: int = CATCH_UP_DEFAULT) -> CatchUp:
         """The newest arrivals in the agent's feed, whole, with the cursor to continue from (see :mod:`.feed`)."""
@@ -679,10 +687,24 @@ class Mail:
     def tip(self, project_key: str) -> str | None:
         """The commit the project's archive stands at (None: nothing written yet)."""
         return self.ctx.archive(project_key).tip()
+    def org_context(self, project_key: str, agent_name: str) -> OrgContextView:
+        """The project's defaults for new agents (:mod:`.orgcontext`), as any agent of the project reads them."""
+        return orgcontext.read(self.ctx, project_key, agent_name)
+
+    def set_org_context(self, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
+                        folder_hints: bool | None = None, seat: str | None = None,
+                        reason: str | None = None) -> OrgContextView:
+        """Set the folders new agents load and/or folder hints, as an agent holding manager@*."""
+        return orgcontext.set_defaults(self.ctx, project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
+                                       folder_hints=folder_hints, seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""
         return identities.position(self.ctx, project_key, agent_name)
+
+    def acting_identity(self, project_key: str, agent_name: str, agent_id: str) -> str:
+        """The registered name of the acting identity ``agent_id`` below ``agent_name``, made on first use."""
+        return identities.acting_identity(self.ctx, project_key, agent_name, agent_id)
 
     def is_below(self, project_key: str, ancestor: str, agent: str) -> str:
         """The registered name of ``agent`` when ``ancestor`` is above it; NOT_ABOVE otherwise."""

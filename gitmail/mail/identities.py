@@ -15,12 +15,12 @@ import datetime as dt
 from dataclasses import field
 from typing import Any, TypedDict
 
-from gitmail.coord import acting, hierarchy
+from gitmail.coord import acting, hierarchy, loads
 from gitmail.coord.capabilities import MAX_CAPABILITIES, check_capability
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import canonical_name, find_agent, profiles, project_record, require_agent
 from gitmail.model.clock import format_ts, parse_ts
-from gitmail.model.errors import ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
+from gitmail.model.errors import AGENT_ID_TAKEN, ALREADY_EXISTS, NOT_ABOVE, GitmailError, invalid
 from gitmail.model.namegen import generate_name
 from gitmail.model.names import OVERSEER, check_agent_name, is_reserved_name
 from gitmail.model.records import CARD_FIELDS, LIFECYCLES, RISK_TIERS, WAKE_CHANNELS, Agent
@@ -91,6 +91,7 @@ class AgentChanges(CardFields, total=False):
     lifecycle: str
     scopes: list[str]
     expires_at: str
+    loads: list[str]
 
 
 def _card_fields(card: dict[str, Any]) -> CardFields:
@@ -120,6 +121,8 @@ class Spawned(Registration):
     bootstrap_key: str | None = field(default=None, metadata=OMIT_NONE)
     key_expires_at: str | None = field(default=None, metadata=OMIT_NONE)
     note: str | None = field(default=None, metadata=OMIT_NONE)
+    # the folders it loads memory and skills from (absent: the project's default)
+    load_memory_and_skills: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -129,6 +132,8 @@ class AgentUpdated(Result):
     profile: AgentProfile = field(metadata=FLATTEN)
     changed: bool
     replayed: bool | None = field(default=None, metadata=OMIT_NONE)
+    # the folders it loads memory and skills from (absent: the project's default)
+    load_memory_and_skills: list[str] | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -179,7 +184,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
           expires_at: str | None = None, lifecycle: str = "intermittent", capabilities: list[str] | None = None,
           vendor: str = "", purpose: str = "", risk_tier: str = "standard", environment: str = "",
           seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None,
-          bootstrap_key: bool = False, refresh_window_s: int | None = None) -> Spawned:
+          bootstrap_key: bool = False, refresh_window_s: int | None = None,
+          load_memory_and_skills: list[str] | None = None) -> Spawned:
     """Create an agent below ``parent`` holding ``scope`` (a subset of the parent's); return it with its token.
 
     The parent must be a manager somewhere; the child's expiry is never later
@@ -189,9 +195,13 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     gets a long-lived key for a headless agent (see :func:`_key_end`), which
     proves it as its token does and dies when it is retired; with
     ``refresh_window_s`` the key proves it only while it acted within that
-    many seconds.
+    many seconds. ``load_memory_and_skills`` names the folders whose memory
+    and skills the child is handed when it takes its seat (each one the
+    parent may read, :mod:`gitmail.coord.loads`); None leaves it on the
+    project's default.
     """
     window = _refresh_window(refresh_window_s, bootstrap_key)
+    folders = loads.check_folders(load_memory_and_skills) if load_memory_and_skills is not None else None
     check_agent_name(parent, "agent_name")
     wanted = hierarchy.parse_scopes(scope)
     if name is not None:
@@ -207,7 +217,8 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     why = check_reason(reason)
     key = idempotency.keyed("spawn_agent", idempotency_key, {
         "name": name, "scope": [str(s) for s in wanted], "program": program, "model": model, "expires_at": expires,
-        "lifecycle": lifecycle, "bootstrap_key": bool(bootstrap_key), "refresh_window_s": window, **fields})
+        "lifecycle": lifecycle, "bootstrap_key": bool(bootstrap_key), "refresh_window_s": window, "loads": folders,
+        **fields})
     archive = ctx.archive(project_key)
     token, agent_id, hlc = mint_token(), ctx.clock.new_id(), ctx.tick()
     headless = mint_key() if bootstrap_key else None
@@ -218,38 +229,32 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
             child = require_agent(snap, earlier.target, "target")
             return Change("", result=Spawned(profile=_view(ctx, project_key, snap, child), replayed=True,
+                                             load_memory_and_skills=child.loads,
                                              note=REPLAYED_TOKEN_NOTE))
         existing = find_agent(snap, name) if name is not None else None
         if existing is not None and existing.id == agent_id:
             return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token,
+                                             load_memory_and_skills=existing.loads,
                                              bootstrap_key=headless, key_expires_at=existing.key_expires_at))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
+        loads.check_readable(snap, me, folders or [])
         if existing is not None:
             raise GitmailError(ALREADY_EXISTS, f"the name {existing.name} is already in use in this project; pick "
                                "another or omit name to get a generated one", {"name": existing.name})
-        ceiling = hierarchy.effective_expiry(snap, me)
-        ends = expires
-        if ends is None and lifecycle == "ephemeral":
-            ends = format_ts(at + dt.timedelta(hours=EPHEMERAL_HOURS))
-            if ceiling is not None and parse_ts(ceiling) < parse_ts(ends):
-                ends = ceiling
-        if ends is None and ceiling is not None:
-            ends = ceiling  # a child never outlives its parent: it inherits the parent's end
-        hierarchy.check_child_expiry(ceiling, ends)
-        if ends is not None and parse_ts(ends) <= at:
-            raise invalid(f"expires_at {ends} has already passed; give a time in the future", field="expires_at")
+        ends = _child_end(snap, me, expires, lifecycle, at)
         chosen = name or generate_name(lambda n: canonical_name(snap, n) is not None)
         child = Agent(id=agent_id, name=chosen, program=program or me.program, model=model or me.model,
                       inception_ts=format_ts(at), hlc=hlc, token_hash=hash_token(token), parent=me.name,
                       parent_id=me.id, scopes=[str(s) for s in wanted], expires_at=ends, lifecycle=lifecycle,
-                      node=archive.node, **fields)
+                      node=archive.node, loads=folders, **fields)
         if headless is not None:
             child.key_hash, child.key_expires_at = hash_token(headless), _key_end(at, ends)
             child.refresh_window_s = window
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
                         result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token,
+                                       load_memory_and_skills=child.loads,
                                        bootstrap_key=headless, key_expires_at=child.key_expires_at))
         change.put_record(child)
         if key is not None:
@@ -259,6 +264,22 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     result = archive.transact(fn).result
     ctx.touch(project_key, parent)
     return result
+
+
+def _child_end(snap: Snapshot, parent: Agent, expires: str | None, lifecycle: str, at: dt.datetime) -> str | None:
+    """When a child spawned at ``at`` ends: as asked, or an ephemeral's day, never after ``parent`` (checked)."""
+    ceiling = hierarchy.effective_expiry(snap, parent)
+    ends = expires
+    if ends is None and lifecycle == "ephemeral":
+        ends = format_ts(at + dt.timedelta(hours=EPHEMERAL_HOURS))
+        if ceiling is not None and parse_ts(ceiling) < parse_ts(ends):
+            ends = ceiling
+    if ends is None and ceiling is not None:
+        ends = ceiling  # a child never outlives its parent: it inherits the parent's end
+    hierarchy.check_child_expiry(ceiling, ends)
+    if ends is not None and parse_ts(ends) <= at:
+        raise invalid(f"expires_at {ends} has already passed; give a time in the future", field="expires_at")
+    return ends
 
 
 def _key_end(at: dt.datetime, child_ends: str | None) -> str:
@@ -288,15 +309,17 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
            scope: list[str] | None = None, expires_at: str | None = None, lifecycle: str | None = None,
            capabilities: list[str] | None = None, vendor: str | None = None, purpose: str | None = None,
            risk_tier: str | None = None, environment: str | None = None, task_description: str | None = None,
-           seat: str | None = None, idempotency_key: str | None = None,
-           reason: str | None = None) -> AgentUpdated:
+           seat: str | None = None, idempotency_key: str | None = None, reason: str | None = None,
+           load_memory_and_skills: list[str] | None = None) -> AgentUpdated:
     """Update ``target`` (default: ``actor`` itself); fields left None stay as they are.
 
     The agent itself or one above it may change its card (capabilities,
     vendor, purpose, risk tier, environment, task); acting on itself needs
     the editor role, as any card write does. Only an agent above it may
     change its scopes (within its parent's), its expiry (never past the
-    expiry above it) or its lifecycle: no agent widens its own authority.
+    expiry above it), its lifecycle or the folders it loads
+    (``load_memory_and_skills``, each one the updater may read; [] loads
+    nothing): no agent widens its own authority.
     """
     check_agent_name(actor, "agent_name")
     fields = AgentChanges(**_card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier,
@@ -306,14 +329,15 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
     expires = _expiry(expires_at)
     if lifecycle is not None:
         fields["lifecycle"] = _choice(lifecycle, "lifecycle", LIFECYCLES)
+    folders = loads.check_folders(load_memory_and_skills) if load_memory_and_skills is not None else None
     why = check_reason(reason)
-    structural = wanted is not None or expires is not None or lifecycle is not None
+    structural = wanted is not None or expires is not None or lifecycle is not None or folders is not None
     if not fields and not structural:
-        raise invalid("name at least one field to change (scope, expires_at, lifecycle, capabilities, vendor, "
-                      "purpose, risk_tier, environment, task_description)", field="target")
+        raise invalid("name at least one field to change (scope, expires_at, lifecycle, load_memory_and_skills, "
+                      "capabilities, vendor, purpose, risk_tier, environment, task_description)", field="target")
     key = idempotency.keyed("update_agent", idempotency_key, {
         "target": (target or actor).lower(), "scope": [str(s) for s in wanted] if wanted is not None else None,
-        "expires_at": expires, **fields})
+        "expires_at": expires, "loads": folders, **fields})
     archive = ctx.archive(project_key)
     hlc = ctx.tick()
     at = ctx.clock.now()
@@ -322,39 +346,26 @@ def update(ctx: Context, project_key: str, actor: str, *, target: str | None = N
         me = acting.require_actor(snap, actor, seat, at=at)
         profile = require_agent(snap, target or me.name, "target")
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            return Change("", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
-                                                  changed=bool(earlier.changed), replayed=True))
+            return Change("", result=_updated(ctx, project_key, snap, profile, bool(earlier.changed), replayed=True))
         hierarchy.require_self_or_above(snap, me, profile, "update")
         if me.id == profile.id:
             if structural:
                 raise GitmailError(
-                    NOT_ABOVE, f"{me.name} may not change its own scopes, expiry or lifecycle: only an agent above "
-                    "it may (an agent never widens its own authority)", {"agent": me.name, "target": me.name})
+                    NOT_ABOVE, f"{me.name} may not change its own scopes, expiry, lifecycle or the folders it loads: "
+                    "only an agent above it may (an agent never widens its own authority)",
+                    {"agent": me.name, "target": me.name})
             hierarchy.require_role(snap, me, "editor", "publish its capability card")
-        values = AgentChanges(**fields)
-        above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
-        if wanted is not None:
-            if above is None:
-                raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
-                              "another have scopes to change", field="scope")
-            hierarchy.check_subset(snap, above, wanted)
-            values["scopes"] = [str(s) for s in wanted]
-        if expires is not None:
-            ceiling = hierarchy.effective_expiry(snap, above) if above is not None else None
-            hierarchy.check_child_expiry(ceiling, expires)
-            values["expires_at"] = expires
+        values = _structural(snap, me, profile, AgentChanges(**fields), wanted, expires, folders)
         changed = any(getattr(profile, k) != v for k, v in values.items())
         if any(k in CARD_FIELDS and getattr(profile, k) != v for k, v in values.items()):
             values["card_version"] = profile.card_version + 1  # the card changed: its next version
         if not changed:
-            return Change("no change", result=AgentUpdated(profile=_view(ctx, project_key, snap, profile),
-                                                           changed=False))
+            return Change("no change", result=_updated(ctx, project_key, snap, profile, False))
         updated = dataclasses.replace(profile, hlc=hlc, **values)
         names = ", ".join(sorted(values))
         who = "its own" if me.id == profile.id else f"{profile.name}'s"
         change = Change(with_reason(f"{me.name} updated {who} {names}", why), author=me.name,
-                        result=AgentUpdated(profile=_view(ctx, project_key, snap, updated), changed=True)
-                        ).put_record(updated)
+                        result=_updated(ctx, project_key, snap, updated, True)).put_record(updated)
         if expires is not None:
             for below in _outliving(snap, profile, expires):  # nobody below may end later than it now does
                 change.put_record(dataclasses.replace(below, expires_at=expires, hlc=hlc))
@@ -417,6 +428,30 @@ def set_card(ctx: Context, project_key: str, agent: str, *, wake_channel: str = 
     done: CardSet = archive.transact(fn).result
     ctx.touch(project_key, done.agent)
     return done
+def _updated(ctx: Context, project_key: str, snap: Snapshot, profile: Agent, changed: bool, *,
+             replayed: bool | None = None) -> AgentUpdated:
+    return AgentUpdated(profile=_view(ctx, project_key, snap, profile), changed=changed, replayed=replayed,
+                        load_memory_and_skills=profile.loads)
+
+
+def _structural(snap: Snapshot, me: Agent, profile: Agent, values: AgentChanges, wanted: list[hierarchy.Scope] | None,
+                expires: str | None, folders: list[str] | None) -> AgentChanges:
+    """``values`` with the changes only an agent above ``profile`` makes, each checked: scopes, expiry, folders."""
+    above = hierarchy.parent_of(snap, profile)  # not None when me is above profile: only then is this structural
+    if wanted is not None:
+        if above is None:
+            raise invalid(f"{profile.name} is top-level (manager@* of its project); only agents spawned below "
+                          "another have scopes to change", field="scope")
+        hierarchy.check_subset(snap, above, wanted)
+        values["scopes"] = [str(s) for s in wanted]
+    if expires is not None:
+        ceiling = hierarchy.effective_expiry(snap, above) if above is not None else None
+        hierarchy.check_child_expiry(ceiling, expires)
+        values["expires_at"] = expires
+    if folders is not None:
+        loads.check_readable(snap, me, folders)
+        values["loads"] = folders
+    return values
 
 
 def _outliving(snap: Snapshot, agent: Agent, expires: str) -> list[Agent]:
@@ -502,6 +537,48 @@ def position(ctx: Context, project_key: str, agent: str) -> Position:
     return Position(me=brief(me), ancestors=[brief(a) for a in above], siblings=[brief(s) for s in siblings],
                     children=[brief(c) for c in hierarchy.children(snap, me)],
                     effective_expires_at=hierarchy.effective_expiry(snap, me))
+
+
+def acting_identity(ctx: Context, project_key: str, parent: str, agent_id: str) -> str:
+    """The agent ``agent_id`` names below ``parent``, made on first use: an ``agent_id`` call's acting identity.
+
+    A name chosen per task. The first call naming it spawns an agent of that
+    name below ``parent`` holding ``parent``'s own scopes (so the parent
+    must be a manager somewhere, as for any spawn), ending when the parent
+    does; later calls act as it, as ``acting_as`` would. A name held by an
+    agent that is not below ``parent`` is AGENT_ID_TAKEN. Making it is not
+    fenced by the parent's seat: a seat fences the parent's own writes.
+    """
+    check_agent_name(agent_id, "agent_id")
+    if is_reserved_name(agent_id):
+        raise invalid(f"{OVERSEER} is the name of the project's human overseer; choose another agent_id",
+                      field="agent_id")
+    archive = ctx.archive(project_key)
+    if find_agent(archive.snapshot(), agent_id) is None:
+        token, new, hlc, at = mint_token(), ctx.clock.new_id(), ctx.tick(), ctx.clock.now()
+
+        def fn(snap: Snapshot) -> Change:
+            me = require_agent(snap, parent, active=True)
+            acting.check_able(snap, me, at=at)
+            if find_agent(snap, agent_id) is not None:
+                return Change("")  # made meanwhile (by this caller or another): judged below
+            hierarchy.require_manager(me)
+            child = Agent(id=new, name=agent_id, program=me.program, model=me.model, inception_ts=format_ts(at),
+                          hlc=hlc, token_hash=hash_token(token), parent=me.name, parent_id=me.id,
+                          scopes=[str(s) for s in hierarchy.scopes_of(me)],
+                          expires_at=hierarchy.effective_expiry(snap, me), node=archive.node,
+                          task_description=f"acting identity {agent_id} of {me.name}")
+            return Change(f"{me.name} made its acting identity {agent_id}", author=me.name).put_record(child)
+
+        archive.transact(fn)
+    try:
+        return require_below(ctx, project_key, parent, agent_id)
+    except GitmailError as exc:
+        if exc.code != NOT_ABOVE:
+            raise
+        raise GitmailError(AGENT_ID_TAKEN, f"agent_id {agent_id!r} is the name of an agent that is not below "
+                           f"{parent}: choose another name for this task (names are unique in the project)",
+                           {"agent_id": agent_id, "agent": parent}) from None
 
 
 def require_below(ctx: Context, project_key: str, ancestor: str, agent: str) -> str:

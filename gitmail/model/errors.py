@@ -58,6 +58,7 @@ FILE_TOO_LARGE = "FILE_TOO_LARGE"  # an upload or download past a limit (data: t
 FILE_NOT_FOUND = "FILE_NOT_FOUND"  # no file of that ID in the project (files belong to one project)
 DUPLICATE_ATTACHMENT = "DUPLICATE_ATTACHMENT"  # one file named twice in attachment_ids
 NOT_FETCHED = "NOT_FETCHED"  # a record older than the window this machine joined with (data: the window's first day)
+AGENT_ID_TAKEN = "AGENT_ID_TAKEN"  # an agent_id naming an agent that is not below the caller's agent
 
 
 class GitmailError(Exception):

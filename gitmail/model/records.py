@@ -33,6 +33,7 @@ from .names import ADDRESS_RE, AGENT_NAME_RE, CHANNEL_NAME_RE, PRODUCT_KEY_RE, T
 MAX_SUBJECT = 512
 MAX_BODY_BYTES = 1024 * 1024
 MAX_SHORT = 512
+MAX_LOAD_FOLDERS = 16  # folders an agent (or the project's default) loads memory and skills from
 MAX_TEXT = 64 * 1024
 MAX_LIST = 1000
 
@@ -401,6 +402,9 @@ class Agent(Record):
     key_hash: str | None = _spec("str", default=None, omit_default=True)
     key_expires_at: str | None = _spec("ts", default=None, omit_default=True)
     refresh_window_s: int | None = _spec("int", default=None, omit_default=True)
+    # The folders whose memory and skills the agent is handed when it takes its seat (gitmail.coord.loads),
+    # set by the agent above it; absent: the project's default (org_context.yaml); []: nothing.
+    loads: list[str] | None = _spec("strs", default=None, max_len=MAX_LOAD_FOLDERS, omit_default=True)
 
     def path(self) -> str:
         return profile_path(self.name)
@@ -417,6 +421,15 @@ class Agent(Record):
         """
         self.status, self.retired_at, self.hlc = status, stamp, hlc
         self.key_hash = self.key_expires_at = self.refresh_window_s = None
+
+    def manages_project(self) -> bool:
+        """Whether its own record grants ``manager@*``: a top-level agent (never an orphan), or one given it.
+
+        What the record checker and fsck can see in one profile; a write
+        also checks every agent above it (:func:`gitmail.coord.hierarchy.allows`).
+        """
+        top_level = self.parent is None and self.orphaned_from is None and not self.scopes
+        return not self.human and (top_level or "manager@*" in self.scopes)
 
     def spawned_by(self, parent: Agent) -> bool:
         """Whether ``parent`` is the registration that spawned this agent, not only one holding its parent's name.
@@ -483,6 +496,27 @@ class Message(Record):
 
 
 MAX_POST_BYTES = 64 * 1024  # a channel post is a chat line or a short note: a long document goes in a message
+
+
+@dataclass
+class OrgContext(Record):
+    """The project's defaults for the identities in it: the folders a new agent loads, and folder hints.
+
+    One per project (``org_context.yaml``), written by an agent holding
+    ``manager@*`` (``set_by``, the last to change it). It merges field by
+    field, the later writer (by clock) winning a field both sides changed.
+    """
+
+    KIND: ClassVar[str] = "org_context"
+    LOCATED_BY: ClassVar[str] = "set_by"
+    set_by: str = _spec("agent")
+    updated_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    loads: list[str] = _spec("strs", default=[], max_len=MAX_LOAD_FOLDERS)
+    folder_hints: bool = _spec("bool", default=True)
+
+    def path(self) -> str:
+        return ORG_CONTEXT_PATH
 
 
 @dataclass
@@ -1109,6 +1143,7 @@ LAYOUT = 2  # the newest layout: new archives are made at it, and ``gitmail migr
 LAYOUTS = (1, 2)
 
 PROJECT_PATH = "project.yaml"
+ORG_CONTEXT_PATH = "org_context.yaml"
 AGENTS = "agents"
 MESSAGES = "messages"
 CONTACTS = "contacts"
@@ -1364,6 +1399,7 @@ _SLUG = r"[a-z0-9][a-z0-9-]{0,80}-[0-9a-f]{12}"
 _CHANNEL = r"[a-z0-9][a-z0-9_-]{0,63}"
 PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^project\.yaml$"), Project, "project"),
+    (re.compile(r"^org_context\.yaml$"), OrgContext, "org_context"),
     (re.compile(rf"^messages/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "message"),
     (re.compile(rf"^agents/{_NAME}/profile\.yaml$"), Agent, "agent"),
     (re.compile(rf"^agents/{_NAME}/inbox/{_DAY}{_BY_ID}/{_ID}\.md$"), Message, "inbox"),

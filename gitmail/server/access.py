@@ -46,7 +46,8 @@ from typing import Any
 from fastmcp import Context
 from fastmcp.server.dependencies import get_context
 
-from gitmail.mail.facade import Mail
+from gitmail.coord.loads import GUARD_ROOTS_ENV
+from gitmail.mail.facade import Mail, guard_roots
 from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, UNAUTHORIZED, GitmailError, invalid
 from gitmail.storage.store import Store
 
@@ -54,8 +55,7 @@ from .identity import Identities
 
 TOKEN_ALIAS = "registration_token"
 ACTING_AS = "acting_as"
-GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
-"""Folders (separated by ``:``) under which agents may install or remove the commit guard (none by default)."""
+AGENT_ID = "agent_id"
 
 OPEN, AGENT, MEMBER, PRODUCT = "open", "agent", "member", "product"
 
@@ -86,6 +86,23 @@ class Rule:
         if not isinstance(below, str) or not below.strip():
             raise invalid("acting_as must name an agent below you", field=ACTING_AS)
         arguments[self.agent] = self.access.mail.is_below(arguments[self.project], arguments[self.agent], below)
+        if self.token is not None and self.token in arguments:
+            arguments[self.token] = None
+
+    def act_as_named(self, arguments: dict[str, Any], agent_id: object) -> None:
+        """Turn a call the caller proved into one made as its acting identity ``agent_id`` (made on first use).
+
+        ``agent_id`` is a readable name chosen per task: an agent of that
+        name below the proved one, spawned below it the first time
+        (AGENT_ID_TAKEN when another agent holds the name). As with
+        :meth:`act_as`, the caller's own token is dropped.
+        """
+        assert self.kind == AGENT and self.agent is not None
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise invalid("agent_id must be a readable name for this task's identity, e.g. fix-login-bug",
+                          field=AGENT_ID)
+        arguments[self.agent] = self.access.mail.acting_identity(arguments[self.project], arguments[self.agent],
+                                                                 agent_id.strip())
         if self.token is not None and self.token in arguments:
             arguments[self.token] = None
 
@@ -286,7 +303,7 @@ class Access:
         if not isinstance(code_repo_path, str) or not code_repo_path.strip():
             raise invalid("code_repo_path must be the path of a git repository", field="code_repo_path")
         target = os.path.realpath(os.path.expanduser(code_repo_path))
-        roots = [os.path.realpath(r) for r in os.environ.get(GUARD_ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+        roots = guard_roots()
         if any(target == r or target.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
             return
         where = ("lists no folder on this server" if not roots

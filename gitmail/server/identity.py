@@ -150,6 +150,20 @@ class Identities:
             slugs = sorted({s for s, _ in self._bound.get(key, {})})
         return [slug for slug in slugs if self.agents_in(ctx, slug)]
 
+    def end_session(self, ctx: Context | None) -> list[tuple[str, str]]:
+        """Forget every agent this session registered or proved (``new_session``): (slug, name) of each, sorted.
+
+        Nothing the session proved before carries into its next call, which
+        proves its agent again with its token. A call without a session has
+        nothing to forget.
+        """
+        key = session_key(ctx)
+        if key is None:
+            return []
+        with self._lock:
+            agents = self._bound.pop(key, {})
+        return sorted((slug, held.name) for (slug, _), held in agents.items())
+
     def forget(self, slug: str, agent_name: str | None = None) -> None:
         """Drop every session's binding to an agent (or to every agent of a project) that was deleted."""
         with self._lock:

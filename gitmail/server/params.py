@@ -51,6 +51,8 @@ IdentityKey = Annotated[str | None, Field(max_length=128, description="Retry key
 Reason = Annotated[str | None, Field(max_length=200, description="Why (kept in the commit message).")]
 ActingAs = Annotated[str | None, Field(description=(
     "Make this call as an agent below you (after proving yourself as usual)."))]
+AgentId = Annotated[str | None, Field(max_length=128, description=(
+    "A readable name for this task's identity: made below you on first use, reused after."))]
 MaxBytes = Annotated[int, Field(ge=READ_BUDGET_MIN, le=READ_BUDGET_MAX, description="Byte budget for bodies.")]
 # What forcing another agent's holding (a reservation, a build slot) takes.
 ForceNote = Annotated[str, Field(max_length=4096, description="Added to the message sent to the holder.")]

@@ -37,11 +37,13 @@ CORE = frozenset({
     "read_messages", "search_messages", "file_reservation_paths", "release_file_reservations",
 })
 DEFAULT_FAMILIES = frozenset({"messages", "identity", "contacts", "reservations", "admin"})
-FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy", "attachment_ids": "files", "channel": "channels"}
+FAMILY_ARGUMENTS = {"seat": "coordination", "acting_as": "hierarchy", "agent_id": "hierarchy",
+                    "attachment_ids": "files", "channel": "channels"}
 """Optional arguments of many tools that only the tools of one family make useful: listed only with that family.
 
-A seat token comes from take_seat, acting_as names an agent spawn_agent made, attachment_ids names files
-upload_file stored, and a channel (read by catch_up and read_compact) is one create_channel made."""
+A seat token comes from take_seat, acting_as names an agent spawn_agent made (agent_id one made on first use),
+attachment_ids names files upload_file stored, and a channel (read by catch_up and read_compact) is one
+create_channel made."""
 PROFILES = ("core", "default", "all")
 DEFAULT = "default"
 

@@ -1,4 +1,4 @@
-"""New mail pushed to agents: resource subscriptions on inboxes and threads, notified after each change.
+"""New mail pushed to agents: resource subscriptions on inboxes, threads and channels, notified after each change.
 
 An agent that would poll its inbox subscribes to it instead. Two wires
 carry the same subscriptions:
@@ -19,9 +19,11 @@ that proved it.
 
 What counts as a change: for ``resource://inbox/{agent}``, a message
 arriving in that inbox; for ``resource://thread/{id}``, a message added to
-that thread. The server hears of a change when the project's index takes in
-a new tip: at once for its own commits, and for anyone else's (a push,
-another process, a sync) when the file watcher reports it or, at the
+that thread; for ``resource://channel/{name}``, a post taken into that
+channel (any member reads every channel, so any member may subscribe to one).
+The server hears of a change when the project's index takes in a new tip: at
+once for its own commits, and for anyone else's (a push, another process, a
+sync) when the file watcher reports it or, at the
 latest, at the next look it takes every :data:`LOOK_AGAIN` seconds while a
 project has subscribers. Each change is notified once to each subscriber,
 after the commit that made it.
@@ -64,14 +66,15 @@ from .resources import ResourceFailure
 _log = logging.getLogger("gitmail.server")
 
 LOOK_AGAIN = 1.0  # seconds: how often a project with subscribers is looked at for changes nobody announced
-SUBSCRIBABLE = {"inbox": "resource://inbox/{agent}?project=…", "thread": "resource://thread/{thread_id}?project=…"}
+SUBSCRIBABLE = {"inbox": "resource://inbox/{agent}?project=…", "thread": "resource://thread/{thread_id}?project=…",
+                "channel": "resource://channel/{name}?project=…"}
 
 Read = Callable[[ServerRequestContext[Any, Any], ReadResourceRequestParams], Any]
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a subscribed URI watches: an agent's inbox or a thread, in one project."""
+    """What a subscribed URI watches: an agent's inbox, a thread or a channel, in one project."""
 
     uri: str
     kind: str
@@ -80,12 +83,13 @@ class Target:
 
 
 def target(uri: str) -> Target:
-    """The inbox or thread ``uri`` names; INVALID_ARGUMENT for any other URI or one without ``?project=``."""
+    """The inbox, thread or channel ``uri`` names; INVALID_ARGUMENT for any other URI or one without ``?project=``."""
     parts = urlsplit(uri)
     kind, name = parts.netloc, unquote(parts.path.strip("/"))
     if parts.scheme != "resource" or kind not in SUBSCRIBABLE or not name or "/" in name:
-        raise GitmailError(INVALID_ARGUMENT, f"{uri!r} cannot be subscribed to: subscribe to an inbox or a thread ("
-                           f"{', '.join(SUBSCRIBABLE.values())})", {"uri": uri, "subscribable": list(SUBSCRIBABLE)})
+        raise GitmailError(INVALID_ARGUMENT, f"{uri!r} cannot be subscribed to: subscribe to an inbox, a thread "
+                           f"or a channel ({', '.join(SUBSCRIBABLE.values())})",
+                           {"uri": uri, "subscribable": list(SUBSCRIBABLE)})
     project = (parse_qs(parts.query).get("project") or [""])[0]
     if not project:
         raise GitmailError(INVALID_ARGUMENT, f"add ?project=<project key> to {uri!r}: a subscription names its "
@@ -212,9 +216,12 @@ class Push:
             watch.close()
 
     def _mark(self, one: Target) -> object:
-        """What ``one`` shows now, in as little as tells a change: the newest arrival, or the thread's last message."""
+        """What ``one`` shows now, in as little as tells a change: the newest arrival, the thread's last message,
+        or the channel's newest post."""
         if one.kind == "inbox":
             return self.mail.inbox_mark(one.project, one.name)
+        if one.kind == "channel":
+            return self.mail.channel_mark(one.project, one.name)
         return self.mail.thread_mark(one.project, one.name)
 
     def _watch(self, project: str) -> None:

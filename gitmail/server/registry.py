@@ -25,10 +25,10 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
-from gitmail.model.errors import GitmailError
+from gitmail.model.errors import GitmailError, invalid
 
-from .access import ACTING_AS, AGENT, Access, Rule
-from .params import ActingAs
+from .access import ACTING_AS, AGENT, AGENT_ID, Access, Rule
+from .params import ActingAs, AgentId
 from .results import error_result, log_failure, shown
 from .runtime import Runtime
 from .schemas import UNLISTED, listed, output_schema, type_list
@@ -101,14 +101,21 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
                   if not (p.name in leave_out and p.default is None)]
     token_argument = next((t for t in TOKEN_ARGUMENTS if any(p.name == t for p in parameters)), None)
     delegable = ACTING_AS not in leave_out and rule.kind == AGENT and token_argument is not None
+    named_identities = delegable and AGENT_ID not in leave_out
 
     def check(kwargs: dict[str, Any]) -> None:
-        """The access rule, on the call's arguments (which it may rewrite for acting_as)."""
+        """The access rule, on the call's arguments (which it may rewrite for acting_as or agent_id)."""
         below = kwargs.pop(ACTING_AS, None) if delegable else None
+        named = kwargs.pop(AGENT_ID, None) if named_identities else None
+        if below is not None and named is not None:
+            raise invalid("pass acting_as (an agent below you) or agent_id (this task's identity), not both",
+                          field=AGENT_ID)
         ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
         rule.check(kwargs, ctx)
         if below is not None:
             rule.act_as(kwargs, below)
+        if named is not None:
+            rule.act_as_named(kwargs, named)
 
     guarded: Any  # a function that also carries the signature, name and docstring FastMCP reads
     if inspect.iscoroutinefunction(fn):
@@ -135,12 +142,18 @@ def install(mcp: FastMCP, rt: Runtime, spec: ToolSpec, *, leave_out: frozenset[s
     if delegable:
         parameters.append(inspect.Parameter(ACTING_AS, inspect.Parameter.KEYWORD_ONLY, default=None,
                                             annotation=ActingAs))
+    if named_identities:
+        parameters.append(inspect.Parameter(AGENT_ID, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation=AgentId))
     guarded.__name__, guarded.__qualname__, guarded.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     returns = hints.get("return", inspect.Signature.empty)
     # the declared result gives the output schema; the value itself is sent as the JSON it already is
     guarded.__signature__ = inspect.Signature(parameters, return_annotation=Any)
     guarded.__annotations__ = {**{p.name: p.annotation for p in parameters}, "return": Any}
-    added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(dict(spec.hints)),
+    hints = dict(spec.hints)
+    if named_identities and hints.get("readOnlyHint"):  # a read naming a new agent_id makes that identity
+        hints = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+    added = Listed.from_function(guarded, name=spec.name, annotations=ToolAnnotations.model_validate(hints),
                                tags={spec.family}, meta={ACCESS_META: rule.describe()}, run_in_thread=True,
                                output_schema=None if returns is ToolResult else output_schema(returns))
     added.parameters = compact(added.parameters)

@@ -22,15 +22,16 @@ import functools
 from typing import Annotated
 
 import anyio
-from fastmcp import Context
+from fastmcp import Context, FastMCP
 from pydantic import Field
 
 from gitmail.mail.channels import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
 from gitmail.mail.facade import ChannelCreated, ChannelList, ChannelPage, ChannelSearch, Posted
-from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
+from gitmail.model.limits import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, FEED_MAX_WAIT
 
 from .params import AgentName, AgentToken, Cursor, FeedLimit, ProjectKey, Seat
 from .registry import ITSELF, Toolbox
+from .resources import number, resource
 from .results import READ, WRITE
 from .runtime import Runtime
 
@@ -118,3 +119,17 @@ def search_channel(
 ) -> ChannelSearch:
     """Posts holding a text after a cursor; 100 looked at per call, so repeat with next_after while has_more."""
     return rt.mail.search_channel(project_key, agent_name, channel, query, after=after, limit=limit)
+
+
+def register_resources(mcp: FastMCP, rt: Runtime) -> None:
+    """``resource://channel/{name}``: a channel read as read_channel reads it, which members subscribe to."""
+    member = rt.access.member("agent_name", "agent_token", project="project")
+
+    @resource(mcp, "resource://channel/{name}{?project,after,limit,agent_name,agent_token}", access=member)
+    def channel(name: str, project: str = "", after: str | None = None, limit: str | None = None,
+                agent_name: str | None = None, agent_token: str | None = None) -> ChannelPage:
+        """A channel's posts after a cursor (its sequence numbers), oldest first, as read_channel reads them; any
+        member reads every channel, so any member may subscribe to one and hear of each new post."""
+        reader = rt.access.viewer(None, project, agent_name)
+        return rt.mail.read_channel(project, reader, name, after=number(after, 0, "after", 0, 2**62),
+                                    limit=number(limit, FEED_DEFAULT_LIMIT, "limit", 1, FEED_MAX_LIMIT))

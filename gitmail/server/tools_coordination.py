@@ -25,6 +25,7 @@ from gitmail.model.limits import (
     MAX_LEASE_S,
     MIN_LEASE_S,
 )
+from gitmail.model.results import Result, result
 
 from .params import (
     AgentName,
@@ -61,6 +62,40 @@ def take_seat(
 ) -> SeatTaken:
     """Become the one session driving an agent; pass the returned token as seat on every write."""
     return rt.mail.take_seat(project_key, agent_name, holder=holder, lease_s=lease_s, take_over=take_over)
+
+
+@result
+class ProofForgotten(Result):
+    """An agent a session had proved, which it now must prove again."""
+
+    project: str
+    agent: str
+
+
+@result
+class SessionStarted(Result):
+    """A fresh session: what the old one had proved is forgotten; the seat and the archive are as they were."""
+
+    forgotten: list[ProofForgotten]
+    note: str
+
+
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def new_session(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    agent_token: AgentToken = None,
+) -> SessionStarted:
+    """Start a fresh session: this connection forgets every agent it proved, so what you read before carries
+    nothing into what you write next; prove your agent again (agent_token) on the next call."""
+    ended = rt.identities.end_session(ctx)
+    return SessionStarted(
+        forgotten=[ProofForgotten(project=rt.mail.human_key(slug), agent=name) for slug, name in ended],
+        note=("nothing is written: a seat you hold stays yours (pass it as seat as before), and your token "
+              "proves the agent again" if ended else
+              "this call has no session to forget (each call proves its agent with its token)"))
 
 
 @tools.tool(WRITE, access=ITSELF)

@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import AgentUpdated, Position, Spawned
+from gitmail.mail.facade import AgentUpdated, OrgContextView, Position, Spawned
 from gitmail.model.errors import invalid
-from gitmail.model.records import MAX_SCOPES
+from gitmail.model.records import MAX_LOAD_FOLDERS, MAX_SCOPES
 
 from .params import (
     AgentName,
@@ -46,6 +46,10 @@ Purpose = Annotated[str | None, Field(max_length=4096, description="What the age
 RiskTier = Annotated[Literal["low", "standard", "high"] | None, Field(description=(
     "How much care its actions need: low, standard (default) or high."))]
 Environment = Annotated[str | None, Field(max_length=128, description="Where it runs, e.g. 'ci' or 'laptop'.")]
+Folders = Annotated[list[str] | None, Field(max_length=MAX_LOAD_FOLDERS, description=(
+    "Folders (absolute paths in a code repository under the server's GITMAIL_GUARD_ROOTS) whose memory files "
+    "(AGENTS.md, CLAUDE.md) and skill names (skills/<name>/SKILL.md) the agent is handed when it takes its seat; "
+    "each one you can read. [] for none."))]
 
 tools = Toolbox("hierarchy")
 
@@ -78,6 +82,7 @@ def spawn_agent(
         "the child's end (at most 365 days; 90 without one), and dies when the child is retired."))] = False,
     refresh_window_s: Annotated[int | None, Field(description=(
         "With bootstrap_key: the key proves the child only while it acted within this many seconds."))] = None,
+    load_memory_and_skills: Folders = None,
 ) -> Spawned:
     """Create an agent below you with a subset of your scopes; you may then act as it (acting_as)."""
     return rt.mail.spawn_agent(project_key, agent_name, scope, name=name, program=program, model=model,
@@ -85,7 +90,7 @@ def spawn_agent(
                                capabilities=capabilities, vendor=vendor or "", purpose=purpose or "",
                                risk_tier=risk_tier or "standard", environment=environment or "", seat=seat,
                                idempotency_key=idempotency_key, reason=reason, bootstrap_key=bootstrap_key,
-                               refresh_window_s=refresh_window_s)
+                               refresh_window_s=refresh_window_s, load_memory_and_skills=load_memory_and_skills)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
@@ -112,12 +117,37 @@ def update_agent(
     seat: Seat = None,
     idempotency_key: IdentityKey = None,
     reason: Reason = None,
+    load_memory_and_skills: Folders = None,
 ) -> AgentUpdated:
-    """Update your capability card, or the card, scopes, expiry or lifecycle of an agent below you."""
+    """Update your capability card, or the card, scopes, expiry, lifecycle or loaded folders of an agent below you."""
     return rt.mail.update_agent(project_key, agent_name, target=target, scope=scope, expires_at=expires_at,
                                 lifecycle=lifecycle, capabilities=capabilities, vendor=vendor, purpose=purpose,
                                 risk_tier=risk_tier, environment=environment, task_description=task_description,
-                                seat=seat, idempotency_key=idempotency_key, reason=reason)
+                                seat=seat, idempotency_key=idempotency_key, reason=reason,
+                                load_memory_and_skills=load_memory_and_skills)
+
+
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def org_context(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    load_memory_and_skills: Annotated[list[str] | None, Field(max_length=MAX_LOAD_FOLDERS, description=(
+        "The folders a new agent loads when its spawn names none (absolute paths under GITMAIL_GUARD_ROOTS, each "
+        "one you can read); [] for none. Needs manager@*."))] = None,
+    folder_hints: Annotated[bool | None, Field(description=(
+        "Whether answers name the memory and skills of the folders they touch (default true). Needs "
+        "manager@*."))] = None,
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+    reason: Reason = None,
+) -> OrgContextView:
+    """The project's defaults for new agents; with arguments, set them (managers of the whole project)."""
+    if load_memory_and_skills is None and folder_hints is None:
+        return rt.mail.org_context(project_key, agent_name)
+    return rt.mail.set_org_context(project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
+                                   folder_hints=folder_hints, seat=seat, reason=reason)
 
 
 @tools.tool(WRITE, access=ITSELF)

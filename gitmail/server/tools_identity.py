@@ -186,5 +186,5 @@ def ensure_project(
     rt: Runtime,
     human_key: Annotated[str, Field(description="Absolute path of the working directory.")],
 ) -> ProjectView:
-    """Create the project for an absolute path, or return it; call it first in a new working directory."""
+    """Create or return the project for an absolute path; call it first in a new working directory."""
     return rt.mail.ensure_project(human_key=human_key)

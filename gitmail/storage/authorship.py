@@ -72,6 +72,7 @@ from gitmail.model.records import (
     Channel,
     FileRecord,
     Node,
+    OrgContext,
     Record,
     Repair,
     Reservation,
@@ -446,6 +447,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.
         return record.name, previous.node
     if isinstance(record, FileRecord):
         return profiles.bound(record.uploaded_by, before, after)  # a merge's earlier upload is exempt as merged
+    if isinstance(record, OrgContext):  # the manager's who set it last (a merge's fields are judged as the merge)
+        return profiles.bound(record.set_by, before, after)
     if isinstance(record, Channel):  # its creator's (a merge's earlier definition is judged as the merge)
         return profiles.bound(record.created_by, before, after)
     if isinstance(record, Reservation):

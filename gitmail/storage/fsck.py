@@ -36,14 +36,17 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmail.model.clock import parse_ts
+from gitmail.model.errors import GitmailError
 from gitmail.model.ids import is_id
 from gitmail.model.records import (
     ATTACHMENTS,
+    ORG_CONTEXT_PATH,
     Agent,
     ChannelPost,
     Escalation,
     FileRecord,
     Message,
+    OrgContext,
     Relay,
     Tombstone,
     channel_path,
@@ -149,6 +152,7 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     problems.extend(_hierarchy_problems(agents))
     problems.extend(_file_problems(snap, files))
     problems.extend(_post_problems(snap, posts, {agent.name for agent in agents}))
+    problems.extend(_org_problems(snap, agents))
     received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
     for path, escalation in escalations:
         if escalation.message_id not in messages and escalation.message_id not in removed:
@@ -159,6 +163,18 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     if run_git:
         problems.extend(_git_fsck(archive.git_dir))
     return problems
+
+
+def _org_problems(snap: Snapshot, agents: list[Agent]) -> list[Problem]:
+    """The project's defaults name a setter holding manager@* (a setter deleted since is history, not damage)."""
+    try:
+        org = snap.load(ORG_CONTEXT_PATH, OrgContext)
+    except GitmailError:
+        return []  # reported as the file it is
+    setter = next((a for a in agents if org is not None and a.name == org.set_by), None)
+    if org is None or setter is None or setter.manages_project():
+        return []
+    return [Problem(ORG_CONTEXT_PATH, f"set by {org.set_by}, who does not hold manager@*")]
 
 
 def _post_problems(snap: Snapshot, posts: list[tuple[str, ChannelPost]], agents: set[str]) -> list[Problem]:

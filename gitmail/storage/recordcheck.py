@@ -88,6 +88,7 @@ from gitmail.model.records import (
     Contact,
     FileRecord,
     Node,
+    OrgContext,
     Project,
     Record,
     Relay,
@@ -151,6 +152,7 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
           "(the purge_old_messages tool), or with their agent (the hard_delete_agent tool); if a git revert "
           "removed it, revert only the files you meant to change")
 _CHANNEL = "; to say more about a channel, post to it (post_channel)"
+_ORG = "set the project's defaults through gitmail (org_context), as an agent holding manager@*"
 _POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
@@ -534,6 +536,8 @@ class Checker:
             problem = self._file_bytes(path, blob, new)
         if problem is None and old is None and role == "post":
             return self._post_problem(path, blob, new)
+        if problem is None and role == "org_context":
+            problem = self._org_problem(path, blob, new)
         if problem is not None or old is None:
             return problem
         was, now = self._record(path, old), self._record(path, blob)
@@ -572,6 +576,17 @@ class Checker:
             return f"a post to channel {post.channel}, which this archive does not define", _POST
         if _entry(new, profile_path(post.sender)) is None:
             return f"a post by {post.sender}, who is no agent of this project", _POST
+        return None
+
+    def _org_problem(self, path: str, blob: pygit2.Oid, new: pygit2.Tree | None) -> tuple[str, str] | None:
+        """The project's defaults are set by an agent whose profile grants manager@* (a top-level agent)."""
+        record = self._record(path, blob)
+        if not isinstance(record, OrgContext):
+            return None
+        held = _entry(new, profile_path(record.set_by))
+        profile = self._record(profile_path(record.set_by), held) if held is not None else None
+        if not isinstance(profile, Agent) or not profile.manages_project():
+            return f"set by {record.set_by}, who is no agent of this project holding manager@*", _ORG
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

@@ -47,6 +47,7 @@ from gitmail.model.records import (
     HeldMessage,
     IdempotencyKey,
     Node,
+    OrgContext,
     ProductLink,
     Project,
     Receipt,
@@ -65,8 +66,8 @@ from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
-CLOCKED_ROLES = frozenset({"project", "agent", "receipt", "contact", "reservation", "seat", "window", "product",
-                           "relay", "build_slot"})
+CLOCKED_ROLES = frozenset({"project", "org_context", "agent", "receipt", "contact", "reservation", "seat", "window",
+                           "product", "relay", "build_slot"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -377,6 +378,21 @@ def _card_side(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Age
     if old is not None and card(old) in (card(mine), card(other)):
         return other if card(old) == card(mine) else mine
     return mine if _later(mine, ours, other, theirs) else other
+def _org_context(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """Last writer wins per field, from the base or, for two defaults set apart, from the unset one.
+
+    The unset default loads no folders and has folder hints on, so a field
+    only one side set (the folders on one machine, the hints on the other)
+    keeps that side's value; the setter and time are the later writer's.
+    """
+    old, mine, other = _parse(OrgContext, path, base, ours, theirs)
+    later, earlier = (mine, other) if _later(mine, ours, other, theirs) else (other, mine)
+    start = old if old is not None else OrgContext(set_by=later.set_by, updated_at=later.updated_at, hlc=later.hlc)
+    values: dict[str, Any] = {}
+    for name in ("loads", "folder_hints"):
+        mine_now, other_now, was = getattr(later, name), getattr(earlier, name), getattr(start, name)
+        values[name] = other_now if mine_now == was and other_now != was else mine_now
+    return dataclasses.replace(later, hlc=max(mine.hlc, other.hlc), **values).to_bytes()
 
 
 def _channel(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
@@ -399,6 +415,7 @@ def _idempotency(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> b
 
 _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]] = {
     "project": _per_field(Project),
+    "org_context": _org_context,
     "agent": _agent,
     "contact": _last_writer(Contact),
     "window": _last_writer(Window),

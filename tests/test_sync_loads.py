@@ -1,0 +1,82 @@
+"""The folders identities load, across machines: the project's default and an agent's list sync through a checked hub.
+
+Both machines are real stores syncing through a bare hub with gitmail's
+pre-receive checks; the folders are real folders under the operator's
+``GITMAIL_GUARD_ROOTS``.
+"""
+
+from __future__ import annotations
+
+from gitmail.model.clock import HLC
+from gitmail.model.records import ORG_CONTEXT_PATH, Agent, OrgContext, profile_path
+from gitmail.storage.engine import Change
+from gitmail.storage.fsck import check_archive
+from gitmail.sync.merge import merge_file
+from gitmail.sync.syncer import sync_project
+
+from .conftest import git_run
+from .test_sync_channels import PROJECT, two_machines
+
+
+def _folder(tmp_path, name: str, memory: str) -> str:
+    folder = tmp_path / "code" / name
+    folder.mkdir(parents=True)
+    (folder / "AGENTS.md").write_text(memory)
+    return str(folder)
+
+
+def test_the_default_merges_field_by_field_and_an_agents_folders_reach_the_other_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITMAIL_GUARD_ROOTS", str(tmp_path))
+    docs, api = _folder(tmp_path, "docs", "docs memory\n"), _folder(tmp_path, "api", "api memory\n")
+    hub, a, b = two_machines(tmp_path)
+    # Offline: the laptop sets the default folders, the desktop turns folder hints off.
+    a.set_org_context(PROJECT, "BlueLake", load_memory_and_skills=[docs])
+    b.set_org_context(PROJECT, "GreenCastle", folder_hints=False)
+    a.spawn_agent(PROJECT, "BlueLake", ["viewer@*"], name="Helper", load_memory_and_skills=[api])
+    for mail in (a, b, a):
+        sync_project(mail.store, PROJECT)
+    snaps = [mail.store.archive(PROJECT).snapshot() for mail in (a, b)]
+    assert snaps[0].commit == snaps[1].commit == git_run("rev-parse", "main", cwd=hub).stdout.strip()
+    merged = b.org_context(PROJECT, "GreenCastle")
+    assert merged["load_memory_and_skills"] == [docs] and merged["folder_hints"] is False
+    helper = snaps[1].load(profile_path("Helper"), Agent)
+    assert helper is not None and helper.loads == [api]
+    # An agent the desktop spawns without folders loads the default the laptop set.
+    b.spawn_agent(PROJECT, "GreenCastle", ["viewer@*"], name="Desk")
+    loads = b.take_seat(PROJECT, "Desk")["loads"]
+    assert loads["source"] == "project" and [m["text"] for m in loads["memory"]] == ["docs memory\n"]
+    for mail in (a, b):
+        assert check_archive(mail.store.archive(PROJECT), run_git=False) == []
+
+
+def test_the_hub_refuses_a_default_set_by_an_agent_without_manager_of_the_whole_project(tmp_path):
+    hub, a, b = two_machines(tmp_path)
+    b.spawn_agent(PROJECT, "GreenCastle", ["viewer@*"], name="Viewer")
+    sync_project(b.store, PROJECT)
+    before = git_run("rev-parse", "main", cwd=hub).stdout.strip()
+    clock = b.store.clock
+    forged = OrgContext(set_by="Viewer", updated_at=clock.now_ts(), hlc=clock.tick(), folder_hints=False)
+    b.store.archive(PROJECT).transact(lambda snap: Change("defaults by a viewer", author="Viewer").put_record(forged))
+    report = str(sync_project(b.store, PROJECT).to_dict())
+    assert git_run("rev-parse", "main", cwd=hub).stdout.strip() == before  # nothing of it reached the hub
+    assert ORG_CONTEXT_PATH in report and "holding manager@*" in report
+    found = check_archive(b.store.archive(PROJECT), run_git=False)  # the desktop keeps it: fsck names it
+    assert [(p.path, p.reason) for p in found] == [(ORG_CONTEXT_PATH, "set by Viewer, who does not hold manager@*")]
+
+
+def test_two_defaults_set_apart_merge_the_same_either_way_round():
+    folders = OrgContext(set_by="BlueLake", updated_at="2026-12-04T10:00:00Z", hlc=HLC(1_000, 0, "laptop"),
+                         loads=["/srv/code/docs"]).to_bytes()
+    hints = OrgContext(set_by="GreenCastle", updated_at="2026-12-04T10:00:01Z", hlc=HLC(2_000, 0, "desktop"),
+                       folder_hints=False).to_bytes()
+    both = [merge_file(ORG_CONTEXT_PATH, None, ours, theirs).content for ours, theirs in ((folders, hints),
+                                                                                          (hints, folders))]
+    assert both[0] == both[1]
+    merged = OrgContext.from_bytes(both[0] or b"", ORG_CONTEXT_PATH)
+    assert (merged.loads, merged.folder_hints, merged.set_by) == (["/srv/code/docs"], False, "GreenCastle")
+    # From a base both sides changed the folders: the later writer's folders win
+    later = OrgContext.from_bytes(hints, ORG_CONTEXT_PATH)
+    later = OrgContext(set_by=later.set_by, updated_at=later.updated_at, hlc=later.hlc, loads=["/srv/code/api"])
+    assert OrgContext.from_bytes(merge_file(ORG_CONTEXT_PATH, folders, folders.replace(b"docs", b"ops"),
+                                            later.to_bytes()).content or b"", ORG_CONTEXT_PATH).loads == \
+        ["/srv/code/api"]
