@@ -22,7 +22,9 @@ many of them.
 History written before commits were signed is taken as it is by ``gitmail
 adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit, after
 which ``verify`` checks only the commits that are not part of the adopted
-commit's history.
+commit's history. The doors honour an adoption more narrowly, for the
+unsigned history from before the project signed anything
+(:func:`gitmail.storage.authorship.adopted_unsigned`).
 
 An archive that joined shallow (:mod:`.boundary`) holds no history below
 its boundary commits: those fetched from the hub it pinned are reported as

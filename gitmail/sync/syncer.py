@@ -568,7 +568,8 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
     repo = archive.repo
     if ours is not None and (ours == tip or repo.descendant_of(ours, tip)):
         return [Checked(label, tip, tip, None)]
-    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES)
+    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES,
+                         adoptions=True)
     verdicts.add(judged.checked.items())
     if not judged.tainted:
         return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
