@@ -41,8 +41,9 @@ Which keys are known comes from the archive (:func:`gitmail.storage.nodes.keyrin
 a node never seen before is trusted on first use when its record arrives in
 a commit its own key signs, or in a commit a known key signs (``gitmail
 nodes add``: a person's key and its first commits may arrive together),
-unless this machine pinned another key for that name. The caller decides what a refusal does: ``verify`` reports it, a push
-is refused, a fetch keeps the commit out of ``main``.
+unless this machine pinned another key for that name. The caller decides
+what a refusal does: ``verify`` reports it, a push is refused, a fetch keeps
+the commit out of ``main``.
 
 In an archive that joined shallow (:mod:`.boundary`), a boundary commit
 (one whose parents this machine never fetched) cannot be judged by what it
@@ -424,6 +425,26 @@ def _mends(repo: pygit2.Repository, commit: pygit2.Commit, tainted: set[str]) ->
             if isinstance(record, Repair):
                 named.add(placed(record.file, LAYOUT))
     return bool(named) and all(role_of(path) == "repair" or path in named for path in changes)
+
+
+def mended(repo: pygit2.Repository, judged: Judged, tip: str) -> set[str]:
+    """The refused commits of ``judged`` whose taint no longer reaches ``tip``: a repair took nothing of them.
+
+    A refused commit taints what builds on it, except through a repair
+    merge that takes in none of its records (:func:`_mends`); so a refused
+    commit still in effect at ``tip`` is one from which a chain of tainted
+    commits leads to it. The others stay in the history, mended.
+    """
+    live: set[str] = set()
+    todo = [tip] if tip in judged.tainted else []
+    while todo:
+        hexsha = todo.pop()
+        if hexsha in live:
+            continue
+        live.add(hexsha)
+        todo += [parent for parent in map(str, repo[hexsha].peel(pygit2.Commit).parent_ids)
+                 if parent in judged.tainted]
+    return judged.refused - live
 
 
 def file_rejections(repo: pygit2.Repository, judged: Judged) -> list[Rejection]:
