@@ -230,14 +230,20 @@ class Trust:
         if key not in self.ring.revoked:
             self._learn(repo, commit, only=key)
 
-    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit) -> None:
+    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None) -> None:
         """Trust the keys of new nodes ``commit`` registers (``gitmail nodes add``), it being signed by a known key.
 
         So a person's key and the first commit it signs may arrive in one
         push or fetch; any node may register a key, so this trusts no one
         that a node could not have made a node of its own by first use.
+        ``listed``: the commit's changes as git listed them, when it did.
         """
-        if _subtree(commit.tree, NODES) != _subtree(commit.parents[0].tree if commit.parents else None, NODES):
+        if listed is not None:
+            changed = any(path.startswith(NODES + "/") for path in listed)
+        else:
+            changed = _subtree(commit.tree, NODES) != _subtree(commit.parents[0].tree if commit.parents else None,
+                                                               NODES)
+        if changed:
             self._learn(repo, commit, only=None)
 
     def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None) -> None:
@@ -325,7 +331,7 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
         if state == "unknown":
             trust.first_use(repo, commit, verdict[1])
         elif state == "known":
-            trust.registered(repo, commit)
+            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
     _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
     if adoptions and any(refusal.code == "unsigned" for refusal in judged.refusals):
         excused = adopted_unsigned(repo, tip, hidden, commits, found, judged)
