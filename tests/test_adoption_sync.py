@@ -7,12 +7,17 @@ no hooks, machine B takes all of it in (nothing kept aside, both converge,
 unsigned commit made after signing began is still refused everywhere, even
 when a signed adoption names it: an adoption vouches only for history with
 no signed commit below it.
+
+A machine joining after a key was revoked judges by the revocation it
+fetches: what the key signed after it is kept aside, what it signed before
+(and every machine holds) comes in, and the newcomer converges with the rest.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from gitmail.storage import nodes
 from gitmail.storage.verify import adopt, verify
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
@@ -90,3 +95,29 @@ def test_an_adopted_history_crosses_a_hub_without_hooks_and_a_checked_one(tmp_pa
     slug = b.store.resolve(PROJECT)
     found = verify(b.archive, slug, b.store.paths(slug).derived).findings  # main is clean; the rest kept aside
     assert found and all(item.kept_aside for item in found) and "unsigned" in {item.problem for item in found}
+
+
+def test_a_machine_joining_after_a_revocation_keeps_out_what_the_key_signed_after_it(tmp_path):
+    plain = _hub(str(tmp_path / "plain.git"), checked=False)
+    a, r = Machine(str(tmp_path), "node-a"), Machine(str(tmp_path), "node-r")
+    a.create_project()
+    for machine in (a, r):
+        add_remote(machine.store, PROJECT, "hub", plain)
+        sync_project(machine.store, PROJECT)
+    r.register("Rogue")
+    before = r.send("Rogue", ["BlueLake"], "before the revocation")
+    sync_project(r.store, PROJECT)
+    sync_project(a.store, PROJECT)
+    nodes.revoke(a.archive, name=r.name, reason="stolen", by=a.name, now=a.store.clock.now_ts())
+    sync_project(a.store, PROJECT)
+    after = r.send("Rogue", ["BlueLake"], "after the revocation")  # r has not seen it, and merges it onto the hub
+    sync_project(r.store, PROJECT)
+    assert {item["code"] for item in sync_project(a.store, PROJECT).results[0].quarantined} == {"revoked-key"}
+
+    c = Machine(str(tmp_path), "node-c")  # joins now: the revocation arrives in the same fetch as the key's commits
+    add_remote(c.store, PROJECT, "hub", plain)
+    report = sync_project(c.store, PROJECT)
+    assert {item["code"] for item in report.results[0].quarantined} == {"revoked-key"}, report.lines()
+    messages = message_counts(tree_files(c.store))
+    assert before in messages and after not in messages
+    assert tree_files(c.store) == tree_files(a.store)

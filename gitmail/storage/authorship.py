@@ -52,7 +52,9 @@ hub's history and neither it nor what lies below it is judged; any other is
 refused as ``unpinned-boundary``.
 
 History written before commits were signed comes in through a door when an
-adoption at the tip vouches for it (:func:`adopted_unsigned`).
+adoption at the tip vouches for it (:func:`adopted_unsigned`), and a door
+honours a revocation arriving in the range it judges
+(:func:`_revocations_arriving`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from gitmail.model.records import (
     LAYOUT,
     NODES,
     PROJECT_PATH,
+    REVOCATIONS,
     Adoption,
     Agent,
     Channel,
@@ -83,6 +86,7 @@ from gitmail.model.records import (
     Record,
     Repair,
     Reservation,
+    Revocation,
     adoption_path,
     classify,
     placed,
@@ -214,14 +218,19 @@ class Trust:
     pins: Mapping[str, str] = field(default_factory=dict)  # node -> the public line this machine pinned
     learned: dict[bytes, str] = field(default_factory=dict)
     humans: set[str] = field(default_factory=set)  # learned nodes that are people's keys
+    # Keys whose revocation arrives in the range judged, by raw key: the commits of the range below that revocation
+    # (made before it, so accepted then, and held by every machine that took the revocation in).
+    revoked_after: dict[bytes, set[str]] = field(default_factory=dict)
     shallow: frozenset[str] = frozenset()  # boundary commits of a shallow archive (parents never fetched)
     pinned: frozenset[str] = frozenset()  # those of them fetched from the pinned hub: trusted, not judged
 
     def node_of(self, key: bytes) -> str | None:
         return self.ring.keys.get(key) or self.learned.get(key)
 
-    def state(self, key: bytes) -> str:
-        if key in self.ring.revoked:
+    def state(self, key: bytes, commit: str | None = None) -> str:
+        """``known``, ``unknown`` or ``revoked`` (a key revoked in the range: for ``commit`` when made after it)."""
+        below = self.revoked_after.get(key)
+        if key in self.ring.revoked or (below is not None and commit not in below):
             return "revoked"
         return "known" if self.node_of(key) is not None else "unknown"
 
@@ -332,6 +341,8 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
             trust.first_use(repo, commit, verdict[1])
         elif state == "known":
             trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
+    if adoptions:
+        _revocations_arriving(repo, tip, hidden, commits, found, trust)
     _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
     if adoptions and any(refusal.code == "unsigned" for refusal in judged.refusals):
         excused = adopted_unsigned(repo, tip, hidden, commits, found, judged)
@@ -340,6 +351,38 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
             _judge_each(repo, commits, found, trust, again, profiles=profiles, rules=rules, excused=excused)
             return again
     return judged
+
+
+def _revocations_arriving(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+                          found: Mapping[bytes, Verdict], trust: Trust) -> None:
+    """Make the door refuse what a key signed after its revocation, when the revocation arrives in this range.
+
+    A machine that joins (or has not yet seen a revocation) would otherwise
+    judge by the keys it held before the fetch. A revocation counts when
+    the commit of the range that adds it is signed by a known key that is
+    not the revoked one (a forged revocation cannot make a door refuse
+    honest commits); the revoked key's commits below that commit stay
+    accepted, as every machine that took the revocation in holds them
+    (``verify`` still reports them, for the operator to adopt or repair).
+    """
+    for record in records_in(Snapshot(repo, tip), REVOCATIONS, Revocation):
+        try:
+            raw = sshsig.parse_public_line(record.key)
+        except sshsig.SignatureError:
+            continue
+        if raw in trust.ring.revoked or raw in trust.revoked_after:
+            continue
+        path = record.path()
+        adding = next((commit for commit in commits if blob_in(commit.tree, path) is not None), None)
+        if adding is None:
+            continue
+        state, signer = found[adding.id.raw]
+        if state != SIGNED or signer == raw or trust.state(signer) != "known":
+            continue
+        walker = repo.walk(adding.id)
+        for hexsha in hidden:
+            walker.hide(pygit2.Oid(hex=hexsha))
+        trust.revoked_after[raw] = {str(commit.id) for commit in walker}
 
 
 def _judge_each(repo: pygit2.Repository, commits: list[pygit2.Commit], found: Mapping[bytes, Verdict], trust: Trust,
@@ -490,8 +533,8 @@ def judge_commit(repo: pygit2.Repository, commit: pygit2.Commit, verdict: Verdic
                         "parents were never fetched) that did not come from the pinned hub", ADVICE[UNPINNED_BOUNDARY])]
     state, key = verdict
     code = {UNSIGNED: "unsigned", BAD: "bad-signature"}.get(state)
-    if code is None and trust.state(key) != "known":
-        code = trust.state(key) + "-key"
+    if code is None and trust.state(key, hexsha) != "known":
+        code = trust.state(key, hexsha) + "-key"
     node = trust.node_of(key) if state == SIGNED else None
     if code is not None:
         reason = {"unsigned": "carries no signature", "bad-signature": "carries a signature that does not match "
