@@ -315,7 +315,8 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
     the rest are checked here (in ``workers`` processes when there are
     ``parallel_from`` or more) and returned in ``Judged.checked`` for the caller to remember.
     With ``adoptions`` (the doors), the unsigned history an accepted
-    adoption at ``tip`` vouches for is accepted (:func:`adopted_unsigned`).
+    adoption at ``tip`` vouches for is accepted (:func:`adopted_unsigned`),
+    and a revocation arriving in the range counts (:func:`_revocations_arriving`).
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     hidden = [*hide, *(trust.pinned & trust.shallow)]  # a pinned boundary and what lies below it are not judged
