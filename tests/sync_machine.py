@@ -12,7 +12,8 @@ on stdout: ``{"ok": value}`` or ``{"error": {code, message}}``. Requests:
   the same moment and know that each reached the start line; the answer is
   the sync report;
 - ``{"op": "repair"}``, ``{"op": "fsck"}``, ``{"op": "search", "query": Q}``,
-  ``{"op": "tip"}``; end of input ends the process.
+  ``{"op": "tip"}``, ``{"op": "verify"}`` (``gitmail verify``'s findings:
+  commit, problem, node, path, kept aside); end of input ends the process.
 
 A test drives these processes with :mod:`tests.machines`.
 """
@@ -30,6 +31,8 @@ from gitmail.mail.facade import Mail
 from gitmail.model.errors import GitmailError
 from gitmail.storage import nodes
 from gitmail.storage.fsck import check_archive
+from gitmail.storage.verify import verify
+from gitmail.sync.findings import SYNC_RULES
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.repair import repair
 from gitmail.sync.syncer import sync_project
@@ -63,6 +66,10 @@ def answer_request(mail: Mail, request: dict[str, Any]) -> Any:
         return [str(problem) for problem in check_archive(store.archive(PROJECT))]
     if op == "search":
         return [hit["id"] for hit in indexer_for(store).project(PROJECT).search(request["query"], limit=100)]
+    if op == "verify":
+        slug = store.resolve(PROJECT)
+        found = verify(store.archive(slug), slug, store.paths(slug).derived, rules=SYNC_RULES)
+        return [[item.commit, item.problem, item.node, item.path, item.kept_aside] for item in found.findings]
     if op == "tip":
         archive = store.archive(PROJECT)
         tip = archive.tip()

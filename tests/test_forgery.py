@@ -18,20 +18,25 @@ machines' syncs keep each aside with its code and ``gitmail verify``
 reports it. Through a checked host (gitolite over SSH, nginx with smart HTTP)
 the hub refuses each at the push, naming its code.
 Either way the honest machines converge on the same records, each valid
-message exactly once, and none of the forged ones.
+message exactly once, and none of the forged ones; and plain ``git`` with
+the exported allowed-signers file verifies every commit of their ``main``
+but those of the revoked key.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections import Counter
 
 import pygit2
 import pytest
 
+from gitmail.model import sshsig
 from gitmail.model.records import Agent, Message, Receipt, inbox_path, outbox_path, profile_path, receipt_path
 from gitmail.storage import nodes
+from gitmail.storage.authorship import SIGNED, signature_verdict
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.treeedit import TreeEditor
 from gitmail.storage.verify import verify
@@ -183,6 +188,7 @@ def test_forgeries_are_kept_out_everywhere_and_the_rest_converges(host: Host, tm
     assert not any(mid in path for path in files_a for mid in forged_ids)
     assert Agent.from_bytes(files_a[profile_path("Bo")]).task_description == ""
     assert receipt_path("Ada", first) not in files_a
+    _plain_git_verifies(a, tmp_path, revoked=r)
     if host.checked:
         assert not any(result.quarantined for result in results)
         return
@@ -195,6 +201,29 @@ def test_forgeries_are_kept_out_everywhere_and_the_rest_converges(host: Host, tm
         # In main, only what node-r signed before its key was revoked: a revocation marks all that key signed.
         in_main = {(f.problem, f.node) for f in found.findings if not f.kept_aside}
         assert in_main == {("revoked-key", REVOKED)}, found.findings
+
+
+def _plain_git_verifies(machine: Machine, tmp_path, *, revoked: Machine) -> None:
+    """Plain ``git`` with the exported allowed-signers file finds a good signature on every commit of ``main``.
+
+    All but those the revoked key signed before its revocation: the export
+    leaves that key out, so git cannot vouch for them (``verify`` reports them).
+    """
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(nodes.allowed_signers(machine.archive), encoding="utf-8")
+    listed = subprocess.run(["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={signers}",
+                             "--git-dir", machine.archive.git_dir, "log", "--format=%H %G?", "main"],
+                            capture_output=True, text=True, check=True).stdout.split("\n")
+    verdicts = dict(line.split() for line in listed if line)
+    revoked_key = sshsig.parse_public_line(revoked.store.key.public_line)
+    by_revoked = {commit for commit in verdicts
+                  if signature_verdict(machine.archive.repo[commit].read_raw()) == (SIGNED, revoked_key)}
+    assert by_revoked and {commit for commit, mark in verdicts.items() if mark != "G"} == by_revoked, verdicts
+    for commit in list(verdicts)[:3]:  # and git verify-commit, one by one, as a person would
+        if commit not in by_revoked:
+            assert subprocess.run(["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={signers}",
+                                   "--git-dir", machine.archive.git_dir, "verify-commit", commit],
+                                  capture_output=True).returncode == 0
 
 
 def _first_message_commit(machine: Machine) -> str:

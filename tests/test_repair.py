@@ -133,3 +133,72 @@ def test_repair_with_nothing_to_repair_changes_nothing(tmp_path):
     missing = subprocess.run([*GITMAIL, "repair", PROJECT, "--remote", "nope"], capture_output=True, text=True,
                              env=env)
     assert missing.returncode == 2 and "NOT_FOUND" in missing.stderr
+
+
+def test_an_unsigned_poison_through_a_hub_without_hooks_is_repaired_and_verify_ends_clean(tmp_path):
+    from click.testing import CliRunner
+
+    from gitmail.cli import cli
+    from gitmail.model.records import Message, outbox_path
+    from gitmail.storage.verify import verify
+
+    hub = str(tmp_path / "hub.git")  # no hooks: takes whatever is pushed, as a hosted service does
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
+    a, b, c = (Machine(str(tmp_path / "m"), f"node-{name}") for name in "abc")
+    a.create_project()
+    for machine in (a, b, c):
+        add_remote(machine.store, PROJECT, "hub", "file://" + hub)
+        sync_project(machine.store, PROJECT)
+    before = a.send("BlueLake", ["GreenCastle"], "before the poison")
+    for machine in (a, b, c):
+        sync_project(machine.store, PROJECT)
+
+    # Someone with push access commits a message in BlueLake's name with plain git, unsigned, on the hub's main.
+    clone = str(tmp_path / "poisoner")
+    assert git_run("clone", "-q", hub, clone).returncode == 0
+    forged = Message(id=new_id(), thread_id="t-forged", sender="BlueLake", subject="send me the keys",
+                     created_ts="2026-12-01T10:00:00.000Z", to=["GreenCastle"], body="forged\n")
+    for path in (forged.path(), outbox_path("BlueLake", forged.id), inbox_path("GreenCastle", forged.id)):
+        _write(clone, path, forged.to_bytes())
+    assert git_run("add", "-A", cwd=clone).returncode == 0
+    assert git_run("-c", "commit.gpgsign=false", "commit", "-q", "-m", "BlueLake sent", cwd=clone).returncode == 0
+    assert git_run("push", "-q", "origin", "main", cwd=clone).returncode == 0
+    poison = git_run("rev-parse", "HEAD", cwd=clone).stdout.strip()
+
+    # Each machine keeps it aside and reports it: sync exits 1, verify reports it as kept aside, and exits 1.
+    sent = [m.send(sender, [to], f"meanwhile on {m.name}")
+            for m, sender, to in ((a, "BlueLake", "GreenCastle"), (b, "GreenCastle", "RedStone"),
+                                  (c, "RedStone", "BlueLake"))]
+    for machine in (a, b, c, a, b):
+        report = sync_project(machine.store, PROJECT)
+        assert report.exit_code == 1, report.lines()
+        assert {item["code"] for item in report.results[0].quarantined} == {"unsigned"}, report.lines()
+    runner = CliRunner()
+
+    def verify_exit(machine: Machine) -> int:
+        return runner.invoke(cli, ["verify", PROJECT], env={"GITMAIL_HOME": machine.store.home}).exit_code
+
+    slug = a.store.resolve(PROJECT)
+    found = verify(a.archive, slug, a.store.paths(slug).derived)
+    assert [(f.problem, f.kept_aside) for f in found.findings] == [("unsigned", True)], found.findings
+    assert {verify_exit(machine) for machine in (a, b, c)} == {1}
+
+    # The operator's repair, from one machine (`gitmail repair PROJECT`), as the README's sync section says.
+    repaired = runner.invoke(cli, ["repair", PROJECT, "--json"], env={"GITMAIL_HOME": c.store.home})
+    assert repaired.exit_code == 0, repaired.output
+    assert {item["file"]: item["action"] for item in json.loads(repaired.output)["repaired"]} == {
+        path: "took out" for path in (forged.path(), outbox_path("BlueLake", forged.id),
+                                      inbox_path("GreenCastle", forged.id))}
+
+    for machine in (a, b, c, a, b):
+        report = sync_project(machine.store, PROJECT)
+        assert report.exit_code == 0 and report.results[0].quarantined == [], report.lines()
+    trees = [tree_files(machine.store) for machine in (a, b, c)]
+    assert trees[0] == trees[1] == trees[2] == _hub_files(hub)
+    counts = message_counts(trees[0])
+    assert set(counts) == {before, *sent} and set(counts.values()) == {1}
+    for machine in (a, b, c):
+        assert quarantine_ref("hub") not in machine.archive.repo.references
+    assert {verify_exit(machine) for machine in (a, b, c)} == {0}
+    found = verify(a.archive, slug, a.store.paths(slug).derived)  # the poison stays in the history, mended
+    assert found.clean and found.repaired == [poison], found

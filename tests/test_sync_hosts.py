@@ -86,6 +86,7 @@ def test_three_machines_converge_through_the_host(host: Host, machines: list[Mac
     assert hub_messages == Counter(set(sent))  # every message on the hub, once
     for machine in machines:
         assert machine.ask("fsck") == [], machine.node
+        assert machine.ask("verify") == [], machine.node  # every commit signed by a node allowed to write it
         for name in AGENTS:
             inbox = [m["id"] for m in machine.mail("fetch_inbox", agent_name=name, limit=200)]
             assert Counter(inbox) == Counter(mid for mid, to in sent.items() if name in to), (machine.node, name)

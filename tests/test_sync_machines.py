@@ -122,6 +122,7 @@ def test_three_machines_through_everything(tmp_path, machines):
     assert git_run("rev-parse", "main^{tree}", cwd=hub).stdout.strip() == tips[0]["tree"]
     for machine in machines:
         assert machine.ask("fsck") == [], machine.node
+        assert machine.ask("verify") == [], machine.node  # handovers, conflicts, notices, the repair: all allowed
         for message_id, (word, _to) in sent.items():
             assert machine.ask("search", query=word) == [message_id], (machine.node, word)
         for name in AGENTS:

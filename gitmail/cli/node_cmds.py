@@ -162,6 +162,9 @@ def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
              for f in out.findings]
     lines.append(f"{out.commits} commit(s) judged ({out.checked} checked now), {len(out.findings)} finding(s)"
                  + (f"; history adopted up to {', '.join(c[:12] for c in out.adopted)}" if out.adopted else ""))
+    if out.repaired:
+        lines.append(f"mended by a repair (in the history, none of their records in effect): "
+                     f"{', '.join(c[:12] for c in out.repaired)}")
     if out.trusted_by_pin:
         lines.append(f"joined shallow: boundary {', '.join(c[:12] for c in out.trusted_by_pin)} trusted by the pin "
                      f"of hub {out.pinned_hub} (history below it not held here; `gitmail deepen {project}` fetches it)")

@@ -53,9 +53,13 @@ def migrate(ctx: Context, project: str) -> tuple[object, str]:
               help="Hold only recent records from now on: 7d (the newest 7 days, sliding) or 2026-11-01 (from that "
                    "day on).")
 @click.option("--all", "everything", is_flag=True, help="Hold every record from now on (a plain checkout).")
+@click.option("--sign-with", "key_file", metavar="KEYFILE",
+              help="Your SSH key (its private file, the public one beside it as KEYFILE.pub), registered with "
+                   "`gitmail nodes add PROJECT NAME --key ... --human`: plain `git commit` in the checkout signs "
+                   "with it from now on.")
 @click.option("--archive", "archive_dir", type=click.Path(file_okay=False), hidden=True,
               help="The archive's folder (what the archive's post-receive hook passes).")
-def checkout(ctx: Context, project: str | None, since: str | None, everything: bool,
+def checkout(ctx: Context, project: str | None, since: str | None, everything: bool, key_file: str | None,
              archive_dir: str | None) -> tuple[object, str]:
     """Bring the human checkout of PROJECT (default: every project) up to main now, and say where it is.
 
@@ -66,7 +70,10 @@ def checkout(ctx: Context, project: str | None, since: str | None, everything: b
     most 50,000 files, else a window of the newest days that fit; --since
     and --all choose for good. States: created, updated, current, held (your
     own commits or edits are in the way) or busy (a git command of yours
-    holds the checkout's index).
+    holds the checkout's index). --sign-with sets the checkout's git to sign
+    your hand commits with your registered key (and to check signatures with
+    the project's allowed-signers file), so the archive and every hub accept
+    them.
     """
     import os
 
@@ -76,6 +83,8 @@ def checkout(ctx: Context, project: str | None, since: str | None, everything: b
 
     if since is not None and everything:
         raise invalid("--since and --all choose the window two ways; give one of them")
+    if key_file is not None and (project is None or archive_dir is not None):
+        raise invalid("--sign-with configures one project's checkout: name the PROJECT")
     window = Window() if everything else Window.parse(since) if since is not None else None
     if archive_dir is not None:
         archive_dir = os.path.abspath(archive_dir)
@@ -90,5 +99,12 @@ def checkout(ctx: Context, project: str | None, since: str | None, everything: b
         state = refresh(source, target, window=window)
         held = window_of(target).text() if os.path.isdir(target) else "all"
         report[slug] = {"checkout": target, "state": state, "window": held}
+    if key_file is not None:
+        from gitmail.storage.nodes import sign_checkout
+
+        (slug,) = report
+        person = sign_checkout(ctx.store.archive(slug), report[slug]["checkout"], key_file, project=slug)
+        report[slug]["signs_as"] = person.node
     return report, "\n".join(f"{slug}: {item['state']}  {item['checkout']}  (holds: {item['window']})"
+                             + (f"; git commit there signs as {item['signs_as']}" if "signs_as" in item else "")
                              for slug, item in report.items())

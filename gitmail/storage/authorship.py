@@ -39,15 +39,22 @@ each record it adds or changes:
 
 Which keys are known comes from the archive (:func:`gitmail.storage.nodes.keyring`);
 a node never seen before is trusted on first use when its record arrives in
-a commit its own key signs, unless this machine pinned another key for that
-name. The caller decides what a refusal does: ``verify`` reports it, a push
-is refused, a fetch keeps the commit out of ``main``.
+a commit its own key signs, or in a commit a known key signs (``gitmail
+nodes add``: a person's key and its first commits may arrive together),
+unless this machine pinned another key for that name. The caller decides
+what a refusal does: ``verify`` reports it, a push is refused, a fetch keeps
+the commit out of ``main``.
 
 In an archive that joined shallow (:mod:`.boundary`), a boundary commit
 (one whose parents this machine never fetched) cannot be judged by what it
 changes: one fetched from the hub this machine pinned is trusted as that
 hub's history and neither it nor what lies below it is judged; any other is
 refused as ``unpinned-boundary``.
+
+History written before commits were signed comes in through a door when an
+adoption at the tip vouches for it (:func:`adopted_unsigned`), and a door
+honours a revocation arriving in the range it judges
+(:func:`_revocations_arriving`).
 """
 
 from __future__ import annotations
@@ -65,9 +72,13 @@ import pygit2
 from gitmail.model import sshsig
 from gitmail.model.errors import GitmailError
 from gitmail.model.records import (
+    ADOPTIONS,
     AGENTS,
     LAYOUT,
+    NODES,
     PROJECT_PATH,
+    REVOCATIONS,
+    Adoption,
     Agent,
     Channel,
     FileRecord,
@@ -76,6 +87,8 @@ from gitmail.model.records import (
     Record,
     Repair,
     Reservation,
+    Revocation,
+    adoption_path,
     classify,
     placed,
     profile_path,
@@ -83,7 +96,7 @@ from gitmail.model.records import (
 )
 
 from .layout import changed_records
-from .nodes import Keyring, keyring
+from .nodes import Keyring, keyring, records_in
 from .objects import split_signature
 from .rawdiff import NO_ID, read_raw
 from .recordcheck import Rejection
@@ -206,21 +219,46 @@ class Trust:
     ring: Keyring
     pins: Mapping[str, str] = field(default_factory=dict)  # node -> the public line this machine pinned
     learned: dict[bytes, str] = field(default_factory=dict)
+    humans: set[str] = field(default_factory=set)  # learned nodes that are people's keys
+    # Keys whose revocation arrives in the range judged, by raw key: the commits of the range below that revocation
+    # (made before it, so accepted then, and held by every machine that took the revocation in).
+    revoked_after: dict[bytes, set[str]] = field(default_factory=dict)
     shallow: frozenset[str] = frozenset()  # boundary commits of a shallow archive (parents never fetched)
     pinned: frozenset[str] = frozenset()  # those of them fetched from the pinned hub: trusted, not judged
 
     def node_of(self, key: bytes) -> str | None:
         return self.ring.keys.get(key) or self.learned.get(key)
 
-    def state(self, key: bytes) -> str:
-        if key in self.ring.revoked:
+    def state(self, key: bytes, commit: str | None = None) -> str:
+        """``known``, ``unknown`` or ``revoked`` (a key revoked in the range: for ``commit`` when made after it)."""
+        below = self.revoked_after.get(key)
+        if key in self.ring.revoked or (below is not None and commit not in below):
             return "revoked"
         return "known" if self.node_of(key) is not None else "unknown"
 
     def first_use(self, repo: pygit2.Repository, commit: pygit2.Commit, key: bytes) -> None:
         """Trust ``key`` if ``commit`` adds the record of a node never seen before that names it."""
-        if key in self.ring.revoked:
-            return
+        if key not in self.ring.revoked:
+            self._learn(repo, commit, only=key)
+
+    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None) -> None:
+        """Trust the keys of new nodes ``commit`` registers (``gitmail nodes add``), it being signed by a known key.
+
+        So a person's key and the first commit it signs may arrive in one
+        push or fetch; any node may register a key, so this trusts no one
+        that a node could not have made a node of its own by first use.
+        ``listed``: the commit's changes as git listed them, when it did.
+        """
+        if listed is not None:
+            changed = any(path.startswith(NODES + "/") for path in listed)
+        else:
+            changed = _subtree(commit.tree, NODES) != _subtree(commit.parents[0].tree if commit.parents else None,
+                                                               NODES)
+        if changed:
+            self._learn(repo, commit, only=None)
+
+    def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None) -> None:
+        """Learn the keys of node records ``commit`` adds for names never seen (only ``only``'s, when given)."""
         parent = commit.parents[0].tree if commit.parents else None
         names = set(self.ring.keys.values()) | set(self.learned.values())
         for path, blob in changed_records(parent, commit.tree).items():
@@ -235,8 +273,25 @@ class Trust:
             except (GitmailError, sshsig.SignatureError):
                 continue
             pinned = self.pins.get(record.node)
-            if raw == key and record.node not in names and (pinned is None or pinned == record.key):
-                self.learned[key] = record.node
+            if ((only is None or raw == only) and raw not in self.ring.revoked and record.node not in names
+                    and (pinned is None or pinned == record.key)):
+                self.learned[raw] = record.node
+                if record.kind == "human":
+                    self.humans.add(record.node)
+
+    def is_human(self, node: str) -> bool:
+        """Whether ``node`` is a person's key (``nodes add --human``): its commits are hand edits."""
+        return node in self.ring.humans or node in self.humans
+
+
+def _subtree(tree: pygit2.Tree | None, name: str) -> pygit2.Oid | None:
+    """The id of ``tree``'s entry ``name`` (None: no such entry)."""
+    if tree is None:
+        return None
+    try:
+        return tree[name].id
+    except KeyError:
+        return None
 
 
 def as_rejection(refusal: Refusal) -> Rejection:
@@ -255,12 +310,15 @@ def tainted_rejections(judged: Judged) -> list[Rejection]:
 
 def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust, *,
                 verdicts: Mapping[bytes, Verdict] | None = None, rules: Rules = NO_RULES,
-                workers: int = 2, parallel_from: int = PARALLEL_FROM) -> Judged:
+                workers: int = 2, parallel_from: int = PARALLEL_FROM, adoptions: bool = False) -> Judged:
     """Judge every commit of ``tip`` that no commit of ``hide`` reaches, oldest first (see the module docs).
 
     ``verdicts`` holds signature verdicts known already, by raw commit id;
     the rest are checked here (in ``workers`` processes when there are
     ``parallel_from`` or more) and returned in ``Judged.checked`` for the caller to remember.
+    With ``adoptions`` (the doors), the unsigned history an accepted
+    adoption at ``tip`` vouches for is accepted (:func:`adopted_unsigned`),
+    and a revocation arriving in the range counts (:func:`_revocations_arriving`).
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     hidden = [*hide, *(trust.pinned & trust.shallow)]  # a pinned boundary and what lies below it are not judged
@@ -279,21 +337,126 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
         if listing is not None:
             profiles.listed = listing.result()
     found = {commit.id.raw: judged.checked.get(commit.id.raw) or known[commit.id.raw] for commit in commits}
-    for commit in commits:  # first use: a node whose record arrives anywhere in the range, signed by its key
+    for commit in commits:  # a node whose record arrives signed by its own key (first use) or by a known one
         verdict = found[commit.id.raw]
-        if verdict[0] == SIGNED and trust.state(verdict[1]) == "unknown":
+        state = trust.state(verdict[1]) if verdict[0] == SIGNED else None
+        if state == "unknown":
             trust.first_use(repo, commit, verdict[1])
+        elif state == "known":
+            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
+    if adoptions:
+        _revocations_arriving(repo, tip, hidden, commits, found, trust)
+    _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
+    if adoptions and any(refusal.code == "unsigned" for refusal in judged.refusals):
+        excused = adopted_unsigned(repo, tip, hidden, commits, found, judged)
+        if excused:
+            again = Judged(checked=judged.checked)
+            _judge_each(repo, commits, found, trust, again, profiles=profiles, rules=rules, excused=excused)
+            return again
+    return judged
+
+
+def _revocations_arriving(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+                          found: Mapping[bytes, Verdict], trust: Trust) -> None:
+    """Make the door refuse what a key signed after its revocation, when the revocation arrives in this range.
+
+    A machine that joins (or has not yet seen a revocation) would otherwise
+    judge by the keys it held before the fetch. A revocation counts when
+    the commit of the range that adds it is signed by a known key that is
+    not the revoked one (a forged revocation cannot make a door refuse
+    honest commits); the revoked key's commits below that commit stay
+    accepted, as every machine that took the revocation in holds them
+    (``verify`` still reports them, for the operator to adopt or repair).
+    """
+    for record in records_in(Snapshot(repo, tip), REVOCATIONS, Revocation):
+        try:
+            raw = sshsig.parse_public_line(record.key)
+        except sshsig.SignatureError:
+            continue
+        if raw in trust.ring.revoked or raw in trust.revoked_after:
+            continue
+        path = record.path()
+        adding = next((commit for commit in commits if blob_in(commit.tree, path) is not None), None)
+        if adding is None:
+            continue
+        state, signer = found[adding.id.raw]
+        if state != SIGNED or signer == raw or trust.state(signer) != "known":
+            continue
+        walker = repo.walk(adding.id)
+        for hexsha in hidden:
+            walker.hide(pygit2.Oid(hex=hexsha))
+        trust.revoked_after[raw] = {str(commit.id) for commit in walker}
+
+
+def _judge_each(repo: pygit2.Repository, commits: list[pygit2.Commit], found: Mapping[bytes, Verdict], trust: Trust,
+                judged: Judged, *, profiles: _Profiles, rules: Rules, excused: frozenset[str] = frozenset()) -> None:
+    """Judge ``commits`` (oldest first) into ``judged``; those in ``excused`` are accepted as they are."""
     for commit in commits:
         hexsha = str(commit.id)
         judged.order.append(hexsha)
-        refusals = judge_commit(repo, commit, found[commit.id.raw], trust, profiles=profiles, rules=rules)
+        refusals = [] if hexsha in excused else judge_commit(repo, commit, found[commit.id.raw], trust,
+                                                              profiles=profiles, rules=rules)
         judged.refusals += refusals
         if refusals:
             judged.refused.add(hexsha)
         if refusals or (any(str(parent) in judged.tainted for parent in commit.parent_ids)
                         and not _mends(repo, commit, judged.tainted)):
             judged.tainted.add(hexsha)
-    return judged
+
+
+def adopted_unsigned(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+                     found: Mapping[bytes, Verdict], judged: Judged) -> frozenset[str]:
+    """The unsigned commits of the range that an adoption at ``tip`` vouches for, as a door honours it.
+
+    ``gitmail adopt`` records that a project's history up to a commit is
+    trusted as it is: the history written before its machines signed.
+    A door honours such a record (``adoptions/<commit>.yaml`` at ``tip``)
+    when the commit that adds it is accepted by itself (signed by a known
+    key that may write it), and then only for the commits of the adopted
+    history that are unsigned *and have no signed commit below them*: the
+    history from before the project signed anything. An unsigned commit
+    made on signed history is refused as ever, adopted or not, so an
+    adoption cannot launder a forgery into signed history.
+    """
+    adoptions = records_in(Snapshot(repo, tip), ADOPTIONS, Adoption)
+    if not adoptions:
+        return frozenset()
+    order = [str(commit.id) for commit in commits]
+    unsigned_below = _before_signing(repo, commits, found)
+    excused: set[str] = set()
+    for record in adoptions:
+        path = adoption_path(record.commit)
+        adding = next((commit for commit in commits if blob_in(commit.tree, path) is not None), None)
+        if (adding is None or str(adding.id) in judged.refused or record.commit not in repo
+                or not repo.descendant_of(adding.id, pygit2.Oid(hex=record.commit))):
+            continue
+        walker = repo.walk(pygit2.Oid(hex=record.commit))
+        for hexsha in hidden:
+            walker.hide(pygit2.Oid(hex=hexsha))
+        excused |= {str(commit.id) for commit in walker} & unsigned_below
+    return frozenset(hexsha for hexsha in order if hexsha in excused)
+
+
+def _before_signing(repo: pygit2.Repository, commits: list[pygit2.Commit],
+                    found: Mapping[bytes, Verdict]) -> set[str]:
+    """The commits of the range (oldest first) that are unsigned and have no signed commit below them."""
+    in_range = {str(commit.id) for commit in commits}
+    out: set[str] = set()
+    outside: dict[str, bool] = {}  # a parent outside the range (hidden): whether all its history is unsigned
+    for commit in commits:
+        if found[commit.id.raw][0] != UNSIGNED:
+            continue
+        parents = [str(parent) for parent in commit.parent_ids]
+        if all(parent in out if parent in in_range else _all_unsigned(repo, parent, outside) for parent in parents):
+            out.add(str(commit.id))
+    return out
+
+
+def _all_unsigned(repo: pygit2.Repository, start: str, memo: dict[str, bool]) -> bool:
+    """Whether ``start`` and every commit below it are unsigned (remembered in ``memo``)."""
+    if start not in memo:
+        memo[start] = all(split_signature(commit.read_raw())[0] is None for commit in repo.walk(pygit2.Oid(hex=start)))
+    return memo[start]
 
 
 def _mends(repo: pygit2.Repository, commit: pygit2.Commit, tainted: set[str]) -> bool:
@@ -314,6 +477,26 @@ def _mends(repo: pygit2.Repository, commit: pygit2.Commit, tainted: set[str]) ->
             if isinstance(record, Repair):
                 named.add(placed(record.file, LAYOUT))
     return bool(named) and all(role_of(path) == "repair" or path in named for path in changes)
+
+
+def mended(repo: pygit2.Repository, judged: Judged, tip: str) -> set[str]:
+    """The refused commits of ``judged`` whose taint no longer reaches ``tip``: a repair took nothing of them.
+
+    A refused commit taints what builds on it, except through a repair
+    merge that takes in none of its records (:func:`_mends`); so a refused
+    commit still in effect at ``tip`` is one from which a chain of tainted
+    commits leads to it. The others stay in the history, mended.
+    """
+    live: set[str] = set()
+    todo = [tip] if tip in judged.tainted else []
+    while todo:
+        hexsha = todo.pop()
+        if hexsha in live:
+            continue
+        live.add(hexsha)
+        todo += [parent for parent in map(str, repo[hexsha].peel(pygit2.Commit).parent_ids)
+                 if parent in judged.tainted]
+    return judged.refused - live
 
 
 def file_rejections(repo: pygit2.Repository, judged: Judged) -> list[Rejection]:
@@ -353,8 +536,8 @@ def judge_commit(repo: pygit2.Repository, commit: pygit2.Commit, verdict: Verdic
                         "parents were never fetched) that did not come from the pinned hub", ADVICE[UNPINNED_BOUNDARY])]
     state, key = verdict
     code = {UNSIGNED: "unsigned", BAD: "bad-signature"}.get(state)
-    if code is None and trust.state(key) != "known":
-        code = trust.state(key) + "-key"
+    if code is None and trust.state(key, hexsha) != "known":
+        code = trust.state(key, hexsha) + "-key"
     node = trust.node_of(key) if state == SIGNED else None
     if code is not None:
         reason = {"unsigned": "carries no signature", "bad-signature": "carries a signature that does not match "
@@ -362,7 +545,7 @@ def judge_commit(repo: pygit2.Repository, commit: pygit2.Commit, verdict: Verdic
                   "revoked-key": f"is signed by the revoked key of node {node}"}[code]
         return [Refusal(hexsha, code, None, node, f"commit {hexsha[:12]} {reason}", ADVICE[code])]
     assert node is not None
-    human = node in trust.ring.humans
+    human = trust.is_human(node)
     return _write_refusals(repo, commit, node, human, profiles or _Profiles(repo), rules)
 
 

@@ -13,6 +13,8 @@ this module reads those records and makes the operator's changes behind
   first use;
 - ``add``: register a key that no machine of ours holds (a person's own git
   signing key, ``--human``), as a new record;
+- ``sign_checkout``: have plain ``git commit`` in the human checkout sign
+  with such a registered key (``gitmail checkout PROJECT --sign-with KEY``);
 - ``rotate``: this machine moves to a new key; every project's record names
   the old key and carries the old key's signature of the move, in a commit
   the old key signs, before the new key is put in place;
@@ -31,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeVar
 
+import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gitmail.model import codec, sshsig
@@ -181,6 +184,64 @@ def allowed_signers(archive: Archive) -> str:
             if line and _raw(line) not in revoked:
                 lines.append(f'{principal} namespaces="git" {" ".join(line.split()[:2])}')
     return "".join(line + "\n" for line in lines)
+
+
+SIGNERS_FILE = "gitmail-allowed-signers"  # in a checkout's .git: the export its git checks signatures with
+
+
+def sign_checkout(archive: Archive, checkout_dir: str, key_file: str, *, project: str) -> Node:
+    """Set the checkout's git to sign every commit with a person's registered key; the person's node record.
+
+    ``key_file`` is the person's SSH key as ``user.signingkey`` names it: the
+    private key (its public half read from ``<key_file>.pub``), or a public
+    key whose private half an ``ssh-agent`` holds. The key must be a
+    person's key of the project (``gitmail nodes add … --human``), not
+    revoked; the checkout then gets ``gpg.format=ssh``, ``user.signingkey``,
+    ``commit.gpgsign=true`` and ``gpg.ssh.allowedSignersFile`` (the export,
+    written into its ``.git``; run again to refresh it), so a hand edit the
+    record checker allows is accepted at the archive and at every hub.
+    """
+    key_file = os.path.abspath(os.path.expanduser(key_file))
+    public = _public_line(key_file)
+    if not os.path.isdir(os.path.join(checkout_dir, ".git")):
+        raise GitmailError(NOT_FOUND, f"{project} has no checkout to configure at {checkout_dir} (an archive "
+                           "joined from a window has none until `gitmail deepen` fetched every file)",
+                           {"checkout": checkout_dir})
+    snap = archive.snapshot()
+    raw = _raw(public)
+    person = next((node for node in read_nodes(snap) if node.kind == "human" and _raw(node.key) == raw), None)
+    if person is None:
+        raise GitmailError(NOT_FOUND, f"the key in {key_file} is no person's key of {project}: the operator "
+                           f"registers it once with `gitmail nodes add {project} NAME --key '{public}' --human`, "
+                           "then run this again", {"key": public})
+    if any(_raw(item.key) == raw for item in read_revocations(snap)):
+        raise GitmailError(INVALID_ARGUMENT, f"the key of {person.node} was revoked in {project}; make a new key "
+                           "and have the operator register it under another name (gitmail nodes add … --human)",
+                           {"node": person.node})
+    signers = os.path.join(checkout_dir, ".git", SIGNERS_FILE)
+    with open(signers, "w", encoding="utf-8") as handle:
+        handle.write(allowed_signers(archive))
+    config = pygit2.Repository(checkout_dir).config
+    for name, value in (("gpg.format", "ssh"), ("user.signingkey", key_file), ("commit.gpgsign", "true"),
+                        ("gpg.ssh.allowedSignersFile", signers)):
+        config[name] = value
+    return person
+
+
+def _public_line(key_file: str) -> str:
+    """The public key line of an SSH key file (a public key, or a private key with its ``.pub`` beside it)."""
+    for candidate in (key_file, key_file + ".pub"):
+        try:
+            with open(candidate, encoding="utf-8") as handle:
+                text = handle.read(16384).strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.startswith("ssh-"):
+            line = " ".join(text.split()[:2])
+            _raw(line)
+            return line
+    raise GitmailError(INVALID_ARGUMENT, f"found no SSH public key for {key_file}: give the private key with its "
+                       "'.pub' beside it (as ssh-keygen writes them), or the public key file", {"key_file": key_file})
 
 
 def read_pins(home: str) -> dict[str, str]:

@@ -8,7 +8,10 @@ after signing, or the signature does not read), ``unknown-key`` or
 ``revoked-key``; and a commit whose signer may not write a record it
 writes is ``not-allowed-writer`` (:mod:`.authorship`, the rule every door
 applies). What a sync kept out of ``main`` (its quarantine refs) is judged
-too and reported as kept aside. Nothing is refused here: this reports.
+too and reported as kept aside. A refused commit that ``gitmail repair``
+mended (a repair merge took none of its records, so nothing of it is in
+effect at the tip) is listed as repaired, not as a finding. Nothing is
+refused here: this reports.
 
 Checking a signature costs some 60-140 microseconds, so each commit is
 checked once: its verdict (the key that signed it, or why none did) is kept
@@ -22,7 +25,9 @@ many of them.
 History written before commits were signed is taken as it is by ``gitmail
 adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit, after
 which ``verify`` checks only the commits that are not part of the adopted
-commit's history.
+commit's history. The doors honour an adoption more narrowly, for the
+unsigned history from before the project signed anything
+(:func:`gitmail.storage.authorship.adopted_unsigned`).
 
 An archive that joined shallow (:mod:`.boundary`) holds no history below
 its boundary commits: those fetched from the hub it pinned are reported as
@@ -44,7 +49,7 @@ from gitmail.model.errors import INVALID_ARGUMENT, GitmailError
 from gitmail.model.records import ADOPTIONS, Adoption, adoption_path
 from gitmail.model.results import Result, result
 
-from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range
+from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range, mended
 from .boundary import pinned_boundaries, read_pin, shallow_commits
 from .engine import Archive, Change
 from .nodes import records_in, trusted_keyring
@@ -77,6 +82,7 @@ class Verification(Result):
     adopted: list[str]
     findings: list[Finding]
     clean: bool
+    repaired: list[str] = field(default_factory=list)  # refused commits a repair merge took nothing of (mended)
     trusted_by_pin: list[str] = field(default_factory=list)  # boundary commits of a shallow join, trusted as the hub's
     pinned_hub: str | None = None  # the URL of the hub they were fetched from
 
@@ -137,7 +143,8 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     judged = judge_range(repo, tip, trusted, Trust(ring, shallow=shallow, pinned=pinned), verdicts=cache.known,
                          rules=rules, workers=workers, parallel_from=parallel_from)
     cache.add(judged.checked.items())
-    findings = [_finding(repo, item) for item in judged.refusals]
+    repaired = mended(repo, judged, tip)
+    findings = [_finding(repo, item) for item in judged.refusals if item.commit not in repaired]
     seen = {(item.commit, item.path) for item in findings}
     for kept in _kept_aside(repo):
         for item in judge_range(repo, kept, [tip, *trusted], Trust(ring, shallow=shallow, pinned=pinned),
@@ -147,7 +154,8 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
                 findings.append(_finding(repo, item, kept_aside=True))
     pin = read_pin(archive.git_dir)
     return Verification(project=project, commits=len(judged.order), checked=len(judged.checked), adopted=trusted,
-                        findings=findings, clean=not findings, trusted_by_pin=sorted(pinned),
+                        findings=findings, clean=not findings, repaired=[c for c in judged.order if c in repaired],
+                        trusted_by_pin=sorted(pinned),
                         pinned_hub=pin.url if pin is not None and pinned else None)
 
 

@@ -568,9 +568,10 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
     repo = archive.repo
     if ours is not None and (ours == tip or repo.descendant_of(ours, tip)):
         return [Checked(label, tip, tip, None)]
-    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES)
+    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES,
+                         adoptions=True)
     verdicts.add(judged.checked.items())
-    if not judged.tainted:
+    if tip not in judged.tainted:  # nothing refused, or only commits a repair merge mended
         return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
     good = judged.acceptable()
     parents = {str(parent) for commit in good for parent in repo[commit].peel(pygit2.Commit).parent_ids}
