@@ -8,11 +8,14 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from gitmail.cli import cli
 from gitmail.model.ids import new_id
-from gitmail.model.records import Agent, inbox_path, message_path, profile_path
+from gitmail.model.records import Agent, Message, inbox_path, message_path, outbox_path, profile_path
 from gitmail.storage.fsck import check_archive
 from gitmail.storage.recordcheck import file_problem
+from gitmail.storage.verify import verify
 from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.quarantine import quarantine_ref
 from gitmail.sync.remotes import add_remote
@@ -38,7 +41,8 @@ def _hub_files(hub: str) -> dict[str, bytes]:
             for name in names}
 
 
-def test_a_poisoned_hub_is_repaired_and_nothing_valid_is_lost(tmp_path):
+def _three_on_a_bare_hub(tmp_path) -> tuple[str, Machine, Machine, Machine]:
+    """A bare hub without hooks (it takes whatever is pushed, as a hosted service does) and three machines on it."""
     hub = str(tmp_path / "hub.git")
     assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
     a, b, c = (Machine(str(tmp_path / "m"), f"node-{name}") for name in "abc")
@@ -46,6 +50,11 @@ def test_a_poisoned_hub_is_repaired_and_nothing_valid_is_lost(tmp_path):
     for machine in (a, b, c):
         add_remote(machine.store, PROJECT, "hub", "file://" + hub)
         sync_project(machine.store, PROJECT)
+    return hub, a, b, c
+
+
+def test_a_poisoned_hub_is_repaired_and_nothing_valid_is_lost(tmp_path):
+    hub, a, b, c = _three_on_a_bare_hub(tmp_path)
     victim = a.send("BlueLake", ["GreenCastle"], "victim")
     kept = a.send("BlueLake", ["GreenCastle"], "kept")
     for machine in (a, b, c):
@@ -136,19 +145,7 @@ def test_repair_with_nothing_to_repair_changes_nothing(tmp_path):
 
 
 def test_an_unsigned_poison_through_a_hub_without_hooks_is_repaired_and_verify_ends_clean(tmp_path):
-    from click.testing import CliRunner
-
-    from gitmail.cli import cli
-    from gitmail.model.records import Message, outbox_path
-    from gitmail.storage.verify import verify
-
-    hub = str(tmp_path / "hub.git")  # no hooks: takes whatever is pushed, as a hosted service does
-    assert git_run("init", "-q", "--bare", "--initial-branch=main", hub).returncode == 0
-    a, b, c = (Machine(str(tmp_path / "m"), f"node-{name}") for name in "abc")
-    a.create_project()
-    for machine in (a, b, c):
-        add_remote(machine.store, PROJECT, "hub", "file://" + hub)
-        sync_project(machine.store, PROJECT)
+    hub, a, b, c = _three_on_a_bare_hub(tmp_path)
     before = a.send("BlueLake", ["GreenCastle"], "before the poison")
     for machine in (a, b, c):
         sync_project(machine.store, PROJECT)
