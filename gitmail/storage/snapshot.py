@@ -82,11 +82,14 @@ def tree_delta(old: pygit2.Tree | None, new: pygit2.Tree | None, *,
     gitlink's id names a commit, not a blob). Read from the diff itself:
     looking each path up in a tree again would decode every folder on the
     way, once per file. With ``git_dir`` (the repository both trees are in)
-    git compares them (:mod:`.rawdiff`): a few milliseconds more to start,
-    several times faster over many changes, so the doors that take in whole
-    ranges (a sync's checks and merges) ask for it.
+    git compares two trees (:mod:`.rawdiff`): a few milliseconds more to
+    start, about twice as fast over many changes (91k: 0.47 s against
+    1.05 s), so the doors that take in whole ranges (a sync's checks and
+    merges) ask for it. A tree against nothing is libgit2's still: there is
+    nothing to compare, and reading git's listing of every file costs more
+    (478k files: 2.8 s against 2.0 s).
     """
-    if git_dir is not None:
+    if git_dir is not None and old is not None and new is not None:
         listed = diff_trees(git_dir, str(old.id) if old is not None else None,
                             str(new.id) if new is not None else None)
         if listed is not None:
