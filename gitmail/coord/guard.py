@@ -22,6 +22,7 @@ from importlib import resources
 
 from gitmail.model.errors import CONFLICT, NOT_FOUND, GitmailError, invalid
 from gitmail.model.results import Result, result
+from gitmail.storage.rawdiff import NO_ID
 
 from . import hierarchy
 from .context import Context
@@ -35,7 +36,6 @@ CONFIG_PROJECT = "gitmail.project"
 CONFIG_MODE = "gitmail.guardMode"
 MODE_ENV = "GITMAIL_GUARD_MODE"
 BYPASS_ENV = "GITMAIL_GUARD_BYPASS"
-_ZERO = "0" * 40
 
 
 def _git(repo: str, *args: str, check: bool = True, stdin: str | None = None) -> str:
@@ -178,10 +178,10 @@ def pushed_paths(repo: str, refs: str) -> list[str]:
     paths: list[str] = []
     for line in refs.splitlines():
         parts = line.split()
-        if len(parts) != 4 or parts[1] == _ZERO:
+        if len(parts) != 4 or parts[1] == NO_ID:
             continue  # blank line, or a ref being deleted
         local, remote = parts[1], parts[3]
-        known = remote != _ZERO and subprocess.run(["git", "cat-file", "-e", f"{remote}^{{commit}}"], cwd=repo,
+        known = remote != NO_ID and subprocess.run(["git", "cat-file", "-e", f"{remote}^{{commit}}"], cwd=repo,
                                                    capture_output=True).returncode == 0
         if known:
             out = _git(repo, "diff", "--name-only", "--no-renames", "-z", remote, local)

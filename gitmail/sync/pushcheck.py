@@ -29,6 +29,7 @@ import pygit2
 
 from gitmail.storage.authorship import Trust, as_rejection, judge_range
 from gitmail.storage.nodes import keyring, read_pins
+from gitmail.storage.rawdiff import NO_ID
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot
 from gitmail.storage.store import default_home
@@ -36,7 +37,6 @@ from gitmail.storage.store import default_home
 from .findings import SYNC_RULES
 
 MAIN = "refs/heads/main"
-ZERO = "0" * 40
 
 
 def open_receiving(git_dir: str) -> pygit2.Repository:
@@ -51,7 +51,7 @@ def open_receiving(git_dir: str) -> pygit2.Repository:
 
 def check_update(checker: Checker, main: str | None, old: str, new: str, ref: str) -> list[Rejection]:
     """Problems with moving ``ref`` from ``old`` to ``new`` while ``main`` is at ``main`` (empty: acceptable)."""
-    if new == ZERO:
+    if new == NO_ID:
         if ref == MAIN:
             return [Rejection(ref, "deleting main would delete the whole archive for everyone",
                               "nothing to do: main is never deleted")]
@@ -71,7 +71,7 @@ def signed_by_writers(repo: pygit2.Repository, main: str | None, old: str, tip: 
     that receives the push pinned another key under that node's name
     (``gitmail nodes pin``, kept in its ``$GITMAIL_HOME``).
     """
-    hide = [commit for commit in (main, old) if commit and commit != ZERO and commit in repo]
+    hide = [commit for commit in (main, old) if commit and commit != NO_ID and commit in repo]
     trust = Trust(keyring(Snapshot(repo, main)), read_pins(default_home()))
     judged = judge_range(repo, tip, hide, trust, rules=SYNC_RULES, adoptions=True)
     return [as_rejection(refusal) for refusal in judged.refusals]
