@@ -214,7 +214,8 @@ def test_verify_is_clean_for_gitmail_history_and_remembers_its_verdicts(mail, st
     assert third.checked == 1 and third.clean
 
 
-def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_clears_old_history(mail, store, tmp_path, listing):
+def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_leaves_signed_history_judged(mail, store, tmp_path,
+                                                                                           listing):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from gitmail.storage.verify import adopt, verify
@@ -227,17 +228,19 @@ def test_verify_reports_unsigned_unknown_and_revoked_and_adopt_clears_old_histor
     assert [(f.commit, f.problem) for f in found.findings] == [(unsigned, "unsigned")]
     pooled = verify(archive, slug, str(tmp_path / "pooled"), workers=2, parallel_from=1)  # the same, in processes
     assert pooled.checked == pooled.commits and pooled.findings == found.findings
-    adopt(archive, node=store.node, now=store.clock.now_ts())
-    assert verify(archive, slug, derived).clean
+    adopt(archive, node=store.node, now=store.clock.now_ts())  # made on signed history: no adoption covers it
+    assert [(f.commit, f.problem) for f in verify(archive, slug, derived).findings] == [(unsigned, "unsigned")]
     stranger = Ed25519PrivateKey.generate()  # a key the archive never named signs a commit
     archive.signer = lambda payload: sshsig.sign(stranger, payload)
     mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "forged?", "by a stranger's key")
     archive.signer = store.key.sign_commit
     found = verify(archive, slug, derived)
-    assert [f.problem for f in found.findings] == ["unknown-key"] and found.findings[0].node is None
+    assert [f.problem for f in found.findings] == ["unsigned", "unknown-key"] and found.findings[1].node is None
     nodes.revoke(archive, name=store.node, reason="stolen", by=store.node, now=store.clock.now_ts())
-    problems = {f.problem for f in verify(archive, slug, derived).findings}
-    assert problems == {"unknown-key", "revoked-key"}
+    found = verify(archive, slug, derived)
+    assert {f.problem for f in found.findings} == {"unsigned", "unknown-key", "revoked-key"}
+    # What the key signed before its revocation, every door lets in; verify reports it as that, for review.
+    assert all(f.before_revocation for f in found.findings if f.problem == "revoked-key")
 
 
 @pytest.mark.slow  # a process per command
@@ -268,14 +271,16 @@ def test_nodes_verify_and_adopt_from_the_shell(tmp_path):
     _hand_commit(archive, tmp_path)
     found = run("verify", PROJECT, "--json")
     assert found.returncode == 1 and json.loads(found.stdout)["findings"][0]["problem"] == "unsigned"
-    assert run("adopt", PROJECT).returncode == 0
-    assert run("verify", PROJECT).returncode == 0
+    assert run("adopt", PROJECT).returncode == 0  # an unsigned commit on signed history: no adoption covers it
+    still = run("verify", PROJECT, "--json")
+    assert still.returncode == 1 and [f["problem"] for f in json.loads(still.stdout)["findings"]] == ["unsigned"]
     missing = run("verify", "/no/such/project")
     assert missing.returncode == 2
     rotated = run("nodes", "rotate", "--json")
     assert rotated.returncode == 0, rotated.stderr
     assert json.loads(rotated.stdout)["projects"] == [store.resolve(PROJECT)]
-    assert run("verify", PROJECT).returncode == 0
+    again = run("verify", PROJECT, "--json")  # the rotation, signed by the old key, adds no finding
+    assert [f["problem"] for f in json.loads(again.stdout)["findings"]] == ["unsigned"]
 
 
 def test_a_push_that_swaps_or_deletes_a_nodes_key_is_refused(mail, store, tmp_path):

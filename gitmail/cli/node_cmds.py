@@ -145,8 +145,10 @@ def nodes_handover(ctx: Context, project: str, agent: str, node: str) -> tuple[o
 def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
     """Check every commit of PROJECT's history: its signature, and whether its signer may write what it writes.
 
-    Commits before an adoption (gitmail adopt) are not checked, nor those
-    below the boundary of a shallow join, trusted by the pinned hub. Verdicts
+    An adoption (gitmail adopt) vouches for what it does at every door: in
+    the adopted history, unsigned commits from before the project signed
+    anything and what a revoked key signed before its revocation. Commits
+    below the boundary of a shallow join are trusted by the pinned hub. Verdicts
     are remembered outside the archive, so a second run checks only new
     commits. Exit 0 clean, 1 findings, 2 could not run.
     """
@@ -157,6 +159,8 @@ def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
     slug = store.resolve(project)
     out = verify(store.archive(slug), slug, store.paths(slug).derived, rules=SYNC_RULES)
     lines = [("kept aside: " if f.kept_aside else "")
+             + ("before its revocation (let in by every door; review, then adopt or repair): "
+                if f.before_revocation else "")
              + (f"{f.commit[:12]} signed by a node not allowed to write it ({f.node}): {f.path}: {f.summary}"
                 if f.path else f"{f.commit[:12]} {f.problem}{' (' + f.node + ')' if f.node else ''}: {f.summary}")
              for f in out.findings]
@@ -175,9 +179,16 @@ def verify_cmd(ctx: Context, project: str) -> tuple[object, str, int]:
 @click.argument("project")
 @click.option("--commit", help="The last commit to trust as it is (default: the tip of main).")
 def adopt_cmd(ctx: Context, project: str, commit: str | None) -> tuple[object, str]:
-    """Trust PROJECT's history up to a commit as it is (once, for history written before signing)."""
+    """Trust PROJECT's history up to a commit as it is, as verify and every door judge it.
+
+    The adoption vouches, in that history, for the unsigned commits with no
+    signed commit below them (written before signing), and for what a
+    revoked key signed before its revocation: to trust a lost machine's
+    commits from before the theft, adopt the last commit made before it.
+    Any other commit of that history is judged as ever.
+    """
     from gitmail.storage.verify import adopt
 
     store = ctx.store
     record = adopt(store.archive(project), node=store.node, now=store.clock.now_ts(), commit=commit)
-    return record.to_fields(), f"adopted the history up to {record.commit[:12]}; gitmail verify checks what follows"
+    return record.to_fields(), f"adopted the history up to {record.commit[:12]} (gitmail verify shows what it covers)"

@@ -1059,7 +1059,9 @@ class Adoption(Record):
     """The history up to ``commit`` (written before commits were signed) is trusted as it is.
 
     Written once by ``gitmail adopt``, in a commit signed by ``node``;
-    ``gitmail verify`` then checks only the commits after it.
+    ``gitmail verify`` and every door then accept, in that history, the
+    unsigned commits with no signed commit below them and what a revoked
+    key signed before its revocation (``gitmail.storage.authorship``).
     """
 
     KIND: ClassVar[str] = "adoption"

@@ -52,7 +52,7 @@ hub's history and neither it nor what lies below it is judged; any other is
 refused as ``unpinned-boundary``.
 
 History written before commits were signed comes in through a door when an
-adoption at the tip vouches for it (:func:`adopted_unsigned`), and a door
+adoption at the tip vouches for it (:func:`adoption_excuses`), and a door
 honours a revocation arriving in the range it judges
 (:func:`_revocations_arriving`).
 """
@@ -206,6 +206,8 @@ class Judged:
     refused: set[str] = field(default_factory=set)  # commits with a refusal of their own
     tainted: set[str] = field(default_factory=set)  # refused commits and every commit built on one
     checked: dict[bytes, Verdict] = field(default_factory=dict)  # signatures checked while judging, by raw id
+    # Commits refused as signed by a revoked key that lie below the commit adding its revocation: made before it.
+    before_revocation: set[str] = field(default_factory=set)
 
     def acceptable(self) -> list[str]:
         """The commits judged that neither are refused nor build on a refused one, oldest first."""
@@ -310,15 +312,16 @@ def tainted_rejections(judged: Judged) -> list[Rejection]:
 
 def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust, *,
                 verdicts: Mapping[bytes, Verdict] | None = None, rules: Rules = NO_RULES,
-                workers: int = 2, parallel_from: int = PARALLEL_FROM, adoptions: bool = False) -> Judged:
+                workers: int = 2, parallel_from: int = PARALLEL_FROM) -> Judged:
     """Judge every commit of ``tip`` that no commit of ``hide`` reaches, oldest first (see the module docs).
 
     ``verdicts`` holds signature verdicts known already, by raw commit id;
     the rest are checked here (in ``workers`` processes when there are
     ``parallel_from`` or more) and returned in ``Judged.checked`` for the caller to remember.
-    With ``adoptions`` (the doors), the unsigned history an accepted
-    adoption at ``tip`` vouches for is accepted (:func:`adopted_unsigned`),
-    and a revocation arriving in the range counts (:func:`_revocations_arriving`).
+    What an accepted adoption at ``tip`` vouches for is accepted
+    (:func:`adoption_excuses`), and a revocation arriving in the range
+    counts (:func:`_revocations_arriving`): ``verify`` and every door
+    judge by this one function.
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     hidden = [*hide, *(trust.pinned & trust.shallow)]  # a pinned boundary and what lies below it are not judged
@@ -344,13 +347,15 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
             trust.first_use(repo, commit, verdict[1])
         elif state == "known":
             trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
-    if adoptions:
-        _revocations_arriving(repo, tip, hidden, commits, found, trust)
+    _revocations_arriving(repo, tip, hidden, commits, found, trust)
     _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
-    if adoptions and any(refusal.code == "unsigned" for refusal in judged.refusals):
-        excused = adopted_unsigned(repo, tip, hidden, commits, found, judged)
+    codes = {refusal.code for refusal in judged.refusals}
+    if "revoked-key" in codes:
+        judged.before_revocation = _before_revocation(repo, tip, hidden, commits, found, trust)
+    if codes & {"unsigned", "revoked-key"}:
+        excused = adoption_excuses(repo, tip, hidden, commits, found, judged)
         if excused:
-            again = Judged(checked=judged.checked)
+            again = Judged(checked=judged.checked, before_revocation=judged.before_revocation)
             _judge_each(repo, commits, found, trust, again, profiles=profiles, rules=rules, excused=excused)
             return again
     return judged
@@ -382,10 +387,7 @@ def _revocations_arriving(repo: pygit2.Repository, tip: str, hidden: list[str], 
         state, signer = found[adding.id.raw]
         if state != SIGNED or signer == raw or trust.state(signer) != "known":
             continue
-        walker = repo.walk(adding.id)
-        for hexsha in hidden:
-            walker.hide(pygit2.Oid(hex=hexsha))
-        trust.revoked_after[raw] = {str(commit.id) for commit in walker}
+        trust.revoked_after[raw] = _history(repo, str(adding.id), hidden)
 
 
 def _judge_each(repo: pygit2.Repository, commits: list[pygit2.Commit], found: Mapping[bytes, Verdict], trust: Trust,
@@ -404,37 +406,75 @@ def _judge_each(repo: pygit2.Repository, commits: list[pygit2.Commit], found: Ma
             judged.tainted.add(hexsha)
 
 
-def adopted_unsigned(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+def adoption_excuses(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
                      found: Mapping[bytes, Verdict], judged: Judged) -> frozenset[str]:
-    """The unsigned commits of the range that an adoption at ``tip`` vouches for, as a door honours it.
+    """The refused commits of the range an adoption at ``tip`` vouches for: the one rule of verify and every door.
 
-    ``gitmail adopt`` records that a project's history up to a commit is
-    trusted as it is: the history written before its machines signed.
-    A door honours such a record (``adoptions/<commit>.yaml`` at ``tip``)
-    when the commit that adds it is accepted by itself (signed by a known
-    key that may write it), and then only for the commits of the adopted
-    history that are unsigned *and have no signed commit below them*: the
-    history from before the project signed anything. An unsigned commit
-    made on signed history is refused as ever, adopted or not, so an
-    adoption cannot launder a forgery into signed history.
+    ``gitmail adopt [--commit C]`` records that history up to ``C`` is
+    trusted as it is. Such a record (``adoptions/<C>.yaml`` at ``tip``)
+    counts when the commit that adds it is accepted by itself (signed by a
+    known key that may write it, or by a revoked key before its
+    revocation), and then vouches, among the commits of ``C``'s history,
+    only for
+
+    - unsigned commits with no signed commit below them: the history from
+      before the project signed anything; and
+    - commits signed by a key revoked at ``tip`` that lie below the commit
+      adding its revocation: what a lost machine signed before it was
+      revoked, which the operator vouches for up to ``C`` (the theft came
+      after ``C``).
+
+    Anything else in ``C``'s history is judged as ever: an unsigned commit
+    made on signed history, or a revoked key's commit made after its
+    revocation, is refused whatever adoption names it, so a node (any node
+    may write an adoption) cannot launder a forgery with one.
     """
     adoptions = records_in(Snapshot(repo, tip), ADOPTIONS, Adoption)
     if not adoptions:
         return frozenset()
     order = [str(commit.id) for commit in commits]
-    unsigned_below = _before_signing(repo, commits, found)
+    coverable = _before_signing(repo, commits, found) | judged.before_revocation
     excused: set[str] = set()
     for record in adoptions:
         path = adoption_path(record.commit)
         adding = next((commit for commit in commits if blob_in(commit.tree, path) is not None), None)
-        if (adding is None or str(adding.id) in judged.refused or record.commit not in repo
+        if (adding is None or record.commit not in repo
+                or (str(adding.id) in judged.refused and str(adding.id) not in judged.before_revocation)
                 or not repo.descendant_of(adding.id, pygit2.Oid(hex=record.commit))):
             continue
-        walker = repo.walk(pygit2.Oid(hex=record.commit))
-        for hexsha in hidden:
-            walker.hide(pygit2.Oid(hex=hexsha))
-        excused |= {str(commit.id) for commit in walker} & unsigned_below
+        excused |= _history(repo, record.commit, hidden) & coverable
     return frozenset(hexsha for hexsha in order if hexsha in excused)
+
+
+def _history(repo: pygit2.Repository, start: str, hidden: list[str]) -> set[str]:
+    """``start`` and every commit below it that no commit of ``hidden`` reaches."""
+    walker = repo.walk(pygit2.Oid(hex=start))
+    for hexsha in hidden:
+        walker.hide(pygit2.Oid(hex=hexsha))
+    return {str(commit.id) for commit in walker}
+
+
+def _before_revocation(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+                       found: Mapping[bytes, Verdict], trust: Trust) -> set[str]:
+    """The commits of the range signed by a key revoked at ``tip`` that lie below the commit adding its revocation."""
+    by_key: dict[bytes, set[str]] = {}
+    for commit in commits:
+        state, key = found[commit.id.raw]
+        if state == SIGNED and trust.state(key, str(commit.id)) == "revoked":
+            by_key.setdefault(key, set()).add(str(commit.id))
+    if not by_key:
+        return set()
+    out: set[str] = set()
+    for record in records_in(Snapshot(repo, tip), REVOCATIONS, Revocation):
+        try:
+            signed = by_key.get(sshsig.parse_public_line(record.key), set())
+        except sshsig.SignatureError:
+            continue
+        path = record.path()
+        adding = next((commit for commit in commits if blob_in(commit.tree, path) is not None), None)
+        if signed and adding is not None:
+            out |= signed & _history(repo, str(adding.id), hidden)
+    return out
 
 
 def _before_signing(repo: pygit2.Repository, commits: list[pygit2.Commit],

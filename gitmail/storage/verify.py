@@ -23,11 +23,18 @@ before it. New commits are checked in a pool of processes when there are
 many of them.
 
 History written before commits were signed is taken as it is by ``gitmail
-adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit, after
-which ``verify`` checks only the commits that are not part of the adopted
-commit's history. The doors honour an adoption more narrowly, for the
-unsigned history from before the project signed anything
-(:func:`gitmail.storage.authorship.adopted_unsigned`).
+adopt``: a record (``adoptions/<commit>.yaml``) in a signed commit. It
+vouches for exactly what it vouches for at every door
+(:func:`gitmail.storage.authorship.adoption_excuses`): in the adopted
+commit's history, the unsigned commits with no signed commit below them,
+and what a revoked key signed before its revocation; every other commit of
+that history is judged as any other. So ``verify`` and the doors give each
+commit one verdict, with one difference a door cannot avoid: what a
+revoked key signed before its revocation (and no adoption covers) is let in
+by every door, every machine that took the revocation in holding it, while
+``verify`` reports it (``before_revocation``) for the operator to review
+and then adopt (``gitmail adopt --commit C``, C the last commit made before
+the key was lost) or repair.
 
 An archive that joined shallow (:mod:`.boundary`) holds no history below
 its boundary commits: those fetched from the hub it pinned are reported as
@@ -70,6 +77,9 @@ class Finding(Result):
     summary: str
     path: str | None = None  # the record a not-allowed-writer finding names
     kept_aside: bool = False  # found among what a sync kept out of main (refs/gitmail/quarantine/), not in main
+    # Signed by a revoked key before its revocation: every door lets it in (every machine that took the revocation
+    # holds it); reported for the operator to review, then adopt (`gitmail adopt --commit C`) or repair.
+    before_revocation: bool = False
 
 
 @result
@@ -77,9 +87,9 @@ class Verification(Result):
     """What ``verify`` found in one project's history."""
 
     project: str
-    commits: int  # commits judged (history after any adoption)
+    commits: int  # commits judged (the whole history but a pinned boundary's)
     checked: int  # of those, signatures checked in this run (the rest were remembered)
-    adopted: list[str]
+    adopted: list[str]  # the commits adoption records name (what they vouch for is accepted, as at a door)
     findings: list[Finding]
     clean: bool
     repaired: list[str] = field(default_factory=list)  # refused commits a repair merge took nothing of (mended)
@@ -123,7 +133,7 @@ def adopted(snap: Snapshot) -> list[str]:
 
 def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 2,
            parallel_from: int = PARALLEL_FROM, rules: Rules = NO_RULES) -> Verification:
-    """Judge every commit of ``main`` not in an adopted history (see the module docs).
+    """Judge every commit of ``main``, honouring adoptions as the doors do (see the module docs).
 
     Each commit's signature, and whether its signer may write each record it
     writes (:mod:`gitmail.storage.authorship`; ``rules`` give what a merge
@@ -140,14 +150,15 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
     pinned = pinned_boundaries(archive.git_dir)
     cache = VerdictCache(cache_folder)
     ring, shallow = trusted_keyring(archive), shallow_commits(archive.git_dir)
-    judged = judge_range(repo, tip, trusted, Trust(ring, shallow=shallow, pinned=pinned), verdicts=cache.known,
+    judged = judge_range(repo, tip, [], Trust(ring, shallow=shallow, pinned=pinned), verdicts=cache.known,
                          rules=rules, workers=workers, parallel_from=parallel_from)
     cache.add(judged.checked.items())
     repaired = mended(repo, judged, tip)
-    findings = [_finding(repo, item) for item in judged.refusals if item.commit not in repaired]
+    findings = [_finding(repo, item, before_revocation=item.commit in judged.before_revocation)
+                for item in judged.refusals if item.commit not in repaired]
     seen = {(item.commit, item.path) for item in findings}
     for kept in _kept_aside(repo):
-        for item in judge_range(repo, kept, [tip, *trusted], Trust(ring, shallow=shallow, pinned=pinned),
+        for item in judge_range(repo, kept, [tip], Trust(ring, shallow=shallow, pinned=pinned),
                                 rules=rules).refusals:
             if (item.commit, item.path) not in seen:
                 seen.add((item.commit, item.path))
@@ -159,10 +170,12 @@ def verify(archive: Archive, project: str, cache_folder: str, *, workers: int = 
                         pinned_hub=pin.url if pin is not None and pinned else None)
 
 
-def _finding(repo: pygit2.Repository, item: Refusal, *, kept_aside: bool = False) -> Finding:
+def _finding(repo: pygit2.Repository, item: Refusal, *, kept_aside: bool = False,
+             before_revocation: bool = False) -> Finding:
     summary = item.reason if item.code == NOT_ALLOWED else repo[item.commit].peel(pygit2.Commit).message
     return Finding(commit=item.commit, problem=item.code, node=item.node, path=item.path,
-                   summary=summary.split("\n", 1)[0][:200], kept_aside=kept_aside)
+                   summary=summary.split("\n", 1)[0][:200], kept_aside=kept_aside,
+                   before_revocation=before_revocation)
 
 
 def _kept_aside(repo: pygit2.Repository) -> list[str]:

@@ -73,7 +73,7 @@ def signed_by_writers(repo: pygit2.Repository, main: str | None, old: str, tip: 
     """
     hide = [commit for commit in (main, old) if commit and commit != NO_ID and commit in repo]
     trust = Trust(keyring(Snapshot(repo, main)), read_pins(default_home()))
-    judged = judge_range(repo, tip, hide, trust, rules=SYNC_RULES, adoptions=True)
+    judged = judge_range(repo, tip, hide, trust, rules=SYNC_RULES)
     return [as_rejection(refusal) for refusal in judged.refusals]
 
 

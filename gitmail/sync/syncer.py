@@ -568,8 +568,7 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
     repo = archive.repo
     if ours is not None and (ours == tip or repo.descendant_of(ours, tip)):
         return [Checked(label, tip, tip, None)]
-    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES,
-                         adoptions=True)
+    judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES)
     verdicts.add(judged.checked.items())
     if tip not in judged.tainted:  # nothing refused, or only commits a repair merge mended
         return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
