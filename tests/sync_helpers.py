@@ -173,6 +173,29 @@ def signed_clone(source: str, clone: str, key: str) -> None:
         git("config", name, value, cwd=clone)
 
 
+def write_unsigned(machine: Machine, write) -> None:
+    """Run ``write`` on ``machine`` as gitmail did before signing: unsigned commits, no node record published."""
+    archive = machine.archive
+    saved = archive.signer, archive.publish
+    archive.signer, archive.publish = None, None
+    try:
+        write()
+    finally:
+        archive.signer, archive.publish = saved
+
+
+def bare_hub(path: str, *, checked: bool) -> str:
+    """A bare hub at ``path`` on main, with gitmail's pre-receive check when ``checked``; its URL."""
+    from gitmail.sync.hookinstall import install_hub
+
+    from .conftest import git_run
+
+    assert git_run("init", "-q", "--bare", "--initial-branch=main", path).returncode == 0
+    if checked:
+        install_hub(path)
+    return "file://" + path
+
+
 def hub_pair(root: str) -> tuple[str, Machine, Machine]:
     """A checked hub (gitmail's pre-receive installed) at ``root/hub.git`` and two machines sharing the project.
 

@@ -19,32 +19,12 @@ import pytest
 
 from gitmail.storage import nodes
 from gitmail.storage.verify import adopt, verify
-from gitmail.sync.hookinstall import install_hub
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
-from .conftest import git_run
-from .sync_helpers import PROJECT, Machine, message_counts, tree_files
+from .sync_helpers import PROJECT, Machine, bare_hub, message_counts, tree_files, write_unsigned
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _unsigned(machine: Machine, write) -> None:
-    """Run ``write`` on ``machine`` as gitmail did before signing: unsigned commits, no node record published."""
-    archive = machine.archive
-    saved = archive.signer, archive.publish
-    archive.signer, archive.publish = None, None
-    try:
-        write()
-    finally:
-        archive.signer, archive.publish = saved
-
-
-def _hub(path: str, *, checked: bool) -> str:
-    assert git_run("init", "-q", "--bare", "--initial-branch=main", path).returncode == 0
-    if checked:
-        install_hub(path)
-    return "file://" + path
 
 
 def _clean(machine: Machine) -> bool:
@@ -55,15 +35,15 @@ def _clean(machine: Machine) -> bool:
 def test_an_adopted_history_crosses_a_hub_without_hooks_and_a_checked_one(tmp_path):
     a, b = Machine(str(tmp_path), "node-a"), Machine(str(tmp_path), "node-b")
     old = []
-    _unsigned(a, lambda: (a.create_project(), old.append(a.send("BlueLake", ["GreenCastle"], "before signing"))))
+    write_unsigned(a, lambda: (a.create_project(), old.append(a.send("BlueLake", ["GreenCastle"], "before signing"))))
     a = Machine(str(tmp_path), "node-a")  # gitmail upgraded on node-a: its next commit publishes its key
     signed = a.send("BlueLake", ["RedStone"], "first signed")  # publishes node-a's record, signed
     assert not _clean(a)
     adopt(a.archive, node=a.name, now=a.store.clock.now_ts())
     assert _clean(a)
 
-    plain = _hub(str(tmp_path / "plain.git"), checked=False)
-    checked = _hub(str(tmp_path / "checked.git"), checked=True)
+    plain = bare_hub(str(tmp_path / "plain.git"), checked=False)
+    checked = bare_hub(str(tmp_path / "checked.git"), checked=True)
     add_remote(a.store, PROJECT, "plain", plain)
     add_remote(a.store, PROJECT, "checked", checked)
     for remote in ("plain", "checked"):  # the checked hub's pre-receive honours the adoption too
@@ -82,7 +62,7 @@ def test_an_adopted_history_crosses_a_hub_without_hooks_and_a_checked_one(tmp_pa
 
     # An unsigned commit on signed history: refused at every door, and an adoption naming it changes nothing.
     late: list[str] = []
-    _unsigned(a, lambda: late.append(a.send("BlueLake", ["GreenCastle"], "unsigned after signing")))
+    write_unsigned(a, lambda: late.append(a.send("BlueLake", ["GreenCastle"], "unsigned after signing")))
     a = Machine(str(tmp_path), "node-a")
     (refused,) = sync_project(a.store, PROJECT, "checked").results
     assert refused.error is not None and "[unsigned]" in refused.error["message"], refused.error
@@ -98,7 +78,7 @@ def test_an_adopted_history_crosses_a_hub_without_hooks_and_a_checked_one(tmp_pa
 
 
 def test_a_machine_joining_after_a_revocation_keeps_out_what_the_key_signed_after_it(tmp_path):
-    plain = _hub(str(tmp_path / "plain.git"), checked=False)
+    plain = bare_hub(str(tmp_path / "plain.git"), checked=False)
     a, r = Machine(str(tmp_path), "node-a"), Machine(str(tmp_path), "node-r")
     a.create_project()
     for machine in (a, r):
