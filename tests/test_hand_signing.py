@@ -91,3 +91,47 @@ def test_a_persons_checkout_signs_hand_commits_that_every_door_accepts(store, tm
         assert refused.returncode != 0 and "[unsigned]" in refused.stderr, refused.stderr
         assert "gitmail nodes add PROJECT NAME --key 'ssh-ed25519 ...' --human" in refused.stderr, refused.stderr
     assert archive.tip() == signed and git("--git-dir", hub, "rev-parse", "main").strip() == signed
+
+
+def _keygen(path: str, comment: str) -> str:
+    """A person's new SSH key at ``path``; its public line."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path], check=True)
+    with open(path + ".pub", encoding="utf-8") as handle:
+        return " ".join(handle.read().split()[:2])
+
+
+def test_a_signing_checkouts_allowed_signers_follow_the_keys_registered_and_revoked(store, tmp_path):
+    mail = Mail(store)
+    mail.ensure_project(PROJECT)
+    mail.register_agent(PROJECT, "codex", "gpt", name="BlueLake")
+    slug = store.resolve(PROJECT)
+    archive = store.archive(slug)
+    ada, bob = str(tmp_path / "ada_ed25519"), str(tmp_path / "bob_ed25519")
+    nodes.add(archive, name="ada", key=_keygen(ada, "ada"), human=True, by=store.node, now=store.clock.now_ts())
+    bob_public = _keygen(bob, "bob")
+    assert CliRunner().invoke(cli, ["checkout", PROJECT, "--sign-with", ada]).exit_code == 0
+    checkout = store.paths(slug).checkout
+
+    def refreshed() -> str:  # gitmail refreshing the checkout, as after any commit or sync
+        done = CliRunner().invoke(cli, ["checkout", PROJECT])
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    _edit(checkout, "", "bob's first look")
+    git("-c", f"user.signingkey={bob}", "commit", "-qam", "Bob's edit", cwd=checkout)
+    by_bob = git("rev-parse", "HEAD", cwd=checkout).strip()
+    assert git_run("verify-commit", by_bob, cwd=checkout).returncode != 0  # bob is no one here yet
+    nodes.add(archive, name="bob", key=bob_public, human=True, by=store.node, now=store.clock.now_ts())
+    assert git_run("verify-commit", by_bob, cwd=checkout).returncode != 0  # not until gitmail refreshes the checkout
+    assert "held" in refreshed()  # bob's commit is ahead of main: the files are left be, the signers are not
+    verified = git_run("verify-commit", by_bob, cwd=checkout)
+    assert verified.returncode == 0 and 'Good "git" signature for bob' in verified.stderr, verified.stderr
+
+    _edit(checkout, "bob's first look", "ada's second look")
+    git("commit", "-qam", "Ada's edit", cwd=checkout)
+    by_ada = git("rev-parse", "HEAD", cwd=checkout).strip()
+    assert git_run("verify-commit", by_ada, cwd=checkout).returncode == 0
+    nodes.revoke(archive, name="ada", reason="laptop lost", by=store.node, now=store.clock.now_ts())
+    refreshed()
+    assert git_run("verify-commit", by_ada, cwd=checkout).returncode != 0  # the revoked key is out
+    assert git_run("verify-commit", by_bob, cwd=checkout).returncode == 0

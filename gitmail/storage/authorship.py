@@ -96,11 +96,11 @@ from gitmail.model.records import (
 )
 
 from .layout import changed_records
-from .nodes import Keyring, keyring, records_in
+from .nodes import Keyring, keyring
 from .objects import split_signature
 from .rawdiff import NO_ID, read_raw
 from .recordcheck import Rejection
-from .snapshot import Snapshot, blob_in, tree_layout
+from .snapshot import Snapshot, blob_in, records_in, tree_layout
 
 UNSIGNED, BAD, SIGNED = 0, 1, 2  # a commit's signature verdict
 NO_KEY = bytes(32)

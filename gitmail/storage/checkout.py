@@ -67,6 +67,7 @@ from .boundary import is_partial
 from .gitindex import put_entries
 from .handles import open_repository
 from .objects import MODE_BLOB
+from .signers import refresh_signers
 from .treeedit import Entry, changed_files
 from .window import Window, day_of, fitting, folder_for, folders, newest_day
 
@@ -113,14 +114,18 @@ def refresh(archive_dir: str, checkout_dir: str, *, window: Window | None = None
     human has local commits there or has edited a file the update would
     change (nothing is touched then), or ``"busy"`` while a git command of
     the human's holds the checkout's index (try again later). A checkout
-    made without a ``window`` gets :func:`~.window.fitting`'s.
+    made without a ``window`` gets :func:`~.window.fitting`'s. A checkout
+    that signs (``gitmail checkout --sign-with``) gets its allowed-signers
+    file rewritten from ``main`` too, whatever the state.
     """
     if not os.path.isdir(os.path.join(checkout_dir, ".git")):
         return _create(archive_dir, checkout_dir, window)
     with _refresh_lock(checkout_dir):
         if window is not None:
             _choose(open_repository(checkout_dir), checkout_dir, window)
-        return _refresh(archive_dir, checkout_dir)
+        state = _refresh(archive_dir, checkout_dir)
+        refresh_signers(open_repository(archive_dir), checkout_dir)  # keys registered or revoked meanwhile
+        return state
 
 
 def window_of(checkout_dir: str) -> Window:

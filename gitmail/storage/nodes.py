@@ -31,7 +31,6 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from typing import TypeVar
 
 import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -46,7 +45,6 @@ from gitmail.model.records import (
     ROTATION_NAMESPACE,
     Agent,
     Node,
-    Record,
     Revocation,
     node_path,
     profile_path,
@@ -58,14 +56,12 @@ from gitmail.model.results import Result, result
 from .boundary import pinned_boundaries
 from .engine import Archive, Change
 from .nodekey import KEYS
-from .snapshot import Snapshot
+from .signers import SIGNERS_FILE, signers_at, write_signers
+from .snapshot import Snapshot, records_in
 from .store import Store
-
-R = TypeVar("R", bound=Record)
 
 PINS = "pins.yaml"
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-PRINCIPAL_DOMAIN = "gitmail"  # a node's commits name ``gitmail@<node>`` as their committer
 
 
 @result
@@ -103,20 +99,6 @@ class Keyring:
         if raw in self.revoked:
             return "revoked"
         return "known" if raw in self.keys else "unknown"
-
-
-def records_in(snap: Snapshot, folder: str, kind: type[R]) -> list[R]:
-    """Every record of ``kind`` in ``folder`` at the snapshot, by file name (those that do not parse are fsck's)."""
-    out = []
-    for name in sorted(snap.listdir(folder)):
-        if name.endswith(".yaml"):
-            try:
-                record = snap.load(f"{folder}/{name}", kind)
-            except GitmailError:
-                continue
-            if record is not None:
-                out.append(record)
-    return out
 
 
 def read_nodes(snap: Snapshot) -> list[Node]:
@@ -175,18 +157,9 @@ def show_node(archive: Archive, home: str, this_node: str, name: str) -> NodeVie
 
 def allowed_signers(archive: Archive) -> str:
     """git's allowed-signers file for the archive's keys that are not revoked (``gpg.ssh.allowedSignersFile``)."""
-    snap = archive.snapshot()
-    revoked = {_raw(item.key) for item in read_revocations(snap)}
-    lines = []
-    for node in read_nodes(snap):
-        principal = node.node if node.kind == "human" else f"{PRINCIPAL_DOMAIN}@{node.node}"
-        for line in (node.previous_key, node.key):
-            if line and _raw(line) not in revoked:
-                lines.append(f'{principal} namespaces="git" {" ".join(line.split()[:2])}')
-    return "".join(line + "\n" for line in lines)
+    return signers_at(archive.snapshot())
 
 
-SIGNERS_FILE = "gitmail-allowed-signers"  # in a checkout's .git: the export its git checks signatures with
 
 
 def sign_checkout(archive: Archive, checkout_dir: str, key_file: str, *, project: str) -> Node:
@@ -198,8 +171,9 @@ def sign_checkout(archive: Archive, checkout_dir: str, key_file: str, *, project
     person's key of the project (``gitmail nodes add … --human``), not
     revoked; the checkout then gets ``gpg.format=ssh``, ``user.signingkey``,
     ``commit.gpgsign=true`` and ``gpg.ssh.allowedSignersFile`` (the export,
-    written into its ``.git``; run again to refresh it), so a hand edit the
-    record checker allows is accepted at the archive and at every hub.
+    written into its ``.git``, and kept current by every refresh of the
+    checkout: :func:`.signers.refresh_signers`), so a hand edit the record checker
+    allows is accepted at the archive and at every hub.
     """
     key_file = os.path.abspath(os.path.expanduser(key_file))
     public = _public_line(key_file)
@@ -219,8 +193,7 @@ def sign_checkout(archive: Archive, checkout_dir: str, key_file: str, *, project
                            "and have the operator register it under another name (gitmail nodes add … --human)",
                            {"node": person.node})
     signers = os.path.join(checkout_dir, ".git", SIGNERS_FILE)
-    with open(signers, "w", encoding="utf-8") as handle:
-        handle.write(allowed_signers(archive))
+    write_signers(signers, allowed_signers(archive))
     config = pygit2.Repository(checkout_dir).config
     for name, value in (("gpg.format", "ssh"), ("user.signingkey", key_file), ("commit.gpgsign", "true"),
                         ("gpg.ssh.allowedSignersFile", signers)):

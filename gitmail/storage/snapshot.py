@@ -380,3 +380,17 @@ def _tree_entries(tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, int]]:
             yield from _tree_entries(entry, f"{prefix}{entry.name}/")
         else:
             yield f"{prefix}{entry.name}", int(entry.filemode)
+
+
+def records_in(snap: Snapshot, folder: str, kind: type[R]) -> list[R]:
+    """Every record of ``kind`` in ``folder`` at the snapshot, by file name (those that do not parse are fsck's)."""
+    out = []
+    for name in sorted(snap.listdir(folder)):
+        if name.endswith(".yaml"):
+            try:
+                record = snap.load(f"{folder}/{name}", kind)
+            except GitmailError:
+                continue
+            if record is not None:
+                out.append(record)
+    return out

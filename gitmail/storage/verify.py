@@ -59,8 +59,8 @@ from gitmail.model.results import Result, result
 from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range, mended
 from .boundary import pinned_boundaries, read_pin, shallow_commits
 from .engine import Archive, Change
-from .nodes import records_in, trusted_keyring
-from .snapshot import Snapshot
+from .nodes import trusted_keyring
+from .snapshot import Snapshot, records_in
 
 CACHE_FILE = "signatures.bin"
 QUARANTINE_REFS = "refs/gitmail/quarantine"  # where a sync keeps what it refused (gitmail.sync.quarantine)
