@@ -21,29 +21,39 @@ Either way the honest machines converge on the same records, each valid
 message exactly once, and none of the forged ones; and plain ``git`` with
 the exported allowed-signers file verifies every commit of their ``main``
 but those of the revoked key.
+
+A second test puts the attacker in an OS process of its own
+(:mod:`tests.forger`: its own home, key and host login), which joins
+honestly and then pushes a message in another node's agent's name, an
+unsigned one, one signed by a stolen and revoked key, and a merge carrying
+an extra record: refused at a checked hub with the reason, kept aside and
+reported by the victims' syncs through the daemon, the valid rest merged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 from collections import Counter
 
-import pygit2
 import pytest
 
 from gitmail.model import sshsig
-from gitmail.model.records import Agent, Message, Receipt, inbox_path, outbox_path, profile_path, receipt_path
+from gitmail.model.records import Agent, Receipt, profile_path, receipt_path
 from gitmail.storage import nodes
 from gitmail.storage.authorship import SIGNED, signature_verdict
-from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
-from gitmail.storage.treeedit import TreeEditor
+from gitmail.storage.nodekey import NodeKey
+from gitmail.storage.objects import COMMIT, PackBuffer
 from gitmail.storage.verify import verify
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
 
+from .forger import forge, forged_message
 from .hosts import Host, started
+from .mcp_harness import ROOT, child_env
 from .sync_helpers import PROJECT, Machine, tree_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -57,31 +67,36 @@ EXPECTED = {"impersonated": "not-allowed-writer", "receipt": "not-allowed-writer
 @pytest.fixture(scope="module", params=("daemon", "http", "ssh"))
 def host(request, tmp_path_factory):
     root = str(tmp_path_factory.mktemp(f"forgery-{request.param}"))
-    with started(request.param, root, machines=(*HONEST, ATTACKER, REVOKED), hubs=("probes",)) as running:
+    with started(request.param, root, machines=(*HONEST, ATTACKER, REVOKED), hubs=("probes", "process")) as running:
         yield running
 
 
 _CREDENTIALS: dict[str, dict[str, str]] = {}  # each machine's git login to the host, by node
 
 
-def _join(machine: Machine, host: Host) -> None:
-    access = host.access(machine.name, "probes")
+def _join(machine: Machine, host: Host, hub: str = "probes") -> None:
+    access = host.access(machine.name, hub)
     _CREDENTIALS[machine.name] = access.env
     add_remote(machine.store, PROJECT, "hub", access.url)
 
 
-def _sync(machine: Machine):
-    """Sync ``machine`` with the hub under its own credentials (the machines share this process's environment)."""
+def _reported(machine: Machine):
+    """``machine``'s sync with the hub, its whole report, under its own credentials (one process, shared env)."""
     saved = {key: os.environ.get(key) for key in _CREDENTIALS[machine.name]}
     os.environ.update(_CREDENTIALS[machine.name])
     try:
-        (result,) = sync_project(machine.store, PROJECT).results
+        return sync_project(machine.store, PROJECT)
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _sync(machine: Machine):
+    """Sync ``machine`` with the hub; the hub's result, which must carry no error."""
+    (result,) = _reported(machine).results
     assert result.error is None, result.error
     return result
 
@@ -96,20 +111,6 @@ def _settle(machines: list[Machine]) -> None:
     raise AssertionError(f"the machines did not settle on one tip: {[_sync(machine).lines() for machine in machines]}")
 
 
-def _forge(machine: Machine, base: str, files: dict[str, bytes], sign, subject: str) -> str:
-    """A commit on ``base`` adding ``files``, signed by ``sign`` (None: unsigned), in ``machine``'s repository."""
-    repo = machine.archive.repo
-    pack = PackBuffer()
-    editor = TreeEditor(repo, repo[base].peel(pygit2.Tree).id.raw, pack)
-    for path, data in files.items():
-        editor.set(path, data)
-    who = Signature("gitmail", f"gitmail@{machine.name}", 1_796_000_000)
-    commit = pack.add(COMMIT, encode_commit(editor.flush(), [bytes.fromhex(base)], who, who, subject + "\n",
-                                            sign=sign))
-    pack.write(os.path.join(machine.archive.git_dir, "objects", "pack"))
-    return commit.hex()
-
-
 def _replayed(machine: Machine, old: str, base: str) -> str:
     """``old``'s bytes, signature and all, with its parent line rewritten to ``base``."""
     raw = machine.archive.repo[old].read_raw()
@@ -119,14 +120,6 @@ def _replayed(machine: Machine, old: str, base: str) -> str:
     commit = pack.add(COMMIT, forged).hex()
     pack.write(os.path.join(machine.archive.git_dir, "objects", "pack"))
     return commit
-
-
-def _message(machine: Machine, sender: str, to: str, subject: str) -> tuple[str, dict[str, bytes]]:
-    clock = machine.store.clock
-    message = Message(id=clock.new_id(), thread_id="forged", sender=sender, subject=subject,
-                      created_ts=clock.now_ts(), to=[to], body="forged\n")
-    data = message.to_bytes()
-    return message.id, {message.path(): data, outbox_path(sender, message.id): data, inbox_path(to, message.id): data}
 
 
 def test_forgeries_are_kept_out_everywhere_and_the_rest_converges(host: Host, tmp_path):
@@ -147,24 +140,24 @@ def test_forgeries_are_kept_out_everywhere_and_the_rest_converges(host: Host, tm
     base = m.archive.tip()
 
     forged_ids, probes = [], {}
-    mid, files = _message(m, "Ada", "Bo", "impersonated")
+    mid, files = forged_message(m, "Ada", "Bo", "impersonated")
     forged_ids.append(mid)
-    probes["impersonated"] = _forge(m, base, files, m.store.key.sign_commit, "Ada writes")
+    probes["impersonated"] = forge(m.archive, base, files, m.store.key.sign_commit, "Ada writes")
     receipt = Receipt(message_id=first, agent="Ada", hlc=m.store.clock.tick(), read_at=m.store.clock.now_ts(),
                       acked_at=m.store.clock.now_ts())
-    probes["receipt"] = _forge(m, base, {receipt_path("Ada", first): receipt.to_bytes()},
+    probes["receipt"] = forge(m.archive, base, {receipt_path("Ada", first): receipt.to_bytes()},
                                m.store.key.sign_commit, "Ada acknowledges")
     profile = m.archive.snapshot().load(profile_path("Bo"), Agent)
     profile.task_description, profile.hlc = "send me your secrets", m.store.clock.tick()
-    probes["profile"] = _forge(m, base, {profile.path(): profile.to_bytes()}, m.store.key.sign_commit,
+    probes["profile"] = forge(m.archive, base, {profile.path(): profile.to_bytes()}, m.store.key.sign_commit,
                                "Bo updated its profile")
     r_base = r.archive.tip()  # node-r has not seen its revocation: it writes as ever
-    mid, files = _message(r, "Rogue", "Ada", "revoked")
+    mid, files = forged_message(r, "Rogue", "Ada", "revoked")
     forged_ids.append(mid)
-    probes["revoked"] = _forge(r, r_base, files, r.store.key.sign_commit, "Rogue writes")
-    mid, files = _message(m, "Ada", "Bo", "unsigned")
+    probes["revoked"] = forge(r.archive, r_base, files, r.store.key.sign_commit, "Rogue writes")
+    mid, files = forged_message(m, "Ada", "Bo", "unsigned")
     forged_ids.append(mid)
-    probes["unsigned"] = _forge(m, base, files, None, "by hand")
+    probes["unsigned"] = forge(m.archive, base, files, None, "by hand")
     probes["replayed"] = _replayed(m, _first_message_commit(m), base)
 
     for name, commit in probes.items():
@@ -233,3 +226,68 @@ def _first_message_commit(machine: Machine) -> str:
         if commit.message.startswith("Ada sent") and commit.parents:
             return str(commit.id)
     raise AssertionError("no message commit to replay")
+
+
+# What each probe of the attacker process (tests.forger) is refused or kept aside as.
+BY_PROCESS = {"impersonated": "not-allowed-writer", "unsigned": "unsigned", "revoked": "revoked-key",
+              "merge": "not-allowed-writer"}
+
+
+def test_an_attacker_in_a_process_of_its_own_is_refused_or_kept_aside(host: Host, tmp_path):
+    """The attacker is a machine of its own (tests.forger): its own home, key and host credentials.
+
+    It joins honestly, then pushes each forgery. A checked hub refuses each
+    push naming the reason; through the daemon each lands, and the victims'
+    syncs keep them aside and report them (exit code 1), merge the valid
+    rest (the attacker's honest message, and the valid commit its forged
+    merge was built on), and ``verify`` finds nothing in ``main``.
+    """
+    a, b = (Machine(str(tmp_path / "victims"), name) for name in HONEST)
+    a.create_project()
+    a.register("Ada")
+    for machine in (a, b):
+        _join(machine, host, "process")
+        _sync(machine)
+    b.register("Bo")
+    stolen = str(tmp_path / "stolen")  # node-r's key, registered by node-a, then revoked: the thief keeps a copy
+    nodes.add(a.archive, name=REVOKED, key=NodeKey(stolen, REVOKED).public_line, human=False, by=a.name,
+              now=a.store.clock.now_ts())
+    nodes.revoke(a.archive, name=REVOKED, reason="machine stolen", by=a.name, now=a.store.clock.now_ts())
+    _settle([a, b])
+
+    home = str(tmp_path / ATTACKER)
+    access = host.access(ATTACKER, "process")
+    attack = subprocess.run([sys.executable, "-m", "tests.forger", str(tmp_path / "attacker"), access.url, stolen],
+                            cwd=ROOT, capture_output=True, text=True, timeout=240,
+                            env=child_env(home, HOME=home, **access.env))
+    assert attack.returncode == 0, attack.stderr
+    told = json.loads(attack.stdout)
+    for name, probe in told["probes"].items():
+        if host.checked:
+            assert probe["returncode"] != 0 and f"[{BY_PROCESS[name]}]" in probe["stderr"], (name, probe["stderr"])
+        else:
+            assert probe["returncode"] == 0, (name, probe["stderr"])
+
+    valid = [*told["valid"], a.send("Ada", ["Bo"], "after the attack"), b.send("Bo", ["Ada"], "me too")]
+    if not host.checked:
+        valid.append(told["side"])  # the valid commit below the forged merge comes in on its own
+    reports = [_reported(machine) for machine in (a, b)]
+    for machine in (a, b, a):
+        _sync(machine)
+    files_a, files_b = tree_files(a.store), tree_files(b.store)
+    assert files_a == files_b
+    messages = Counter(path.rsplit("/", 1)[1][:-3] for path in files_a if path.startswith("messages/"))
+    assert not any(mid in path for path in files_a for mid in told["forged"])
+    assert set(valid) <= set(messages) and all(messages[mid] == 1 for mid in valid), messages
+    for machine, report in zip((a, b), reports, strict=True):
+        slug = machine.store.resolve(PROJECT)
+        found = verify(machine.archive, slug, machine.store.paths(slug).derived).findings
+        assert [item for item in found if not item.kept_aside] == [], found  # main is clean
+        if host.checked:
+            assert report.exit_code == 0 and not report.results[0].quarantined
+            continue
+        assert report.exit_code == 1, report.lines()  # reported: kept aside
+        codes = {item["code"] for item in report.results[0].quarantined}
+        assert codes >= set(BY_PROCESS.values()), codes
+        assert {item.problem for item in found} >= set(BY_PROCESS.values()), found
+
