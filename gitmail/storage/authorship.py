@@ -687,11 +687,10 @@ _PLAIN_SENDER = re.compile(r"^from: ([A-Za-z0-9][A-Za-z0-9._-]{0,127})$", re.M)
 def _mail_owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, role: str | None, before: pygit2.Tree | None,
                 after: pygit2.Tree, profiles: _Profiles) -> tuple[str, str] | None:
     """Whose name a message file is written in: its sender's (an outbox copy: its folder's agent's)."""
-    data = _blob_bytes(repo, blob)
-    if data is None:
-        return None  # not a file (a gitlink): the record checker refuses it as what it is
-    sender = _plain_sender(data)
+    sender = profiles.plain_sender(blob)
     if sender is None:  # anything but the plain form gitmail writes: read it as the record it is
+        if _blob_bytes(repo, blob) is None:
+            return None  # not a file (a gitlink): the record checker refuses it as what it is
         record = _parse(repo, path, blob)
         if record is None:
             return profiles.bound(path.split("/")[1], before, after) if role == "outbox" else None
@@ -829,7 +828,17 @@ class _Profiles:
         self._bound: dict[tuple[pygit2.Oid, str], tuple[str, str] | None] = {}
         self._layouts: dict[pygit2.Oid | None, int] = {}
         self._parsed: dict[pygit2.Oid, tuple[str, str] | None] = {}  # by profile blob
+        # Each message file's sender as its plain front matter names it, by blob: a message and its inbox and
+        # outbox copies are one blob, read once.
+        self._plain: dict[pygit2.Oid, str | None] = {}
         self.listed: dict[bytes, Changes] = {}  # each commit's changes as git listed them, by raw commit id
+
+    def plain_sender(self, blob: pygit2.Oid) -> str | None:
+        """:func:`_plain_sender` of a file, remembered by its id (None: another form, or not a file)."""
+        if blob not in self._plain:
+            data = _blob_bytes(self.repo, blob)
+            self._plain[blob] = _plain_sender(data) if data is not None else None
+        return self._plain[blob]
 
     def layout(self, tree: pygit2.Tree | None) -> int:
         """The tree's layout, remembered by its ``project.yaml``."""
