@@ -871,22 +871,25 @@ class _Profiles:
         return None
 
     def _lookup(self, tree: pygit2.Tree, agent: str) -> tuple[str, str] | None:
-        exact = blob_in(tree, profile_path(agent))
-        names = self._names.get(tree.id) if exact is None else {agent.lower(): agent}
-        if names is None:
-            try:
-                entries = tree[AGENTS]
-            except KeyError:
-                entries = None
-            names = ({entry.name.lower(): entry.name for entry in entries if entry.name}
-                     if isinstance(entries, pygit2.Tree) else {})
-            self._names[tree.id] = names
-        name = names.get(agent.lower())
-        profile = blob_in(tree, profile_path(name)) if name is not None else None
+        name, profile = agent, blob_in(tree, profile_path(agent))
+        if profile is None:  # another case of the name, maybe: look it up in the listing of agents/
+            names = self._names.get(tree.id)
+            if names is None:
+                try:
+                    entries = tree[AGENTS]
+                except KeyError:
+                    entries = None
+                names = ({entry.name.lower(): entry.name for entry in entries if entry.name}
+                         if isinstance(entries, pygit2.Tree) else {})
+                self._names[tree.id] = names
+            found = names.get(agent.lower())
+            if found is None:
+                return None
+            name, profile = found, blob_in(tree, profile_path(found))
         if profile is None:
             return None
         if profile.id not in self._parsed:
-            record = _parse(self.repo, profile_path(name or agent), profile.id)
+            record = _parse(self.repo, profile_path(name), profile.id)
             self._parsed[profile.id] = (None if not isinstance(record, Agent) or record.human or not record.node
                                         else (record.name, record.node))
         return self._parsed[profile.id]
