@@ -188,7 +188,13 @@ def _kept_aside(repo: pygit2.Repository) -> list[str]:
 
 
 def adopt(archive: Archive, *, node: str, now: str, commit: str | None = None) -> Adoption:
-    """Record that the history up to ``commit`` (default: the tip) is trusted as it is, in a signed commit."""
+    """Record that the history up to ``commit`` (default: the tip) is trusted as it is, in a signed commit.
+
+    What the record vouches for, ``verify`` and every door alike, is
+    :func:`gitmail.storage.authorship.adoption_excuses`'s: the unsigned
+    commits from before the project signed anything, and what a revoked key
+    signed before its revocation.
+    """
     target = commit or archive.tip()
     if target is None:
         raise GitmailError(INVALID_ARGUMENT, "the project has no history to adopt yet", {})
