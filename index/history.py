@@ -27,6 +27,7 @@ from typing import Any
 import pygit2
 
 from gitmail.model.records import layout_forms, layout_moves
+from gitmail.storage.handles import tree_entry
 from gitmail.storage.history import journal_owner
 from gitmail.storage.treeedit import changed_files
 
@@ -65,10 +66,9 @@ def _changed(repo: pygit2.Repository, old: bytes | None,
 def _blob_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes | None:
     """The blob of the record at ``path`` in ``commit``, wherever its layout keeps it."""
     for form in layout_forms(path):
-        try:
-            return bytes(commit.tree[form].id.raw)
-        except KeyError:
-            continue
+        entry = tree_entry(commit.tree, form)
+        if entry is not None:
+            return bytes(entry.id.raw)
     return None
 
 

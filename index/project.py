@@ -46,7 +46,8 @@ _log = logging.getLogger("gitmail.index")
 
 VERSION_DIR = f"index-v{FORMAT}"
 MEMO_ENTRIES = 1024
-CATCH_UP_DELAY = 0.02  # seconds commits may gather before one background catch-up takes them all in
+CATCH_UP_DELAY = 0.02  # seconds commits may gather before one background catch-up takes them all in...
+CATCH_UP_SPACING = 0.1  # ...and the least time between the starts of two, so a burst's catch-ups take in several
 MERGE_DELAY = 1.0  # seconds without a search-index commit before small search segments are merged
 DRAIN_QUIET = 0.25  # queued messages go into the search index once commits pause this long...
 DRAIN_MAX_WAIT = 1.0  # ...or at the latest this long after the first of them was queued...
@@ -95,7 +96,8 @@ class ProjectIndex:
         self._search_ready = False
         self._ensure_lock = threading.Lock()
         name = os.path.basename(derived_dir)
-        self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=CATCH_UP_DELAY)
+        self.worker = Debounced(f"gitmail-index:{name}", self._work, delay=CATCH_UP_DELAY,
+                                 min_interval=CATCH_UP_SPACING)
         self.drainer = Debounced(f"gitmail-index-drain:{name}", self._drain, delay=DRAIN_QUIET,
                                  max_wait=DRAIN_MAX_WAIT)
         self.merger = Debounced(f"gitmail-index-merge:{name}", self._merge, delay=MERGE_DELAY,

@@ -29,6 +29,7 @@ import pygit2
 
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.records import LAYOUT, RESERVATIONS, Reservation, placed, reservation_path
+from gitmail.storage.handles import tree_entry
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from .meta import Meta, MetaCorrupt
@@ -67,10 +68,7 @@ def record_entry(fields: dict[str, Any]) -> tuple[str, Entry] | None:
 def _subtree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
     if commit is None:
         return None
-    try:
-        sub = repo[commit].peel(pygit2.Tree)[RESERVATIONS]
-    except KeyError:
-        return None
+    sub = tree_entry(repo[commit].peel(pygit2.Tree), RESERVATIONS)
     return sub if isinstance(sub, pygit2.Tree) else None
 
 

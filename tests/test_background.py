@@ -15,10 +15,12 @@ from gitmail.storage.background import Debounced
 from .conftest import SteppedTime, wait_until
 
 
-def _worker(delay: float, max_wait: float | None = None) -> tuple[list[float], Debounced, SteppedTime]:
+def _worker(delay: float, max_wait: float | None = None, *,
+            min_interval: float = 0.0) -> tuple[list[float], Debounced, SteppedTime]:
     runs: list[float] = []
     timer = SteppedTime()
-    worker = Debounced("test-worker", lambda: runs.append(timer.now), delay=delay, max_wait=max_wait, timer=timer)
+    worker = Debounced("test-worker", lambda: runs.append(timer.now), delay=delay, max_wait=max_wait,
+                       min_interval=min_interval, timer=timer)
     return runs, worker, timer
 
 
@@ -63,6 +65,32 @@ def test_with_max_wait_the_job_waits_for_a_pause_but_not_forever():
     timer.end_pause(0.15)  # a pause without pokes: the run follows at once
     assert worker.wait_idle(60)
     assert runs == pytest.approx([0.6, 0.75])
+    worker.stop()
+
+
+def test_with_min_interval_a_burst_spaces_its_runs_and_a_quiet_spell_is_served_after_delay():
+    runs, worker, timer = _worker(delay=0.02, min_interval=0.1)
+    worker.poke()
+    assert timer.next_pause() == 0.02
+    timer.end_pause(0.02)
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.02])  # the first run: no earlier run to space from
+    worker.poke()  # the next commit comes as that run ends...
+    assert timer.next_pause() == 0.02
+    timer.end_pause(0.02)
+    assert timer.next_pause() == pytest.approx(0.08)  # ...so its run waits out the rest of the interval
+    for _ in range(5):
+        worker.poke()  # the commits arriving meanwhile...
+    timer.end_pause(0.08)
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.02, 0.12])  # ...are taken in by that one run
+    timer.now += 5.0  # a quiet spell longer than the interval: the next poke is served after delay alone
+    worker.poke()
+    assert timer.next_pause() == 0.02
+    timer.end_pause(0.02)
+    assert worker.wait_idle(60)
+    assert runs == pytest.approx([0.02, 0.12, 5.14])
+    assert not timer.paused()
     worker.stop()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import subprocess
@@ -80,6 +81,33 @@ def test_every_kind_round_trips_and_is_found_by_path(record):
     data = record.to_bytes()
     assert parse_path(record.path(), data) == record
     assert classify(record.path())[1] is type(record)
+
+
+@pytest.mark.parametrize("record", _every_kind(), ids=lambda r: r.KIND)
+def test_a_records_copy_equals_it_and_shares_nothing_it_could_change(record):
+    record.extra = {"x-team": {"lead": ["BlueLake"]}}
+    if isinstance(record, Message):
+        record.attachments = [{"path": "attachments/aa/bb/x.png", "width": 1}]
+    if isinstance(record, Agent):
+        record.capabilities = ["review"]
+    clone = copy.deepcopy(record)
+    assert clone == record and clone is not record and clone.to_bytes() == record.to_bytes()
+    for name, value in vars(record).items():
+        if isinstance(value, (list, dict)):
+            assert getattr(clone, name) is not value, name
+    clone.extra["x-team"]["lead"].append("RedFox")
+    if isinstance(clone, Message):
+        clone.attachments[0]["width"] = 2
+        clone.to.append("GreenHill")
+    if isinstance(clone, Agent):
+        clone.capabilities.append("deploy")
+    assert record.extra == {"x-team": {"lead": ["BlueLake"]}}
+    if isinstance(record, Message):
+        assert record.attachments[0]["width"] == 1 and "GreenHill" not in record.to
+    if isinstance(record, Agent):
+        assert record.capabilities == ["review"]
+    assert record.to_bytes() == parse_path(record.path(), record.to_bytes()).to_bytes()
+    assert clone != record
 
 
 def test_unknown_field_names_file_and_field():

@@ -15,6 +15,7 @@ rewrites grows with the day's traffic: see *Layouts* below.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import functools
@@ -189,6 +190,9 @@ def is_extra_key(key: object) -> bool:
     return isinstance(key, str) and key.startswith("x-") and len(key) > 2
 
 
+_SHARED = (str, int, float, bool, type(None), bytes, HLC)  # values a record copy may share: immutable
+
+
 @dataclass
 class Record:
     """Base of every record type; subclasses declare fields with ``_spec``.
@@ -206,6 +210,27 @@ class Record:
 
     def path(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Record:
+        """A copy that shares nothing mutable with this record, made without :func:`copy.deepcopy`'s walk.
+
+        Readers that may edit take a copy of each record they load (a send
+        loads several profiles), and the generic walk costs more than the
+        rest of the load. Immutable values (text, numbers, clock readings)
+        are shared; a list of them is copied flat; anything else is copied
+        deeply as before.
+        """
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        target = clone.__dict__
+        for name, value in self.__dict__.items():
+            if isinstance(value, _SHARED):
+                target[name] = value
+            elif type(value) is list and all(isinstance(item, _SHARED) for item in value):
+                target[name] = list(value)
+            else:
+                target[name] = copy.deepcopy(value, memo)
+        return clone
 
     # -- validation ---------------------------------------------------------
     @classmethod

@@ -95,6 +95,7 @@ from gitmail.model.records import (
     role_of,
 )
 
+from .handles import tree_entry
 from .layout import changed_records
 from .nodes import Keyring, keyring
 from .objects import split_signature
@@ -290,10 +291,8 @@ def _subtree(tree: pygit2.Tree | None, name: str) -> pygit2.Oid | None:
     """The id of ``tree``'s entry ``name`` (None: no such entry)."""
     if tree is None:
         return None
-    try:
-        return tree[name].id
-    except KeyError:
-        return None
+    entry = tree_entry(tree, name)
+    return None if entry is None else entry.id
 
 
 def as_rejection(refusal: Refusal) -> Rejection:

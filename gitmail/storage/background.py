@@ -43,14 +43,22 @@ class Debounced:
 
     With ``max_wait``, a run waits until ``delay`` seconds pass without a poke,
     but never longer than ``max_wait`` after the first one.
+
+    With ``min_interval``, a run starts at least that long after the previous
+    one started: the first poke after a quiet spell is served after ``delay``
+    as before, but while pokes keep coming (a burst of commits) the runs
+    space out and each takes in several, so their fixed cost is paid once
+    per interval instead of once per poke.
     """
 
     def __init__(self, name: str, job: Callable[[], None], delay: float = 0.05, max_wait: float | None = None, *,
-                 timer: Timer | None = None):
+                 min_interval: float = 0.0, timer: Timer | None = None):
         self.name = name
         self.job = job
         self.delay = delay
         self.max_wait = max_wait
+        self.min_interval = min_interval
+        self._last_start: float | None = None
         self.timer: Timer = timer or SystemTimer()
         self._changed = threading.Condition()
         self._pokes = 0  # pokes so far...
@@ -71,10 +79,12 @@ class Debounced:
             with self._changed:
                 self._changed.wait_for(lambda: self._stopping.is_set() or self._pokes != self._served)
             self._settle()
+            self._space_out()
             if self._stopping.is_set():
                 return  # a run still waiting for its pause is dropped: the work it would do is derived
             with self._changed:
                 serves = self._pokes  # every poke so far is served by this run; later ones want another
+            self._last_start = self.timer.monotonic()
             try:
                 self.job()
             except Exception:  # noqa: BLE001 - a failed run is retried on the next poke
@@ -93,6 +103,14 @@ class Debounced:
                 quiet = self._pokes == before
             if self.max_wait is None or quiet or self.timer.monotonic() - began >= self.max_wait:
                 return
+
+    def _space_out(self) -> None:
+        """Pause until ``min_interval`` has passed since the previous run started (no pause for the first)."""
+        if self._last_start is None or self._stopping.is_set():
+            return
+        left = self._last_start + self.min_interval - self.timer.monotonic()
+        if left > 0:
+            self.timer.pause(left, self._stopping)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no run is pending or running (for shutdown and tests); False if ``timeout`` ran out."""

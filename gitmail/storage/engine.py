@@ -39,7 +39,7 @@ from gitmail.model.errors import RETRY_EXHAUSTED, GitmailError, resource_exhaust
 from gitmail.model.records import Record
 
 from . import leftovers
-from .handles import open_repository
+from .handles import open_repository, tree_has
 from .maintenance import Maintainer
 from .objects import COMMIT, CommitSigner, PackBuffer, Signature, encode_commit, fsync_dir
 from .operator import by_operator
@@ -471,9 +471,7 @@ class Archive:
             return {}
         path, data = self.publish
         if base is not None:
-            try:
-                repo[base].peel(pygit2.Tree)[path]
-            except KeyError:
+            if not tree_has(repo[base].peel(pygit2.Tree), path):
                 return {path: data}
             self._published = True
             return {}

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import secrets
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +49,7 @@ from pygit2.remotes import RemoteCollection
 from pygit2.submodules import SubmoduleCollection
 
 _HELPERS = ("branches", "references", "remotes", "submodules")
-PACK_FILES_OPEN = 128  # pack files kept open at once, in the whole process
+PACK_FILES_OPEN = 48  # pack files kept open at once, in the whole process (consolidation keeps ~32)
 PACK_BYTES_MAPPED = 64 << 20  # bytes of pack files mapped at once, in the whole process...
 PACK_WINDOW = 16 << 20  # ...in windows of at most this size
 OBJECT_CACHE_BYTES = 16 << 20  # libgit2's cache of parsed commits and trees, all handles of the process together
@@ -99,3 +101,54 @@ def open_repository(path: str) -> pygit2.Repository:
         _limit_malloc_arenas()
         _limited = True
     return _Handle(path)
+
+
+# -- looking up a path in a tree ---------------------------------------------
+# pygit2 (1.21 and earlier) keeps one reference to the path it is given by
+# ``tree[path]``, ``path in tree`` and ``tree / path`` (its argument
+# conversion takes a reference it never gives back). A path string handed to
+# one of them is never freed: a server looking up a few fresh paths per
+# request grew by half a kilobyte a message, for good. The functions below
+# give that reference back after each lookup, once a probe has shown that the
+# installed pygit2 keeps it (a fixed pygit2 is used as it is).
+
+_keeps_path: bool | None = None  # whether this pygit2 keeps the path's reference; probed on first use
+_py_decref = ctypes.pythonapi.Py_DecRef
+_py_decref.argtypes = [ctypes.py_object]
+_py_decref.restype = None
+
+
+def _probe(tree: pygit2.Tree) -> bool:
+    """Whether a lookup in ``tree`` kept a reference to its path (a string nothing else can be holding)."""
+    path = "".join(["gitmail-probe/", secrets.token_hex(8)])
+    before = sys.getrefcount(path)
+    try:
+        tree[path]
+    except KeyError:
+        pass
+    return sys.getrefcount(path) > before
+
+
+def _lookup(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    global _keeps_path
+    if _keeps_path is None:
+        _keeps_path = _probe(tree)
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+    finally:
+        if _keeps_path:
+            _py_decref(path)
+
+
+def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    """The object at ``path`` (``a/b/c``) inside ``tree``, or None; ``tree[path]`` without its leak."""
+    if type(path) is not str:
+        raise TypeError(f"a path is text, not {type(path).__name__}")
+    return _lookup(tree, path)
+
+
+def tree_has(tree: pygit2.Tree, path: str) -> bool:
+    """Whether anything is at ``path`` inside ``tree``; ``path in tree`` without its leak."""
+    return tree_entry(tree, path) is not None

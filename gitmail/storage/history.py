@@ -16,6 +16,7 @@ from gitmail.model.clock import format_ts
 from gitmail.model.records import layout_forms, role_of
 
 from .engine import Archive
+from .handles import tree_has
 from .treeedit import changed_files
 
 MAX_WALK = 5000
@@ -87,10 +88,10 @@ def adding_commits(archive: Archive, paths: list[str], max_commits: int = 2000) 
             break
         parent = commit.parents[0].tree if commit.parents else None
         for path in list(pending):
-            if not any(form in commit.tree for form in forms[path]):
+            if not any(tree_has(commit.tree, form) for form in forms[path]):
                 pending.discard(path)  # not on this line of history
                 continue
-            if parent is None or not any(form in parent for form in forms[path]):
+            if parent is None or not any(tree_has(parent, form) for form in forms[path]):
                 found[path] = {"commit": str(commit.id), "summary": commit.message.split("\n", 1)[0],
                                "author": commit.author.name, "committed_ts": _when(commit)}
                 pending.discard(path)

@@ -108,6 +108,7 @@ from gitmail.model.records import (
     tombstone_path,
 )
 
+from .handles import tree_entry
 from .layout import record_delta
 from .snapshot import blob_data, blob_in, tree_layout
 
@@ -743,13 +744,7 @@ def _parked_any(tree: pygit2.Tree | None, path: str) -> bool:
     """Whether some version of ``path`` is parked under ``conflicts/`` in ``tree`` (a clash made visible)."""
     if tree is None:
         return False
-    for form in layout_forms(path):
-        try:
-            if tree[f"{CONFLICTS}/{form}"].type == pygit2.GIT_OBJECT_TREE:
-                return True
-        except KeyError:
-            continue
-    return False
+    return any(isinstance(tree_entry(tree, f"{CONFLICTS}/{form}"), pygit2.Tree) for form in layout_forms(path))
 
 
 def misplaced(path: str, layout: int) -> tuple[str, str] | None:

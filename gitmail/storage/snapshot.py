@@ -29,6 +29,7 @@ from gitmail.model.ids import is_id
 from gitmail.model.records import LAYOUT, LAYOUTS, PROJECT_PATH, Record, layout_of, path_layout, placed
 
 from .boundary import read_pin
+from .handles import tree_entry
 from .rawdiff import NO_ID, diff_trees
 
 R = TypeVar("R", bound=Record)
@@ -50,10 +51,7 @@ def _file_at(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
     """The entry at ``path`` in ``tree``, or None if there is no tree, no such path, or a folder there."""
     if tree is None:
         return None
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
+    obj = tree_entry(tree, path)
     return None if isinstance(obj, pygit2.Tree) else obj
 
 
@@ -179,10 +177,7 @@ class Snapshot:
     def _entry(self, path: str) -> pygit2.Object | None:
         if self._tree is None:
             return None
-        try:
-            return self._tree[path] if path else self._tree
-        except KeyError:
-            return None
+        return tree_entry(self._tree, path) if path else self._tree
 
     def _blob(self, path: str) -> pygit2.Blob | None:
         """The committed file at ``path`` (pending edits excluded), or None if there is none."""

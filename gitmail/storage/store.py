@@ -16,6 +16,7 @@ every machine computes the same slug for the same key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -44,8 +45,9 @@ def default_home() -> str:
     return os.path.abspath(os.path.expanduser(os.environ.get("GITMAIL_HOME") or "~/.gitmail"))
 
 
+@functools.lru_cache(maxsize=4096)
 def slug_for(human_key: str) -> str:
-    """The project slug for a key: readable words plus 48 bits of its hash."""
+    """The project slug for a key: readable words plus 48 bits of its hash (remembered: every call resolves one)."""
     key = normalize_human_key(human_key)
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
     words = _SLUG_SAFE.sub("-", key.lower()).strip("-")[-40:].strip("-")

@@ -61,6 +61,7 @@ from gitmail.model.records import (
     role_of,
     tombstone_path,
 )
+from gitmail.storage.handles import tree_entry, tree_has
 from gitmail.storage.layout import changed_records
 from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
@@ -550,20 +551,13 @@ def _record_id(path: str) -> str:
 def _exists(tree: pygit2.Tree | None, path: str) -> bool:
     if tree is None:
         return False
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True
+    return tree_has(tree, path)
 
 
 def _folder_names(tree: pygit2.Tree | None, folder: str) -> set[str]:
     if tree is None:
         return set()
-    try:
-        obj = tree[folder]
-    except KeyError:
-        return set()
+    obj = tree_entry(tree, folder)
     if not isinstance(obj, pygit2.Tree):
         return set()
     return {entry.name for entry in obj if entry.name is not None}
