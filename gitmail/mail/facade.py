@@ -116,7 +116,7 @@ from .mailbox import (
     ThreadPage,
     TopicMessage,
 )
-from .orgcontext import OrgContextView
+from .orgcontext import MemoryWritten, OrgContextView
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -142,7 +142,7 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
-__all__ += ["Loaded", "OrgContextView", "guard_roots"]
+__all__ += ["Loaded", "MemoryWritten", "OrgContextView", "guard_roots"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
@@ -687,6 +687,7 @@ class Mail:
     def tip(self, project_key: str) -> str | None:
         """The commit the project's archive stands at (None: nothing written yet)."""
         return self.ctx.archive(project_key).tip()
+
     def org_context(self, project_key: str, agent_name: str) -> OrgContextView:
         """The project's defaults for new agents (:mod:`.orgcontext`), as any agent of the project reads them."""
         return orgcontext.read(self.ctx, project_key, agent_name)
@@ -697,6 +698,12 @@ class Mail:
         """Set the folders new agents load and/or folder hints, as an agent holding manager@*."""
         return orgcontext.set_defaults(self.ctx, project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
                                        folder_hints=folder_hints, seat=seat, reason=reason)
+
+    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
+                     seat: str | None = None, reason: str | None = None) -> MemoryWritten:
+        """Write a memory file or skill of an archive memory folder, as an agent holding manager@*."""
+        return orgcontext.write_memory(self.ctx, project_key, agent_name, folder=folder, file=file, text=text,
+                                       seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""

@@ -87,6 +87,7 @@ from gitmail.model.records import (
     ChannelPost,
     Contact,
     FileRecord,
+    MemoryDoc,
     Node,
     OrgContext,
     Project,
@@ -153,6 +154,8 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
           "removed it, revert only the files you meant to change")
 _CHANNEL = "; to say more about a channel, post to it (post_channel)"
 _ORG = "set the project's defaults through gitmail (org_context), as an agent holding manager@*"
+_MEMORY = ("write the project's memory folders through gitmail (write_memory), or by hand naming in written_by an "
+           "agent holding manager@*")
 _POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
@@ -536,7 +539,7 @@ class Checker:
             problem = self._file_bytes(path, blob, new)
         if problem is None and old is None and role == "post":
             return self._post_problem(path, blob, new)
-        if problem is None and role == "org_context":
+        if problem is None and role in ("org_context", "memory"):
             problem = self._org_problem(path, blob, new)
         if problem is not None or old is None:
             return problem
@@ -579,14 +582,18 @@ class Checker:
         return None
 
     def _org_problem(self, path: str, blob: pygit2.Oid, new: pygit2.Tree | None) -> tuple[str, str] | None:
-        """The project's defaults are set by an agent whose profile grants manager@* (a top-level agent)."""
+        """The project's defaults and its memory folders are written by an agent whose profile grants manager@*."""
         record = self._record(path, blob)
-        if not isinstance(record, OrgContext):
+        if isinstance(record, OrgContext):
+            writer, verb, advice = record.set_by, "set", _ORG
+        elif isinstance(record, MemoryDoc):
+            writer, verb, advice = record.written_by, "written", _MEMORY
+        else:
             return None
-        held = _entry(new, profile_path(record.set_by))
-        profile = self._record(profile_path(record.set_by), held) if held is not None else None
+        held = _entry(new, profile_path(writer))
+        profile = self._record(profile_path(writer), held) if held is not None else None
         if not isinstance(profile, Agent) or not profile.manages_project():
-            return f"set by {record.set_by}, who is no agent of this project holding manager@*", _ORG
+            return f"{verb} by {writer}, who is no agent of this project holding manager@*", advice
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:
