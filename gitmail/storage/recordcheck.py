@@ -23,6 +23,9 @@ the same :func:`file_problem`, so one set of rules holds at every door:
   states, at an attachment path named by the same SHA-256 as the record;
   it never changes, but for what a merge of two uploads of the same content
   does: the earlier upload replaces the later (:func:`file_refusal`);
+- the project's defaults (``org_context.yaml``) and its memory folders
+  (``memory/<name>/``) name as their writer an agent whose profile grants
+  ``manager@*``; by hand a memory file changes only its text and writer;
 - an agent profile never changes hands: a profile whose ``id`` (its
   registration) changes is another registration taking the name, accepted
   only with the old one parked under ``conflicts/`` and the new one the
@@ -176,6 +179,7 @@ _HAND_EDITABLE: dict[type[Record], frozenset[str]] = {
     Agent: frozenset({"task_description", "contact_policy", "attachments_policy", "capabilities", "program", "model"}),
     Contact: frozenset({"status", "reason", "expires_at", "responded_at"}),
     Reservation: frozenset({"released_ts"}),
+    MemoryDoc: frozenset({"body", "written_by", "updated_at"}),  # its text, by a person naming a manager
 }
 _ALWAYS_EDITABLE = frozenset({"extra", "hlc"})
 _THROUGH_GITMAIL = {
