@@ -63,6 +63,35 @@ class MemoryWritten(Result):
     updated_at: str
 
 
+@result
+class MemoryDocView(Result):
+    """One file of an archive memory folder as the operator's view shows it: where, who wrote it, size, SHA-256,
+    text."""
+
+    file: str
+    written_by: str
+    updated_at: str
+    size: int
+    sha256: str
+    text: str
+
+
+@result
+class MemoryFolderView(Result):
+    """An archive memory folder (``archive:<name>``) and its files: memory files first, then skills by name."""
+
+    folder: str
+    files: list[MemoryDocView]
+
+
+@result
+class MemoryOverview(Result):
+    """The project's defaults for new agents and the memory folders its archive keeps, for the operator."""
+
+    defaults: OrgContextView
+    folders: list[MemoryFolderView]
+
+
 def _view(project_key: str, record: OrgContext | None, changed: bool, snap: Snapshot) -> OrgContextView:
     folders = [f"{loads.ARCHIVE}{name}" for name in loads.archive_folders(snap)]
     if record is None:
@@ -78,6 +107,19 @@ def read(ctx: Context, project_key: str, agent_name: str) -> OrgContextView:
     snap = ctx.archive(project_key).snapshot()
     require_agent(snap, agent_name, active=True)
     return _view(project_key, loads.org_context(snap), False, snap)
+
+
+def overview(ctx: Context, project_key: str) -> MemoryOverview:
+    """The project's defaults and every memory folder of its archive with its files, as the operator reads them."""
+    snap = ctx.archive(project_key).snapshot()
+    folders = []
+    for name in loads.archive_folders(snap):
+        files = [MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at,
+                               size=len(doc.body.encode("utf-8")),
+                               sha256=hashlib.sha256(doc.body.encode("utf-8")).hexdigest(), text=doc.body)
+                 for doc in loads.archive_docs(snap, name)]
+        folders.append(MemoryFolderView(folder=f"{loads.ARCHIVE}{name}", files=files))
+    return MemoryOverview(defaults=_view(project_key, loads.org_context(snap), False, snap), folders=folders)
 
 
 def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
