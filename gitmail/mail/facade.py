@@ -103,7 +103,7 @@ from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDeliv
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
 from .files import HTTP_PATH as FILES_HTTP_PATH
-from .files import FileDescription, FileDownload, FileList, FileUploaded
+from .files import FileDescription, FileDownload, FileList, FileUploaded, FileView
 from .identities import AgentUpdated, CardSet, Position, SleepState, Spawned
 from .mailbox import (
     InboxMessage,
@@ -148,7 +148,7 @@ __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "Inac
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
 # Files: the typed results of their tools, and where the HTTP server serves them.
-__all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded"]
+__all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded", "FileView"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
 # Channels: named streams of posts beside direct mail.
 __all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelSearch",
