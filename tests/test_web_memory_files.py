@@ -104,3 +104,16 @@ def test_the_files_page_lists_newest_first_a_page_at_a_time_with_the_messages_us
     assert got.headers["content-type"] == "application/octet-stream" and "f3.txt" in got.headers[
         "content-disposition"]
     assert missing.status_code == 404 and malformed.status_code == 400
+
+
+def test_with_a_token_a_file_is_downloaded_only_by_a_signed_in_session(store):
+    mail = Mail(store)
+    _project(mail)
+    file_id = mail.upload_file(PROJECT, "BlueLake", b"secret numbers\n", name="n.txt").file.file_id
+    slug = store.resolve(PROJECT)
+    with InProcessServer(store, mail=mail, token="web-token") as server, \
+            httpx.Client(base_url=server.base, timeout=60) as tab:
+        anonymous = tab.get(f"/ui/p/{slug}/files/{file_id}")
+        listing = tab.get(f"/ui/p/{slug}/files", follow_redirects=False)
+    assert anonymous.status_code == 401 and b"secret" not in anonymous.content
+    assert listing.status_code != 200 and file_id not in listing.text
