@@ -127,3 +127,15 @@ def test_two_versions_of_a_memory_file_written_apart_merge_to_the_later_writers_
                      hlc=HLC(2_000, 0, "desktop"), body="late\n").to_bytes()
     path = memory_path("ops", "CLAUDE.md")
     assert merge_file(path, None, early, late).content == merge_file(path, None, late, early).content == late
+
+
+def test_the_hub_refuses_a_memory_file_in_a_managers_name_signed_by_a_machine_it_is_not_bound_to(tmp_path):
+    hub, a, b = two_machines(tmp_path)  # BlueLake is bound to the laptop, GreenCastle to the desktop
+    before = git_run("rev-parse", "main", cwd=hub).stdout.strip()
+    clock = b.store.clock
+    forged = MemoryDoc(folder="ops", file="AGENTS.md", written_by="BlueLake", updated_at=clock.now_ts(),
+                       hlc=clock.tick(), body="said in BlueLake's name\n")
+    b.store.archive(PROJECT).transact(lambda snap: Change("memory as BlueLake", author="BlueLake").put_record(forged))
+    report = str(sync_project(b.store, PROJECT).to_dict())
+    assert git_run("rev-parse", "main", cwd=hub).stdout.strip() == before
+    assert "memory/ops/AGENTS.md" in report and "in the name of BlueLake, bound to laptop" in report
