@@ -92,7 +92,7 @@ class World:
             "program": "p", "model": "m", "policy": "open", "window_uuid": "0b5e7c1a-walk-4f00",
             "new_display_name": "Alice", "product_key": "walk-product", "slot": "walk-slot", "epoch": 1,
             "holder": "Bob", "scope": ["viewer@*"], "name": "walk.txt", "content_base64": "d2Fsaw==",
-            "file_id": "0" * 64, "channel": "walk-channel",
+            "file_id": "0" * 64, "channel": "walk-channel", "folder": "walk", "file": "AGENTS.md", "text": "walk",
         }
 
 

@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from gitmail.cli import cli
+from gitmail.mail.facade import Mail
+from gitmail.storage.store import Store
 
 from .conftest import git
 from .mcp_harness import ROOT, child_env
@@ -200,3 +202,28 @@ def test_errors_name_commands_the_shell_has_and_send_can_broadcast_and_attach(tm
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)["deliveries"][0]["payload"]
     assert payload["importance"] == "blocker" and payload["attachments"][0]["size"] == len("attached words\n")
+
+
+@pytest.mark.slow  # a process per command
+def test_files_are_listed_shown_and_saved_from_the_shell(tmp_path):
+    home = str(tmp_path / "home")
+    ok(home, "init", PROJECT)
+    ok(home, "register", PROJECT, "--name", "BlueLake", "--policy", "open")
+    mail = Mail(Store(home, background=False))
+    ids = [mail.upload_file(PROJECT, "BlueLake", f"notes {i}\n".encode(), name=f"notes{i}.txt").file.file_id
+           for i in range(3)]
+    first = ok(home, "files", "list", PROJECT, "--limit", "2")
+    second = ok(home, "files", "list", PROJECT, "--limit", "2", "--cursor", first["next_cursor"])
+    newest_first = [f.file_id for f in mail.list_files(PROJECT).files]
+    assert sorted(newest_first) == sorted(ids) and "next_cursor" not in second
+    assert [f["file_id"] for f in first["files"] + second["files"]] == newest_first
+    assert f"--cursor {first['next_cursor']}" in gitmail(home, "files", "list", PROJECT, "--limit", "2").stdout
+    shown = ok(home, "files", "show", PROJECT, ids[0])
+    assert shown["file"]["name"] == "notes0.txt" and shown["referenced_by"] == []
+    out = tmp_path / "saved.txt"
+    saved = ok(home, "files", "get", PROJECT, ids[0], "-o", str(out))
+    assert out.read_bytes() == b"notes 0\n" and saved["sha256"] == ids[0] and saved["size"] == 8
+    again = gitmail(home, "files", "get", PROJECT, ids[0], "-o", str(out))
+    assert again.returncode == 2 and "ALREADY_EXISTS" in again.stderr and out.read_bytes() == b"notes 0\n"
+    missing = gitmail(home, "files", "show", PROJECT, "0" * 64)
+    assert missing.returncode == 2 and "FILE_NOT_FOUND" in missing.stderr

@@ -15,7 +15,16 @@ import pytest
 
 from gitmail import GitmailError
 from gitmail.mail.facade import Mail
-from gitmail.model.records import ChannelPost, channel_path, message_path, post_path, profile_path, reservation_path
+from gitmail.model.records import (
+    ChannelPost,
+    MemoryDoc,
+    channel_path,
+    memory_path,
+    message_path,
+    post_path,
+    profile_path,
+    reservation_path,
+)
 
 from .conftest import git, git_run, sign_commits
 
@@ -179,3 +188,27 @@ def test_hand_edits_of_a_channel_are_refused_and_posts_stay_as_written(setting, 
              f"gitmail: refused {channel_path('deploys')}: changes the definition of channel deploys",
              f"gitmail: refused {stray.path()}: a post to channel ghost, which this archive does not define")
     assert mail.read_channel(PROJECT, "GreenCastle", "deploys")["posts"][0]["body_md"].strip() == "v1 is out"
+
+
+def test_a_person_writes_and_edits_the_projects_memory_folders_by_hand_naming_a_manager(setting, store):
+    mail, archive, clone, _ = setting
+    mail.spawn_agent(PROJECT, "BlueLake", ["viewer@*"], name="Reader")
+    mail.write_memory(PROJECT, "BlueLake", folder="ops", file="AGENTS.md", text="Page the lead.\n")
+    git("pull", "-q", "--ff-only", cwd=clone)
+    _edit(clone, memory_path("ops", "AGENTS.md"), "Page the lead.", "Page the lead, then the on-call.")
+    skill = MemoryDoc(folder="ops", file="skills/rollback/SKILL.md", written_by="GreenCastle",
+                      updated_at=store.clock.now_ts(), hlc=store.clock.tick(), body="# Roll a release back\n")
+    os.makedirs(os.path.dirname(os.path.join(clone, skill.path())))
+    with open(os.path.join(clone, skill.path()), "wb") as handle:
+        handle.write(skill.to_bytes())
+    git("add", "-A", cwd=clone)
+    assert _push(clone, "the on-call rule and a rollback skill").returncode == 0
+    mail.spawn_agent(PROJECT, "BlueLake", ["viewer@*"], name="Loader", load_memory_and_skills=["archive:ops"])
+    loads = mail.take_seat(PROJECT, "Loader")["loads"]
+    assert [m["text"] for m in loads["memory"]] == ["Page the lead, then the on-call.\n"]
+    assert [(s["name"], s["description"]) for s in loads["skills"]] == [("rollback", "Roll a release back")]
+    git("pull", "-q", "--ff-only", cwd=clone)
+    _edit(clone, memory_path("ops", "AGENTS.md"), "written_by: BlueLake", "written_by: Reader")
+    _refused(archive, clone, _push(clone, "the reader's rule"),
+             f"gitmail: refused {memory_path('ops', 'AGENTS.md')}: written by Reader, who is no agent of this "
+             "project holding manager@*", "write_memory")

@@ -237,3 +237,35 @@ def test_over_stdio_a_file_past_the_call_limit_is_refused_saying_only_http_takes
     assert small["created"] is True and "download_url" not in described  # stdio has no HTTP endpoint
     assert refused["code"] == "FILE_TOO_LARGE" and refused["data"]["upload_url"] is None
     assert "gitmail serve" in refused["message"]
+
+
+def test_list_files_pages_with_a_cursor_newest_first_without_repeats_or_gaps(served):
+    project = _project()
+    blobs = [f"file {i}\n".encode() for i in range(5)]
+
+    async def scenario():
+        async with served.client() as admin:
+            blue, _ = await _pair(admin, project)
+        async with served.client() as b:
+            for i, data in enumerate(blobs):
+                await call(b, "upload_file", project_key=project, agent_name="BlueLake", agent_token=blue,
+                           name=f"f{i}.txt", content_base64=base64.b64encode(data).decode())
+            whole = await call(b, "list_files", project_key=project, agent_name="BlueLake", agent_token=blue)
+            pages, cursor = [], None
+            while True:
+                page = await call(b, "list_files", project_key=project, limit=2, cursor=cursor,
+                                  agent_name="BlueLake", agent_token=blue)
+                pages.append(page)
+                cursor = page.get("next_cursor")
+                if cursor is None:
+                    break
+            bad = await fail(b, "list_files", project_key=project, cursor="not-a-cursor", agent_name="BlueLake",
+                             agent_token=blue)
+            return whole, pages, bad
+
+    whole, pages, bad = run(scenario())
+    assert "next_cursor" not in whole and whole["total"] == 5
+    assert [p["count"] for p in pages] == [2, 2, 1] and all(p["total"] == 5 for p in pages)
+    assert [f["file_id"] for p in pages for f in p["files"]] == [f["file_id"] for f in whole["files"]]
+    assert {f["file_id"] for f in whole["files"]} == {_sha(data) for data in blobs}
+    assert bad["code"] == "INVALID_ARGUMENT" and "next_cursor" in bad["message"]

@@ -295,3 +295,40 @@ def test_the_mcp1_client_subscribes_and_hears_of_new_mail(server):
     assert answer["subscribe"] is True and answer["error"] is False
     assert answer["uris"] == [answer["uri"]]
 
+
+
+def test_a_fresh_session_pauses_its_subscriptions_until_it_proves_its_agent_and_subscribes_again(server):
+    """new_session forgets the proofs the subscriptions were admitted under, so they stop delivering; a witness
+    session subscribed to the same inbox shows each change was notified, and the paused session's stream, ordered,
+    shows it heard nothing before the subscription it renewed."""
+    project = fresh_project()
+    mine, witness = Notices(), Notices()
+
+    async def scenario():
+        async with Client(server.url, mode="legacy", timeout=60, message_handler=mine) as client, \
+                Client(server.url, mode="legacy", timeout=60, message_handler=witness) as other:
+            tokens = await _team(client, project, "Ann", "Bob")
+            first = await call(client, "send_message", project_key=project, sender_name="Ann", to=["Ann"],
+                               subject="kickoff", body_md="a")
+            thread = first["deliveries"][0]["payload"]["thread_id"]
+            inbox, topic = f"resource://inbox/Bob?project={project}", f"resource://thread/{thread}?project={project}"
+            await client.session.subscribe_resource(inbox)
+            await client.session.subscribe_resource(topic)
+            await call(other, "fetch_inbox", project_key=project, agent_name="Bob", agent_token=tokens["Bob"])
+            await other.session.subscribe_resource(inbox)
+            started = await call(client, "new_session", project_key=project, agent_name="Ann")
+            refused = await _refused(client, topic)  # no proof yet: it stays paused
+            await call(other, "send_message", project_key=project, sender_name="Bob", to=["Bob"], subject="self",
+                       body_md="to Bob's inbox")
+            witnessed = await witness.next(1)
+            await call(client, "fetch_inbox", project_key=project, agent_name="Ann", agent_token=tokens["Ann"])
+            await client.session.subscribe_resource(topic)  # proved again: the thread is delivered again
+            await call(client, "reply_message", project_key=project, message_id=first["deliveries"][0]["payload"]["id"],
+                       sender_name="Ann", body_md="in the thread")
+            return inbox, topic, started, refused, witnessed, await mine.next(1), list(mine.uris)
+
+    inbox, topic, started, refused, witnessed, heard, everything = run(scenario())
+    assert sorted(started["paused_subscriptions"]) == sorted([inbox, topic]) and "subscribe" in started["note"]
+    assert refused["code"] == "UNAUTHORIZED"
+    assert witnessed == [inbox]  # the change to Bob's inbox was notified...
+    assert heard == [topic] and everything == [topic]  # ...but not to the paused session, which hears only the thread

@@ -35,7 +35,7 @@ OUTSIDE_DEFAULT = {"spawn_agent", "update_agent", "set_card", "agent_position", 
                    "sync_project", "list_remotes", "sync_status", "take_seat", "journal", "acquire_build_slot",
                    "scan_overdue_acks", "read_compact", "upload_file", "list_files", "describe_file", "download_file",
                    "create_channel", "list_channels", "post_channel", "read_channel", "search_channel",
-                   "org_context", "new_session"}
+                   "org_context", "new_session", "write_memory"}
 
 
 def listed(server: ServerProcess) -> tuple[int, list[dict[str, Any]]]:
@@ -68,9 +68,9 @@ def test_each_profile_lists_its_tools_within_its_budget(servers):
     assert names["core"] == CORE
     assert DOCUMENTED | {"catch_up", "read_messages"} <= names["default"]
     assert not names["default"] & OUTSIDE_DEFAULT
-    assert names["default"] | OUTSIDE_DEFAULT <= names["all"] and len(names["all"]) == 86
+    assert names["default"] | OUTSIDE_DEFAULT <= names["all"] and len(names["all"]) == 87
     assert names["core,hierarchy"] == CORE | {"spawn_agent", "update_agent", "set_card", "org_context",
-                                              "agent_position"}
+                                              "write_memory", "agent_position"}
     sends = {profile: next(t for t in listed(servers[profile])[1] if t["name"] == "send_message")
              for profile in ("default", "all")}
     assert "attachment_ids" not in sends["default"]["inputSchema"]["properties"]  # listed with the files family

@@ -64,6 +64,11 @@ def console_seed(home: str, files: str) -> dict[str, str]:
     mail.acquire_build_slot(PROJECT, "GreenHill", "test-db", exclusive=False, max_holders=2, reason="backfill run")
     mail.journal(PROJECT, "BlueLake", f"Planned the migration.\n\n{TABLE}")
     mail.send_message(OTHER, "PinkCastle", ["PinkCastle"], "Note to self", "hello")
+    logs = mail.upload_file(PROJECT, "BlueLake", b"disk usage: 97%\n", name="df.txt").file
+    mail.send_message(PROJECT, "BlueLake", ["GreenHill"], "Usage log", "Attached.",
+                      SendOptions(attachment_ids=[logs.file_id]))
+    mail.write_memory(PROJECT, "BlueLake", folder="ops", file="AGENTS.md", text="# Ops\nPage the lead first.\n")
+    mail.write_memory(PROJECT, "BlueLake", folder="ops", file="skills/rollback/SKILL.md", text="# Roll back\n")
     return {"slug": store.resolve(PROJECT), "other": store.resolve(OTHER), "thread": first["thread_id"],
             "message": first["id"]}
 
@@ -95,7 +100,7 @@ def every_page(seeded: dict[str, str]) -> list[str]:
             f"{p}/search?q=migration", f"{p}/search?q=%22unclosed", f"{p}/board", f"{p}/board?all=1",
             f"{p}/journals?agent=BlueLake", f"{p}/history?kind=thread&key={seeded['thread']}",
             f"{p}/history?kind=message&key={seeded['message']}", f"{p}/compose", f"/p/{seeded['other']}", "/mail",
-            "/mail?q=migration&importance=high", "/mail?since=bad"]
+            "/mail?q=migration&importance=high", "/mail?since=bad", f"{p}/files", f"{p}/memory"]
 
 
 # -- the six broken items -------------------------------------------------------------------------------

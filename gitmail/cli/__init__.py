@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import (
     _app,
     coord_cmds,  # noqa: F401
+    file_cmds,  # noqa: F401
     import_cmds,  # noqa: F401
     index_cmds,  # noqa: F401
     mail_cmds,  # noqa: F401

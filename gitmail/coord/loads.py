@@ -7,10 +7,14 @@ what it loads. A profile without a list loads the project's default, which
 an agent holding ``manager@*`` sets (``org_context``, kept in
 ``org_context.yaml``); an empty list loads nothing.
 
-A folder is an absolute path on the server's machine, inside one of the
-folders the operator lists in :data:`GUARD_ROOTS_ENV` (none by default), the
-same list that says where agents may install the commit guard: that is
-where the project's code repositories live. Whoever names a folder must be
+A folder is either one of the project's archive (``archive:<name>``: the
+files under ``memory/<name>/``, written with ``write_memory`` or a person's
+hand commit, which sync with the rest of the archive), or an absolute path on
+the server's machine, inside one of the folders the operator lists in
+:data:`GUARD_ROOTS_ENV` (none by default), the same list that says where
+agents may install the commit guard: that is where the project's code
+repositories live. Every agent of the project reads its archive, so any
+agent may name an archive folder that holds at least one file. Whoever names a folder must be
 able to read it: a folder inside the project's own repository (its key
 path) needs ``viewer`` or more over its path there; any other folder under
 the roots needs ``viewer@*``. A folder is resolved with its symbolic links
@@ -34,7 +38,18 @@ import os
 from dataclasses import field
 
 from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, SCOPE_DENIED, GitmailError, invalid
-from gitmail.model.records import MAX_LOAD_FOLDERS, MAX_SHORT, ORG_CONTEXT_PATH, Agent, OrgContext
+from gitmail.model.names import CHANNEL_NAME_RE
+from gitmail.model.records import (
+    MAX_LOAD_FOLDERS,
+    MAX_SHORT,
+    MEMORY,
+    MEMORY_DOC_NAMES,
+    ORG_CONTEXT_PATH,
+    Agent,
+    MemoryDoc,
+    OrgContext,
+    memory_path,
+)
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.snapshot import Snapshot
 
@@ -45,6 +60,7 @@ GUARD_ROOTS_ENV = "GITMAIL_GUARD_ROOTS"
 """Folders (separated by ``:``) holding the code repositories agents may name: for the commit guard, and for
 memory and skills (none by default)."""
 FIELD = "load_memory_and_skills"
+ARCHIVE = "archive:"  # the prefix naming a memory folder kept in the project's archive: archive:<name>
 MEMORY_FILES = ("AGENTS.md", "CLAUDE.md")
 SKILLS = "skills"
 SKILL_FILE = "SKILL.md"
@@ -131,13 +147,49 @@ def check_folders(values: object) -> list[str]:
         if not isinstance(value, str) or not value.strip() or len(value) > MAX_SHORT or "\n" in value:
             raise invalid(f"{FIELD}: each folder is an absolute path of at most {MAX_SHORT} characters on one line; "
                           f"got {value!r}", field=FIELD)
+        if value.strip().startswith(ARCHIVE):
+            name = archive_name(value.strip())
+            if f"{ARCHIVE}{name}" not in out:
+                out.append(f"{ARCHIVE}{name}")
+            continue
         if not os.path.isabs(value.strip()) or ".." in value.strip().split("/"):
             raise invalid(f"{FIELD}: {value!r} must be an absolute path without '..' (a folder in a code repository "
-                          f"under {GUARD_ROOTS_ENV})", field=FIELD, folder=value)
+                          f"under {GUARD_ROOTS_ENV}), or archive:<name> for a memory folder of the project's archive",
+                          field=FIELD, folder=value)
         folder = os.path.normpath(value.strip())
         if folder not in out:
             out.append(folder)
     return out
+
+
+def archive_name(folder: str) -> str:
+    """The name of the archive folder ``archive:<name>``, checked (lower case letters, digits, ``-``, ``_``)."""
+    name = folder[len(ARCHIVE):]
+    if not CHANNEL_NAME_RE.match(name):
+        raise invalid(f"{FIELD}: {folder!r} names no archive folder: write archive:<name>, the name in lower case "
+                      "letters, digits, '-' and '_' (at most 64), as write_memory made it", field=FIELD, folder=folder)
+    return name
+
+
+def archive_docs(snap: Snapshot, name: str) -> list[MemoryDoc]:
+    """The files of the archive folder ``name``: its memory files, then its skills by name (at most MAX_SKILLS)."""
+    docs = [doc for file in MEMORY_DOC_NAMES if (doc := snap.load(memory_path(name, file), MemoryDoc)) is not None]
+    for skill in snap.listdir(memory_path(name, SKILLS))[:MAX_SKILLS]:
+        doc = snap.load(memory_path(name, f"{SKILLS}/{skill}/{SKILL_FILE}"), MemoryDoc)
+        if doc is not None:
+            docs.append(doc)
+    return docs
+
+
+def archive_folders(snap: Snapshot) -> list[str]:
+    """The names of the memory folders the archive holds (``memory/<name>/``), in name order."""
+    return [name for name in snap.listdir(MEMORY) if CHANNEL_NAME_RE.match(name)]
+
+
+def _require_in_archive(snap: Snapshot, folder: str) -> None:
+    if not archive_docs(snap, archive_name(folder)):
+        raise GitmailError(NOT_FOUND, f"the archive holds no memory folder {folder}: write its files first "
+                           "(write_memory), or name another", {"folder": folder, "field": FIELD})
 
 
 def resolve(folder: str) -> str:
@@ -156,7 +208,13 @@ def resolve(folder: str) -> str:
 
 
 def require_readable(snap: Snapshot, agent: Agent, folder: str) -> None:
-    """Raise unless ``agent`` may read ``folder``: within its scopes in the project's repository, else viewer@*."""
+    """Raise unless ``agent`` may read ``folder``: within its scopes in the project's repository, else viewer@*.
+
+    An archive folder needs only to exist: every agent of the project reads the archive.
+    """
+    if folder.startswith(ARCHIVE):
+        _require_in_archive(snap, folder)
+        return
     real = resolve(folder)
     repo = os.path.realpath(project_record(snap).human_key)
     location = hierarchy.WHOLE
@@ -196,6 +254,10 @@ def handed(snap: Snapshot, agent: Agent) -> Loaded:
     unavailable: list[Unavailable] = []
     for folder in folders:
         try:
+            if folder.startswith(ARCHIVE):
+                _require_in_archive(snap, folder)
+                _from_archive(snap, folder, memory, skills)
+                continue
             real = resolve(folder)
         except GitmailError as exc:
             unavailable.append(Unavailable(folder=folder, code=exc.code, message=exc.message))
@@ -204,6 +266,19 @@ def handed(snap: Snapshot, agent: Agent) -> Loaded:
         skills.extend(_skills(folder, real))
     note = DATA_NOTE if memory or skills else None
     return Loaded(source=source, folders=folders, memory=memory, skills=skills, unavailable=unavailable, note=note)
+
+
+def _from_archive(snap: Snapshot, folder: str, memory: list[MemoryFile], skills: list[Skill]) -> None:
+    """Hand the files of the archive folder ``folder`` as a folder on disk hands its own."""
+    for doc in archive_docs(snap, archive_name(folder)):
+        if doc.file in MEMORY_FILES:
+            data = doc.body.encode("utf-8")
+            memory.append(MemoryFile(folder=folder, path=doc.file, size=len(data),
+                                     sha256=hashlib.sha256(data).hexdigest(), text=doc.body[:MEMORY_TEXT_MAX],
+                                     truncated=len(doc.body) > MEMORY_TEXT_MAX))
+        else:
+            skills.append(Skill(folder=folder, name=doc.file.split("/")[1], path=doc.file,
+                                description=describe(doc.body[:_SKILL_HEAD])[:DESCRIPTION_MAX]))
 
 
 def _inside(real_folder: str, *parts: str) -> str | None:

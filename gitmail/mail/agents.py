@@ -80,6 +80,21 @@ class AgentProfile(Result):
 
 
 @result
+class CardState(Result):
+    """The version of an agent's capability card and how it is woken (brief, sse, webhook; a webhook's URL and
+    secret are the server's local state, never here)."""
+
+    card_version: int
+    wake_channel: str
+
+
+def card_state(ctx: Context, project_key: str, agent_name: str) -> CardState:
+    """An agent's card version and wake channel as its profile says."""
+    profile = require_agent(ctx.archive(project_key).snapshot(), agent_name)
+    return CardState(card_version=profile.card_version, wake_channel=profile.wake_channel)
+
+
+@result
 class StatusChange(Result):
     """An agent retired, brought back or taken off the roster: its new status, named as the caller named it.
 

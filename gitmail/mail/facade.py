@@ -79,6 +79,7 @@ from .acksettings import AckSettings
 from .agents import (
     AgentDeleted,
     AgentProfile,
+    CardState,
     Credential,
     InactiveRetired,
     Registration,
@@ -102,7 +103,7 @@ from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDeliv
 from .delivery import MessageView
 from .feed import CatchUp, FeedMessage, FeedPage
 from .files import HTTP_PATH as FILES_HTTP_PATH
-from .files import FileDescription, FileDownload, FileList, FileUploaded
+from .files import FileDescription, FileDownload, FileList, FileUploaded, FileView
 from .identities import AgentUpdated, CardSet, Position, SleepState, Spawned
 from .mailbox import (
     InboxMessage,
@@ -116,7 +117,7 @@ from .mailbox import (
     ThreadPage,
     TopicMessage,
 )
-from .orgcontext import OrgContextView
+from .orgcontext import MemoryOverview, MemoryWritten, OrgContextView
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -142,12 +143,12 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
-__all__ += ["Loaded", "OrgContextView", "guard_roots"]
+__all__ += ["CardState", "Loaded", "MemoryOverview", "MemoryWritten", "OrgContextView", "guard_roots"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
 # Files: the typed results of their tools, and where the HTTP server serves them.
-__all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded"]
+__all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "FileUploaded", "FileView"]
 # The mail reads' results: the feed, listings of a mailbox, one message, a thread's page.
 # Channels: named streams of posts beside direct mail.
 __all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelSearch",
@@ -680,6 +681,10 @@ class Mail:
         snap = self.ctx.archive(project_key).snapshot()
         return {p.name: p.wake_channel for p in profiles_of(snap) if p.status == "active" and p.wake_channel != "brief"}
 
+    def card_state(self, project_key: str, name: str) -> CardState:
+        """An agent's card version and wake channel as its profile says (never a webhook's URL or secret)."""
+        return agents.card_state(self.ctx, project_key, name)
+
     def wake_events(self, project_key: str, since: str | None, until: str) -> list[WakeEvent]:
         """The wake-ups the records between two commits make (see :mod:`.wakeups`)."""
         return wakeups.wake_events(self.ctx, project_key, since, until)
@@ -687,6 +692,7 @@ class Mail:
     def tip(self, project_key: str) -> str | None:
         """The commit the project's archive stands at (None: nothing written yet)."""
         return self.ctx.archive(project_key).tip()
+
     def org_context(self, project_key: str, agent_name: str) -> OrgContextView:
         """The project's defaults for new agents (:mod:`.orgcontext`), as any agent of the project reads them."""
         return orgcontext.read(self.ctx, project_key, agent_name)
@@ -697,6 +703,16 @@ class Mail:
         """Set the folders new agents load and/or folder hints, as an agent holding manager@*."""
         return orgcontext.set_defaults(self.ctx, project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
                                        folder_hints=folder_hints, seat=seat, reason=reason)
+
+    def memory_overview(self, project_key: str) -> MemoryOverview:
+        """The project's defaults and its archive's memory folders with their files, for the operator's view."""
+        return orgcontext.overview(self.ctx, project_key)
+
+    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
+                     seat: str | None = None, reason: str | None = None) -> MemoryWritten:
+        """Write a memory file or skill of an archive memory folder, as an agent holding manager@*."""
+        return orgcontext.write_memory(self.ctx, project_key, agent_name, folder=folder, file=file, text=text,
+                                       seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""
@@ -740,8 +756,8 @@ class Mail:
         """The largest file the HTTP endpoint stores."""
         return files.max_upload_bytes()
 
-    def list_files(self, project_key: str, *, limit: int = files.LIST_DEFAULT) -> FileList:
-        return files.list_files(self.ctx, project_key, limit=limit)
+    def list_files(self, project_key: str, *, limit: int = files.LIST_DEFAULT, cursor: str | None = None) -> FileList:
+        return files.list_files(self.ctx, project_key, limit=limit, cursor=cursor)
 
     def describe_file(self, project_key: str, file_id: object, *, download_url: str | None = None) -> FileDescription:
         return files.describe_file(self.ctx, project_key, file_id, download_url=download_url)

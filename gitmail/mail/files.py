@@ -87,12 +87,19 @@ class FileUploaded(Result):
 
 @result
 class FileList(Result):
-    """The project's files, newest upload first, and how many there are in all."""
+    """The project's files, newest upload first, and how many there are in all.
+
+    ``next_cursor`` (absent on the last page) is passed back as ``cursor``
+    for the files after this page: a page starts after the file the cursor
+    names, so uploads made meanwhile shift nothing (they are newer: start
+    again from the top to see them).
+    """
 
     project: str
     count: int
     total: int
     files: list[FileView]
+    next_cursor: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @result
@@ -242,10 +249,22 @@ def find_file(snap: Snapshot, file_id: object, field_name: str = "file_id") -> F
     return found
 
 
-def list_files(ctx: Context, project_key: str, *, limit: int = LIST_DEFAULT) -> FileList:
-    """The project's files, newest upload first (ties: by ID)."""
+def _after(cursor: object) -> tuple[str, str] | None:
+    """The (upload time, ID) a cursor names: the last file of the page before."""
+    if cursor is None:
+        return None
+    at, _, digest = cursor.partition("~") if isinstance(cursor, str) else ("", "", "")
+    if not SHA256_RE.match(digest) or not at or len(at) > 40:
+        raise invalid("cursor is not one list_files gave: pass its next_cursor as it was, or leave cursor out to "
+                      "start from the newest file", field="cursor")
+    return at, digest
+
+
+def list_files(ctx: Context, project_key: str, *, limit: int = LIST_DEFAULT, cursor: str | None = None) -> FileList:
+    """The project's files, newest upload first (ties: by ID), from after ``cursor`` when given."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_MAX:
         raise invalid(f"limit must be a whole number from 1 to {LIST_MAX}", field="limit")
+    after = _after(cursor)
     snap = ctx.archive(project_key).snapshot()
     records = []
     for first in snap.listdir(FILES):
@@ -255,8 +274,13 @@ def list_files(ctx: Context, project_key: str, *, limit: int = LIST_DEFAULT) -> 
                 if record is not None:
                     records.append(record)
     records.sort(key=lambda r: (r.uploaded_at, r.sha256), reverse=True)
-    return FileList(project=human_key(ctx, project_key), count=min(limit, len(records)), total=len(records),
-                    files=[file_view(r) for r in records[:limit]])
+    total = len(records)
+    if after is not None:
+        records = [r for r in records if (r.uploaded_at, r.sha256) < after]
+    page = records[:limit]
+    more = f"{page[-1].uploaded_at}~{page[-1].sha256}" if len(records) > limit else None
+    return FileList(project=human_key(ctx, project_key), count=len(page), total=total,
+                    files=[file_view(r) for r in page], next_cursor=more)
 
 
 def describe_file(ctx: Context, project_key: str, file_id: object, *,

@@ -6,17 +6,25 @@ folders are checked as a spawn checks its own (:mod:`gitmail.coord.loads`):
 each one the setter may read. An agent whose spawn named no folders loads
 these when it takes its seat, so a change reaches every such agent at its
 next seat.
+
+The project's own memory folders live here too: ``write_memory`` puts a
+memory file or a skill in a folder of the archive (``memory/<name>/``,
+loaded as ``archive:<name>``), under the same rule as the defaults
+(``manager@*``), so what every identity of the project is told is set by
+those who manage the whole of it, and syncs with the archive.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import field
 
 from gitmail.coord import acting, hierarchy, loads
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import require_agent
 from gitmail.model.errors import SCOPE_DENIED, GitmailError, invalid
-from gitmail.model.records import OrgContext
+from gitmail.model.names import CHANNEL_NAME_RE
+from gitmail.model.records import MEMORY_DOC_RE, Agent, MemoryDoc, OrgContext, memory_path
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.engine import Change
 from gitmail.storage.snapshot import Snapshot
@@ -36,23 +44,82 @@ class OrgContextView(Result):
     load_memory_and_skills: list[str]
     folder_hints: bool
     changed: bool
+    archive_folders: list[str] = field(default_factory=list)
     set_by: str | None = field(default=None, metadata=OMIT_NONE)
     updated_at: str | None = field(default=None, metadata=OMIT_NONE)
 
 
-def _view(project_key: str, record: OrgContext | None, changed: bool) -> OrgContextView:
+@result
+class MemoryWritten(Result):
+    """A memory file or skill written to an archive folder: where (``archive:<name>`` and its file), its size and
+    SHA-256, and whether this call changed it."""
+
+    folder: str
+    file: str
+    size: int
+    sha256: str
+    changed: bool
+    written_by: str
+    updated_at: str
+
+
+@result
+class MemoryDocView(Result):
+    """One file of an archive memory folder as the operator's view shows it: where, who wrote it, size, SHA-256,
+    text."""
+
+    file: str
+    written_by: str
+    updated_at: str
+    size: int
+    sha256: str
+    text: str
+
+
+@result
+class MemoryFolderView(Result):
+    """An archive memory folder (``archive:<name>``) and its files: memory files first, then skills by name."""
+
+    folder: str
+    files: list[MemoryDocView]
+
+
+@result
+class MemoryOverview(Result):
+    """The project's defaults for new agents and the memory folders its archive keeps, for the operator."""
+
+    defaults: OrgContextView
+    folders: list[MemoryFolderView]
+
+
+def _view(project_key: str, record: OrgContext | None, changed: bool, snap: Snapshot) -> OrgContextView:
+    folders = [f"{loads.ARCHIVE}{name}" for name in loads.archive_folders(snap)]
     if record is None:
-        return OrgContextView(project=project_key, load_memory_and_skills=[], folder_hints=True, changed=changed)
+        return OrgContextView(project=project_key, load_memory_and_skills=[], folder_hints=True, changed=changed,
+                              archive_folders=folders)
     return OrgContextView(project=project_key, load_memory_and_skills=list(record.loads),
-                          folder_hints=record.folder_hints, changed=changed, set_by=record.set_by,
-                          updated_at=record.updated_at)
+                          folder_hints=record.folder_hints, changed=changed, archive_folders=folders,
+                          set_by=record.set_by, updated_at=record.updated_at)
 
 
 def read(ctx: Context, project_key: str, agent_name: str) -> OrgContextView:
     """The project's defaults, for any agent of the project."""
     snap = ctx.archive(project_key).snapshot()
     require_agent(snap, agent_name, active=True)
-    return _view(project_key, loads.org_context(snap), False)
+    return _view(project_key, loads.org_context(snap), False, snap)
+
+
+def overview(ctx: Context, project_key: str) -> MemoryOverview:
+    """The project's defaults and every memory folder of its archive with its files, as the operator reads them."""
+    snap = ctx.archive(project_key).snapshot()
+    folders = []
+    for name in loads.archive_folders(snap):
+        files = [MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at,
+                               size=len(doc.body.encode("utf-8")),
+                               sha256=hashlib.sha256(doc.body.encode("utf-8")).hexdigest(), text=doc.body)
+                 for doc in loads.archive_docs(snap, name)]
+        folders.append(MemoryFolderView(folder=f"{loads.ARCHIVE}{name}", files=files))
+    return MemoryOverview(defaults=_view(project_key, loads.org_context(snap), False, snap), folders=folders)
 
 
 def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
@@ -70,11 +137,7 @@ def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory
     hlc, at = ctx.tick(), ctx.clock.now_ts()
 
     def fn(snap: Snapshot) -> Change:
-        me = acting.require_actor(snap, agent_name, seat, at=ctx.clock.now())
-        if not hierarchy.allows(snap, me, "manager", hierarchy.WHOLE):
-            raise GitmailError(SCOPE_DENIED, f"{me.name} may not set the project's defaults: that needs manager@* "
-                               "(a top-level agent, or one given manager@*); ask such an agent to set them",
-                               {"agent": me.name, "needed": "manager@*"})
+        me = _manager(ctx, snap, agent_name, seat, "set the project's defaults")
         loads.check_readable(snap, me, folders or [])
         old = loads.org_context(snap)
         record = OrgContext(set_by=me.name, updated_at=at, hlc=hlc,
@@ -82,11 +145,60 @@ def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory
                             folder_hints=folder_hints if folder_hints is not None else old.folder_hints if old
                             else True)
         if old is not None and (old.loads, old.folder_hints) == (record.loads, record.folder_hints):
-            return Change("no change", result=_view(project_key, old, False))
+            return Change("no change", result=_view(project_key, old, False, snap))
         change = Change(with_reason(f"{me.name} set the project's defaults for new agents", why), author=me.name,
-                        result=_view(project_key, record, True))
+                        result=_view(project_key, record, True, snap))
         return change.put_record(record)
 
     result: OrgContextView = archive.transact(fn).result
+    ctx.touch(project_key, agent_name)
+    return result
+
+
+def _manager(ctx: Context, snap: Snapshot, agent_name: str, seat: str | None, what: str) -> Agent:
+    """The acting agent, who must hold manager@* to ``what``."""
+    me = acting.require_actor(snap, agent_name, seat, at=ctx.clock.now())
+    if not hierarchy.allows(snap, me, "manager", hierarchy.WHOLE):
+        raise GitmailError(SCOPE_DENIED, f"{me.name} may not {what}: that needs manager@* (a top-level agent, or one "
+                           "given manager@*); ask such an agent to", {"agent": me.name, "needed": "manager@*"})
+    return me
+
+
+def write_memory(ctx: Context, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
+                 seat: str | None = None, reason: str | None = None) -> MemoryWritten:
+    """Write a memory file or skill (``file``) of the archive folder ``folder`` (``archive:<name>`` or ``<name>``).
+
+    Needs manager@*. The same text again changes nothing (``changed: false``).
+    """
+    name = folder[len(loads.ARCHIVE):] if folder.startswith(loads.ARCHIVE) else folder
+    if not isinstance(name, str) or not CHANNEL_NAME_RE.match(name):
+        raise invalid(f"folder {folder!r} is no archive folder name: lower case letters, digits, '-' and '_' (at "
+                      "most 64), optionally written archive:<name>", field="folder")
+    if not isinstance(file, str) or not MEMORY_DOC_RE.match(file):
+        raise invalid(f"file {file!r} is not a memory file or skill: write AGENTS.md, CLAUDE.md or "
+                      "skills/<name>/SKILL.md", field="file")
+    if not isinstance(text, str) or not text.strip():
+        raise invalid("text is the file's content and may not be empty", field="text")
+    why = check_reason(reason)
+    hlc, at = ctx.tick(), ctx.clock.now_ts()
+    record = MemoryDoc(folder=name, file=file, written_by=agent_name, updated_at=at, hlc=hlc, body=text)
+    record.validate()  # a text over the limit is refused before the archive is touched
+    data = text.encode("utf-8")
+    done = MemoryWritten(folder=f"{loads.ARCHIVE}{name}", file=file, size=len(data),
+                         sha256=hashlib.sha256(data).hexdigest(), changed=True, written_by=agent_name,
+                         updated_at=at)
+
+    def fn(snap: Snapshot) -> Change:
+        me = _manager(ctx, snap, agent_name, seat, "write the project's memory folders")
+        old = snap.load(memory_path(name, file), MemoryDoc)
+        if old is not None and old.body == text:
+            return Change("no change", result=MemoryWritten(
+                folder=done.folder, file=file, size=done.size, sha256=done.sha256, changed=False,
+                written_by=old.written_by, updated_at=old.updated_at))
+        change = Change(with_reason(f"{me.name} wrote {file} of the memory folder {done.folder}", why),
+                        author=me.name, result=done)
+        return change.put_record(record)
+
+    result: MemoryWritten = ctx.archive(project_key).transact(fn).result
     ctx.touch(project_key, agent_name)
     return result

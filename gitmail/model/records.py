@@ -544,6 +544,44 @@ class OrgContext(Record):
         return ORG_CONTEXT_PATH
 
 
+MEMORY_DOC_NAMES = ("AGENTS.md", "CLAUDE.md")  # the memory files a folder holds at its top
+SKILL_DOC = "SKILL.md"  # a skill's file: skills/<name>/SKILL.md
+MAX_MEMORY_DOC_BYTES = 256 * 1024  # a memory file or skill is guidance to read at a seat, not a document store
+MEMORY_DOC_RE = re.compile(r"^(?:AGENTS\.md|CLAUDE\.md|skills/[A-Za-z0-9][A-Za-z0-9._-]{0,63}/SKILL\.md)$")
+
+
+@dataclass
+class MemoryDoc(Record):
+    """A memory file or a skill of a memory folder kept in the archive (``memory/<folder>/...``).
+
+    ``file`` is where it sits in its folder: ``AGENTS.md``, ``CLAUDE.md`` or
+    ``skills/<name>/SKILL.md``; the body is its text, handed to the
+    identities that load the folder (``archive:<folder>``) as data. Written
+    by an agent holding ``manager@*`` (``written_by``, the last to change
+    it); two versions written apart merge to the later writer's (by clock).
+    """
+
+    KIND: ClassVar[str] = "memory"
+    MARKDOWN: ClassVar[bool] = True
+    LOCATED_BY: ClassVar[str] = "file"
+    folder: str = _spec("channel")
+    file: str = _spec("str")
+    written_by: str = _spec("agent")
+    updated_at: str = _spec("ts")
+    hlc: HLC = _spec("hlc")
+    body: str = field(default="", metadata={"kind": "body"})
+
+    def path(self) -> str:
+        return memory_path(self.folder, self.file)
+
+    def _check_body(self) -> None:
+        super()._check_body()
+        if len(self.body.encode("utf-8")) > MAX_MEMORY_DOC_BYTES:
+            raise FieldError("body", f"larger than {MAX_MEMORY_DOC_BYTES} bytes")
+        if not MEMORY_DOC_RE.match(self.file):
+            raise FieldError("file", f"must be AGENTS.md, CLAUDE.md or skills/<name>/SKILL.md; got {self.file!r}")
+
+
 @dataclass
 class Channel(Record):
     """A channel: a named stream of posts that every active agent of the project reads and writes.
@@ -1190,6 +1228,7 @@ REVOCATIONS = "revocations"
 ADOPTIONS = "adoptions"
 FILES = "files"
 CHANNELS = "channels"
+MEMORY = "memory"
 # The day-sharded folders inside an agent's folder.
 INBOX, OUTBOX, RECEIPTS, JOURNAL, HELD, IDEMPOTENCY = "inbox", "outbox", "receipts", "journal", "held", "idempotency"
 
@@ -1246,6 +1285,11 @@ def journal_path(agent: str, entry_id: str) -> str:
 
 def channel_path(name: str) -> str:
     return f"{CHANNELS}/{name}/channel.yaml"
+
+
+def memory_path(folder: str, file: str) -> str:
+    """Where a memory folder of the archive keeps one of its files (``file``: ``AGENTS.md``, ``skills/x/SKILL.md``)."""
+    return f"{MEMORY}/{folder}/{file}"
 
 
 def post_path(channel: str, post_id: str) -> str:
@@ -1454,6 +1498,8 @@ PATH_TYPES: list[tuple[re.Pattern[str], type[Record] | None, str]] = [
     (re.compile(r"^files/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}\.yaml$"), FileRecord, "file"),
     (re.compile(rf"^channels/{_CHANNEL}/channel\.yaml$"), Channel, "channel"),
     (re.compile(rf"^channels/{_CHANNEL}/posts/{_DAY}{_BY_ID}/{_ID}\.md$"), ChannelPost, "post"),
+    (re.compile(rf"^memory/{_CHANNEL}/(?:AGENTS|CLAUDE)\.md$"), MemoryDoc, "memory"),
+    (re.compile(rf"^memory/{_CHANNEL}/skills/[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}/SKILL\.md$"), MemoryDoc, "memory"),
 ]
 # Roles whose files never change once written: a merge or a push may only add them.
 IMMUTABLE_ROLES = frozenset({"message", "inbox", "outbox", "journal", "tombstone", "summary", "conflict",

@@ -106,6 +106,8 @@ def build_server(store: Store | None = None, *, mail: Mail | None = None, token:
     for module in TOOL_MODULES:
         if hasattr(module, "register_resources"):
             module.register_resources(mcp, runtime)
-    Push(runtime.mail).install(mcp._mcp_server)
+    push = Push(runtime.mail)
+    push.install(mcp._mcp_server)
+    runtime.pause_subscriptions = push.pause
     resources.register(mcp, runtime, tool_rules={name: access_rule(tool) for name, tool in installed.items()})
     return mcp

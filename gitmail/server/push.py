@@ -28,6 +28,12 @@ latest, at the next look it takes every :data:`LOOK_AGAIN` seconds while a
 project has subscribers. Each change is notified once to each subscriber,
 after the commit that made it.
 
+A fresh session (``new_session``) forgets the proofs its subscriptions were
+admitted under, so they pause: nothing is delivered on them until the
+session subscribes to each again, which checks it as a read once more (with
+the session's new proof, or the token the URI carries). A listen stream is
+its own request, proved when it opened, and lasts until it closes.
+
 Subscriptions are capped: :data:`~gitmail.model.limits.SUBSCRIPTIONS_PER_SESSION`
 per session (or listen stream) and :data:`~gitmail.model.limits.SUBSCRIPTIONS_MAX`
 on the server; past either, ``TOO_MANY_SUBSCRIPTIONS``.
@@ -130,6 +136,23 @@ class Push:
     _looking: asyncio.Task[None] | None = None
     _dirty: set[str] = field(default_factory=set)
     _checking: bool = False
+    _paused: set[tuple[int, str]] = field(default_factory=set)  # (session key, URI): held, but not delivered
+
+    def pause(self, ctx: Any) -> list[str]:
+        """Pause every subscription of the session ``ctx`` (a tool call's context) belongs to; their URIs, sorted.
+
+        Called by ``new_session``: a subscription is delivered only while the
+        proof it was admitted under stands, and a fresh session has forgotten
+        it. Subscribing again resumes one (:meth:`_admit` checks it anew).
+        """
+        request = getattr(ctx, "request_context", None)
+        if request is None:
+            return []
+        key = id(_connection(request))
+        with self._lock:
+            held = sorted(self._sessions.get(key, (None, set()))[1])
+            self._paused.update((key, uri) for uri in held)
+        return held
 
     def install(self, server: Any) -> None:
         """Serve subscriptions on ``server`` (FastMCP's low-level server): both eras' methods."""
@@ -176,6 +199,7 @@ class Push:
             in_all = sum(w.holders for w in self._watched.values())
             if len(held) + len(new) > self.per_session or in_all + len(new) > self.total:
                 raise ResourceFailure(self._too_many(len(held) + len(new) > self.per_session))
+            self._paused.difference_update((key, one.uri) for one in targets)  # proved again: delivered again
             for one in new:
                 watched = self._watched.setdefault(one.uri, _Watched(one, marks[one.uri]))
                 watched.holders += 1
@@ -203,6 +227,7 @@ class Push:
                 if uri not in held:
                     continue
                 held.discard(uri)
+                self._paused.discard((key, uri))
                 watched = self._watched[uri]
                 watched.holders -= 1
                 if not watched.holders:
@@ -277,7 +302,7 @@ class Push:
         await self.bus.publish(ResourceUpdated(uri=uri))
         with self._lock:
             sessions = [(key, session()) for key, (session, held) in self._sessions.items()
-                        if session is not None and uri in held]
+                        if session is not None and uri in held and (key, uri) not in self._paused]
         for key, connection in sessions:
             try:
                 if connection is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fastmcp import Context
@@ -37,6 +38,8 @@ class Runtime:
     started: float = field(default_factory=time.time)
     wakes: Wakes | None = None  # the server's wake channels (made at first use when the server was given none)
     access: Access = field(init=False)
+    # new_session's hook into resource subscriptions: pauses the session's, returns their URIs (see push.Push.pause)
+    pause_subscriptions: Callable[[Context | None], list[str]] = field(default=lambda ctx: [])
 
     def __post_init__(self) -> None:
         self.access = Access(self.store, self.mail, self.identities)

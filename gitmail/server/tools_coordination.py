@@ -5,6 +5,7 @@ Also the read-only resource ``resource://capabilities/{slug}``.
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context, FastMCP
@@ -78,6 +79,7 @@ class SessionStarted(Result):
 
     forgotten: list[ProofForgotten]
     note: str
+    paused_subscriptions: list[str] = field(default_factory=list)
 
 
 @tools.tool(IDEMPOTENT, access=ITSELF)
@@ -91,11 +93,16 @@ def new_session(
     """Start a fresh session: this connection forgets every agent it proved, so what you read before carries
     nothing into what you write next; prove your agent again (agent_token) on the next call."""
     ended = rt.identities.end_session(ctx)
+    paused = rt.pause_subscriptions(ctx)
+    note = ("nothing is written: a seat you hold stays yours (pass it as seat as before), and your token "
+            "proves the agent again" if ended else
+            "this call has no session to forget (each call proves its agent with its token)")
+    if paused:
+        note += ("; your resource subscriptions are paused: subscribe to each again (resources/subscribe, checked "
+                 "as a read with your fresh proof) to hear of changes again")
     return SessionStarted(
         forgotten=[ProofForgotten(project=rt.mail.human_key(slug), agent=name) for slug, name in ended],
-        note=("nothing is written: a seat you hold stays yours (pass it as seat as before), and your token "
-              "proves the agent again" if ended else
-              "this call has no session to forget (each call proves its agent with its token)"))
+        note=note, paused_subscriptions=paused)
 
 
 @tools.tool(WRITE, access=ITSELF)

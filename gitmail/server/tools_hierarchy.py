@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from fastmcp import Context
 from pydantic import Field
 
-from gitmail.mail.facade import AgentUpdated, OrgContextView, Position, Spawned
+from gitmail.mail.facade import AgentUpdated, MemoryWritten, OrgContextView, Position, Spawned
 from gitmail.model.errors import invalid
 from gitmail.model.records import MAX_LOAD_FOLDERS, MAX_SCOPES
 
@@ -47,7 +47,8 @@ RiskTier = Annotated[Literal["low", "standard", "high"] | None, Field(descriptio
     "How much care its actions need: low, standard (default) or high."))]
 Environment = Annotated[str | None, Field(max_length=128, description="Where it runs, e.g. 'ci' or 'laptop'.")]
 Folders = Annotated[list[str] | None, Field(max_length=MAX_LOAD_FOLDERS, description=(
-    "Folders (absolute paths in a code repository under the server's GITMAIL_GUARD_ROOTS) whose memory files "
+    "Folders (absolute paths in a code repository under the server's GITMAIL_GUARD_ROOTS, or archive:<name> for a "
+    "memory folder of the project's archive) whose memory files "
     "(AGENTS.md, CLAUDE.md) and skill names (skills/<name>/SKILL.md) the agent is handed when it takes its seat; "
     "each one you can read. [] for none."))]
 
@@ -135,7 +136,7 @@ def org_context(
     agent_name: AgentName,
     load_memory_and_skills: Annotated[list[str] | None, Field(max_length=MAX_LOAD_FOLDERS, description=(
         "The folders a new agent loads when its spawn names none (absolute paths under GITMAIL_GUARD_ROOTS, each "
-        "one you can read); [] for none. Needs manager@*."))] = None,
+        "one you can read, or archive:<name>); [] for none. Needs manager@*."))] = None,
     folder_hints: Annotated[bool | None, Field(description=(
         "Whether answers name the memory and skills of the folders they touch (default true). Needs "
         "manager@*."))] = None,
@@ -148,6 +149,26 @@ def org_context(
         return rt.mail.org_context(project_key, agent_name)
     return rt.mail.set_org_context(project_key, agent_name, load_memory_and_skills=load_memory_and_skills,
                                    folder_hints=folder_hints, seat=seat, reason=reason)
+
+
+@tools.tool(IDEMPOTENT, access=ITSELF)
+def write_memory(
+    rt: Runtime,
+    ctx: Context,
+    project_key: ProjectKey,
+    agent_name: AgentName,
+    folder: Annotated[str, Field(max_length=80, description=(
+        "The archive folder, archive:<name> (lower case letters, digits, '-', '_'); made by its first file."))],
+    file: Annotated[str, Field(max_length=100, description="AGENTS.md, CLAUDE.md or skills/<name>/SKILL.md.")],
+    text: Annotated[str, Field(description=(
+        "The file's whole text (at most 256 KiB); identities that load the folder are handed it as data."))],
+    agent_token: AgentToken = None,
+    seat: Seat = None,
+    reason: Reason = None,
+) -> MemoryWritten:
+    """Write a memory file or skill to a memory folder of the project's archive (needs manager@*); it syncs."""
+    return rt.mail.write_memory(project_key, agent_name, folder=folder, file=file, text=text, seat=seat,
+                                reason=reason)
 
 
 @tools.tool(WRITE, access=ITSELF)

@@ -8,7 +8,8 @@ each record it adds or changes:
 - a record in an agent's name (its messages with their inbox copies and held
   copies, its outbox, receipts, seat, journal, idempotency keys,
   reservations, the records of the files it uploaded, the channels it
-  makes and its posts to them, and its profile) must be signed by the node the agent is
+  makes and its posts to them, the project's defaults and memory folder
+  files it last wrote, and its profile) must be signed by the node the agent is
   bound to: the ``node`` its profile names, set when it is registered (the
   commit adding a profile must be signed by the node it names) and moved
   only by a change its current node signs (a handover);
@@ -82,6 +83,7 @@ from gitmail.model.records import (
     Agent,
     Channel,
     FileRecord,
+    MemoryDoc,
     Node,
     OrgContext,
     Record,
@@ -671,6 +673,8 @@ def _owner(repo: pygit2.Repository, path: str, blob: pygit2.Oid, before: pygit2.
         return profiles.bound(record.uploaded_by, before, after)  # a merge's earlier upload is exempt as merged
     if isinstance(record, OrgContext):  # the manager's who set it last (a merge's fields are judged as the merge)
         return profiles.bound(record.set_by, before, after)
+    if isinstance(record, MemoryDoc):  # the manager's who wrote it last (a merge keeps one side's whole version)
+        return profiles.bound(record.written_by, before, after)
     if isinstance(record, Channel):  # its creator's (a merge's earlier definition is judged as the merge)
         return profiles.bound(record.created_by, before, after)
     if isinstance(record, Reservation):

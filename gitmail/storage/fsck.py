@@ -40,16 +40,19 @@ from gitmail.model.errors import GitmailError
 from gitmail.model.ids import is_id
 from gitmail.model.records import (
     ATTACHMENTS,
+    MEMORY,
     ORG_CONTEXT_PATH,
     Agent,
     ChannelPost,
     Escalation,
     FileRecord,
+    MemoryDoc,
     Message,
     OrgContext,
     Relay,
     Tombstone,
     channel_path,
+    classify,
     message_path,
     placed,
     profile_path,
@@ -166,15 +169,21 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
 
 
 def _org_problems(snap: Snapshot, agents: list[Agent]) -> list[Problem]:
-    """The project's defaults name a setter holding manager@* (a setter deleted since is history, not damage)."""
-    try:
-        org = snap.load(ORG_CONTEXT_PATH, OrgContext)
-    except GitmailError:
-        return []  # reported as the file it is
-    setter = next((a for a in agents if org is not None and a.name == org.set_by), None)
-    if org is None or setter is None or setter.manages_project():
-        return []
-    return [Problem(ORG_CONTEXT_PATH, f"set by {org.set_by}, who does not hold manager@*")]
+    """The project's defaults and memory folders name a writer holding manager@* (one deleted since is history)."""
+    writers: list[tuple[str, str, str]] = []  # (path, verb, agent)
+    for path in [ORG_CONTEXT_PATH, *snap.walk(MEMORY)]:
+        try:
+            kind = classify(path)
+            record = snap.load(path, kind[1]) if kind is not None and kind[1] in (OrgContext, MemoryDoc) else None
+        except GitmailError:
+            continue  # reported as the file it is
+        if isinstance(record, OrgContext):
+            writers.append((path, "set", record.set_by))
+        elif isinstance(record, MemoryDoc):
+            writers.append((path, "written", record.written_by))
+    by_name = {agent.name: agent for agent in agents}
+    return [Problem(path, f"{verb} by {name}, who does not hold manager@*") for path, verb, name in writers
+            if name in by_name and not by_name[name].manages_project()]
 
 
 def _post_problems(snap: Snapshot, posts: list[tuple[str, ChannelPost]], agents: set[str]) -> list[Problem]:

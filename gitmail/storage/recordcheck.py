@@ -23,6 +23,9 @@ the same :func:`file_problem`, so one set of rules holds at every door:
   states, at an attachment path named by the same SHA-256 as the record;
   it never changes, but for what a merge of two uploads of the same content
   does: the earlier upload replaces the later (:func:`file_refusal`);
+- the project's defaults (``org_context.yaml``) and its memory folders
+  (``memory/<name>/``) name as their writer an agent whose profile grants
+  ``manager@*``; by hand a memory file changes only its text and writer;
 - an agent profile never changes hands: a profile whose ``id`` (its
   registration) changes is another registration taking the name, accepted
   only with the old one parked under ``conflicts/`` and the new one the
@@ -87,6 +90,7 @@ from gitmail.model.records import (
     ChannelPost,
     Contact,
     FileRecord,
+    MemoryDoc,
     Node,
     OrgContext,
     Project,
@@ -154,6 +158,8 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
           "removed it, revert only the files you meant to change")
 _CHANNEL = "; to say more about a channel, post to it (post_channel)"
 _ORG = "set the project's defaults through gitmail (org_context), as an agent holding manager@*"
+_MEMORY = ("write the project's memory folders through gitmail (write_memory), or by hand naming in written_by an "
+           "agent holding manager@*")
 _POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
@@ -174,6 +180,7 @@ _HAND_EDITABLE: dict[type[Record], frozenset[str]] = {
     Agent: frozenset({"task_description", "contact_policy", "attachments_policy", "capabilities", "program", "model"}),
     Contact: frozenset({"status", "reason", "expires_at", "responded_at"}),
     Reservation: frozenset({"released_ts"}),
+    MemoryDoc: frozenset({"body", "written_by", "updated_at"}),  # its text, by a person naming a manager
 }
 _ALWAYS_EDITABLE = frozenset({"extra", "hlc"})
 _THROUGH_GITMAIL = {
@@ -537,7 +544,7 @@ class Checker:
             problem = self._file_bytes(path, blob, new)
         if problem is None and old is None and role == "post":
             return self._post_problem(path, blob, new)
-        if problem is None and role == "org_context":
+        if problem is None and role in ("org_context", "memory"):
             problem = self._org_problem(path, blob, new)
         if problem is not None or old is None:
             return problem
@@ -580,14 +587,18 @@ class Checker:
         return None
 
     def _org_problem(self, path: str, blob: pygit2.Oid, new: pygit2.Tree | None) -> tuple[str, str] | None:
-        """The project's defaults are set by an agent whose profile grants manager@* (a top-level agent)."""
+        """The project's defaults and its memory folders are written by an agent whose profile grants manager@*."""
         record = self._record(path, blob)
-        if not isinstance(record, OrgContext):
+        if isinstance(record, OrgContext):
+            writer, verb, advice = record.set_by, "set", _ORG
+        elif isinstance(record, MemoryDoc):
+            writer, verb, advice = record.written_by, "written", _MEMORY
+        else:
             return None
-        held = _entry(new, profile_path(record.set_by))
-        profile = self._record(profile_path(record.set_by), held) if held is not None else None
+        held = _entry(new, profile_path(writer))
+        profile = self._record(profile_path(writer), held) if held is not None else None
         if not isinstance(profile, Agent) or not profile.manages_project():
-            return f"set by {record.set_by}, who is no agent of this project holding manager@*", _ORG
+            return f"{verb} by {writer}, who is no agent of this project holding manager@*", advice
         return None
 
     def _content(self, path: str, blob: pygit2.Oid, role: str | None) -> tuple[str, str] | None:

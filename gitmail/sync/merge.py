@@ -46,6 +46,7 @@ from gitmail.model.records import (
     FileRecord,
     HeldMessage,
     IdempotencyKey,
+    MemoryDoc,
     Node,
     OrgContext,
     ProductLink,
@@ -68,7 +69,7 @@ from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
 # Roles whose records carry a hybrid logical clock that merges must observe.
 CLOCKED_ROLES = frozenset({"project", "org_context", "agent", "receipt", "contact", "reservation", "seat", "window",
-                           "product", "relay", "build_slot"})
+                           "product", "relay", "build_slot", "memory"})
 # Files a tombstone removes: the message, its copies and its receipts, named by the message id.
 _MESSAGE_ROLES = frozenset({"message", "inbox", "outbox", "receipt"})
 _HLC_LINE = re.compile(rb"^hlc: *['\"]?([^'\"\n]+)['\"]?\s*$", re.MULTILINE)
@@ -432,6 +433,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "held": _held,
     "idempotency": _idempotency,
     "channel": _channel,
+    "memory": _last_writer(MemoryDoc),  # a text merges whole: the later writer's version (by clock)
 }
 
 

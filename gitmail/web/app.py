@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import os
 import shlex
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +29,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gitmail.mail.facade import ChannelPostView, JournalView, Mail, MessageView, SearchHit, SendOptions
-from gitmail.model.errors import INVALID_ARGUMENT, NOT_FOUND, GitmailError
+from gitmail.mail.facade import (
+    ChannelPostView,
+    FileView,
+    JournalView,
+    Mail,
+    MessageView,
+    SearchHit,
+    SendOptions,
+)
+from gitmail.model.errors import FILE_NOT_FOUND, INVALID_ARGUMENT, NOT_FOUND, GitmailError
 from gitmail.model.names import OVERSEER, is_reserved_name
 from gitmail.sync.status import remote_states
 
@@ -42,6 +51,7 @@ from .paging import PAGE, head, link, paged, sliced
 DEEP = 10_000 * PAGE  # how deep a list read whole, or by offset, pages (any page costs the same there)
 HISTORY_ROWS = 200  # the derived history's bound on one read
 RECIPIENTS_SHOWN = 10  # recipients a thread shows under a message: the rest are on the message's page of recipients
+FILES_PAGE = 500  # files read per call while paging the project's files (list_files' largest page)
 HOLDERS_SHOWN = 5  # holders the board shows in a build slot's row: the rest are on the slot's page
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -253,8 +263,9 @@ class WebView:
         cards = {card.name: card for card in self.mail.list_capabilities(slug).agents}
         card = cards.get(name)
         seat = {"held": False} if profile["status"] == UNBORN else self.mail.seat_status(slug, name)
+        wake = None if profile["status"] == UNBORN else self.mail.card_state(slug, name)
         return {"project": project, "agent": profile, "view": view, "views": VIEWS, "messages": messages.items,
-                "pages": messages,
+                "pages": messages, "wake": wake,
                 "overseer": OVERSEER,
                 "counts": self.mail.agent_counts(slug, name), "seat": seat,
                 "capabilities": card.capabilities if card else [], "asleep": card.asleep if card else False}
@@ -386,6 +397,47 @@ class WebView:
         found = [c for c in self.mail.channel_overview(slug).channels if c.name == name]
         return {"project": project, "channel": found[0] if found else None, "channel_name": name, "posts": posts,
                 "pages": pages}
+
+    def memory(self, request: Request) -> dict[str, Any]:
+        """The project's defaults for new agents (org_context) and its archive's memory folders, with their files."""
+        project = self._project(request)
+        shown = self.mail.memory_overview(project["slug"])
+        return {"project": project, "defaults": shown.defaults, "pages": paged(request, sliced(shown.folders),
+                                                                               per=10)}
+
+    def files(self, request: Request) -> dict[str, Any]:
+        """The project's files, newest first a page at a time, each with the messages that carry it."""
+        project = self._project(request)
+        slug = project["slug"]
+        pages = paged(request, lambda offset, count: self._files_slice(slug, offset, count), cap=DEEP)
+        rows = [{**f, "described": self.mail.describe_file(slug, f.file_id)} for f in pages.items]
+        return {"project": project, "files": rows, "pages": pages}
+
+    def _files_slice(self, slug: str, offset: int, count: int) -> list[FileView]:
+        """``count`` of the project's files from ``offset`` (newest first), read a cursor's page at a time."""
+        found: list[FileView] = []
+        cursor = None
+        while True:
+            page = self.mail.list_files(slug, limit=FILES_PAGE, cursor=cursor)
+            found.extend(page.files)
+            if len(found) >= offset + count or page.next_cursor is None:
+                return found[offset:offset + count]
+            cursor = page.next_cursor
+
+    async def file(self, request: Request) -> Response:
+        """A file's bytes as a download, checked against its SHA-256 (never shown in place: contents are data)."""
+        session, _ = self._session(request)
+        if session is None:
+            return Response("sign in first", status_code=401)
+        slug, file_id = request.path_params["slug"], request.path_params["file_id"]
+        try:
+            name, _, data = await run_in_threadpool(self.mail.read_file, slug, file_id)
+        except GitmailError as exc:
+            return Response(exc.message, status_code=404 if exc.code in (NOT_FOUND, FILE_NOT_FOUND) else 400)
+        quoted = urllib.parse.quote(os.path.basename(name) or file_id)
+        return Response(data, media_type="application/octet-stream", headers={
+            "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'",
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"})
 
     def journals(self, request: Request) -> dict[str, Any]:
         project = self._project(request)
@@ -569,6 +621,9 @@ class WebView:
             Route(p + "/journals", self.page("journals.html", self.journals)),
             Route(p + "/channels", self.page("channels.html", self.channels)),
             Route(p + "/channels/{name}", self.page("channel.html", self.channel)),
+            Route(p + "/memory", self.page("memory.html", self.memory)),
+            Route(p + "/files", self.page("files.html", self.files)),
+            Route(p + "/files/{file_id}", self.file),
             Route(p + "/history", self.page("history.html", self.history)),
             Route(p + "/compose", self.page("compose.html", self.compose)),
             Route(p + "/compose", self.action(self.send, "compose.html", self._compose_again), methods=["POST"]),
