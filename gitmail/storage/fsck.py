@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pygit2
 
@@ -49,6 +49,7 @@ from gitmail.model.records import (
     MemoryDoc,
     Message,
     OrgContext,
+    Record,
     Relay,
     Tombstone,
     channel_path,
@@ -76,66 +77,114 @@ class Problem:
 
 def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
     """All problems found at the tip of ``archive`` (empty when healthy)."""
-    problems: list[Problem] = []
     snap = archive.snapshot()
     if snap.commit is None:
-        return problems
-    messages: dict[str, Message] = {}
-    removed: set[str] = set()  # messages deleted from the tip on purpose (tombstones)
-    copies: list[tuple[str, str, Message]] = []
-    escalations: list[tuple[str, Escalation]] = []
-    relays: list[tuple[str, Relay]] = []
-    attachments: set[str] = set()
-    agents: list[Agent] = []
-    files: list[tuple[str, FileRecord]] = []
-    posts: list[tuple[str, ChannelPost]] = []
+        return []
+    tip = _read_tip(archive, snap)
+    problems = tip.problems
+    problems.extend(_copy_problems(snap, tip.messages, tip.copies, tip.unfetched))
+    problems.extend(_relay_problems(tip))
+    problems.extend(_message_problems(snap, tip))
+    problems.extend(_hierarchy_problems(tip.agents))
+    problems.extend(_file_problems(snap, tip.files))
+    problems.extend(_post_problems(snap, tip.posts, {agent.name for agent in tip.agents}))
+    problems.extend(_org_problems(snap, tip.agents))
+    problems.extend(_escalation_problems(snap, tip))
+    if run_git:
+        problems.extend(_git_fsck(archive.git_dir))
+    return problems
+
+
+@dataclass
+class _Tip:
+    """The records at an archive's tip, sorted by kind for the checks across files, and each file's own problems."""
+
+    problems: list[Problem] = field(default_factory=list)
+    messages: dict[str, Message] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)  # messages deleted from the tip on purpose (tombstones)
+    copies: list[tuple[str, str, Message]] = field(default_factory=list)
+    escalations: list[tuple[str, Escalation]] = field(default_factory=list)
+    relays: list[tuple[str, Relay]] = field(default_factory=list)
+    attachments: set[str] = field(default_factory=set)
+    agents: list[Agent] = field(default_factory=list)
+    files: list[tuple[str, FileRecord]] = field(default_factory=list)
+    posts: list[tuple[str, ChannelPost]] = field(default_factory=list)
+    unfetched: set[str] = field(default_factory=set)  # messages of a window join whose files were never fetched
+
+    def keep(self, path: str, record: Record | None) -> None:
+        """File ``record`` (read from ``path``) with the records of its kind."""
+        role = role_of(path)
+        # Each role's path holds one record type: a message and its copies parse as Message.
+        if isinstance(record, Tombstone):
+            self.removed.add(record.message_id)
+        elif isinstance(record, Agent):
+            self.agents.append(record)
+        elif isinstance(record, Relay):
+            self.relays.append((path, record))
+        elif isinstance(record, Message) and role == "message":
+            self.messages[record.id] = record
+        elif isinstance(record, Message) and role in ("inbox", "outbox"):
+            self.copies.append((path, role, record))
+        elif isinstance(record, Escalation):
+            self.escalations.append((path, record))
+        elif isinstance(record, FileRecord):
+            self.files.append((path, record))
+        elif isinstance(record, ChannelPost):
+            self.posts.append((path, record))
+
+
+def _read_tip(archive: Archive, snap: Snapshot) -> _Tip:
+    """Every file at the tip checked on its own and, when sound, its record kept for the checks across files.
+
+    In a partial clone, a file this machine never fetched is not read; a
+    message among them counts as present, so references to it resolve.
+    """
+    tip = _Tip()
     partial = is_partial(archive.repo)
-    unfetched: set[str] = set()  # messages of a window join whose files this machine has not fetched
     for path, mode in snap.entries():
         if partial and _unfetched(archive, snap, path, mode):
             if role_of(path) == "message":
-                unfetched.add(path.rsplit("/", 1)[1][:-3])  # outside the window: references to it resolve
+                tip.unfetched.add(path.rsplit("/", 1)[1][:-3])  # outside the window: references to it resolve
             continue
         problem = mode_problem(mode) or path_problem(path)  # checked before reading, which a gitlink would fail
         wrong = misplaced(path, snap.layout)
         if problem is None and wrong is not None:
             problem = f"{wrong[0]}; {wrong[1]}"
         if problem is not None:
-            problems.append(Problem(path, problem))
+            tip.problems.append(Problem(path, problem))
             continue
         record, problem = inspect_file(path, snap.read(path) or b"")
         if path.startswith(ATTACHMENTS + "/"):
-            attachments.add(path)  # a message may still name it; a hash mismatch is reported either way
+            tip.attachments.add(path)  # a message may still name it; a hash mismatch is reported either way
         if problem is not None:
-            problems.append(Problem(path, problem))
+            tip.problems.append(Problem(path, problem))
             continue
-        role = role_of(path)
-        # Each role's path holds one record type: a message and its copies parse as Message.
-        if isinstance(record, Tombstone):
-            removed.add(record.message_id)
-        elif isinstance(record, Agent):
-            agents.append(record)
-        elif isinstance(record, Relay):
-            relays.append((path, record))
-        elif isinstance(record, Message) and role == "message":
-            messages[record.id] = record
-        elif isinstance(record, Message) and role in ("inbox", "outbox"):
-            copies.append((path, role, record))
-        elif isinstance(record, Escalation):
-            escalations.append((path, record))
-        elif isinstance(record, FileRecord):
-            files.append((path, record))
-        elif isinstance(record, ChannelPost):
-            posts.append((path, record))
-    removed |= unfetched  # a reference to a message outside the window resolves where the message is held
-    problems.extend(_copy_problems(snap, messages, copies, unfetched))
-    for path, relay in relays:
-        relayed = messages.get(relay.message_id)
+        tip.keep(path, record)
+    tip.removed |= tip.unfetched  # a reference to a message outside the window resolves where the message is held
+    return tip
+
+
+def _relay_problems(tip: _Tip) -> list[Problem]:
+    """Each relay record names a message of the archive (or one removed on purpose) addressed to its project."""
+    problems = []
+    for path, relay in tip.relays:
+        relayed = tip.messages.get(relay.message_id)
         if relayed is None:
-            if relay.message_id not in removed:
+            if relay.message_id not in tip.removed:
                 problems.append(Problem(path, f"relays message {relay.message_id}, which is not in the archive"))
         elif not any(name.endswith("@" + relay.project) for name in relayed.to + relayed.cc):
             problems.append(Problem(path, f"message {relay.message_id} has no recipient in {relay.project}"))
+    return problems
+
+
+def _message_problems(snap: Snapshot, tip: _Tip) -> list[Problem]:
+    """Each message's reply, thread and attachments resolve, and each attachment has the hash the message records.
+
+    A message copied from another project is checked for its attachments
+    only: its thread and the message it replies to live there.
+    """
+    problems = []
+    messages, removed = tip.messages, tip.removed
     for message in messages.values():
         path = placed(message_path(message.id), snap.layout)
         local = "@" not in message.sender  # a copy from another project: its thread and reply live there
@@ -146,25 +195,25 @@ def check_archive(archive: Archive, *, run_git: bool = True) -> list[Problem]:
             problems.append(Problem(path, f"thread_id {message.thread_id} names a message that is not in the archive"))
         for item in message.attachments:
             stored = item.get("path")
-            if not isinstance(stored, str) or stored not in attachments:
+            if not isinstance(stored, str) or stored not in tip.attachments:
                 problems.append(Problem(path, f"attachment {stored!r} is not in the archive"))
                 continue
             digest = hashlib.sha256(snap.read(stored) or b"").hexdigest()
             if item.get("sha256") != digest:
                 problems.append(Problem(stored, f"sha256 is {digest}, but {path} records {item.get('sha256')}"))
-    problems.extend(_hierarchy_problems(agents))
-    problems.extend(_file_problems(snap, files))
-    problems.extend(_post_problems(snap, posts, {agent.name for agent in agents}))
-    problems.extend(_org_problems(snap, agents))
-    received = {(path.split("/")[1], copy.id) for path, role, copy in copies if role == "inbox"}
-    for path, escalation in escalations:
-        if escalation.message_id not in messages and escalation.message_id not in removed:
+    return problems
+
+
+def _escalation_problems(snap: Snapshot, tip: _Tip) -> list[Problem]:
+    """Each escalation is about a message of the archive that its agent received."""
+    problems = []
+    received = {(path.split("/")[1], copy.id) for path, role, copy in tip.copies if role == "inbox"}
+    for path, escalation in tip.escalations:
+        if escalation.message_id not in tip.messages and escalation.message_id not in tip.removed:
             problems.append(Problem(path, f"escalates message {escalation.message_id}, which is not in the archive"))
-        elif (escalation.message_id in messages and (escalation.agent, escalation.message_id) not in received
+        elif (escalation.message_id in tip.messages and (escalation.agent, escalation.message_id) not in received
               and snap.exists(profile_path(escalation.agent))):  # a deleted recipient took its copies along
             problems.append(Problem(path, f"{escalation.agent} did not receive {escalation.message_id}"))
-    if run_git:
-        problems.extend(_git_fsck(archive.git_dir))
     return problems
 
 
