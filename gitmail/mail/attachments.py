@@ -292,44 +292,69 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
         raise invalid("attachment_paths must be a list of file paths", field="attachment_paths")
     if len(attachment_paths or []) > MAX_ATTACHMENTS:
         raise invalid(f"at most {MAX_ATTACHMENTS} attachments per message", field="attachment_paths")
-    loader = _Loader(snapshot, settings)
-    files: dict[str, bytes] = {}
-    entries: dict[str, AttachmentEntry] = {}
+    batch = _Batch(snapshot, settings, convert=convert)
+    for ref in attachment_paths or []:
+        entry, _ = batch.store(ref, "attachment_paths")
+        batch.add(entry, "file")
+    body = _rewrite_body(body_md, batch, policy)
+    return Prepared(body, [dict(entry) for entry in batch.entries.values()], batch.files)
 
-    def store(ref: str, field_name: str) -> tuple[AttachmentEntry, bytes]:
-        data, name, media_type = loader.load(ref, field_name)
+
+class _Batch:
+    """The attachments of one message as they are stored: the files to commit and their front matter entries.
+
+    Entries are keyed by stored path, so content attached twice (listed and
+    referenced in the body, or referenced twice) is stored and listed once.
+    """
+
+    def __init__(self, snapshot: Snapshot, settings: Settings, *, convert: bool):
+        self.loader = _Loader(snapshot, settings)
+        self.layout = snapshot.layout
+        self.settings = settings
+        self.convert = convert
+        self.files: dict[str, bytes] = {}
+        self.entries: dict[str, AttachmentEntry] = {}
+
+    def store(self, ref: str, field_name: str) -> tuple[AttachmentEntry, bytes]:
+        """Load ``ref``, convert it if it is an image to convert, and stage it (and the original, if kept)."""
+        data, name, media_type = self.loader.load(ref, field_name)
         entry: AttachmentEntry = {"name": name[:200]}
         original = data
-        if convert and _is_convertible_image(media_type):
-            data, width, height = to_webp(data, ref, settings)
+        if self.convert and _is_convertible_image(media_type):
+            data, width, height = to_webp(data, ref, self.settings)
             media_type, ext = "image/webp", "webp"
             entry["width"], entry["height"] = width, height
-            if settings.keep_originals and data is not original:
+            if self.settings.keep_originals and data is not original:
                 digest = hashlib.sha256(original).hexdigest()
                 original_path = attachment_path(digest, _ext_for(name, _media_type(name)), original=True,
-                                                layout=snapshot.layout)
-                files[original_path] = original
+                                                layout=self.layout)
+                self.files[original_path] = original
                 entry["original_path"], entry["original_sha256"] = original_path, digest
         else:
             ext = _ext_for(name, media_type)
         digest = hashlib.sha256(data).hexdigest()
-        path = attachment_path(digest, ext, layout=snapshot.layout)
-        files[path] = data
+        path = attachment_path(digest, ext, layout=self.layout)
+        self.files[path] = data
         entry["media_type"], entry["size"], entry["sha256"], entry["path"] = media_type, len(data), digest, path
         return entry, data
 
-    def add(entry: AttachmentEntry, kind: str) -> None:
+    def add(self, entry: AttachmentEntry, kind: str) -> None:
+        """List ``entry`` as ``kind`` (file or inline); content already listed becomes inline if this use is."""
         key = entry["path"]
-        if key in entries:
+        if key in self.entries:
             if kind == "inline":
-                entries[key]["type"] = "inline"
+                self.entries[key]["type"] = "inline"
             return
-        entries[key] = {"type": kind, **entry}
+        self.entries[key] = {"type": kind, **entry}
 
-    for ref in attachment_paths or []:
-        entry, _ = store(ref, "attachment_paths")
-        add(entry, "file")
 
+def _rewrite_body(body_md: str, batch: _Batch, policy: str) -> str:
+    """``body_md`` with each image reference stored and replaced by a data: URI (inlined) or its stored path.
+
+    Links to the web and anchors stay as they are. An image is inlined as
+    ``policy`` says, and only while the body stays within MAX_BODY_BYTES:
+    past it, ``inline`` fails and ``auto`` falls back to the stored path.
+    """
     body_bytes = len(body_md.encode("utf-8"))
     pieces: list[str] = []
     last = 0
@@ -337,10 +362,10 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
         ref = match.group("ref").strip("<>").strip()
         if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", ref) or ref.startswith("#"):
             continue  # links to the web or anchors stay as they are
-        entry, data = store(ref, "body_md")
+        entry, data = batch.store(ref, "body_md")
         is_image = entry["media_type"].startswith("image/") and entry["media_type"] != "image/svg+xml"
-        inline = convert and is_image and (policy == "inline" or
-                                           (policy == "auto" and len(data) <= settings.inline_max_bytes))
+        inline = batch.convert and is_image and (policy == "inline" or
+                                                 (policy == "auto" and len(data) <= batch.settings.inline_max_bytes))
         target = entry["path"]
         if inline:
             uri = f"data:{entry['media_type']};base64,{base64.b64encode(data).decode('ascii')}"
@@ -353,12 +378,12 @@ def prepare(snapshot: Snapshot, body_md: str, attachment_paths: list[str] | None
                 inline = False
             else:
                 body_bytes, target = grown, uri
-        add(entry, "inline" if inline else "file")
+        batch.add(entry, "inline" if inline else "file")
         pieces.append(body_md[last:match.start("ref")])
         pieces.append(target)
         last = match.end("ref")
     pieces.append(body_md[last:])
-    return Prepared("".join(pieces), [dict(entry) for entry in entries.values()], files)
+    return "".join(pieces)
 
 
 @result
