@@ -204,10 +204,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     folders = loads.check_folders(load_memory_and_skills) if load_memory_and_skills is not None else None
     check_agent_name(parent, "agent_name")
     wanted = hierarchy.parse_scopes(scope)
-    if name is not None:
-        check_agent_name(name, "name")
-        if is_reserved_name(name):
-            raise invalid(f"{OVERSEER} is the name of the project's human overseer; pick another name", field="name")
+    _check_child_name(name)
     fields = _card_fields({"vendor": vendor, "purpose": purpose, "risk_tier": risk_tier, "environment": environment,
                            "capabilities": capabilities or [], "task_description": task_description})
     lifecycle = _choice(lifecycle, "lifecycle", LIFECYCLES)
@@ -227,15 +224,10 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     def fn(snap: Snapshot) -> Change:
         me = acting.require_actor(snap, parent, seat, at=at)
         if key is not None and (earlier := key.earlier(snap, me.name, at)) is not None:
-            child = require_agent(snap, earlier.target, "target")
-            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, child), replayed=True,
-                                             load_memory_and_skills=child.loads,
-                                             note=REPLAYED_TOKEN_NOTE))
+            return Change("", result=_replayed(ctx, project_key, snap, earlier.target))
         existing = find_agent(snap, name) if name is not None else None
-        if existing is not None and existing.id == agent_id:
-            return Change("", result=Spawned(profile=_view(ctx, project_key, snap, existing), registration_token=token,
-                                             load_memory_and_skills=existing.loads,
-                                             bootstrap_key=headless, key_expires_at=existing.key_expires_at))
+        if existing is not None and existing.id == agent_id:  # written by this very call, seen on a newer tip
+            return Change("", result=_spawned(ctx, project_key, snap, existing, token, headless))
         hierarchy.require_manager(me)
         hierarchy.check_subset(snap, me, wanted)
         loads.check_readable(snap, me, folders or [])
@@ -253,9 +245,7 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
             child.refresh_window_s = window
         scopes = ", ".join(child.scopes)
         change = Change(with_reason(f"{me.name} spawned {chosen} ({scopes}; {lifecycle})", why), author=me.name,
-                        result=Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token,
-                                       load_memory_and_skills=child.loads,
-                                       bootstrap_key=headless, key_expires_at=child.key_expires_at))
+                        result=_spawned(ctx, project_key, snap, child, token, headless))
         change.put_record(child)
         if key is not None:
             change.put_record(key.record(me.name, chosen, format_ts(at), True))
@@ -264,6 +254,29 @@ def spawn(ctx: Context, project_key: str, parent: str, scope: list[str], *, name
     result = archive.transact(fn).result
     ctx.touch(project_key, parent)
     return result
+
+
+def _check_child_name(name: str | None) -> None:
+    """A name asked for a child: a valid agent name, and not the overseer's."""
+    if name is None:
+        return
+    check_agent_name(name, "name")
+    if is_reserved_name(name):
+        raise invalid(f"{OVERSEER} is the name of the project's human overseer; pick another name", field="name")
+
+
+def _spawned(ctx: Context, project_key: str, snap: Snapshot, child: Agent, token: str,
+             headless: str | None) -> Spawned:
+    """The answer of the call that made ``child``: its token and headless key (if one was asked), given once."""
+    return Spawned(profile=_view(ctx, project_key, snap, child), registration_token=token,
+                   load_memory_and_skills=child.loads, bootstrap_key=headless, key_expires_at=child.key_expires_at)
+
+
+def _replayed(ctx: Context, project_key: str, snap: Snapshot, target: str) -> Spawned:
+    """The answer to a retry of an earlier spawn with the same idempotency key: the child, without its secrets."""
+    child = require_agent(snap, target, "target")
+    return Spawned(profile=_view(ctx, project_key, snap, child), replayed=True, load_memory_and_skills=child.loads,
+                   note=REPLAYED_TOKEN_NOTE)
 
 
 def _child_end(snap: Snapshot, parent: Agent, expires: str | None, lifecycle: str, at: dt.datetime) -> str | None:
