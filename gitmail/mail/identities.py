@@ -272,7 +272,7 @@ def _spawned(ctx: Context, project_key: str, snap: Snapshot, child: Agent, token
                    load_memory_and_skills=child.loads, bootstrap_key=headless, key_expires_at=child.key_expires_at)
 
 
-def _replayed(ctx: Context, project_key: str, snap: Snapshot, target: str) -> Spawned:
+def _replayed(ctx: Context, project_key: str, snap: Snapshot, target: str | None) -> Spawned:
     """The answer to a retry of an earlier spawn with the same idempotency key: the child, without its secrets."""
     child = require_agent(snap, target, "target")
     return Spawned(profile=_view(ctx, project_key, snap, child), replayed=True, load_memory_and_skills=child.loads,
