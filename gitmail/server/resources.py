@@ -152,11 +152,20 @@ def since(value: str | None) -> str | float | None:
 
 
 def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> None:
-    """Add the resources, ``tool_rules`` (each served tool's access rule) among them."""
+    """Add the resources, ``tool_rules`` (each served tool's access rule) among them.
+
+    They come in three groups by who may read them: the open directory, a
+    project's shared reads (its members) and one agent's own views.
+    """
+    _register_directory(mcp, rt, tool_rules=tool_rules)
+    _register_project_reads(mcp, rt)
+    _register_agent_views(mcp, rt)
+
+
+def _register_directory(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> None:
+    """The resources open to anyone: the server's settings, the tools' access rules, projects and their agents."""
     mail = rt.mail
     anyone = rt.access.open()
-    own = rt.access.agent("agent", "agent_token", project="project")
-    member = rt.access.member("agent_name", "agent_token", project="project")
 
     @resource(mcp, "resource://config/environment", access=anyone)
     def config_environment() -> Environment:
@@ -186,6 +195,12 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
         listed = mail.list_agents(slug, active_only=True if active_only is None else flag(active_only))
         return AgentDirectory(project=mail.human_key(slug), count=len(listed), agents=listed)
 
+
+def _register_project_reads(mcp: FastMCP, rt: Runtime) -> None:
+    """The resources any agent of a project may read: its sync state, its messages and threads."""
+    mail = rt.mail
+    member = rt.access.member("agent_name", "agent_token", project="project")
+
     @resource(mcp, "resource://sync{?project,agent_name,agent_token}", access=member)
     def sync(project: str = "", agent_name: str | None = None, agent_token: str | None = None) -> dict[str, Any]:
         """How each git remote of the project is syncing: state, URL, last attempt, last success, last error,
@@ -209,6 +224,12 @@ def register(mcp: FastMCP, rt: Runtime, *, tool_rules: Mapping[str, str]) -> Non
         bodies = True if include_bodies is None else flag(include_bodies)
         return mail.get_thread(project, thread_id, include_bodies=bodies, after=after or None,
                                max_bytes=budget(max_bytes))
+
+
+def _register_agent_views(mcp: FastMCP, rt: Runtime) -> None:
+    """The views of one agent's mail, for that agent alone: inbox, mailbox, outbox, urgent and acknowledgements."""
+    mail = rt.mail
+    own = rt.access.agent("agent", "agent_token", project="project")
 
     @resource(mcp, "resource://inbox/{agent}{?project,since_ts,urgent_only,include_bodies,limit,max_bytes,"
                    "agent_token}", access=own)
