@@ -1,8 +1,10 @@
-"""The package keeps its shape: layers import one way, no cycles, a curated public API.
+"""The package keeps its shape: layers import one way, no cycles, a curated public API, short functions.
 
-The rules themselves are written down in :mod:`tests.layering`; these tests
+The import rules are written down in :mod:`tests.layering`; these tests
 hold the source tree to them and prove that the checker catches each kind of
-breach when one is planted in a copy of the tree.
+breach when one is planted in a copy of the tree. No function (method and
+nested function alike) runs over MAX_FUNCTION_LINES, its docstring included:
+a longer one does several jobs that want names of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import gitmail
 from .layering import LAYERS, layer_of, modules, violations
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_FUNCTION_LINES = 80
 
 
 def test_every_import_follows_the_layers():
@@ -111,3 +114,62 @@ def test_the_version_is_the_one_pyproject_declares():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
         declared = tomllib.load(handle)["project"]["version"]
     assert gitmail.__version__ == declared
+
+
+def long_functions(root: str) -> list[str]:
+    """Each function of the package's sources under ``root`` longer than MAX_FUNCTION_LINES, in file and line order.
+
+    A function's length runs from its ``def`` line to its last line
+    (decorators aside); each is named ``file:line: qualified.name is N lines``.
+    """
+    found: list[tuple[str, int, str]] = []
+    for path in modules(root).values():
+        with open(os.path.join(root, path), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        for name, node in _functions(tree, ""):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append((path, node.lineno, f"{path}:{node.lineno}: {name} is {length} lines"))
+    return [text for _, _, text in sorted(found)]
+
+
+def _functions(node: ast.AST, prefix: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function within ``node``, methods and nested functions too, with its dotted name."""
+    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = f"{prefix}{child.name}"
+            if not isinstance(child, ast.ClassDef):
+                out.append((name, child))
+            out += _functions(child, name + ".")
+        else:
+            out += _functions(child, prefix)
+    return out
+
+
+def test_no_function_is_over_the_limit():
+    found = long_functions(ROOT)
+    assert not found, (f"over {MAX_FUNCTION_LINES} lines, split each into helpers that do one job each: "
+                       + "; ".join(found))
+
+
+def _planted(header: str, length: int, indent: str = "") -> list[str]:
+    """The lines of a function whose ``def`` line is ``header`` and which runs exactly ``length`` lines."""
+    return [indent + header] + [f"{indent}    x{i} = {i}" for i in range(length - 1)]
+
+
+def test_a_planted_long_function_is_named(tmp_path):
+    root = _copy_tree(tmp_path)
+    assert long_functions(root) == []  # the copy is as clean as the original
+    limit = MAX_FUNCTION_LINES
+    # Exactly at the limit passes; one line more is named, be it a method, async, or nested in another function.
+    lines = (_planted("def fits():", limit)
+             + ["", "class Host:"] + _planted("async def method(self):", limit + 1, "    ")
+             + ["", "def outer():"] + _planted("def inner():", limit + 1, "    ") + ["    return inner", ""])
+    (tmp_path / "gitmail" / "model" / "planted.py").write_text("\n".join(lines))
+    method, outer = lines.index("    async def method(self):") + 1, lines.index("def outer():") + 1
+    assert long_functions(root) == [
+        f"gitmail/model/planted.py:{method}: Host.method is {limit + 1} lines",
+        f"gitmail/model/planted.py:{outer}: outer is {limit + 3} lines",
+        f"gitmail/model/planted.py:{outer + 1}: outer.inner is {limit + 1} lines",
+    ]
