@@ -61,7 +61,7 @@ from gitmail.model.records import (
     role_of,
     tombstone_path,
 )
-from gitmail.storage.layout import changed_records
+from gitmail.storage.layout import Comparisons, changed_records
 from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
@@ -461,7 +461,7 @@ def _blob(tree: pygit2.Tree | None, path: str) -> bytes | None:
     return blob.data if blob is not None else None
 
 
-def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
+def merge_commits(repo: pygit2.Repository, ours: str, theirs: str, *, compared: Comparisons | None = None) -> TreeMerge:
     """Merge commit ``theirs`` into commit ``ours`` by the record rules.
 
     The three trees may be at different layouts (a merge base from before a
@@ -469,7 +469,8 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     edits name them by the newest layout's paths (the engine writes them where
     ``ours`` keeps them), so records the other side wrote at an older layout's
     paths arrive at ours. ``ours`` must be at a layout at least as new as
-    ``theirs`` (a sync migrates it first).
+    ``theirs`` (a sync migrates it first). ``compared``: the trees the
+    caller's other steps compare (a sync's check read what ``theirs`` adds).
     """
     base_oid = repo.merge_base(ours, theirs)
     base = str(base_oid) if base_oid is not None else None
@@ -477,8 +478,9 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     if tree_layout(ours_tree) < tree_layout(theirs_tree):
         raise ValueError(f"{ours[:12]} is at an older layout than {theirs[:12]}: migrate it before merging")
     was, now = tree_layout(base_tree), tree_layout(ours_tree)
-    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT, git_dir=repo.path)
-    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT, git_dir=repo.path)
+    compared = compared if compared is not None else Comparisons(repo.path)
+    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT, compared=compared)
+    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT, compared=compared)
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)
