@@ -26,8 +26,9 @@ from gitmail.mail.facade import Mail
 from gitmail.model.records import message_path
 from gitmail.storage import layout
 from gitmail.storage.layout import Comparisons, changed_records
+from gitmail.sync.merge import merge_commits
 from gitmail.sync.remotes import add_remote, list_remotes
-from gitmail.sync.syncer import sync_project
+from gitmail.sync.syncer import fetch_remote, sync_project
 
 from .sync_helpers import PROJECT, hub_pair, mail_machine
 
@@ -173,3 +174,23 @@ def test_comparisons_compare_a_pair_once_and_know_only_what_was_compared(tmp_pat
     assert compared.computed == 1
     compared.files(trees[1], trees[0])  # the other way round is another pair
     assert compared.computed == 2
+
+
+def test_a_merge_takes_the_files_only_the_other_side_changed_as_they_are(tmp_path):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"taken {n}", "body").deliveries[0].payload.id
+            for n in range(2)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "ours", "body")
+    archive = b.store.archive(PROJECT)
+    theirs, _ = fetch_remote(archive, "hub")
+    assert theirs is not None
+    repo = archive.repo
+    ours = archive.tip()
+    assert ours is not None
+    merged = merge_commits(repo, ours, theirs)
+    their_tree = repo[theirs].peel(pygit2.Tree)
+    assert {message_path(message_id) for message_id in sent} <= set(merged.taken)
+    assert all(their_tree[path].id == blob for path, blob in merged.taken.items())  # their versions, by id
+    assert not set(merged.taken) & set(merged.edits) and merged.conflicts == []
+    assert merged.incoming["message"] == 2

@@ -438,13 +438,29 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
 
 @dataclass
 class TreeMerge:
-    """A merge of ``theirs`` into ``ours``: edits to apply to ours, and what it found."""
+    """A merge of ``theirs`` into ``ours``: edits to apply to ours, and what it found.
+
+    ``edits`` holds what the rules wrote (merged content, conflict records)
+    and what goes; ``taken`` holds the files only ``theirs`` changed, by the
+    id of its version: the merge takes them as they are, without reading
+    them (a bulk arrival is thousands of them). A path is in one or neither.
+    """
 
     base: str | None
     edits: dict[str, bytes | None] = field(default_factory=dict)
+    taken: dict[str, pygit2.Oid] = field(default_factory=dict)
     conflicts: list[Conflict] = field(default_factory=list)
     incoming: Counter = field(default_factory=Counter)  # files taken in, by role
     newest_clock: HLC | None = None
+
+    def written(self) -> set[str]:
+        """Every path the merge writes a file at (taken or by the rules)."""
+        return {path for path, data in self.edits.items() if data is not None} | self.taken.keys()
+
+    def remove(self, path: str) -> None:
+        """Have the merge delete ``path`` whatever it would have written there."""
+        self.taken.pop(path, None)
+        self.edits[path] = None
 
     def observe(self, data: bytes | None) -> None:
         seen = clock_of(data)
@@ -484,12 +500,16 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str, *, compared: 
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)
-        theirs_data = blob_data(repo, theirs_id) if theirs_id else None
-        if path not in ours_changed:
-            merge.edits[path] = theirs_data
+        data: bytes | None = None
+        if path not in ours_changed and theirs_id is not None:
+            merge.taken[path] = theirs_id  # only theirs changed it: its version, not read unless clocked
+            data = blob_data(repo, theirs_id) if role in CLOCKED_ROLES else None
+        elif path not in ours_changed:
+            merge.edits[path] = None
         else:
             if ours_changed[path] == theirs_id:
                 continue
+            theirs_data = blob_data(repo, theirs_id) if theirs_id else None
             here = placed(path, now)  # where ours keeps it: a conflict record names the file there
             ours_data = _blob(ours_tree, here)
             result = merge_file(here, _blob(base_tree, placed(path, was)), ours_data, theirs_data)
@@ -500,10 +520,10 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str, *, compared: 
                     merge.edits[conflict_path] = result.conflict.to_bytes()
             if result.content == ours_data:
                 continue
-            merge.edits[path] = result.content
+            merge.edits[path] = data = result.content
         merge.incoming[role or "other"] += 1
         if role in CLOCKED_ROLES:
-            merge.observe(merge.edits[path])
+            merge.observe(data)
     _apply_tombstones(merge, ours_tree, theirs_tree, ours_changed, theirs_changed)
     return merge
 
@@ -512,7 +532,7 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
                       ours_changed: dict[str, pygit2.Oid | None], theirs_changed: dict[str, pygit2.Oid | None]) -> None:
     """Remove a tombstoned message, its copies and its receipts from the merged tree."""
     if not (_exists(ours_tree, TOMBSTONES) or _exists(theirs_tree, TOMBSTONES)
-            or any(role_of(path) == "tombstone" for path in merge.edits)):
+            or any(role_of(path) == "tombstone" for path in (*merge.edits, *merge.taken))):
         return  # nothing was ever purged: the common case costs three lookups
 
     ours_layout, theirs_layout = tree_layout(ours_tree), tree_layout(theirs_tree)
@@ -520,15 +540,15 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
     def present(path: str) -> bool:
         if path in merge.edits:
             return merge.edits[path] is not None
-        return _exists(ours_tree, placed(path, ours_layout))
+        return path in merge.taken or _exists(ours_tree, placed(path, ours_layout))
 
     purged: set[str] = set()  # message ids
     for changed in (ours_changed, theirs_changed):
         for path, blob in changed.items():
             if blob is not None and role_of(path) == "tombstone":
                 purged.add(_record_id(path))
-    for path, data in merge.edits.items():
-        if data is None or role_of(path) not in _MESSAGE_ROLES:
+    for path in merge.written():
+        if role_of(path) not in _MESSAGE_ROLES:
             continue
         message_id = _record_id(path)
         if message_id not in purged:
@@ -541,7 +561,7 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
     for message_id in purged:
         for path in message_files(message_id, agents):
             if present(path):
-                merge.edits[path] = None
+                merge.remove(path)
 
 
 def _record_id(path: str) -> str:
@@ -576,7 +596,9 @@ def merged_records(repo: pygit2.Repository, ours: str, theirs: str) -> dict[str,
 
     The rule :mod:`gitmail.storage.authorship` judges merge commits by: a
     merge holds only these versions and its parents' (empty when the two
-    cannot be merged as they are, ``ours`` being at an older layout).
+    cannot be merged as they are, ``ours`` being at an older layout). The
+    files it takes from ``theirs`` as they are are its second parent's
+    versions, which that rule accepts by themselves: they are not listed.
     """
     try:
         return merge_commits(repo, ours, theirs).edits

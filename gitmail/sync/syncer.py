@@ -327,7 +327,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
             if merged.conflicts:
                 subject += f", {len(merged.conflicts)} conflict(s) kept under conflicts/"
             # The paths come from git trees; the engine's tree editor checks each one as it applies it.
-            return Change(subject, edits=merged.edits, result=merged, merge_parent=theirs)
+            return Change(subject, edits=merged.edits, links={path: blob.raw for path, blob in merged.taken.items()},
+                          result=merged, merge_parent=theirs)
 
         committed = archive.transact(merge)
         merged: TreeMerge | None = committed.result
@@ -335,7 +336,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
             continue
         if merged.newest_clock is not None:
             store.clock.observe(merged.newest_clock)
-        records, messages = _count({path: "" if data is not None else None for path, data in merged.edits.items()})
+        records, messages = _count({**{path: "" if data is not None else None for path, data in merged.edits.items()},
+                                    **dict.fromkeys(merged.taken, "")})
         result.records_in += records
         result.messages_in += messages
         result.merges += 1
