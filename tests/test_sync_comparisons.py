@@ -112,6 +112,13 @@ def test_a_merging_sync_compares_each_pair_once_and_the_index_reads_what_entered
     after = archive.tip()
     assert _twice(seen) == []
     assert [who for who, _, _ in seen].count("index") == 0  # the catch-up took the findings' comparison
+    repo = archive.repo
+    entering = (_tree_id(repo, before), _tree_id(repo, after))
+    assert [pair for pair in seen if pair[1:] == entering] == []  # what entered is what the merge wrote: no diff
+    learned = Comparisons(None)
+    learned.learn_commit(repo, after, archive.changes_of(after))
+    trees = [repo[commit].peel(pygit2.Tree) for commit in (before, after)]
+    assert learned.known(*trees) == layout.tree_delta(*trees, git_dir=archive.git_dir) != {}
     entered = changed_records(archive.repo[before].peel(pygit2.Tree), archive.repo[after].peel(pygit2.Tree))
     assert {message_path(message_id) for message_id in sent} <= set(entered)
     index = indexer_for(b.store).project(b.store.resolve(PROJECT))

@@ -317,9 +317,11 @@ class Archive:
     def changes_of(self, commit: str) -> list[tuple[str, bytes | None, bytes | None]] | None:
         """What a recent commit of this process changed, ``(path, blob before, blob after)`` in path order.
 
-        None for a commit this process did not make (or made long ago, or a
-        merge): then compare its trees. A busy day folder of tens of
-        thousands of files takes some 50 ms to compare; this answer is free.
+        None for a commit this process did not make (or made long ago): then
+        compare its trees. A busy day folder of tens of thousands of files
+        takes some 50 ms to compare; this answer is free. For a merge it is
+        what the merge changed over its first parent (what entered ``main``);
+        a reader that follows both parents compares them itself.
         """
         with self._changes_lock:
             return self._changes.get(commit)
@@ -450,9 +452,7 @@ class Archive:
                 parents.append(bytes.fromhex(merged))
             parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message,
                                                  sign=self.signer))
-            changed = editor.take_changes()
-            if not merged:  # a merge's changes are judged against both parents: derived state diffs those
-                made[parent.hex()] = changed
+            made[parent.hex()] = editor.take_changes()  # a merge's: over its first parent
             for item, change in group:
                 item.outcome = Committed(change.result, parent.hex(), attempt)
         assert parent is not None  # writers is not empty, so at least one commit was added

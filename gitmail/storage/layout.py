@@ -196,6 +196,25 @@ class Comparisons:
             self.computed += 1
         return found
 
+    def learn(self, base: pygit2.Tree | None, new: pygit2.Tree | None, files: Delta) -> None:
+        """Take ``files`` as what differs from ``base`` to ``new``: a step that made ``new`` knows it already."""
+        self._pairs.setdefault(self._key(base, new), files)
+
+    def learn_commit(self, repo: pygit2.Repository, commit: str,
+                     recorded: list[tuple[str, bytes | None, bytes | None]] | None) -> None:
+        """Learn what ``commit`` changed over its first parent from the engine's record of it (None: nothing known).
+
+        The engine writes every file as a plain file; a file that goes is
+        listed with the mode it had.
+        """
+        made = repo[commit].peel(pygit2.Commit)
+        if recorded is None or not made.parents:
+            return
+        before = made.parents[0].tree
+        self.learn(before, made.tree, {
+            path: (pygit2.Oid(raw=after), MODE_BLOB) if after is not None else (None, before[path].filemode)
+            for path, _, after in recorded})
+
     def known(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> Delta | None:
         """The files that differ from ``base`` to ``new`` if a step compared them already, else None."""
         return self._pairs.get(self._key(base, new))

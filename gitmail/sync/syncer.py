@@ -334,6 +334,8 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         merged: TreeMerge | None = committed.result
         if merged is None:
             continue
+        if committed.commit is not None:  # what entered main is what the merge wrote: findings and index read it
+            compared.learn_commit(archive.repo, committed.commit, archive.changes_of(committed.commit))
         if merged.newest_clock is not None:
             store.clock.observe(merged.newest_clock)
         records, messages = _count({**{path: "" if data is not None else None for path, data in merged.edits.items()},
