@@ -223,9 +223,9 @@ def compared_changes(compared: Comparisons | None, repo: pygit2.Repository, old:
                      new: str) -> list[RecordChange] | None:
     """What :func:`diff` would say, from the files another step compared already (None: none did).
 
-    A sync's findings compare what entered ``main``, the very pair its
-    catch-up needs; reading it again would double the cost of the widest
-    diff of the sync.
+    A sync knows what entered ``main`` (its merge's record, or its
+    findings' comparison), the very pair its catch-up needs; comparing it
+    again would double the cost of the widest diff of the sync.
     """
     if compared is None:
         return None
