@@ -35,6 +35,7 @@ from gitmail.model.records import (
 )
 from gitmail.storage.boundary import is_partial, read_pin, shallow_commits, window_entries
 from gitmail.storage.engine import Archive
+from gitmail.storage.layout import Comparisons
 from gitmail.storage.objects import MODE_TREE, Tree
 from gitmail.storage.rawdiff import NO_ID, diff_trees
 from gitmail.storage.treeedit import read_tree
@@ -216,6 +217,22 @@ def recorded_changes(archive: Archive, repo: pygit2.Repository, old: str, new: s
         if role is not None:
             changes.append(RecordChange(path, role, after.hex() if after else None))
     return fold_moves(changes)
+
+
+def compared_changes(compared: Comparisons | None, repo: pygit2.Repository, old: str,
+                     new: str) -> list[RecordChange] | None:
+    """What :func:`diff` would say, from the files another step compared already (None: none did).
+
+    A sync knows what entered ``main`` (its merge's record, or its
+    findings' comparison), the very pair its catch-up needs; comparing it
+    again would double the cost of the widest diff of the sync.
+    """
+    if compared is None:
+        return None
+    listed = compared.known(repo[old].peel(pygit2.Tree), repo[new].peel(pygit2.Tree))
+    if listed is None:
+        return None
+    return _records((path, None if blob is None else str(blob)) for path, (blob, _) in listed.items())
 
 
 def listing(repo: pygit2.Repository, commit: str | None) -> list[RecordChange]:

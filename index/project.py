@@ -30,10 +30,11 @@ from gitmail.model.errors import invalid, not_found
 from gitmail.model.records import Agent, Record, Reservation
 from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
+from gitmail.storage.layout import Comparisons
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import oversight, parse, reads
-from .changes import Trees, diff, is_ancestor, listing, recorded_changes
+from .changes import Trees, compared_changes, diff, is_ancestor, listing, recorded_changes
 from .history import MAX_ROWS, History
 from .meta import FORMAT, IndexUnavailable, Meta, MetaBusy, MetaCorrupt
 from .reservations import ActiveReservations, record_entry
@@ -185,15 +186,16 @@ class ProjectIndex:
         """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""
         return all(job.wait_idle(timeout) for job in (self.worker, self.drainer, self.merger))
 
-    def catch_up(self, tip: str | None = None) -> str | None:
+    def catch_up(self, tip: str | None = None, *, compared: Comparisons | None = None) -> str | None:
         """Bring all derived state up to ``tip`` (default: the archive's tip), now.
 
         Applies the tree diff from the watermark (or resynchronizes and
         rebuilds when history was rewritten), then has the search index take
         in everything queued. Waits for another writer of this process if one
-        is busy.
+        is busy. ``compared``: trees the caller compared already (a sync's
+        findings read what entered ``main``), taken instead of a diff.
         """
-        current = self._sync(tip)
+        current = self._sync(tip, compared=compared)
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
             self._rebuild_search()
@@ -209,7 +211,7 @@ class ProjectIndex:
         pending = self.meta.pending_count()
         return pending >= BULK_REBUILD_MIN and pending >= BULK_REBUILD_SHARE * self.meta.message_count()
 
-    def _sync(self, tip: str | None = None) -> str | None:
+    def _sync(self, tip: str | None = None, *, compared: Comparisons | None = None) -> str | None:
         target = tip or self.archive.tip()
         generation = self.meta.generation_now()
         if target == self._known_tip and generation == self._known_generation:
@@ -219,7 +221,7 @@ class ProjectIndex:
                 self._known_tip, self._known_generation = None, generation
                 self._memo, self._memo_tip = {}, None
             try:
-                reached = self._sync_locked(target)
+                reached = self._sync_locked(target, compared)
             except MetaCorrupt as exc:
                 reached = self._recover(exc, target)
             moved, self._known_tip = reached != self._known_tip, reached
@@ -244,7 +246,7 @@ class ProjectIndex:
         self.meta.set_state("search_rebuild", "1")
         return reached
 
-    def _sync_locked(self, target: str | None) -> str | None:
+    def _sync_locked(self, target: str | None, compared: Comparisons | None = None) -> str | None:
         repo = self.archive.repo
         for _ in range(8):
             watermark = self.meta.watermark()
@@ -254,6 +256,8 @@ class ProjectIndex:
             extra = None
             if known and is_ancestor(repo, *known):
                 recorded = recorded_changes(self.archive, repo, *known)
+                if recorded is None:
+                    recorded = compared_changes(compared, repo, *known)
                 changes = recorded if recorded is not None else diff(repo, watermark, target, trees=self._trees)
                 full = False
             elif known and is_ancestor(repo, known[1], known[0]):
@@ -559,15 +563,18 @@ class ProjectIndex:
         return self._cached(("reservations",), lambda: [
             entry[1].record for fields in reads.reservations(self.meta) if (entry := record_entry(fields)) is not None])
 
-    def active_reservations(self, snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+    def active_reservations(self, snapshot: Snapshot, at: dt.datetime, *,
+                            compared: Comparisons | None = None) -> list[Reservation]:
         """The reservations in force at ``at`` in exactly what ``snapshot`` sees (its queued edits included).
 
         Served from :class:`.reservations.ActiveReservations`, which moves from
         commit to commit by the diff of the reservations subtree, so a
         transaction can ask at no cost that grows with the history.
+        ``compared``: trees the caller compared already (see :meth:`catch_up`).
         """
         if not self.open_reservations.loaded:
-            self._sync()  # once per process: start from a current watermark, however long nobody followed
+            # Once per process: start from a current watermark, however long nobody followed.
+            self._sync(compared=compared)
         moment = at.timestamp()
         return [e.record for e in self.open_reservations.at(snapshot, moment).values() if e.active_at(moment)]
 

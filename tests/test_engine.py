@@ -326,6 +326,34 @@ def test_a_group_of_transactions_is_one_move_of_main_with_a_commit_per_author_an
     assert archive.transact_many([]) == []
 
 
+def test_a_link_puts_a_held_file_without_packing_it_again_and_later_transactions_read_it(archive):
+    archive.transact(lambda s: Change("first").put("kept/one", b"held bytes"))
+    blob = archive.repo[archive.tip()].peel(pygit2.Tree)["kept/one"].id
+    packs = set(os.listdir(os.path.join(archive.git_dir, "objects", "pack")))
+
+    def reader(snap):
+        assert snap.read("linked/two") == b"held bytes"  # queued before it in the same group
+        return Change("reader").put("seen", b"yes")
+
+    done = archive.transact_many([lambda s: Change("link", links={"linked/two": blob.raw}), reader])
+    assert done[-1].commit == archive.tip()
+    tree = archive.repo[archive.tip()].peel(pygit2.Tree)
+    assert tree["linked/two"].id == blob and tree["linked/two"].filemode == pygit2.GIT_FILEMODE_BLOB
+    (pack,) = {name for name in os.listdir(os.path.join(archive.git_dir, "objects", "pack"))
+               if name.endswith(".pack")} - packs
+    listed = git("verify-pack", "-v", os.path.join(archive.git_dir, "objects", "pack", pack))
+    assert str(blob) not in listed  # the held file was linked, not written again
+    assert git("--git-dir", archive.git_dir, "fsck", "--strict").strip() == ""
+
+
+def test_a_link_to_a_path_under_a_file_is_refused_and_nothing_changes(archive):
+    archive.transact(lambda s: Change("add").put("a/b", b"x"))
+    tip, blob = archive.tip(), archive.repo[archive.tip()].peel(pygit2.Tree)["a/b"].id
+    with pytest.raises(GitmailError) as info:
+        archive.transact(lambda s: Change("clash", links={"a/b/c": blob.raw}))
+    assert info.value.code == INVALID_ARGUMENT and archive.tip() == tip
+
+
 def test_unexpected_exception_reaches_only_its_caller(archive):
     def broken(snap):
         raise RuntimeError("bug")

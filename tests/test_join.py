@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -293,3 +294,19 @@ def test_a_message_older_than_the_window_asks_for_deepen_and_reads_after_it(worl
     assert j.archive.tip() == tip
     deepen(j.store, slug, since="all")
     assert Mail(j.store).get_message(PROJECT, old).message.subject == "news of day 03"
+
+
+def test_the_listing_of_what_fetched_commits_wrote_runs_git_as_a_fetch_does(world, tmp_path, monkeypatch):
+    """A window join's listing may make git fetch from the hub: it gets the remotes' environment, never a prompt."""
+    j, _ = _join(world)
+    real, runs = shutil.which("git"), tmp_path / "git-runs"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "$GIT_TERMINAL_PROMPT $LC_ALL $*" >> "{runs}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "1")  # this shell would let git ask for credentials
+    repo, boundary = j.archive.repo, sorted(shallow_commits(j.archive.git_dir))
+    assert commit_files(repo, j.archive.tip(), boundary) == walked_files(repo, j.archive.tip(), boundary) != set()
+    (listing_run,) = [line for line in runs.read_text().splitlines() if " log --raw " in line]
+    assert listing_run.startswith("0 C --git-dir ")

@@ -43,7 +43,7 @@ from .handles import open_repository, tree_has
 from .maintenance import Maintainer
 from .objects import COMMIT, CommitSigner, PackBuffer, Signature, encode_commit, fsync_dir
 from .operator import by_operator
-from .snapshot import Snapshot
+from .snapshot import Snapshot, blob_data
 from .treeedit import TreeEditor, check_path
 
 _log = logging.getLogger("gitmail.storage.engine")
@@ -71,6 +71,9 @@ class Change:
     author: str | None = None
     author_email: str | None = None  # default: ``<author>@gitmail``; a person writing gives their own
     edits: dict[str, bytes | None] = field(default_factory=dict)
+    # Files set to a version the repository holds already, by its raw id: a merge takes the other side's files
+    # so, neither reading them nor packing them again. A path is in ``edits`` or here, not both.
+    links: dict[str, bytes] = field(default_factory=dict)
     result: Any = None
     merge_parent: str | None = None  # a second parent: the commit this change merges in
     when: int | None = None  # the author's time (seconds since the epoch); default: now. An import gives the original
@@ -111,6 +114,34 @@ class _Pending:
 
 
 CommitListener = Callable[[str | None, str], None]
+
+
+def _run_functions(repo: pygit2.Repository, base: str | None,
+                   batch: list[_Pending]) -> tuple[dict[str, bytes | None], list[tuple[_Pending, Change]]]:
+    """Run each transaction of ``batch`` on ``base``, each seeing the edits queued before it: (them all, the changes).
+
+    A function that fails has its error kept for its caller alone.
+    """
+    overlay: dict[str, bytes | None] = {}
+    accepted: list[tuple[_Pending, Change]] = []
+    for item in batch:
+        item.error, item.change = None, None
+        try:
+            snapshot = Snapshot(repo, base, overlay.copy() if overlay else None)
+            change = item.fn(snapshot)
+            if not isinstance(change, Change):
+                raise TypeError(f"a transaction must return a Change, not {type(change).__name__}")
+            change.edits = snapshot.place(change.edits)  # where this archive's layout keeps each record
+            change.links = snapshot.place(change.links)
+        except BaseException as exc:  # noqa: BLE001 - reported to that caller only
+            item.error = exc
+            continue
+        item.change = change
+        overlay.update(change.edits)
+        if change.links and item is not batch[-1]:  # a transaction after it in this batch reads them
+            overlay.update({path: blob_data(repo, pygit2.Oid(raw=blob)) for path, blob in change.links.items()})
+        accepted.append((item, change))
+    return overlay, accepted
 
 
 class _Slot:
@@ -286,9 +317,11 @@ class Archive:
     def changes_of(self, commit: str) -> list[tuple[str, bytes | None, bytes | None]] | None:
         """What a recent commit of this process changed, ``(path, blob before, blob after)`` in path order.
 
-        None for a commit this process did not make (or made long ago, or a
-        merge): then compare its trees. A busy day folder of tens of
-        thousands of files takes some 50 ms to compare; this answer is free.
+        None for a commit this process did not make (or made long ago): then
+        compare its trees. A busy day folder of tens of thousands of files
+        takes some 50 ms to compare; this answer is free. For a merge it is
+        what the merge changed over its first parent (what entered ``main``);
+        a reader that follows both parents compares them itself.
         """
         with self._changes_lock:
             return self._changes.get(commit)
@@ -385,23 +418,8 @@ class Archive:
         repo = self.repo
         ref = _lookup(repo)
         base = str(ref.target) if ref is not None else None
-        overlay: dict[str, bytes | None] = {}
-        accepted: list[tuple[_Pending, Change]] = []
-        for item in batch:
-            item.error, item.change = None, None
-            try:
-                snapshot = Snapshot(repo, base, overlay.copy() if overlay else None)
-                change = item.fn(snapshot)
-                if not isinstance(change, Change):
-                    raise TypeError(f"a transaction must return a Change, not {type(change).__name__}")
-                change.edits = snapshot.place(change.edits)  # where this archive's layout keeps each record
-            except BaseException as exc:  # noqa: BLE001 - reported to that caller only
-                item.error = exc
-                continue
-            item.change = change
-            overlay.update(change.edits)
-            accepted.append((item, change))
-        writers = [(item, change) for item, change in accepted if change.edits or change.merge_parent]
+        overlay, accepted = _run_functions(repo, base, batch)
+        writers = [(item, change) for item, change in accepted if change.edits or change.links or change.merge_parent]
         if not writers:
             self._settle(batch, attempt)
             return _DONE
@@ -419,6 +437,8 @@ class Archive:
             for _, change in group:
                 for path, data in change.edits.items():
                     editor.set(path, data)
+                for path, blob in change.links.items():
+                    editor.link(path, blob)
             tree = editor.flush()
             author = group[0][1].author or SYSTEM_AUTHOR
             message = _commit_message(author, [change for _, change in group])
@@ -432,9 +452,7 @@ class Archive:
                 parents.append(bytes.fromhex(merged))
             parent = pack.add(COMMIT, encode_commit(tree, parents, signature, committer, message,
                                                  sign=self.signer))
-            changed = editor.take_changes()
-            if not merged:  # a merge's changes are judged against both parents: derived state diffs those
-                made[parent.hex()] = changed
+            made[parent.hex()] = editor.take_changes()  # a merge's: over its first parent
             for item, change in group:
                 item.outcome = Committed(change.result, parent.hex(), attempt)
         assert parent is not None  # writers is not empty, so at least one commit was added

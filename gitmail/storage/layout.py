@@ -163,8 +163,65 @@ class _Mover:
         return result
 
 
+Delta = dict[str, tuple[pygit2.Oid | None, int]]  # path -> (new id or None: gone, git file mode)
+
+
+class Comparisons:
+    """The tree pairs one operation compared, each compared once: handed from step to step, never kept after.
+
+    A sync compares the same trees in several steps (the fetch door's
+    record checks and the merge both read what a fetched tip adds over the
+    merge base; the reservation findings and the index's catch-up both read
+    what entered ``main``); each step asks this value, and only the first
+    ask of a pair runs the diff. Pairs are named by tree ids, so a commit
+    and another with the same tree share theirs. ``computed`` counts the
+    diffs run, for a caller (or a test) to see that none ran twice.
+    """
+
+    def __init__(self, git_dir: str | None) -> None:
+        self.git_dir = git_dir  # let git compare (see :func:`~.snapshot.tree_delta`); None: libgit2
+        self.computed = 0
+        self._pairs: dict[tuple[bytes | None, bytes | None], Delta] = {}
+
+    @staticmethod
+    def _key(base: pygit2.Tree | None, new: pygit2.Tree | None) -> tuple[bytes | None, bytes | None]:
+        return (base.id.raw if base is not None else None, new.id.raw if new is not None else None)
+
+    def files(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> Delta:
+        """The files that differ from ``base`` to ``new`` (as :func:`~.snapshot.tree_delta`); read-only."""
+        key = self._key(base, new)
+        found = self._pairs.get(key)
+        if found is None:
+            found = self._pairs[key] = tree_delta(base, new, git_dir=self.git_dir)
+            self.computed += 1
+        return found
+
+    def learn(self, base: pygit2.Tree | None, new: pygit2.Tree | None, files: Delta) -> None:
+        """Take ``files`` as what differs from ``base`` to ``new``: a step that made ``new`` knows it already."""
+        self._pairs.setdefault(self._key(base, new), files)
+
+    def learn_commit(self, repo: pygit2.Repository, commit: str,
+                     recorded: list[tuple[str, bytes | None, bytes | None]] | None) -> None:
+        """Learn what ``commit`` changed over its first parent from the engine's record of it (None: nothing known).
+
+        The engine writes every file as a plain file; a file that goes is
+        listed with the mode it had.
+        """
+        made = repo[commit].peel(pygit2.Commit)
+        if recorded is None or not made.parents:
+            return
+        before = made.parents[0].tree
+        self.learn(before, made.tree, {
+            path: (pygit2.Oid(raw=after), MODE_BLOB) if after is not None else (None, before[path].filemode)
+            for path, _, after in recorded})
+
+    def known(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> Delta | None:
+        """The files that differ from ``base`` to ``new`` if a step compared them already, else None."""
+        return self._pairs.get(self._key(base, new))
+
+
 def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
-                    git_dir: str | None = None) -> dict[str, pygit2.Oid | None]:
+                    git_dir: str | None = None, compared: Comparisons | None = None) -> dict[str, pygit2.Oid | None]:
     """Records that differ from tree ``base`` to tree ``new``: path -> blob in ``new`` (None: gone).
 
     Each path is where the record sits at layout ``named_at`` (default:
@@ -174,15 +231,17 @@ def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_
     change at its new path. A file that sits against its tree's layout (a
     layout-1 path in a layout-2 tree) is listed at its own path, for the
     record checker to refuse. ``git_dir``: let git compare the trees (see
-    :func:`~.snapshot.tree_delta`).
+    :func:`~.snapshot.tree_delta`); ``compared``: take the files that differ
+    from it, which compares each pair once (its own ``git_dir`` applies).
     """
-    return {path: blob for path, (blob, _) in record_delta(base, new, named_at=named_at, git_dir=git_dir).items()}
+    delta = record_delta(base, new, named_at=named_at, git_dir=git_dir, compared=compared)
+    return {path: blob for path, (blob, _) in delta.items()}
 
 
 def record_delta(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
-                 git_dir: str | None = None) -> dict[str, tuple[pygit2.Oid | None, int]]:
+                 git_dir: str | None = None, compared: Comparisons | None = None) -> Delta:
     """As :func:`changed_records`, with each entry's git file mode (see :func:`~.snapshot.tree_delta`)."""
-    raw = tree_delta(base, new, git_dir=git_dir)
+    raw = compared.files(base, new) if compared is not None else tree_delta(base, new, git_dir=git_dir)
     before, after = tree_layout(base), tree_layout(new)
     at = after if named_at is None else named_at
     if before == after == at:

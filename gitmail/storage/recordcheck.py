@@ -113,7 +113,7 @@ from gitmail.model.records import (
 )
 
 from .handles import tree_entry
-from .layout import record_delta
+from .layout import Comparisons, record_delta
 from .snapshot import blob_data, blob_in, tree_layout
 
 DOORS = ("hub", "archive", "fetch")  # a shared hub's push, a push into an archive, a sync's fetch
@@ -492,16 +492,19 @@ class Checker:
 
     # -- trees ------------------------------------------------------------------
     def check_trees(self, base: pygit2.Tree | None, new: pygit2.Tree | None, *, new_commit: str | None = None,
-                    main: pygit2.Tree | None = None, before: str = "<the commit before>") -> list[Rejection]:
+                    main: pygit2.Tree | None = None, before: str = "<the commit before>",
+                    compared: Comparisons | None = None) -> list[Rejection]:
         """The refused changes from tree ``base`` to tree ``new``, by path.
 
         ``new_commit`` is the commit holding ``new`` (repairs that restore an
         earlier version are checked against its history); ``main`` is the
         tree the change would join (an agent folder it adds must not differ
         only in case from one there either); ``before`` names the base in
-        the advice given.
+        the advice given; ``compared``: the trees the caller's other steps
+        compare (a sync's merge reads the same pair again).
         """
-        delta = record_delta(base, new, git_dir=self.repo.path)  # a door takes in whole ranges: git compares
+        # A door takes in whole ranges: git compares.
+        delta = record_delta(base, new, git_dir=self.repo.path, compared=compared)
         changes = {path: blob for path, (blob, _) in delta.items()}
         repairs = self._repairs(changes, new_commit)
         removed_agents = {match.group(1) for path, blob in changes.items()

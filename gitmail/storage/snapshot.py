@@ -33,6 +33,7 @@ from .handles import tree_entry
 from .rawdiff import NO_ID, diff_trees
 
 R = TypeVar("R", bound=Record)
+_Edit = TypeVar("_Edit", bytes | None, bytes)  # an edit by content (None: gone), or by the id of a blob held already
 
 _PARSED_MAX = 4096
 _parsed: dict[tuple[type, str, bytes], Record] = {}
@@ -163,7 +164,7 @@ class Snapshot:
             return path
         return placed(path, layout)
 
-    def place(self, edits: dict[str, bytes | None]) -> dict[str, bytes | None]:
+    def place(self, edits: dict[str, _Edit]) -> dict[str, _Edit]:
         """``edits`` named by newest-layout paths, at the paths this archive keeps them (what the engine writes).
 
         Nothing is written into an archive at a layout this version does not know.

@@ -143,9 +143,22 @@ class TreeEditor:
 
     def set(self, path: str, data: bytes | None) -> None:
         """Put ``data`` at ``path`` (None deletes it); folders appear and vanish as needed."""
+        self._put(path, data, None)
+
+    def link(self, path: str, blob: bytes) -> None:
+        """Put the file the repository already holds as ``blob`` (its raw id) at ``path``, without reading it.
+
+        What a merge does with the files it takes from the other side as
+        they are: reading and packing them again would cost as much as
+        writing them anew.
+        """
+        self._put(path, None, blob)
+
+    def _put(self, path: str, data: bytes | None, blob: bytes | None) -> None:
+        """Put ``blob``, or ``data``, at ``path``; neither deletes it."""
+        deleting = data is None and blob is None
         parts = check_path(path).split("/")
         node = self.root
-        trail = [node]
         for depth, name in enumerate(parts[:-1]):
             entries = self._entries(node)
             child = node.children.get(name)
@@ -154,17 +167,16 @@ class TreeEditor:
                 if existing is not None and existing[0] != MODE_TREE:
                     raise invalid(f"{'/'.join(parts[: depth + 1])} is a file, so {path} cannot be created",
                                   field="path")
-                if existing is None and data is None:
+                if existing is None and deleting:
                     return  # deleting under a folder that does not exist
                 child = _Node(existing[1] if existing else None)
                 node.children[name] = child
             node.oid = None
             node = child
-            trail.append(node)
         entries = self._entries(node)
         leaf = parts[-1]
         current = entries.get(leaf)
-        if data is None:
+        if deleting:
             if leaf in node.children:
                 raise invalid(f"{path} is a folder, not a file", field="path")
             entries.pop(leaf)
@@ -172,7 +184,7 @@ class TreeEditor:
         else:
             if leaf in node.children or (current is not None and current[0] == MODE_TREE):
                 raise invalid(f"{path} is a folder, so a file cannot be written there", field="path")
-            new = self.pack.add(BLOB, data)
+            new = blob if blob is not None else self.pack.add(BLOB, data or b"")
             entries.set(leaf, MODE_BLOB, new)
         node.oid = None
         old = current[1] if current is not None and current[0] != MODE_TREE else None

@@ -63,7 +63,7 @@ from gitmail.model.records import (
     tombstone_path,
 )
 from gitmail.storage.handles import tree_entry, tree_has
-from gitmail.storage.layout import changed_records
+from gitmail.storage.layout import Comparisons, changed_records
 from gitmail.storage.objects import BLOB, object_id
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
 
@@ -441,13 +441,29 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
 
 @dataclass
 class TreeMerge:
-    """A merge of ``theirs`` into ``ours``: edits to apply to ours, and what it found."""
+    """A merge of ``theirs`` into ``ours``: edits to apply to ours, and what it found.
+
+    ``edits`` holds what the rules wrote (merged content, conflict records)
+    and what goes; ``taken`` holds the files only ``theirs`` changed, by the
+    id of its version: the merge takes them as they are, without reading
+    them (a bulk arrival is thousands of them). A path is in one or neither.
+    """
 
     base: str | None
     edits: dict[str, bytes | None] = field(default_factory=dict)
+    taken: dict[str, pygit2.Oid] = field(default_factory=dict)
     conflicts: list[Conflict] = field(default_factory=list)
     incoming: Counter = field(default_factory=Counter)  # files taken in, by role
     newest_clock: HLC | None = None
+
+    def written(self) -> set[str]:
+        """Every path the merge writes a file at (taken or by the rules)."""
+        return {path for path, data in self.edits.items() if data is not None} | self.taken.keys()
+
+    def remove(self, path: str) -> None:
+        """Have the merge delete ``path`` whatever it would have written there."""
+        self.taken.pop(path, None)
+        self.edits[path] = None
 
     def observe(self, data: bytes | None) -> None:
         seen = clock_of(data)
@@ -464,7 +480,7 @@ def _blob(tree: pygit2.Tree | None, path: str) -> bytes | None:
     return blob.data if blob is not None else None
 
 
-def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
+def merge_commits(repo: pygit2.Repository, ours: str, theirs: str, *, compared: Comparisons | None = None) -> TreeMerge:
     """Merge commit ``theirs`` into commit ``ours`` by the record rules.
 
     The three trees may be at different layouts (a merge base from before a
@@ -472,7 +488,8 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     edits name them by the newest layout's paths (the engine writes them where
     ``ours`` keeps them), so records the other side wrote at an older layout's
     paths arrive at ours. ``ours`` must be at a layout at least as new as
-    ``theirs`` (a sync migrates it first).
+    ``theirs`` (a sync migrates it first). ``compared``: the trees the
+    caller's other steps compare (a sync's check read what ``theirs`` adds).
     """
     base_oid = repo.merge_base(ours, theirs)
     base = str(base_oid) if base_oid is not None else None
@@ -480,17 +497,22 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
     if tree_layout(ours_tree) < tree_layout(theirs_tree):
         raise ValueError(f"{ours[:12]} is at an older layout than {theirs[:12]}: migrate it before merging")
     was, now = tree_layout(base_tree), tree_layout(ours_tree)
-    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT, git_dir=repo.path)
-    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT, git_dir=repo.path)
+    compared = compared if compared is not None else Comparisons(repo.path)
+    ours_changed = changed_records(base_tree, ours_tree, named_at=LAYOUT, compared=compared)
+    theirs_changed = changed_records(base_tree, theirs_tree, named_at=LAYOUT, compared=compared)
     merge = TreeMerge(base)
     for path, theirs_id in theirs_changed.items():
         role = role_of(path)
-        theirs_data = blob_data(repo, theirs_id) if theirs_id else None
-        if path not in ours_changed:
-            merge.edits[path] = theirs_data
+        data: bytes | None = None
+        if path not in ours_changed and theirs_id is not None:
+            merge.taken[path] = theirs_id  # only theirs changed it: its version, not read unless clocked
+            data = blob_data(repo, theirs_id) if role in CLOCKED_ROLES else None
+        elif path not in ours_changed:
+            merge.edits[path] = None
         else:
             if ours_changed[path] == theirs_id:
                 continue
+            theirs_data = blob_data(repo, theirs_id) if theirs_id else None
             here = placed(path, now)  # where ours keeps it: a conflict record names the file there
             ours_data = _blob(ours_tree, here)
             result = merge_file(here, _blob(base_tree, placed(path, was)), ours_data, theirs_data)
@@ -501,10 +523,10 @@ def merge_commits(repo: pygit2.Repository, ours: str, theirs: str) -> TreeMerge:
                     merge.edits[conflict_path] = result.conflict.to_bytes()
             if result.content == ours_data:
                 continue
-            merge.edits[path] = result.content
+            merge.edits[path] = data = result.content
         merge.incoming[role or "other"] += 1
         if role in CLOCKED_ROLES:
-            merge.observe(merge.edits[path])
+            merge.observe(data)
     _apply_tombstones(merge, ours_tree, theirs_tree, ours_changed, theirs_changed)
     return merge
 
@@ -513,7 +535,7 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
                       ours_changed: dict[str, pygit2.Oid | None], theirs_changed: dict[str, pygit2.Oid | None]) -> None:
     """Remove a tombstoned message, its copies and its receipts from the merged tree."""
     if not (_exists(ours_tree, TOMBSTONES) or _exists(theirs_tree, TOMBSTONES)
-            or any(role_of(path) == "tombstone" for path in merge.edits)):
+            or any(role_of(path) == "tombstone" for path in (*merge.edits, *merge.taken))):
         return  # nothing was ever purged: the common case costs three lookups
 
     ours_layout, theirs_layout = tree_layout(ours_tree), tree_layout(theirs_tree)
@@ -521,15 +543,15 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
     def present(path: str) -> bool:
         if path in merge.edits:
             return merge.edits[path] is not None
-        return _exists(ours_tree, placed(path, ours_layout))
+        return path in merge.taken or _exists(ours_tree, placed(path, ours_layout))
 
     purged: set[str] = set()  # message ids
     for changed in (ours_changed, theirs_changed):
         for path, blob in changed.items():
             if blob is not None and role_of(path) == "tombstone":
                 purged.add(_record_id(path))
-    for path, data in merge.edits.items():
-        if data is None or role_of(path) not in _MESSAGE_ROLES:
+    for path in merge.written():
+        if role_of(path) not in _MESSAGE_ROLES:
             continue
         message_id = _record_id(path)
         if message_id not in purged:
@@ -542,7 +564,7 @@ def _apply_tombstones(merge: TreeMerge, ours_tree: pygit2.Tree | None, theirs_tr
     for message_id in purged:
         for path in message_files(message_id, agents):
             if present(path):
-                merge.edits[path] = None
+                merge.remove(path)
 
 
 def _record_id(path: str) -> str:
@@ -570,7 +592,9 @@ def merged_records(repo: pygit2.Repository, ours: str, theirs: str) -> dict[str,
 
     The rule :mod:`gitmail.storage.authorship` judges merge commits by: a
     merge holds only these versions and its parents' (empty when the two
-    cannot be merged as they are, ``ours`` being at an older layout).
+    cannot be merged as they are, ``ours`` being at an older layout). The
+    files it takes from ``theirs`` as they are are its second parent's
+    versions, which that rule accepts by themselves: they are not listed.
     """
     try:
         return merge_commits(repo, ours, theirs).edits

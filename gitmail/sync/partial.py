@@ -26,8 +26,6 @@ of the repository), never one by one.
 
 from __future__ import annotations
 
-import subprocess
-
 import pygit2
 
 from gitmail.storage.boundary import is_partial, pinned_boundaries, read_pin, shallow_commits, write_pin
@@ -36,7 +34,7 @@ from gitmail.storage.layout import changed_records
 from gitmail.storage.rawdiff import NO_ID, read_raw
 from gitmail.storage.treeedit import changed_files
 
-from .remotes import git
+from .remotes import git, git_output
 
 _FILE_MODES = frozenset({0o100644, 0o100755, 0o120000})  # files and links; a gitlink names a commit
 DEEPEN_STEPS = (64, 1024, 16384)  # commits added below the boundary per step, before the history is fetched whole
@@ -100,13 +98,15 @@ def commit_files(repo: pygit2.Repository, tip: str, hide: list[str]) -> set[str]
 
     One ``git log --raw`` lists each commit's changes over each parent (a
     commit without parents here, a boundary, over nothing), from the trees
-    alone: no file is read, so none is fetched by asking. Should git fail,
-    each commit is compared with each parent folder by folder, skipping the
-    folders with the same id on both sides.
+    alone: no file is read, so none is fetched by asking. git runs as every
+    git that may reach the hub does (:func:`.remotes.git_env`): should it
+    need an object the window left out, it asks the hub as a fetch would,
+    never a terminal. Should git fail, each commit is compared with each
+    parent folder by folder, skipping the folders with the same id on both
+    sides.
     """
-    listed = subprocess.run(["git", "--git-dir", repo.path, "log", "--raw", "-z", "-r", "--root", "--no-renames",
-                             "--no-abbrev", "--diff-merges=separate", "--format=", tip,
-                             *[f"^{commit}" for commit in hide]], capture_output=True, check=False)
+    listed = git_output(repo.path, "log", "--raw", "-z", "-r", "--root", "--no-renames", "--no-abbrev",
+                        "--diff-merges=separate", "--format=", tip, *[f"^{commit}" for commit in hide])
     if listed.returncode == 0:
         return {blob for change in read_raw(listed.stdout) if not isinstance(change, str)
                 for mode, blob in ((change.old_mode, change.old_id), (change.new_mode, change.new_id))

@@ -35,6 +35,7 @@ from gitmail.model.errors import GitmailError
 from gitmail.model.records import placed
 from gitmail.storage.authorship import NO_RULES, Rules, writes_refused
 from gitmail.storage.engine import Archive
+from gitmail.storage.layout import Comparisons
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.recordcheck import Checker, Rejection, misplaced
 from gitmail.storage.snapshot import blob_data, blob_in, tree_layout
@@ -63,13 +64,17 @@ class Checked:
     rejected: list[Rejection] = field(default_factory=list)
 
 
-def check_tip(archive: Archive, checker: Checker, tip: str, label: str, *, rules: Rules = NO_RULES) -> Checked:
-    """Judge ``tip`` against the local main; build its valid part if some changes are refused."""
+def check_tip(archive: Archive, checker: Checker, tip: str, label: str, *, rules: Rules = NO_RULES,
+              compared: Comparisons | None = None) -> Checked:
+    """Judge ``tip`` against the local main; build its valid part if some changes are refused.
+
+    ``compared`` holds the trees this sync compares (its merge reads the same pair).
+    """
     repo = archive.repo
     ours = archive.tip()
     base = checker.base_of(tip, ours)
     rejected = checker.check_trees(_tree(repo, base), _tree(repo, tip), new_commit=tip, main=_tree(repo, ours),
-                                   before=base[:12] if base else "<the commit before>")
+                                   before=base[:12] if base else "<the commit before>", compared=compared)
     if not rejected:
         return Checked(label, tip, base, tip)
     # The valid part is signed here: what this node may not write in its own name stays aside too.

@@ -37,17 +37,32 @@ def tracking_nodes(remote: str) -> str:
     return f"refs/remotes/{remote}/nodes"
 
 
+def git_env() -> dict[str, str]:
+    """The environment every git run that may reach a remote gets: the caller's, never a prompt, git's own words.
+
+    A repository that joined with a window fetches what it lacks from its
+    hub by itself (git's promisor remote), from any git command that reads
+    it: such a command must reach the hub as a fetch does.
+    """
+    return dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+
+
 def git(git_dir: str, *args: str, check: bool = True, timeout: float = 300,
         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the system git on a repository; SYNC_FAILED (with git's own words) if it fails and ``check``."""
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, env=git_env(),
                           timeout=timeout, input=stdin)
     if check and proc.returncode != 0:
         raise GitmailError(SYNC_FAILED, f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}; "
                            "check the remote's URL and your access to it, then sync again",
                            {"command": ["git", *args], "exit_code": proc.returncode})
     return proc
+
+
+def git_output(git_dir: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+    """Run the system git on a repository as :func:`git` does, for a listing read as bytes; the caller checks it."""
+    return subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, env=git_env(), timeout=timeout,
+                          check=False)
 
 
 def add_remote(store: Store, project: str, name: str, url: str) -> dict[str, str]:

@@ -64,7 +64,7 @@ from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
 from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
 from gitmail.storage.engine import MAIN, Archive, Change
-from gitmail.storage.layout import changed_records, migrate
+from gitmail.storage.layout import Comparisons, changed_records, migrate
 from gitmail.storage.nodes import read_pins, trusted_keyring
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
@@ -279,16 +279,20 @@ def _observe(store: Store, repo: pygit2.Repository, changes: dict[str, pygit2.Oi
         store.clock.observe(newest)
 
 
-def integrate(store: Store, archive: Archive, theirs: str | None, label: str, result: SyncResult) -> None:
+def integrate(store: Store, archive: Archive, theirs: str | None, label: str, result: SyncResult, *,
+              compared: Comparisons | None = None) -> None:
     """Bring the commit ``theirs`` (named ``label`` in the merge commit) into the local main.
 
     When the two are at different layouts, the older side moves to the newer
     one: the local archive by a migration commit of its own before the merge
     (exactly what ``gitmail migrate`` makes), the other side within the merge,
     which takes what it wrote in at the newer layout's paths and so migrates
-    it when pushed.
+    it when pushed. ``compared`` holds the trees the sync's other steps
+    compare (the check read what ``theirs`` adds; the findings read what
+    enters ``main``).
     """
     repo = archive.repo
+    compared = compared if compared is not None else Comparisons(repo.path)
     if theirs is None:
         return
     newer = tree_layout(_commit_tree(repo, theirs))
@@ -298,7 +302,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
             return
         if ours is None or repo.descendant_of(theirs, ours):
             start = ours if ours is not None else joined_from(archive, theirs)  # a window join: from its boundary
-            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs), git_dir=repo.path)
+            changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs), compared=compared)
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
                 records, messages = _count(changes)
@@ -318,20 +322,24 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
             if (tip == theirs or tip is None or here.descendant_of(tip, theirs) or here.descendant_of(theirs, tip)
                     or snapshot.layout < newer):
                 return Change("nothing to merge", result=None)  # settled by the caller's next look
-            merged = merge_commits(here, tip, theirs)
+            merged = merge_commits(here, tip, theirs, compared=compared)
             subject = f"Merge {label}: {sum(merged.incoming.values())} files in"
             if merged.conflicts:
                 subject += f", {len(merged.conflicts)} conflict(s) kept under conflicts/"
             # The paths come from git trees; the engine's tree editor checks each one as it applies it.
-            return Change(subject, edits=merged.edits, result=merged, merge_parent=theirs)
+            return Change(subject, edits=merged.edits, links={path: blob.raw for path, blob in merged.taken.items()},
+                          result=merged, merge_parent=theirs)
 
         committed = archive.transact(merge)
         merged: TreeMerge | None = committed.result
         if merged is None:
             continue
+        if committed.commit is not None:  # what entered main is what the merge wrote: findings and index read it
+            compared.learn_commit(archive.repo, committed.commit, archive.changes_of(committed.commit))
         if merged.newest_clock is not None:
             store.clock.observe(merged.newest_clock)
-        records, messages = _count({path: "" if data is not None else None for path, data in merged.edits.items()})
+        records, messages = _count({**{path: "" if data is not None else None for path, data in merged.edits.items()},
+                                    **dict.fromkeys(merged.taken, "")})
         result.records_in += records
         result.messages_in += messages
         result.merges += 1
@@ -425,7 +433,8 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
         names = list(remotes)
     ensure_gitattributes(archive)
     slug = store.resolve(project)
-    results = [_sync_recorded(store, archive, slug, name, max_rounds, progress) for name in names]
+    compared = Comparisons(archive.git_dir)  # every step of this sync compares each pair of trees once
+    results = [_sync_recorded(store, archive, slug, name, max_rounds, progress, compared=compared) for name in names]
     report = SyncReport(slug, results)
     # What came in may hold relays still owed (a send cut short here or elsewhere), or bring a project they
     # were waiting for: complete them now, by their message ids, so nothing is lost or doubled.
@@ -433,15 +442,18 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
     if catch_up_index and any(result.records_in for result in results):
         if progress is not None:
             progress("", "index")
-        report.index = catch_up(store, slug)
+        report.index = catch_up(store, slug, compared=compared)
     return report
 
 
-def catch_up(store: Store, project: str) -> dict[str, Any]:
-    """Have the project's index take in the tip now; how long it took, and what search still lacks."""
+def catch_up(store: Store, project: str, *, compared: Comparisons | None = None) -> dict[str, Any]:
+    """Have the project's index take in the tip now; how long it took, and what search still lacks.
+
+    ``compared``: the trees the sync compared; what entered ``main`` is read from there, not compared again.
+    """
     started = time.monotonic()
     index = indexer_for(store).project(project)
-    tip = index.catch_up()
+    tip = index.catch_up(compared=compared)
     behind = index.meta.pending_count()
     out: dict[str, Any] = {"tip": tip, "caught_up": behind == 0, "seconds": round(time.monotonic() - started, 4)}
     if behind:
@@ -450,13 +462,13 @@ def catch_up(store: Store, project: str) -> dict[str, Any]:
 
 
 def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int,
-                   progress: Progress | None) -> SyncResult:
+                   progress: Progress | None, *, compared: Comparisons) -> SyncResult:
     """Sync with one remote, keeping its sync state; a failure becomes the result's error."""
     result = SyncResult(project=slug, remote=remote)
     started = time.monotonic()
     record_attempt(archive, remote, store.clock.now_ts())
     try:
-        _sync_one(store, archive, remote, max_rounds, result, progress)
+        _sync_one(store, archive, remote, max_rounds, result, progress, compared=compared)
     except GitmailError as exc:
         result.error = exc.to_dict()
     except (OSError, subprocess.SubprocessError) as exc:
@@ -474,7 +486,7 @@ def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_r
 
 
 def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, result: SyncResult,
-              progress: Progress | None) -> None:
+              progress: Progress | None, *, compared: Comparisons) -> None:
     repo = archive.repo
     before = archive.tip()
 
@@ -500,14 +512,14 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                       pinned=pinned)
         verdicts = VerdictCache(store.paths(result.project).derived)  # shared with `gitmail verify`
         checked = [item for label, tip in commits.items()
-                   for item in _check(archive, checker, trust, tip, label, verdicts)]
+                   for item in _check(archive, checker, trust, tip, label, verdicts, compared=compared)]
         step("merge")
         for item in checked:
-            integrate(store, archive, item.merge, item.label, result)
+            integrate(store, archive, item.merge, item.label, result, compared=compared)
         result.quarantine_ref = keep_aside(archive, remote, checked)
         result.quarantined = refused + [{**rejection.to_dict(), "source": item.label}
                                         for item in checked for rejection in item.rejected]
-        _findings(store, archive, before, result)
+        _findings(store, archive, before, result, compared=compared)
         ours = archive.tip()
         result.tip = ours
         if ours is None or ours == theirs:
@@ -521,7 +533,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
                 time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
-        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), git_dir=repo.path)
+        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), compared=compared)
         result.records_out, result.messages_out = _count(changes)
         result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
         return
@@ -554,7 +566,7 @@ def _commits_only(repo: pygit2.Repository,
 
 
 def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: str,
-           verdicts: VerdictCache) -> list[Checked]:
+           verdicts: VerdictCache, *, compared: Comparisons) -> list[Checked]:
     """A fetched tip, checked unless the local main has it already: what of it may come in, and what may not.
 
     Every commit it brings is judged first by who signed it
@@ -571,30 +583,31 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
     judged = judge_range(repo, tip, [ours] if ours else [], trust, verdicts=verdicts.known, rules=SYNC_RULES)
     verdicts.add(judged.checked.items())
     if tip not in judged.tainted:  # nothing refused, or only commits a repair merge mended
-        return [check_tip(archive, checker, tip, label, rules=SYNC_RULES)]
+        return [check_tip(archive, checker, tip, label, rules=SYNC_RULES, compared=compared)]
     good = judged.acceptable()
     parents = {str(parent) for commit in good for parent in repo[commit].peel(pygit2.Commit).parent_ids}
     heads = [commit for commit in good if commit not in parents]
-    out = [check_tip(archive, checker, head, label, rules=SYNC_RULES) for head in heads]
+    out = [check_tip(archive, checker, head, label, rules=SYNC_RULES, compared=compared) for head in heads]
     last = judged.order[-1]
     out.append(Checked(label, last, checker.base_of(last, ours), None, file_rejections(repo, judged)))
     return out
 
 
-def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult) -> None:
+def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult, *,
+              compared: Comparisons) -> None:
     """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
     repo = archive.repo
     after = archive.tip()
     if after == before or after is None:
         return
     start = before if before is not None else joined_from(archive, after)  # a window join: from its boundary
-    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after), git_dir=repo.path)
+    entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after), compared=compared)
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
     if not arrived:
         return
     in_force = indexer_for(store).project(result.project).active_reservations(archive.snapshot(after),
-                                                                              store.clock.now())
+                                                                              store.clock.now(), compared=compared)
     pairs = overlapping_reservations(in_force, arrived)
     result.overlaps = [overlap_view(pair) for pair in pairs]
     send_notices(archive, pairs)

@@ -1,0 +1,203 @@
+"""One sync compares each pair of trees once: the check, the merge, the findings and the index share the diffs.
+
+The steps of a sync read the same changes: the fetch door's record checks
+and the merge both read what a fetched tip adds over the merge base; the
+reservation findings and the index's catch-up both read what entered
+``main``. They hand a :class:`~gitmail.storage.layout.Comparisons` from step
+to step. These tests watch every tree comparison a sync asks for (the
+record-level one of :mod:`gitmail.storage.layout` and the index's own) and
+check that no pair is compared twice, while what the sync does (the records
+merged, the findings, the index) stays what it was.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections import Counter
+
+import pygit2
+import pytest
+
+from gitmail import Store
+from gitmail.index import project as index_project
+from gitmail.index.indexer import indexer_for
+from gitmail.mail.facade import Mail
+from gitmail.model.records import message_path
+from gitmail.storage import layout
+from gitmail.storage.layout import Comparisons, changed_records
+from gitmail.sync.merge import merge_commits
+from gitmail.sync.remotes import add_remote, list_remotes
+from gitmail.sync.syncer import fetch_remote, sync_project
+
+from .sync_helpers import PROJECT, hub_pair, mail_machine
+
+Pair = tuple[str, str | None, str | None]  # (who compared, old tree, new tree)
+
+
+def _tree_id(repo: pygit2.Repository, commit: str | None) -> str | None:
+    return str(repo[commit].peel(pygit2.Tree).id) if commit else None
+
+
+def _judging_signers() -> bool:
+    """Whether the signature judge asks: it compares each fetched commit with its parent, on its own."""
+    return any(frame.filename.endswith(os.path.join("storage", "authorship.py")) for frame in traceback.extract_stack())
+
+
+def _watch(monkeypatch: pytest.MonkeyPatch) -> list[Pair]:
+    """Every tree pair the sync's steps compare from now on (the record-level diff's and the index's), each delegating.
+
+    The signature judge's comparisons of single commits are left out: they
+    are not the steps that share their diffs.
+    """
+    seen: list[Pair] = []
+    files, index_diff = layout.tree_delta, index_project.diff
+
+    def tree_delta(old, new, *, git_dir=None):
+        if not _judging_signers():
+            seen.append(("files", str(old.id) if old is not None else None, str(new.id) if new is not None else None))
+        return files(old, new, git_dir=git_dir)
+
+    def diff(repo, old, new, *, trees=None):
+        seen.append(("index", _tree_id(repo, old), _tree_id(repo, new)))
+        return index_diff(repo, old, new, trees=trees)
+
+    monkeypatch.setattr(layout, "tree_delta", tree_delta)
+    monkeypatch.setattr(index_project, "diff", diff)
+    return seen
+
+
+def _twice(seen: list[Pair]) -> list[tuple[str | None, str | None]]:
+    """The tree pairs compared more than once, whichever step compared them."""
+    counts = Counter((old, new) for _, old, new in seen)
+    return [pair for pair, n in counts.items() if n > 1]
+
+
+def _machines(tmp_path) -> tuple[Mail, Mail]:
+    """Two machines on a checked hub sharing the project, each with an agent only it writes for."""
+    _, first, second = hub_pair(str(tmp_path))
+    first.register("Nova")
+    second.register("Orbit")
+    for machine in (first, second, first):
+        sync_project(machine.store, PROJECT)
+    return Mail(first.store), Mail(second.store)
+
+
+def _restarted(mail: Mail) -> Mail:
+    """The machine with its index caught up, as a new process opens it: no index follows its commits yet.
+
+    So nothing but the sync's own catch-up takes in what the sync brings
+    (an index already open follows every commit in the background).
+    """
+    indexer_for(mail.store).project(mail.store.resolve(PROJECT)).catch_up()
+    indexer_for(mail.store).close()
+    return Mail(Store(mail.store.home, background=False, durable=False))
+
+
+def test_a_merging_sync_compares_each_pair_once_and_the_index_reads_what_entered(tmp_path, monkeypatch):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", "body").deliveries[0].payload.id
+            for n in range(3)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
+    b = _restarted(b)
+    archive = b.store.archive(PROJECT)
+    before = archive.tip()
+
+    seen = _watch(monkeypatch)
+    report = sync_project(b.store, PROJECT)
+
+    (result,) = report.results
+    assert result.error is None and result.merges == 1 and result.messages_in == 3
+    after = archive.tip()
+    assert _twice(seen) == []
+    assert [who for who, _, _ in seen].count("index") == 0  # the catch-up took the findings' comparison
+    repo = archive.repo
+    entering = (_tree_id(repo, before), _tree_id(repo, after))
+    assert [pair for pair in seen if pair[1:] == entering] == []  # what entered is what the merge wrote: no diff
+    learned = Comparisons(None)
+    learned.learn_commit(repo, after, archive.changes_of(after))
+    trees = [repo[commit].peel(pygit2.Tree) for commit in (before, after)]
+    assert learned.known(*trees) == layout.tree_delta(*trees, git_dir=archive.git_dir) != {}
+    entered = changed_records(archive.repo[before].peel(pygit2.Tree), archive.repo[after].peel(pygit2.Tree))
+    assert {message_path(message_id) for message_id in sent} <= set(entered)
+    index = indexer_for(b.store).project(b.store.resolve(PROJECT))
+    assert report.index["caught_up"] and index.meta.watermark() == after
+    assert index.meta.message_count() == 4
+    inbox = b.fetch_inbox(PROJECT, "Orbit", limit=10)
+    assert {message["id"] for message in inbox} >= set(sent)
+
+
+def test_findings_and_merge_are_the_same_when_their_comparisons_are_shared(tmp_path, monkeypatch):
+    a, b = _machines(tmp_path)
+    assert a.file_reservation_paths(PROJECT, "Nova", ["src/api/*.py"], ttl_seconds=3600)["granted"]
+    a.send_message(PROJECT, "Nova", ["Orbit"], "arrival", "body")
+    sync_project(a.store, PROJECT)
+    assert b.file_reservation_paths(PROJECT, "Orbit", ["src/api/handlers.py"], ttl_seconds=3600)["granted"]
+    b = _restarted(b)
+
+    seen = _watch(monkeypatch)
+    report = sync_project(b.store, PROJECT)
+
+    (result,) = report.results
+    assert result.merges == 1 and result.conflicts == []
+    (overlap,) = result.overlaps
+    assert {held["agent"] for held in overlap["reservations"]} == {"Nova", "Orbit"}
+    assert _twice(seen) == []
+    again = sync_project(a.store, PROJECT)  # the other machine finds the same overlap, and merges nothing more
+    assert [item["notice"] for item in again.results[0].overlaps] == [overlap["notice"]]
+    sync_project(b.store, PROJECT)
+    assert a.store.archive(PROJECT).tip() == b.store.archive(PROJECT).tip()
+
+
+def test_a_fresh_machine_compares_what_it_joins_once(tmp_path, monkeypatch):
+    a, _ = _machines(tmp_path)
+    for n in range(3):
+        a.send_message(PROJECT, "Nova", ["Orbit"], f"history {n}", "body")
+    sync_project(a.store, PROJECT)
+    fresh = mail_machine(tmp_path, "node-c")
+    add_remote(fresh.store, PROJECT, "hub", list_remotes(a.store, PROJECT)["hub"])
+
+    seen = _watch(monkeypatch)
+    report = sync_project(fresh.store, PROJECT)
+
+    assert report.results[0].fast_forwards == 1 and report.results[0].messages_in == 3
+    assert _twice(seen) == []
+    assert fresh.store.archive(PROJECT).tip() == a.store.archive(PROJECT).tip()
+
+
+def test_comparisons_compare_a_pair_once_and_know_only_what_was_compared(tmp_path):
+    a, _ = _machines(tmp_path)
+    archive = a.store.archive(PROJECT)
+    old = archive.tip()
+    a.send_message(PROJECT, "Nova", ["Orbit"], "one", "body")
+    repo = archive.repo
+    trees = [repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+    compared = Comparisons(archive.git_dir)
+    assert compared.known(*trees) is None
+    first = compared.files(*trees)
+    assert compared.files(*trees) is first and compared.known(*trees) is first and compared.computed == 1
+    assert changed_records(*trees, compared=compared) == changed_records(*trees)
+    assert compared.computed == 1
+    compared.files(trees[1], trees[0])  # the other way round is another pair
+    assert compared.computed == 2
+
+
+def test_a_merge_takes_the_files_only_the_other_side_changed_as_they_are(tmp_path):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"taken {n}", "body").deliveries[0].payload.id
+            for n in range(2)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "ours", "body")
+    archive = b.store.archive(PROJECT)
+    theirs, _ = fetch_remote(archive, "hub")
+    assert theirs is not None
+    repo = archive.repo
+    ours = archive.tip()
+    assert ours is not None
+    merged = merge_commits(repo, ours, theirs)
+    their_tree = repo[theirs].peel(pygit2.Tree)
+    assert {message_path(message_id) for message_id in sent} <= set(merged.taken)
+    assert all(their_tree[path].id == blob for path, blob in merged.taken.items())  # their versions, by id
+    assert not set(merged.taken) & set(merged.edits) and merged.conflicts == []
+    assert merged.incoming["message"] == 2
