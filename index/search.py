@@ -494,6 +494,7 @@ class SearchIndex:
         os.makedirs(root, exist_ok=True)
         self._mu = threading.Lock()  # guards _reader
         self._reader: _Reader | None = None
+        self._searched = False  # whether a search used the shared searcher since the last refresh
         self._write = _WriterLock(os.path.join(root, "writer.lock"))
         self.commits = 0  # incremental commits by this process (for tests and benchmarks)
         self.merges = 0  # segment merges by this process (likewise)
@@ -751,15 +752,21 @@ class SearchIndex:
 
     # -- reading --------------------------------------------------------------
     def refresh(self) -> None:
-        """Replace the shared searcher with a fresh one on the live generation.
+        """After a write: a fresh shared searcher on the live generation, if searches used the last one.
 
         Searches notice another process's writes by themselves; refreshing
-        right after one spares the next search the reopening.
+        right after one spares the next search the reopening. A server taking
+        in a burst of mail that nobody searches meanwhile would open every
+        segment again after each write for nothing (CPU, and descriptors that
+        rise and fall with the segments): then the old searcher is only let
+        go, and the next search opens one.
         """
         live = self.live_dir()
         if live is None:
             return
-        fresh = self._open_live(live)
+        with self._mu:
+            wanted, self._searched = self._searched, False
+        fresh = self._open_live(live) if wanted else None
         with self._mu:
             old, self._reader = self._reader, fresh
             if old is not None and old.refs == 0:
@@ -797,6 +804,7 @@ class SearchIndex:
                     reader.close()
                 self._reader = reader = fresh
             reader.refs += 1
+            self._searched = True
             return reader
 
     def _release(self, reader: _Reader) -> None:

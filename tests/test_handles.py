@@ -27,6 +27,7 @@ from gitmail.storage.handles import (
     PACK_BYTES_MAPPED,
     PACK_FILES_OPEN,
     open_repository,
+    reference,
     tree_entry,
     tree_has,
 )
@@ -211,3 +212,10 @@ def test_looking_up_a_path_keeps_no_reference_to_it(tmp_path):
     tree[raw]  # what the helpers avoid (kept here to show the installed pygit2's behaviour, whichever it is)
     kept = sys.getrefcount(raw) - before
     assert kept in (0, 1)
+    for name in ("refs/heads/main", "refs/heads/none"):
+        probe = _fresh(name)
+        before = sys.getrefcount(probe)
+        found = reference(archive.repo, probe)
+        assert (found is not None) == (name == "refs/heads/main")
+        assert found is None or str(found.target) == archive.tip()
+        assert sys.getrefcount(probe) == before, name

@@ -312,3 +312,39 @@ def test_merges_keep_segment_sizes_doubling_and_leave_the_large_ones_alone(store
 def segments(search) -> list:
     """The segments of the live generation of a search index."""
     return windex.open_dir(os.path.join(search.live_dir(), "whoosh"))._segments()  # noqa: SLF001
+
+
+def _open_under(root: str) -> int:
+    """How many of this process's descriptors are open on files under ``root``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith(root)
+        except OSError:
+            continue
+    return count
+
+
+def test_writes_nobody_searches_between_open_no_searcher_and_a_search_after_them_sees_them(store, archive):
+    indexer = indexer_for(store)
+    indexer.write_search_in_child()
+    index = indexer.project(PROJECT)
+    index.catch_up()
+    root = os.path.realpath(index.search_index.root)
+    sent = []
+    for i in range(4):  # a burst of mail nobody searches: each helper write lets the old searcher go...
+        msg = message("Green", ["Blue"], f"Quiet {i}", f"okapi number{i}")
+        send(archive, msg)
+        sent.append(msg.id)
+        index.catch_up()
+        assert index.flush(60)
+        assert _open_under(root) == 0, "...and opens no new one"
+    assert {hit["id"] for hit in index.search("okapi", limit=50)} == set(sent)  # the search opens one
+    assert _open_under(root) > 0
+    msg = message("Green", ["Blue"], "Seen", "okapi again")
+    send(archive, msg)
+    index.catch_up()
+    assert index.flush(60)
+    assert _open_under(root) > 0, "searched since the last write: the write opens the next searcher at once"
+    assert msg.id in {hit["id"] for hit in index.search("okapi", limit=50)}
+    indexer.close()

@@ -103,16 +103,18 @@ def open_repository(path: str) -> pygit2.Repository:
     return _Handle(path)
 
 
-# -- looking up a path in a tree ---------------------------------------------
+# -- looking up a path in a tree, a reference by name -------------------------
 # pygit2 (1.21 and earlier) keeps one reference to the path it is given by
-# ``tree[path]``, ``path in tree`` and ``tree / path`` (its argument
-# conversion takes a reference it never gives back). A path string handed to
-# one of them is never freed: a server looking up a few fresh paths per
-# request grew by half a kilobyte a message, for good. The functions below
-# give that reference back after each lookup, once a probe has shown that the
-# installed pygit2 keeps it (a fixed pygit2 is used as it is).
+# ``tree[path]``, ``path in tree`` and ``tree / path``, and to the name given
+# to ``repo.references[name]`` (its argument conversion takes a reference it
+# never gives back). A string handed to one of them is never freed: a server
+# looking up a few fresh paths per request grew by half a kilobyte a message,
+# for good. The functions below give that reference back after each lookup,
+# once a probe has shown that the installed pygit2 keeps it (a fixed pygit2
+# is used as it is).
 
 _keeps_path: bool | None = None  # whether this pygit2 keeps the path's reference; probed on first use
+_keeps_name: bool | None = None  # ...and a reference name's
 _py_decref = ctypes.pythonapi.Py_DecRef
 _py_decref.argtypes = [ctypes.py_object]
 _py_decref.restype = None
@@ -152,3 +154,30 @@ def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
 def tree_has(tree: pygit2.Tree, path: str) -> bool:
     """Whether anything is at ``path`` inside ``tree``; ``path in tree`` without its leak."""
     return tree_entry(tree, path) is not None
+
+
+def _probe_name(repo: pygit2.Repository) -> bool:
+    """Whether looking up a reference kept a reference to its name (a string nothing else can be holding)."""
+    name = "".join(["refs/gitmail-probe/", secrets.token_hex(8)])
+    before = sys.getrefcount(name)
+    try:
+        repo.lookup_reference(name)
+    except KeyError:
+        pass
+    return sys.getrefcount(name) > before
+
+
+def reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:
+    """The reference ``name`` (``refs/heads/main``), or None; ``repo.references[name]`` without its leak."""
+    global _keeps_name
+    if type(name) is not str:
+        raise TypeError(f"a reference name is text, not {type(name).__name__}")
+    if _keeps_name is None:
+        _keeps_name = _probe_name(repo)
+    try:
+        return repo.lookup_reference(name)
+    except KeyError:
+        return None
+    finally:
+        if _keeps_name:
+            _py_decref(name)

@@ -59,6 +59,7 @@ from gitmail.model.results import Result, result
 from .authorship import NO_RULES, NOT_ALLOWED, PARALLEL_FROM, Refusal, Rules, Trust, Verdict, judge_range, mended
 from .boundary import pinned_boundaries, read_pin, shallow_commits
 from .engine import Archive, Change
+from .handles import reference
 from .nodes import trusted_keyring
 from .snapshot import Snapshot, records_in
 
@@ -183,7 +184,8 @@ def _kept_aside(repo: pygit2.Repository) -> list[str]:
     out: list[str] = []
     for name in repo.references:
         if name.startswith(QUARANTINE_REFS + "/"):
-            out += [str(parent) for parent in repo.references[name].peel(pygit2.Commit).parent_ids]
+            ref = reference(repo, name)
+            out += [] if ref is None else [str(parent) for parent in ref.peel(pygit2.Commit).parent_ids]
     return out
 
 

@@ -35,6 +35,7 @@ from gitmail.model.errors import GitmailError
 from gitmail.model.records import placed
 from gitmail.storage.authorship import NO_RULES, Rules, writes_refused
 from gitmail.storage.engine import Archive
+from gitmail.storage.handles import reference
 from gitmail.storage.layout import Comparisons
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
 from gitmail.storage.recordcheck import Checker, Rejection, misplaced
@@ -159,7 +160,7 @@ def keep_aside(archive: Archive, remote: str, refused: list[Checked]) -> str | N
     message = f"Kept aside {len(entries)} change(s) from {remote} that break the record rules\n"
     parents = sorted({bytes.fromhex(item.tip) for item in refused})
     commit = pack.add(COMMIT, encode_commit(tree, parents, signature, signature, message, sign=archive.signer))
-    current = repo.references.get(name)
+    current = reference(repo, name)
     if current is not None and str(current.target) == commit.hex():
         return name
     pack.write(os.path.join(archive.git_dir, "objects", "pack"), durable=archive.durable)

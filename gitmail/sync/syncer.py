@@ -64,6 +64,7 @@ from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
 from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
 from gitmail.storage.engine import MAIN, Archive, Change
+from gitmail.storage.handles import reference
 from gitmail.storage.layout import Comparisons, changed_records, migrate
 from gitmail.storage.nodes import read_pins, trusted_keyring
 from gitmail.storage.recordcheck import Checker, Rejection
@@ -378,10 +379,8 @@ def _one_line(text: str) -> str:
 
 
 def _ref(repo: pygit2.Repository, name: str) -> str | None:
-    try:
-        return str(repo.references[name].resolve().target)
-    except KeyError:
-        return None
+    ref = reference(repo, name)
+    return None if ref is None else str(ref.resolve().target)
 
 
 def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, str]]:
@@ -402,8 +401,8 @@ def fetch_remote(archive: Archive, remote: str) -> tuple[str | None, dict[str, s
                            "remote's URL and your access to it, then sync again", {"remote": remote})
     repo = archive.repo
     prefix = tracking_nodes(remote) + "/"
-    nodes = {name[len(prefix):]: str(repo.references[name].resolve().target)
-             for name in repo.references if name.startswith(prefix)}
+    nodes = {name[len(prefix):]: tip for name in repo.references
+             if name.startswith(prefix) and (tip := _ref(repo, name)) is not None}
     return (_ref(repo, tracking_ref(remote)) if has_main else None), nodes
 
 
