@@ -399,7 +399,9 @@ class ProjectIndex:
         except MetaBusy as exc:
             raise IndexUnavailable(str(exc)) from None
 
-    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+    def _cached(self, key: Any, compute: Callable[[], Any], *, shared: bool = False) -> Any:
+        """The answer memoized under ``key`` for the archive's tip, computed on a miss; the caller's own copy,
+        or with ``shared`` the memoized answer itself, for callers that only look at it."""
         def read() -> Any:
             tip = self._sync()
             if self._memo_tip != tip or len(self._memo) > MEMO_ENTRIES:
@@ -411,7 +413,8 @@ class ProjectIndex:
                 value = memo[key] = compute()
                 return value
 
-        return _fresh(self._guarded(read))
+        value = self._guarded(read)
+        return value if shared else _fresh(value)
 
     def _body(self, blob: str) -> str:
         return parse.body_of(self._blob(blob))
@@ -580,16 +583,20 @@ class ProjectIndex:
 
     # -- cursors --------------------------------------------------------------
     def messages_after(self, agent: str, after_seq: int = 0, limit: int = 100, *,
-                       include_sent: bool = False) -> list[dict[str, Any]]:
+                       include_sent: bool = False, shared: bool = False) -> list[dict[str, Any]]:
         """Messages that reached ``agent`` after the cursor ``after_seq``, oldest seen first.
 
         Each entry carries ``seq``; pass the last one back as the next cursor.
+        The rows are the caller's to change, or with ``shared`` the ones every
+        reader of this tip is handed, which must not be changed: a page read
+        only looks at them, and copying 200 rows was a good part of its time.
         """
         reads.check_limit(limit)
         if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
             raise invalid(f"after_seq must be a non-negative whole number; got {after_seq!r}", field="after_seq")
         return self._cached(("after", agent, after_seq, limit, include_sent),
-                            lambda: reads.messages_after(self.meta, agent, after_seq, limit, include_sent))
+                            lambda: reads.messages_after(self.meta, agent, after_seq, limit, include_sent),
+                            shared=shared)
 
     def newest_arrivals(self, agent: str, count: int = 8) -> tuple[list[dict[str, Any]], bool]:
         """The last ``count`` arrivals in ``agent``'s inbox by sequence, oldest first, and whether older exist."""

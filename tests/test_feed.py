@@ -44,6 +44,14 @@ def test_cursor_pages_continue_where_the_last_one_stopped(mail):
         later["id"]]
 
 
+def test_a_page_is_the_readers_own_though_the_index_shares_its_rows(mail):
+    send(mail, "BlueLake", ["GreenCastle", "RedStone"], "to two")
+    first = mail.read_messages(PROJECT, "GreenCastle", after=0)
+    first.messages[0].to.append("Intruder")  # a caller changing what it was handed...
+    again = mail.read_messages(PROJECT, "GreenCastle", after=0)  # ...the same page, from the index's memo
+    assert again.messages[0].to == ["GreenCastle", "RedStone"] and again["messages"][0]["to"] == again.messages[0].to
+
+
 def test_a_cursor_this_machine_never_handed_out_is_refused(store, mail):
     send(mail, "BlueLake", ["GreenCastle"])
     high = mail.catch_up(PROJECT, "GreenCastle")["high_watermark"]

@@ -87,6 +87,22 @@ def test_a_cursor_page_fits_its_budget_exactly_and_is_as_full_as_possible(texts,
         assert page["has_more"] is False
 
 
+awkward = st.text(alphabet=st.sampled_from(['"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀", "a", "/"]),
+                  max_size=200)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(awkward, min_size=1, max_size=10), st.sampled_from([cursor_page, compact_page]))
+def test_a_page_fits_a_budget_of_its_own_size_and_not_one_byte_less(texts, make):
+    # Pages are measured by counting what quoting adds to their JSON text: exact, escapes and all.
+    entries = [entry(seq, text) for seq, text in enumerate(["x" * 1100, *texts], start=1)]
+    whole = make("proj", "BlueLake", 0, entries, False, len(entries), BUDGET_MAX)
+    size = wire_size(whole)
+    assert make("proj", "BlueLake", 0, entries, False, len(entries), size) == whole
+    fewer = json.loads(make("proj", "BlueLake", 0, entries, False, len(entries), size - 1))
+    assert len(fewer["messages"]) == len(entries) - 1 and fewer["has_more"] is True
+
+
 def test_a_message_larger_than_the_budget_keeps_the_cursor_and_explains_the_recovery():
     entries = [entry(7, "y" * 3000), entry(8, "z")]
     page = json.loads(cursor_page("proj", "BlueLake", 6, entries, False, 8, 1024))

@@ -24,6 +24,7 @@ caller's part, as :mod:`gitmail.server.pages` does for MCP.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -55,11 +56,16 @@ class FeedMessage(MessageHeader):
 
     @classmethod
     def of(cls, row: Mapping[str, Any], body: str) -> FeedMessage:
-        """The feed entry for a row of the index's arrivals and the message's body."""
+        """The feed entry for a row of the index's arrivals and the message's body.
+
+        The row may be one the index shares with other readers: the entry
+        takes its own copies of the row's lists.
+        """
+        attachments = copy.deepcopy(row["attachments"]) if row["attachments"] else []
         return cls(id=row["id"], thread_id=row["thread_id"], subject=row["subject"], sender=row["from"],
-                   to=row["to"], cc=row["cc"], created_ts=row["created_ts"], importance=row["importance"],
+                   to=list(row["to"]), cc=list(row["cc"]), created_ts=row["created_ts"], importance=row["importance"],
                    ack_required=row["ack_required"], topic=row["topic"], reply_to=row["reply_to"],
-                   attachments=row["attachments"], seq=row["seq"], box=row["box"], body_md=body)
+                   attachments=attachments, seq=row["seq"], box=row["box"], body_md=body)
 
 
 @result
@@ -185,12 +191,12 @@ def read_messages(ctx: Context, project_key: str, agent_name: str, *, after: int
         raise GitmailError(CURSOR_AHEAD, f"cursor after={after} is beyond this machine's high watermark "
                            f"{high}; the cursor belongs to another machine or an index that was rebuilt: "
                            "call catch_up for a fresh cursor", {"after": after, "high_watermark": high})
-    rows = index.messages_after(agent, after, limit + 1)
+    rows = index.messages_after(agent, after, limit + 1, shared=True)
     deadline = time.monotonic() + wait_seconds
     while not rows and time.monotonic() < deadline:
         index.wait(deadline - time.monotonic(), after_seq=high)
         high = index.high_watermark()
-        rows = index.messages_after(agent, after, limit + 1)
+        rows = index.messages_after(agent, after, limit + 1, shared=True)
     messages = _with_bodies(ctx, project_key, rows[:limit])
     has_more = len(rows) > limit
     next_after = messages[-1].seq if messages else after

@@ -32,10 +32,16 @@ def _encode(value: int, width: int) -> str:
     return "".join(reversed(chars))
 
 
+_DIGITS = {ch: i for i, ch in enumerate(ALPHABET)}  # a table: every record's path decodes its ID's time
+
+
 def _decode(text: str) -> int:
     value = 0
     for ch in text:
-        value = (value << 5) | ALPHABET.index(ch)
+        digit = _DIGITS.get(ch)
+        if digit is None:
+            raise ValueError(f"{ch!r} is not a character of a record ID")
+        value = (value << 5) | digit
     return value
 
 

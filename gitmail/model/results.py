@@ -78,7 +78,9 @@ class Result(dict[str, Any]):
             value = getattr(self, name)
             if value is None and (omit_none or flatten):
                 continue
-            if flatten:
+            if type(value) in _PLAIN and not flatten:  # what :func:`wire` gives back as it is, without the call
+                items[key] = value
+            elif flatten:
                 items.update(wire(value))
             else:
                 items[key] = wire(value)
@@ -151,8 +153,13 @@ def _plan(cls: type[Result]) -> tuple[tuple[str, str, bool, bool], ...]:
                   bool(f.metadata.get("flatten"))) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # already JSON-ready: most fields of every result
+
+
 def wire(value: Any) -> Any:
     """``value`` as plain JSON-ready data: results become dictionaries, inside lists and dictionaries too."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, Result):
         return dict(value)
     if isinstance(value, list):

@@ -58,8 +58,11 @@ def post_entries(posts: list[ChannelPostView]) -> list[Entry]:
     return [Entry(post.seq, post) for post in posts]
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one for every call: it keeps no state
+
+
 def dumps(doc: Any) -> str:
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(doc)
 
 
 def wire_size(text: str) -> int:
@@ -177,8 +180,7 @@ def cursor_page(project: str, agent: str, after: int, entries: list[Entry], more
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
         return _page(project, agent, after, items[:count], next_after, has_more, high_watermark)
 
-    sizes = [_escaped(item) + 1 for item in items]
-    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes,
+    return _fit(page, items, [0] * len(items), after, entries, more_beyond, high_watermark, max_output_bytes,
                 lambda entry: _full_read(project, agent, entry))
 
 
@@ -196,13 +198,11 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
     aliases: dict[str, str] = {}
     items = [_compact(entry, aliases) for entry in entries]
     authors = {alias: name for name, alias in aliases.items()}
-    sizes, named = [], set()
-    for item in items:
-        size = _escaped(item) + 1
-        if item["by"] not in named:  # the first message of an author also adds it to ``authors``
-            named.add(item["by"])
-            size += _escaped({item["by"]: authors[item["by"]]}) - 1
-        sizes.append(size)
+
+    extra, named = [], set()
+    for item in items:  # the first message of an author also adds it to ``authors``
+        extra.append(0 if item["by"] in named else _escaped({item["by"]: authors[item["by"]]}) - 1)
+        named.add(item["by"])
 
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
         doc = _compact_doc(project, agent, after, items[:count], authors, next_after, has_more, high_watermark)
@@ -213,7 +213,7 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
             return channel_read(project, agent, channel, entry.seq)
         return _compact_read(project, agent, entry)
 
-    return _fit(page, sizes, after, entries, more_beyond, high_watermark, max_output_bytes, recovery)
+    return _fit(page, items, extra, after, entries, more_beyond, high_watermark, max_output_bytes, recovery)
 
 
 def _compact(entry: Entry, aliases: dict[str, str]) -> dict[str, Any]:
@@ -251,17 +251,40 @@ def _compact_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
 
 def _escaped(value: Any) -> int:
     """The bytes ``value``'s JSON takes inside a tool result's text (a JSON string: quotes and controls escaped)."""
-    return len(json.dumps(dumps(value), ensure_ascii=False).encode("utf-8")) - 2
+    return _quoted_size(dumps(value))
 
 
-def _fit(page: Callable[[int, int, bool], dict[str, Any]], sizes: list[int], after: int, entries: list[Entry],
-         more_beyond: bool, high_watermark: int, max_output_bytes: int,
+def _quoted_size(text: str) -> int:
+    """The bytes the JSON text ``text`` takes quoted as a JSON string, without its two quotes.
+
+    JSON text has no raw control characters (its strings hold them escaped),
+    so quoting it adds one backslash before each ``"`` and each ``\\`` and
+    changes nothing else: counting those is the quoting without doing it.
+    """
+    return len(text.encode("utf-8")) + text.count('"') + text.count("\\")
+
+
+_SLOT = "\x00messages"  # stands for the page's messages while the rest of it is serialized
+_SLOT_TEXT = dumps(_SLOT)
+
+
+def _filled(text: str, messages: list[str]) -> str:
+    """``text`` (a page serialized with :data:`_SLOT` for its messages) holding the serialized ``messages``."""
+    return text.replace(f'"messages":{_SLOT_TEXT}', '"messages":[' + ",".join(messages) + "]", 1)
+
+
+def _fit(page: Callable[[int, int, bool], dict[str, Any]], items: list[dict[str, Any]], extra: list[int],
+         after: int, entries: list[Entry], more_beyond: bool, high_watermark: int, max_output_bytes: int,
          recovery: Callable[[Entry], dict[str, Any]]) -> str:
     """The text of ``page`` holding as many of ``entries`` as fit in ``max_output_bytes``.
 
     ``page(count, next_after, has_more)`` is the document of the first
-    ``count`` entries; ``sizes`` are the bytes each adds to the serialized
-    result, so the count is estimated in one pass, then checked exactly and
+    ``count`` entries, whose ``messages`` are the first ``count`` of ``items``.
+    Each item is serialized once, and a page is its frame with those texts
+    joined in, so trying another count costs a join, not a serialization.
+    When all of them fit, the page is measured once. Otherwise the bytes each
+    item adds to the serialized result (its quoted text, a separator, and
+    ``extra``) estimate the count in one pass; it is then checked exactly and
     moved by a message at a time until it is the most that fit. A body is
     never cut and the cursor never skips a message: when even the first does
     not fit, the page is empty, the cursor stays put, and ``recovery`` says
@@ -273,26 +296,35 @@ def _fit(page: Callable[[int, int, bool], dict[str, Any]], sizes: list[int], aft
         if not has_more:
             next_after = max(next_after, high_watermark)
         doc = page(count, next_after, has_more)
+        doc["messages"] = _SLOT
         if count == 0 and entries:
             doc["recovery"] = {
                 "reason": f"message seq {entries[0].seq} alone needs more than max_output_bytes={max_output_bytes}",
                 **recovery(entries[0]),
             }
-        return dumps(doc)
+        return _filled(dumps(doc), texts[:count])
 
-    total, count = wire_size(dumps(page(0, after, True))), 0
-    for size in sizes:
+    def measured(text: str) -> int:  # wire_size of a page's text (JSON text), without serializing the result again
+        return envelope + _quoted_size(text)
+
+    texts = [dumps(item) for item in items]
+    envelope = wire_size("")
+    whole = render(len(entries))
+    if not entries or measured(whole) <= max_output_bytes:
+        return whole
+    total, count = measured(_filled(dumps({**page(0, after, True), "messages": _SLOT}), [])), 0
+    for size in (_quoted_size(text) + 1 + more for text, more in zip(texts, extra, strict=True)):
         if total + size > max_output_bytes:
             break
         total += size
         count += 1
     text = render(count)
-    while count and wire_size(text) > max_output_bytes:  # the estimate was short: fewer
+    while count and measured(text) > max_output_bytes:  # the estimate was short: fewer
         count -= 1
         text = render(count)
     while count < len(entries):  # the estimate was long: more, while the next still fits
         bigger = render(count + 1)
-        if wire_size(bigger) > max_output_bytes:
+        if measured(bigger) > max_output_bytes:
             break
         count, text = count + 1, bigger
     return text

@@ -10,9 +10,6 @@ named once, each author once under an alias, short keys, whole bodies. With
 
 from __future__ import annotations
 
-import functools
-
-import anyio
 from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 
@@ -28,7 +25,7 @@ tools = Toolbox("compact")
 
 
 @tools.tool(READ, access=ITSELF)
-async def read_compact(
+def read_compact(
     rt: Runtime,
     ctx: Context,
     project_key: ProjectKey,
@@ -40,14 +37,14 @@ async def read_compact(
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """read_messages in fewer bytes: each author named once under an alias (authors), short keys, whole bodies."""
+    # Synchronous (it never waits for mail): the access check, the read and the page are made in one worker
+    # thread, so a large page neither costs a second hop to a thread nor holds the event loop while it is made.
     if channel is not None:
-        posts = await anyio.to_thread.run_sync(functools.partial(
-            rt.mail.read_channel, project_key, agent_name, channel, after=after, limit=limit))
+        posts = rt.mail.read_channel(project_key, agent_name, channel, after=after, limit=limit)
         return ToolResult(content=pages.compact_page(
             project_key, posts.reader, after, pages.post_entries(posts.posts), posts.has_more, posts.high_watermark,
             max_output_bytes, channel=posts.channel))
-    read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
-    found = await anyio.to_thread.run_sync(read)
+    found = rt.mail.read_messages(project_key, agent_name, after=after, limit=limit)
     text = pages.compact_page(project_key, found.agent, after, pages.feed_entries(found.messages), found.has_more,
                               found.high_watermark, max_output_bytes)
     return ToolResult(content=text)
