@@ -187,6 +187,37 @@ def test_threads_allocating_at_once_share_a_few_malloc_arenas(tmp_path):
     assert 1 <= int(run.stdout) <= MALLOC_ARENAS  # glibc's default gives each of the 8 threads its own
 
 
+_LARGE_BLOCKS_KEPT = """
+import ctypes, sys
+from gitmail.storage.handles import open_repository
+open_repository(sys.argv[1])
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+def anon():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+big = libc.malloc(16 << 20)  # one large buffer come and gone: glibc's default then raises its thresholds
+ctypes.memset(big, 1, 16 << 20)
+libc.free(big)
+blocks = [libc.malloc(1 << 20) for _ in range(20)]
+for block in blocks:
+    ctypes.memset(block, 1, 1 << 20)
+before = anon()
+for block in blocks:
+    libc.free(block)
+print((before - anon()) // 1024)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
+def test_large_blocks_freed_are_given_back_after_a_larger_one_came_and_went(tmp_path):
+    archive = Archive.init(str(tmp_path / "archive.git"), durable=False, maintain=False)
+    run = subprocess.run([sys.executable, "-c", _LARGE_BLOCKS_KEPT, archive.git_dir],
+                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) >= 19  # MiB of the 20 given back (glibc's default keeps them all)
+
+
 def _fresh(text: str) -> str:
     """A new string object equal to ``text`` that nothing else refers to."""
     return "".join(list(text))

@@ -31,6 +31,11 @@ its own, up to eight per core; libgit2, zlib and SQLite allocate from every
 thread of a server's pool, and memory freed in one arena is neither reused
 by another nor given back while anything above it is in use, so the
 server's resident size crept up with uptime although its heap did not.
+It also fixes glibc's thresholds for large blocks (:data:`MMAP_FROM`,
+:data:`TRIM_FROM`): by default glibc raises them each time a large block is
+freed, up to 32 MiB (and 64 MiB of free memory kept at the top of the heap),
+so after one large page of results or pack had come and gone, later large
+buffers came from the heap and the memory they left stayed resident.
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ PACK_BYTES_MAPPED = 64 << 20  # bytes of pack files mapped at once, in the whole
 PACK_WINDOW = 16 << 20  # ...in windows of at most this size
 OBJECT_CACHE_BYTES = 16 << 20  # libgit2's cache of parsed commits and trees, all handles of the process together
 MALLOC_ARENAS = 2  # glibc malloc arenas for the whole process (its default: eight per core)
-_M_ARENA_MAX = -8  # mallopt's parameter number for it (malloc.h)
+MMAP_FROM = 256 << 10  # blocks from this size get a mapping of their own, given back when freed...
+TRIM_FROM = 1 << 20  # ...and free memory above this at the top of the heap is given back
+_M_ARENA_MAX, _M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD = -8, -3, -1  # mallopt's parameter numbers (malloc.h)
 _limited = False
 
 
@@ -80,14 +87,16 @@ class _Handle(pygit2.Repository):
             self.__dict__.pop(name, None)
 
 
-def _limit_malloc_arenas() -> None:
-    """Cap glibc's malloc arenas (arenas made before stay; nothing happens on another C library)."""
+def _tune_malloc() -> None:
+    """Cap glibc's malloc arenas and fix its large-block thresholds (nothing happens on another C library)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return
     libc = ctypes.CDLL(name)
     if hasattr(libc, "mallopt") and hasattr(libc, "gnu_get_libc_version"):
-        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)  # arenas made before stay
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_FROM)
+        libc.mallopt(_M_TRIM_THRESHOLD, TRIM_FROM)
 
 
 def open_repository(path: str) -> pygit2.Repository:
@@ -98,7 +107,7 @@ def open_repository(path: str) -> pygit2.Repository:
         pygit2.settings.mwindow_mapped_limit = PACK_BYTES_MAPPED
         pygit2.settings.mwindow_size = PACK_WINDOW
         pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
-        _limit_malloc_arenas()
+        _tune_malloc()
         _limited = True
     return _Handle(path)
 
