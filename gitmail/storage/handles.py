@@ -45,7 +45,7 @@ import ctypes.util
 import secrets
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pygit2
 from pygit2.branches import Branches
@@ -122,42 +122,42 @@ def open_repository(path: str) -> pygit2.Repository:
 # once a probe has shown that the installed pygit2 keeps it (a fixed pygit2
 # is used as it is).
 
-_keeps_path: bool | None = None  # whether this pygit2 keeps the path's reference; probed on first use
-_keeps_name: bool | None = None  # ...and a reference name's
+_keeps: dict[str, bool] = {}  # per kind of lookup, whether this pygit2 keeps its argument; probed on first use
 _py_decref = ctypes.pythonapi.Py_DecRef
 _py_decref.argtypes = [ctypes.py_object]
 _py_decref.restype = None
+_T = TypeVar("_T")
 
 
-def _probe(tree: pygit2.Tree) -> bool:
-    """Whether a lookup in ``tree`` kept a reference to its path (a string nothing else can be holding)."""
-    path = "".join(["gitmail-probe/", secrets.token_hex(8)])
-    before = sys.getrefcount(path)
+def _looked_up(kind: str, look: Callable[[str], _T], text: str) -> _T | None:
+    """``look(text)`` (None if it raises KeyError), giving back the reference pygit2 keeps to ``text``.
+
+    The first lookup of each ``kind`` is preceded by a probe with a string
+    nothing else can be holding, which tells whether this pygit2 keeps it.
+    """
+    if type(text) is not str:
+        raise TypeError(f"a path or reference name is text, not {type(text).__name__}")
+    keeps = _keeps.get(kind)
+    if keeps is None:
+        probe = "".join(["refs/gitmail-probe/", secrets.token_hex(8)])
+        before = sys.getrefcount(probe)
+        try:
+            look(probe)
+        except KeyError:
+            pass
+        keeps = _keeps[kind] = sys.getrefcount(probe) > before
     try:
-        tree[path]
-    except KeyError:
-        pass
-    return sys.getrefcount(path) > before
-
-
-def _lookup(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
-    global _keeps_path
-    if _keeps_path is None:
-        _keeps_path = _probe(tree)
-    try:
-        return tree[path]
+        return look(text)
     except KeyError:
         return None
     finally:
-        if _keeps_path:
-            _py_decref(path)
+        if keeps:
+            _py_decref(text)
 
 
 def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     """The object at ``path`` (``a/b/c``) inside ``tree``, or None; ``tree[path]`` without its leak."""
-    if type(path) is not str:
-        raise TypeError(f"a path is text, not {type(path).__name__}")
-    return _lookup(tree, path)
+    return _looked_up("path", tree.__getitem__, path)
 
 
 def tree_has(tree: pygit2.Tree, path: str) -> bool:
@@ -165,28 +165,6 @@ def tree_has(tree: pygit2.Tree, path: str) -> bool:
     return tree_entry(tree, path) is not None
 
 
-def _probe_name(repo: pygit2.Repository) -> bool:
-    """Whether looking up a reference kept a reference to its name (a string nothing else can be holding)."""
-    name = "".join(["refs/gitmail-probe/", secrets.token_hex(8)])
-    before = sys.getrefcount(name)
-    try:
-        repo.lookup_reference(name)
-    except KeyError:
-        pass
-    return sys.getrefcount(name) > before
-
-
 def reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:
     """The reference ``name`` (``refs/heads/main``), or None; ``repo.references[name]`` without its leak."""
-    global _keeps_name
-    if type(name) is not str:
-        raise TypeError(f"a reference name is text, not {type(name).__name__}")
-    if _keeps_name is None:
-        _keeps_name = _probe_name(repo)
-    try:
-        return repo.lookup_reference(name)
-    except KeyError:
-        return None
-    finally:
-        if _keeps_name:
-            _py_decref(name)
+    return _looked_up("name", repo.lookup_reference, name)

@@ -29,9 +29,8 @@ _RESCAN_MS = 1000  # how often a quiet watcher looks for projects created meanwh
 
 
 def ref_event(git_dir: str, path: str) -> bool:
-    """Whether a file event inside ``git_dir`` says that a ref may have moved."""
-    inside = git_dir.rstrip(os.sep) + os.sep
-    rel = path[len(inside):] if path.startswith(inside) else os.path.relpath(path, git_dir)
+    """Whether a file event at ``path``, inside ``git_dir``, says that a ref may have moved."""
+    rel = path[len(git_dir) + len(os.sep):]
     if rel.endswith(".lock"):
         return False
     return rel.startswith("refs" + os.sep) or rel in ("packed-refs", POKE_FILE)
