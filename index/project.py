@@ -22,8 +22,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import pygit2
 
 from gitmail.model.clock import UTC, format_ts
 from gitmail.model.errors import invalid, not_found
@@ -460,6 +462,20 @@ class ProjectIndex:
 
         return self._cached(("thread", thread_id, limit, bool(include_bodies), after), read)
 
+    def bodies(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The Markdown body of each message row of this index's reads, from the blob the row names.
+
+        A row and its blob were read at one tip, so a page's bodies match its
+        heads without finding each file in the tree again. Bodies are never
+        kept; a blob no longer here (an archive that joined with a window never
+        fetched it) reads as an empty body.
+        """
+        get, out = self.archive.repo.get, []
+        for row in rows:
+            obj = get(row["blob"])
+            out.append(parse.body_of(obj.data) if isinstance(obj, pygit2.Blob) else "")
+        return out
+
     def body(self, message_id: str) -> str | None:
         """The Markdown body of one message, read from its blob each time (never kept), or None if there is none."""
         def read() -> str | None:  # the page's heads were read after catching up: no need to again
@@ -590,6 +606,7 @@ class ProjectIndex:
         The rows are the caller's to change, or with ``shared`` the ones every
         reader of this tip is handed, which must not be changed: a page read
         only looks at them, and copying 200 rows was a good part of its time.
+        Each row names its file's ``blob`` (:meth:`bodies` reads them).
         """
         reads.check_limit(limit)
         if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
@@ -599,7 +616,10 @@ class ProjectIndex:
                             shared=shared)
 
     def newest_arrivals(self, agent: str, count: int = 8) -> tuple[list[dict[str, Any]], bool]:
-        """The last ``count`` arrivals in ``agent``'s inbox by sequence, oldest first, and whether older exist."""
+        """The last ``count`` arrivals in ``agent``'s inbox by sequence, oldest first, and whether older exist.
+
+        Each row names its file's ``blob``, as :meth:`messages_after`'s do.
+        """
         reads.check_limit(count, "count")
         return self._cached(("newest", agent, count), lambda: reads.newest_arrivals(self.meta, agent, count))
 

@@ -288,7 +288,6 @@ def messages_after(meta: Meta, agent: str, after_seq: int, limit: int, include_s
             continue
         seen.add(entry["id"])
         entry["seq"], entry["box"] = row[0], row[1]
-        del entry["blob"]
         out.append(entry)
     return out
 
@@ -301,7 +300,6 @@ def newest_arrivals(meta: Meta, agent: str, count: int) -> tuple[list[dict[str, 
     for row in rows[:count]:
         entry = message_row(row[2:])
         entry["seq"], entry["box"] = row[0], row[1]
-        del entry["blob"]
         out.append(entry)
     return out[::-1], len(rows) > count
 

@@ -101,7 +101,7 @@ from .channels import (
 )
 from .contacts import ContactListing, ContactRequest, ContactResponse, HeldDelivery, HeldView, PolicySet
 from .delivery import MessageView
-from .feed import CatchUp, FeedMessage, FeedPage
+from .feed import Arrivals, CatchUp, FeedMessage, FeedPage
 from .files import HTTP_PATH as FILES_HTTP_PATH
 from .files import FileDescription, FileDownload, FileList, FileUploaded, FileView
 from .identities import AgentUpdated, CardSet, Position, SleepState, Spawned
@@ -153,8 +153,8 @@ __all__ += ["FILES_HTTP_PATH", "FileDescription", "FileDownload", "FileList", "F
 # Channels: named streams of posts beside direct mail.
 __all__ += ["ChannelCatchUp", "ChannelCreated", "ChannelList", "ChannelPage", "ChannelPostView", "ChannelSearch",
             "ChannelView", "Posted"]
-__all__ += ["CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent", "SentMessage",
-            "StoredMessage", "ThreadPage"]
+__all__ += ["Arrivals", "CatchUp", "FeedMessage", "FeedPage", "Listing", "OverdueListing", "Received", "Sent",
+            "SentMessage", "StoredMessage", "ThreadPage"]
 
 class Mail:
     """Agent mail over one :class:`Store` of project archives."""
@@ -362,6 +362,11 @@ class Mail:
         """The feed after a cursor, oldest first, waiting up to ``wait_seconds`` for an arrival."""
         return feed.read_messages(self.ctx, project_key, agent_name, after=after, limit=limit,
                                   wait_seconds=wait_seconds)
+
+    def read_arrivals(self, project_key: str, agent_name: str, *, after: int = 0,
+                      limit: int = FEED_DEFAULT_LIMIT) -> feed.Arrivals:
+        """:meth:`read_messages` without waiting, as the index's rows and bodies, for a reader that shapes each one."""
+        return feed.read_arrivals(self.ctx, project_key, agent_name, after=after, limit=limit)
 
     # -- channels -------------------------------------------------------------
     def create_channel(self, project_key: str, agent_name: str, channel: str, *, purpose: str | None = None,

@@ -23,13 +23,14 @@ cursor stays put, and ``recovery`` says how to read that message.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _quote  # a str as JSON text, as dumps writes it (C when built)
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from gitmail.mail.facade import ChannelPostView, FeedMessage
+from gitmail.mail.facade import Arrivals, ChannelPostView, FeedMessage
 
 PREVIEW_BYTES = 2000
 PREVIEWS_TOTAL = 8000
@@ -40,22 +41,28 @@ BUDGET_MAX = 128_000
 HEAD_FIELDS = ("id", "from", "created_ts", "subject", "importance", "ack_required", "thread_id", "topic")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """One inbox message with its sequence number in this machine's feed."""
+    """One inbox message (or channel post) with its sequence number, its head's fields and its body."""
 
     seq: int
-    message: dict[str, Any]  # at least the HEAD_FIELDS and body_md
+    message: Mapping[str, Any]  # at least the HEAD_FIELDS that it has (``from``, the author, always)
+    body: str
 
 
 def feed_entries(messages: list[FeedMessage]) -> list[Entry]:
     """A feed read's messages as page entries, each under its sequence number."""
-    return [Entry(message.seq, message) for message in messages]
+    return [Entry(message.seq, message, message.body_md) for message in messages]
+
+
+def arrival_entries(page: Arrivals) -> list[Entry]:
+    """A feed page as the index's rows (:func:`gitmail.mail.feed.read_arrivals`) as page entries."""
+    return [Entry(row["seq"], row, body) for row, body in zip(page.rows, page.bodies, strict=True)]
 
 
 def post_entries(posts: list[ChannelPostView]) -> list[Entry]:
     """A channel read's posts as page entries, each under its number in the channel."""
-    return [Entry(post.seq, post) for post in posts]
+    return [Entry(post.seq, post, post.body_md) for post in posts]
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one for every call: it keeps no state
@@ -122,7 +129,7 @@ def catch_up_doc(project: str, agent: str, entries: list[Entry], high_watermark:
     remaining = PREVIEWS_TOTAL
     shown: list[dict[str, Any]] = []
     for entry in reversed(entries):  # newest first gets the budget first
-        body = entry.message.get("body_md") or ""
+        body = entry.body
         preview, cut = cut_utf8(body, min(PREVIEW_BYTES, remaining))
         remaining -= len(preview.encode("utf-8"))
         item = _head(entry)
@@ -156,7 +163,7 @@ def _page(project: str, agent: str, after: int, messages: list[dict[str, Any]], 
 
 def _full(entry: Entry) -> dict[str, Any]:
     item = _head(entry)
-    item["body_md"] = entry.message.get("body_md") or ""
+    item["body_md"] = entry.body
     return item
 
 
@@ -175,12 +182,12 @@ def cursor_page(project: str, agent: str, after: int, entries: list[Entry], more
     exist past the last candidate. When nothing is left, the cursor moves on to
     the high watermark, so the next read skips other agents' records.
     """
-    items = [_full(entry) for entry in entries]
+    texts = [dumps(_full(entry)) for entry in entries]
 
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
-        return _page(project, agent, after, items[:count], next_after, has_more, high_watermark)
+        return _page(project, agent, after, [], next_after, has_more, high_watermark)
 
-    return _fit(page, items, [0] * len(items), after, entries, more_beyond, high_watermark, max_output_bytes,
+    return _fit(page, texts, [0] * len(texts), after, entries, more_beyond, high_watermark, max_output_bytes,
                 lambda entry: _full_read(project, agent, entry))
 
 
@@ -195,17 +202,19 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
     messages use; keys are short, and flags at their usual value are left out
     (``imp`` only when not normal, ``ack`` only when asked). Bodies are whole.
     """
-    aliases: dict[str, str] = {}
-    items = [_compact(entry, aliases) for entry in entries]
+    aliases: dict[str, str] = {}  # author: alias, in order of appearance
+    bys = [aliases.setdefault(str(entry.message.get("from")), f"a{len(aliases) + 1}") for entry in entries]
+    texts = [_compact_text(entry, alias) for entry, alias in zip(entries, bys, strict=True)]
     authors = {alias: name for name, alias in aliases.items()}
 
     extra, named = [], set()
-    for item in items:  # the first message of an author also adds it to ``authors``
-        extra.append(0 if item["by"] in named else _escaped({item["by"]: authors[item["by"]]}) - 1)
-        named.add(item["by"])
+    for alias in bys:  # the first message of an author also adds it to ``authors``
+        extra.append(0 if alias in named else _escaped({alias: authors[alias]}) - 1)
+        named.add(alias)
 
     def page(count: int, next_after: int, has_more: bool) -> dict[str, Any]:
-        doc = _compact_doc(project, agent, after, items[:count], authors, next_after, has_more, high_watermark)
+        shown = {alias: authors[alias] for alias in bys[:count]}
+        doc = _compact_doc(project, agent, after, shown, next_after, has_more, high_watermark)
         return doc if channel is None else {"channel": channel, **doc}
 
     def recovery(entry: Entry) -> dict[str, Any]:
@@ -213,40 +222,63 @@ def compact_page(project: str, agent: str, after: int, entries: list[Entry], mor
             return channel_read(project, agent, channel, entry.seq)
         return _compact_read(project, agent, entry)
 
-    return _fit(page, items, extra, after, entries, more_beyond, high_watermark, max_output_bytes, recovery)
+    return _fit(page, texts, extra, after, entries, more_beyond, high_watermark, max_output_bytes, recovery)
 
 
-def _compact(entry: Entry, aliases: dict[str, str]) -> dict[str, Any]:
+def _value(value: Any) -> str:
+    """``value`` as :func:`dumps` writes it, without the encoder's set-up for the plain kinds a message head holds."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return dumps(value)
+
+
+def _compact_text(entry: Entry, alias: str) -> str:
+    """One message of a compact page as JSON text, byte for byte what :func:`dumps` makes of its object.
+
+    The keys, in order: ``seq``, ``id``, ``by`` (the author's alias), ``ts``,
+    then ``subject`` and ``thread`` when the entry has them (a channel's
+    post has neither), ``imp`` only when not normal, ``ack`` only when asked,
+    ``topic`` when set, and the whole ``body``. Written out directly because
+    a page serializes up to 200 of them on every read.
+    """
     message = entry.message
-    author = str(message.get("from"))
-    alias = aliases.setdefault(author, f"a{len(aliases) + 1}")
-    item: dict[str, Any] = {"seq": entry.seq, "id": message.get("id"), "by": alias, "ts": message.get("created_ts")}
-    for key, short in (("subject", "subject"), ("thread_id", "thread")):  # a channel's post has neither
-        if key in message:
-            item[short] = message[key]
-    if message.get("importance") not in (None, "normal"):
-        item["imp"] = message["importance"]
+    parts = ['{"seq":', _value(entry.seq), ',"id":', _value(message.get("id")), ',"by":', _quote(alias),
+             ',"ts":', _value(message.get("created_ts"))]
+    if "subject" in message:
+        parts += (',"subject":', _value(message["subject"]))
+    if "thread_id" in message:
+        parts += (',"thread":', _value(message["thread_id"]))
+    importance = message.get("importance")
+    if importance not in (None, "normal"):
+        parts += (',"imp":', _value(importance))
     if message.get("ack_required"):
-        item["ack"] = True
+        parts.append(',"ack":true')
     if message.get("topic"):
-        item["topic"] = message["topic"]
-    item["body"] = message.get("body_md") or ""
-    return item
+        parts += (',"topic":', _value(message["topic"]))
+    parts += (',"body":', _quote(entry.body), "}")
+    return "".join(parts)
 
 
-def _compact_doc(project: str, agent: str, after: int, items: list[dict[str, Any]], authors: dict[str, str],
-                 next_after: int, has_more: bool, high_watermark: int) -> dict[str, Any]:
-    """A compact page of ``items``, naming in ``authors`` (alias: name) only the authors they use."""
-    shown = {item["by"]: authors[item["by"]] for item in items}
-    return {"project": project, "reader": agent, "after": after, "authors": shown, "messages": items,
+def _compact_doc(project: str, agent: str, after: int, authors: dict[str, str], next_after: int, has_more: bool,
+                 high_watermark: int) -> dict[str, Any]:
+    """A compact page naming ``authors`` (alias: name, the ones its messages use); its messages are filled in."""
+    return {"project": project, "reader": agent, "after": after, "authors": authors, "messages": _SLOT,
             "has_more": has_more, "next_after": next_after, "high_watermark": high_watermark}
 
 
 def _compact_read(project: str, agent: str, entry: Entry) -> dict[str, Any]:
     """How to read one message too big for the asked budget: a one-message compact page, or its resource."""
-    doc = _compact_doc(project, agent, entry.seq - 1, [_compact(entry, {})], {"a1": str(entry.message.get("from"))},
-                       entry.seq, True, entry.seq)
-    return _one_message_read("read_compact", project, agent, entry, wire_size(dumps(doc)) + 24)  # + cursor digits
+    doc = _compact_doc(project, agent, entry.seq - 1, {"a1": str(entry.message.get("from"))}, entry.seq, True,
+                       entry.seq)
+    text = _filled(dumps(doc), [_compact_text(entry, "a1")])
+    return _one_message_read("read_compact", project, agent, entry, wire_size(text) + 24)  # + cursor digits
 
 
 def _escaped(value: Any) -> int:
@@ -273,15 +305,16 @@ def _filled(text: str, messages: list[str]) -> str:
     return text.replace(f'"messages":{_SLOT_TEXT}', '"messages":[' + ",".join(messages) + "]", 1)
 
 
-def _fit(page: Callable[[int, int, bool], dict[str, Any]], items: list[dict[str, Any]], extra: list[int],
+def _fit(page: Callable[[int, int, bool], dict[str, Any]], texts: list[str], extra: list[int],
          after: int, entries: list[Entry], more_beyond: bool, high_watermark: int, max_output_bytes: int,
          recovery: Callable[[Entry], dict[str, Any]]) -> str:
     """The text of ``page`` holding as many of ``entries`` as fit in ``max_output_bytes``.
 
     ``page(count, next_after, has_more)`` is the document of the first
-    ``count`` entries, whose ``messages`` are the first ``count`` of ``items``.
-    Each item is serialized once, and a page is its frame with those texts
-    joined in, so trying another count costs a join, not a serialization.
+    ``count`` entries without its ``messages``, which are the first ``count``
+    of ``texts`` (each entry's JSON text, made once): a page is its frame
+    with those texts joined in, so trying another count costs a join, not a
+    serialization.
     When all of them fit, the page is measured once. Otherwise the bytes each
     item adds to the serialized result (its quoted text, a separator, and
     ``extra``) estimate the count in one pass; it is then checked exactly and
@@ -307,7 +340,6 @@ def _fit(page: Callable[[int, int, bool], dict[str, Any]], items: list[dict[str,
     def measured(text: str) -> int:  # wire_size of a page's text (JSON text), without serializing the result again
         return envelope + _quoted_size(text)
 
-    texts = [dumps(item) for item in items]
     envelope = wire_size("")
     whole = render(len(entries))
     if not entries or measured(whole) <= max_output_bytes:

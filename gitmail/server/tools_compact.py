@@ -44,7 +44,7 @@ def read_compact(
         return ToolResult(content=pages.compact_page(
             project_key, posts.reader, after, pages.post_entries(posts.posts), posts.has_more, posts.high_watermark,
             max_output_bytes, channel=posts.channel))
-    found = rt.mail.read_messages(project_key, agent_name, after=after, limit=limit)
-    text = pages.compact_page(project_key, found.agent, after, pages.feed_entries(found.messages), found.has_more,
+    found = rt.mail.read_arrivals(project_key, agent_name, after=after, limit=limit)
+    text = pages.compact_page(project_key, found.agent, after, pages.arrival_entries(found), found.has_more,
                               found.high_watermark, max_output_bytes)
     return ToolResult(content=text)
