@@ -470,10 +470,13 @@ class ProjectIndex:
         kept; a blob no longer here (an archive that joined with a window never
         fetched it) reads as an empty body.
         """
-        get, out = self.archive.repo.get, []
+        read, out = self.archive.repo.odb.read, []  # the object database: no object wrapper per blob
         for row in rows:
-            obj = get(row["blob"])
-            out.append(parse.body_of(obj.data) if isinstance(obj, pygit2.Blob) else "")
+            try:
+                kind, data = read(row["blob"])
+            except KeyError:
+                kind, data = None, b""
+            out.append(parse.body_of(data) if kind == pygit2.GIT_OBJECT_BLOB else "")
         return out
 
     def body(self, message_id: str) -> str | None:

@@ -310,3 +310,14 @@ def test_a_store_filled_from_nothing_builds_its_indexes_at_the_end_to_the_same_s
         failing.apply(repo, None, tip, broken, seen_ts="2026-11-02T00:00:00Z", full=True)
     assert _dump(failing) == before
     assert failing.db.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
+
+
+def test_bodies_are_read_from_the_blob_each_row_names(setup):
+    archive, index, msgs = setup
+    rows = index.messages_after("Green", 0, 100, shared=True)
+    by_id = {m.id: m.body for m in msgs}
+    assert index.bodies(rows) == [by_id[row["id"]] for row in rows]
+    # A row whose blob this repository never received (a window join) reads as an empty body, not an error.
+    missing = {**rows[0], "blob": "0" * 40}
+    tree = {**rows[0], "blob": str(archive.repo.head.peel().tree.id)}  # an object, but not a blob
+    assert index.bodies([missing, tree, rows[1]]) == ["", "", by_id[rows[1]["id"]]]

@@ -293,7 +293,8 @@ def _quoted_size(text: str) -> int:
     so quoting it adds one backslash before each ``"`` and each ``\\`` and
     changes nothing else: counting those is the quoting without doing it.
     """
-    return len(text.encode("utf-8")) + text.count('"') + text.count("\\")
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))  # isascii is a flag the str keeps
+    return size + text.count('"') + text.count("\\")
 
 
 _SLOT = "\x00messages"  # stands for the page's messages while the rest of it is serialized
