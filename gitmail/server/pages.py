@@ -249,21 +249,20 @@ def _compact_text(entry: Entry, alias: str) -> str:
     a page serializes up to 200 of them on every read.
     """
     message = entry.message
-    parts = ['{"seq":', _value(entry.seq), ',"id":', _value(message.get("id")), ',"by":', _quote(alias),
-             ',"ts":', _value(message.get("created_ts"))]
+    text = (f'{{"seq":{_value(entry.seq)},"id":{_value(message.get("id"))},"by":{_quote(alias)},'
+            f'"ts":{_value(message.get("created_ts"))}')
     if "subject" in message:
-        parts += (',"subject":', _value(message["subject"]))
+        text += f',"subject":{_value(message["subject"])}'
     if "thread_id" in message:
-        parts += (',"thread":', _value(message["thread_id"]))
+        text += f',"thread":{_value(message["thread_id"])}'
     importance = message.get("importance")
     if importance not in (None, "normal"):
-        parts += (',"imp":', _value(importance))
+        text += f',"imp":{_value(importance)}'
     if message.get("ack_required"):
-        parts.append(',"ack":true')
+        text += ',"ack":true'
     if message.get("topic"):
-        parts += (',"topic":', _value(message["topic"]))
-    parts += (',"body":', _quote(entry.body), "}")
-    return "".join(parts)
+        text += f',"topic":{_value(message["topic"])}'
+    return f'{text},"body":{_quote(entry.body)}}}'
 
 
 def _compact_doc(project: str, agent: str, after: int, authors: dict[str, str], next_after: int, has_more: bool,
@@ -314,17 +313,17 @@ def _fit(page: Callable[[int, int, bool], dict[str, Any]], texts: list[str], ext
     ``page(count, next_after, has_more)`` is the document of the first
     ``count`` entries without its ``messages``, which are the first ``count``
     of ``texts`` (each entry's JSON text, made once): a page is its frame
-    with those texts joined in, so trying another count costs a join, not a
-    serialization.
-    When all of them fit, the page is measured once. Otherwise the bytes each
-    item adds to the serialized result (its quoted text, a separator, and
-    ``extra``) estimate the count in one pass; it is then checked exactly and
-    moved by a message at a time until it is the most that fit. A body is
-    never cut and the cursor never skips a message: when even the first does
-    not fit, the page is empty, the cursor stays put, and ``recovery`` says
-    how to read it.
+    with those texts joined in. So the size of a page of any count is
+    computed, not rendered: its frame's (small) plus the texts' quoted sizes
+    summed in advance, and the page is rendered once, at the count chosen.
+    When all of them fit, that is the whole. Otherwise the bytes each item
+    adds (its quoted text, a separator, and ``extra``) estimate the count in
+    one pass; it is then checked exactly and moved by a message at a time
+    until it is the most that fit. A body is never cut and the cursor never
+    skips a message: when even the first does not fit, the page is empty,
+    the cursor stays put, and ``recovery`` says how to read it.
     """
-    def render(count: int) -> str:
+    def frame(count: int) -> str:  # the page of ``count`` entries, serialized with :data:`_SLOT` for its messages
         has_more = count < len(entries) or more_beyond
         next_after = entries[count - 1].seq if count else after
         if not has_more:
@@ -336,28 +335,26 @@ def _fit(page: Callable[[int, int, bool], dict[str, Any]], texts: list[str], ext
                 "reason": f"message seq {entries[0].seq} alone needs more than max_output_bytes={max_output_bytes}",
                 **recovery(entries[0]),
             }
-        return _filled(dumps(doc), texts[:count])
+        return dumps(doc)
 
-    def measured(text: str) -> int:  # wire_size of a page's text (JSON text), without serializing the result again
-        return envelope + _quoted_size(text)
+    def size(count: int) -> int:  # wire_size of the page of ``count`` entries, without building it
+        # the slot's text gives way to "[", the texts joined by commas, and "]" (none of which is escaped)
+        return envelope + _quoted_size(frame(count)) - slot + 2 + sums[count] + max(count - 1, 0)
 
-    envelope = wire_size("")
-    whole = render(len(entries))
-    if not entries or measured(whole) <= max_output_bytes:
-        return whole
-    total, count = measured(_filled(dumps({**page(0, after, True), "messages": _SLOT}), [])), 0
-    for size in (_quoted_size(text) + 1 + more for text, more in zip(texts, extra, strict=True)):
-        if total + size > max_output_bytes:
-            break
-        total += size
-        count += 1
-    text = render(count)
-    while count and measured(text) > max_output_bytes:  # the estimate was short: fewer
-        count -= 1
-        text = render(count)
-    while count < len(entries):  # the estimate was long: more, while the next still fits
-        bigger = render(count + 1)
-        if measured(bigger) > max_output_bytes:
-            break
-        count, text = count + 1, bigger
-    return text
+    envelope, slot = wire_size(""), _quoted_size(_SLOT_TEXT)
+    sums = [0]
+    for text in texts:
+        sums.append(sums[-1] + _quoted_size(text))
+    count = len(entries)
+    if entries and size(count) > max_output_bytes:
+        total, count = size(0), 0
+        for text_size, more in zip(sums[1:], extra, strict=True):
+            if total + text_size - sums[count] + 1 + more > max_output_bytes:
+                break
+            total += text_size - sums[count] + 1 + more
+            count += 1
+        while count and size(count) > max_output_bytes:  # the estimate was short: fewer
+            count -= 1
+        while count < len(entries) and size(count + 1) <= max_output_bytes:  # it was long: more, while they fit
+            count += 1
+    return _filled(frame(count), texts[:count])
