@@ -198,3 +198,20 @@ def test_a_compact_message_is_written_exactly_as_its_object_serializes(head, bod
     assert page["authors"] == {"a1": head["from"]}
     text = compact_page("proj", "Reader", 0, [Entry(seq, head, body)], False, seq, BUDGET_MAX)
     assert dumps(json.loads(text)) == text  # byte for byte the encoder's own text
+
+
+@settings(max_examples=300, deadline=None)
+@given(heads, bodies, st.integers(min_value=0, max_value=2**63 - 1))
+def test_a_cursor_page_message_is_written_exactly_as_its_object_serializes(head, body, seq):
+    entry = Entry(seq, head, body)
+    page = json.loads(cursor_page("proj", "Reader", 0, [entry], False, seq, BUDGET_MAX))
+    (item,) = page["messages"] or [None]
+    if item is None:
+        assert "resource" in page["recovery"]
+        return
+    expected = {"seq": seq, **{key: head[key] for key in ("id", "from", "created_ts", "subject", "importance",
+                                                          "ack_required", "thread_id", "topic")
+                               if head.get(key) is not None}, "body_md": body}
+    assert item == expected and list(item) == list(expected)
+    text = cursor_page("proj", "Reader", 0, [entry], False, seq, BUDGET_MAX)
+    assert dumps(json.loads(text)) == text

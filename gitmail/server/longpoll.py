@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import anyio
 
-from gitmail.mail.facade import ChannelPage, FeedPage, Mail
+from gitmail.mail.facade import Arrivals, ChannelPage, Mail
 from gitmail.model.errors import TOO_MANY_WAITS, GitmailError, invalid
 from gitmail.model.limits import FEED_MAX_WAITS, FEED_MAX_WAITS_PER_AGENT
 
@@ -39,7 +39,7 @@ PER_AGENT_ENV = "GITMAIL_MAX_WAITS_PER_AGENT"
 PER_SERVER_ENV = "GITMAIL_MAX_WAITS"
 LOOK_AGAIN = 1.0  # seconds: how often a waiting read looks for a change nobody announced
 
-Page = TypeVar("Page", FeedPage, ChannelPage)  # an inbox page (its messages) or a channel's (its posts)
+Page = TypeVar("Page", Arrivals, ChannelPage)  # an inbox page (the index's rows) or a channel's (its posts)
 
 
 def _setting(env: Mapping[str, str], name: str, default: int) -> int:
@@ -125,7 +125,7 @@ class LongPolls:
                     moved.clear()  # a move from here on is seen by the next wait, not lost
                     found = await anyio.to_thread.run_sync(read)
                     remaining = deadline - loop.time()
-                    if (found.messages if isinstance(found, FeedPage) else found.posts) or remaining <= 0:
+                    if _holds_any(found) or remaining <= 0:
                         return found
                     while not moved.is_set() and remaining > 0:
                         with contextlib.suppress(TimeoutError):
@@ -135,3 +135,8 @@ class LongPolls:
                         remaining = deadline - loop.time()
             finally:
                 watch.close()
+
+
+def _holds_any(page: Arrivals | ChannelPage) -> bool:
+    """Whether a page read found anything: an inbox's messages or a channel's posts."""
+    return bool(page.rows if isinstance(page, Arrivals) else page.posts)

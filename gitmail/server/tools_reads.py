@@ -20,7 +20,7 @@ from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from gitmail.mail.facade import FeedPage
+from gitmail.mail.facade import Arrivals
 from gitmail.model.limits import CATCH_UP_DEFAULT, CATCH_UP_MAX, FEED_DEFAULT_LIMIT, FEED_MAX_WAIT
 
 from . import pages
@@ -68,15 +68,15 @@ async def read_messages(
     agent_token: AgentToken = None,
 ) -> ToolResult:
     """Read your inbox after a cursor, oldest first; repeat with next_after while has_more."""
-    read = functools.partial(rt.mail.read_messages, project_key, agent_name, after=after, limit=limit)
+    read = functools.partial(rt.mail.read_arrivals, project_key, agent_name, after=after, limit=limit)
 
-    def page_of(found: FeedPage) -> str:
-        return pages.cursor_page(project_key, found.agent, after, pages.feed_entries(found.messages),
-                                 found.has_more, found.high_watermark, max_output_bytes)
+    def page_of(found: Arrivals) -> str:
+        return pages.cursor_page(project_key, found.agent, after, pages.arrival_entries(found), found.has_more,
+                                 found.high_watermark, max_output_bytes)
 
-    def first() -> tuple[FeedPage, str | None]:  # the page is made in the read's thread, off the event loop
+    def first() -> tuple[Arrivals, str | None]:  # the page is made in the read's thread, off the event loop
         found = read()
-        return found, None if not found.messages and wait_seconds > 0 else page_of(found)
+        return found, None if not found.rows and wait_seconds > 0 else page_of(found)
 
     found, text = await anyio.to_thread.run_sync(first)
     if text is None:
