@@ -139,6 +139,12 @@ def test_a_purged_message_reads_as_removed(store, wall):
     assert failure is not None and getattr(failure, "code", None) == "NOT_FOUND"
     assert "removed from the archive" in str(failure)
     assert mail.get_thread(PROJECT, sent[0]["id"])["count"] == 0
+    # The feed reads bodies by the blob its rows name: a purged message leaves the pages, body and all.
+    for name in {m["to"][0] for m in sent}:
+        page = mail.read_arrivals(PROJECT, name, after=0, limit=200)
+        assert sent[0]["id"] not in {row["id"] for row in page.rows}
+        assert sent[0]["body_md"] not in page.bodies
+        assert not mail.read_messages(PROJECT, name, after=0, limit=200).messages
 
 
 def test_purge_candidates_from_the_index_are_the_old_messages_of_the_tip(store, wall):
