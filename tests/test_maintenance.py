@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
+import tracemalloc
 
 import pytest
 
@@ -135,3 +137,31 @@ def test_consolidation_stores_versions_of_a_folder_as_deltas(tmp_path):
     with open(os.path.join(archive.git_dir, "gitmail-rollup-tip"), encoding="ascii") as handle:
         assert handle.read().strip() == archive.tip()  # the next run names only what came after
     git("--git-dir", archive.git_dir, "fsck", "--strict")
+
+
+def _packs_of_blobs(git_dir, packs, per_pack):
+    """``packs`` packs of ``per_pack`` distinct small blobs each, written by git fast-import (one pack per run)."""
+    for p in range(packs):
+        stream = b"".join(b"blob\ndata %d\n%s\n" % (len(body), body)
+                          for body in (b"object %d of pack %d\n" % (i, p) for i in range(per_pack)))
+        subprocess.run(["git", "--git-dir", git_dir, "fast-import", "--quiet"], input=stream + b"done\n",
+                       check=True)
+
+
+def test_a_merge_streams_the_object_ids_instead_of_holding_them(tmp_path):
+    # A merge that reaches the largest pack handles every object of the archive (millions at a million
+    # messages): its memory must not grow with them. 3 x 40k objects held as Python strings took tens of MB.
+    archive = Archive.init(str(tmp_path / "a.git"), maintain=False)
+    _packs_of_blobs(archive.git_dir, 3, 40_000)
+    before = pack_count(archive.git_dir)
+    assert before == 3
+    tracemalloc.start()
+    try:
+        assert consolidate(archive.git_dir, force=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert pack_count(archive.git_dir) == 1
+    counted = git("--git-dir", archive.git_dir, "count-objects", "-v")
+    assert "in-pack: 120001" in counted or "in-pack: 120000" in counted  # the blobs (and the first commit's tree)
+    assert peak < 8_000_000, f"the merge held {peak / 1e6:.1f} MB of Python objects"

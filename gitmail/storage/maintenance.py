@@ -6,9 +6,10 @@ rolls the small packs together, geometric style: packs are sorted by size and
 the smallest ones whose sizes do not form a doubling progression are merged,
 so each run touches only recent packs and old large packs are left alone.
 
-The merge hands exactly the small packs' objects (read from their indexes) to
-``git pack-objects`` (named by git's diff of the new commits), which finds deltas
-among them; its cost follows what is
+The merge hands exactly the small packs' objects (streamed from their indexes,
+a chunk at a time, so a merge that reaches the largest pack holds no list of
+the archive's objects) to ``git pack-objects`` (named by git's diff of the new
+commits), which finds deltas among them; its cost follows what is
 new, not the size of the archive (``git repack --geometric`` walks the whole
 history first: seconds at 100k messages). The new pack is fsynced before the
 old ones are removed, so a crash never loses an object. ``gc.autoPackLimit``
@@ -25,7 +26,8 @@ import fcntl
 import os
 import struct
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 
 import pygit2
 
@@ -38,6 +40,7 @@ from .rawdiff import read_raw
 PACK_LIMIT = 32  # consolidate once this many packs have accumulated
 _FALLBACK_COMMITS = 2000  # recent commits whose objects are named when no earlier consolidation is on record
 _MARK = "gitmail-rollup-tip"
+_IDS_PER_CHUNK = 16_384  # object ids read from a pack index and handed to pack-objects at a time
 
 
 def pack_count(git_dir: str) -> int:
@@ -93,15 +96,25 @@ def _rollup(packs: list[tuple[int, str]]) -> list[str]:
     return [base for _, base in packs[: rollup_count([size for size, _ in packs])]]
 
 
-def _object_ids(index_path: str) -> list[str]:
-    """The object ids listed in a version-2 pack index."""
+def _object_ids(index_path: str) -> Iterator[bytes]:
+    """The object ids listed in a version-2 pack index, raw (20 bytes each), a bounded chunk at a time.
+
+    The packs a run merges can hold the whole archive's objects (millions at
+    a million messages); reading their ids as they are handed on keeps the
+    run's memory to one chunk, not one Python string per object.
+    """
     with open(index_path, "rb") as handle:
-        data = handle.read()
-    if data[:4] != b"\xfftOc" or struct.unpack(">I", data[4:8])[0] != 2:
-        raise ValueError(f"{index_path}: not a version 2 pack index")
-    count = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])[0]
-    start = 8 + 256 * 4
-    return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
+        header = handle.read(8 + 256 * 4)
+        if len(header) < 8 + 256 * 4 or header[:4] != b"\xfftOc" or struct.unpack(">I", header[4:8])[0] != 2:
+            raise ValueError(f"{index_path}: not a version 2 pack index")
+        remaining = struct.unpack(">I", header[-4:])[0]
+        while remaining:
+            count = min(remaining, _IDS_PER_CHUNK)
+            data = handle.read(20 * count)
+            if len(data) != 20 * count:
+                raise ValueError(f"{index_path}: the index ends before its last object id")
+            yield data
+            remaining -= count
 
 
 def _names(git_dir: str, tip: str, since: str | None) -> dict[str, str]:
@@ -127,19 +140,34 @@ def _names(git_dir: str, tip: str, since: str | None) -> dict[str, str]:
 
 def _merge_packs(git_dir: str, bases: list[str]) -> None:
     pack_dir = os.path.join(git_dir, "objects", "pack")
-    ids: dict[str, None] = {}
-    for base in bases:
-        ids.update(dict.fromkeys(_object_ids(base + ".idx")))
     tip = _tip(git_dir)
-    names = _names(git_dir, tip, _read_mark(git_dir)) if tip else {}
-    listing = "".join(f"{oid} {names[oid]}\n" if oid in names else f"{oid}\n" for oid in ids)
-    # At low priority and on one thread: writers must keep a core to themselves.
-    subprocess.run(
+    names = _names(git_dir, tip, _read_mark(git_dir)) if tip else {}  # only the objects since the last run
+    # At low priority and on one thread: writers must keep a core to themselves. The objects are streamed
+    # to it pack by pack (pack-objects takes an object listed twice once).
+    errors = tempfile.TemporaryFile()  # not a pipe: a full one would stop it while the ids are still coming
+    packer = subprocess.Popen(
         ["nice", "-n", "10", "git", "--git-dir", git_dir, "-c", "core.fsync=objects,derived-metadata",
          "-c", "core.fsyncMethod=fsync", "pack-objects", "-q", "--threads=1", "--delta-base-offset",
          os.path.join(pack_dir, "pack")],
-        input=listing.encode(), check=True, capture_output=True,
-    )
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+    assert packer.stdin is not None
+    try:
+        for base in bases:
+            for chunk in _object_ids(base + ".idx"):
+                ids = (chunk[i : i + 20].hex() for i in range(0, len(chunk), 20))
+                packer.stdin.write("".join(f"{oid} {names[oid]}\n" if oid in names else f"{oid}\n"
+                                           for oid in ids).encode())
+    except BrokenPipeError:
+        pass  # pack-objects stopped early: its exit status below says why
+    except BaseException:
+        packer.kill()
+        packer.wait()
+        raise
+    out, _ = packer.communicate()
+    with errors:
+        errors.seek(0)
+        if packer.returncode != 0:
+            raise subprocess.CalledProcessError(packer.returncode, packer.args, out, errors.read())
     fsync_dir(pack_dir)  # the new pack is durable before the old ones go
     for base in bases:
         for suffix in (".idx", ".pack", ".rev", ".bitmap"):
