@@ -99,3 +99,77 @@ def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_ar
         "missing folder": "NOT_FOUND", "bad name": "INVALID_ARGUMENT"}
     assert "write_memory" in refusals["missing folder"]["message"]
     assert "skills/<name>/SKILL.md" in refusals["bad file"]["message"]
+
+
+def test_a_manager_removes_a_memory_file_and_loaders_stop_handing_it_while_the_rest_of_the_folder_stays(
+        server, tmp_path):
+    project = str(tmp_path / "repo")
+    archive = Archive(server.home, project)
+
+    async def scenario():
+        async with server.client() as lead:
+            await lead_and_peer(lead, project)
+            memory = {"project_key": project, "agent_name": "Lead", "folder": "archive:ops"}
+            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="skills/rollback/SKILL.md", text=SKILL)
+            made = await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="Helper",
+                              scope=["viewer@*"], load_memory_and_skills=["archive:ops"])
+            removed = await call(lead, "write_memory", **memory, file="AGENTS.md", remove=True,
+                                 reason="the rule moved to the runbook")
+            message = archive.last_message()
+            seat = await call(lead, "take_seat", project_key=project, agent_name="Helper",
+                              agent_token=made["registration_token"])
+            folders = (await call(lead, "org_context", project_key=project, agent_name="Peer"))["archive_folders"]
+            await call(lead, "write_memory", **memory | {"agent_name": "Peer"}, file="skills/rollback/SKILL.md",
+                       remove=True)
+            emptied = (await call(lead, "org_context", project_key=project, agent_name="Peer"))["archive_folders"]
+            rewritten = await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            return removed, message, seat["loads"], folders, emptied, rewritten
+
+    removed, message, loads, folders, emptied, rewritten = run(scenario())
+    assert (removed["removed"], removed["changed"], removed["written_by"]) == (True, True, "Lead")
+    assert removed["sha256"] == hashlib.sha256(MEMORY.encode()).hexdigest()  # what was removed
+    assert "removed AGENTS.md of the memory folder archive:ops" in message and "runbook" in message
+    assert loads["memory"] == [] and [s["name"] for s in loads["skills"]] == ["rollback"]
+    assert loads["unavailable"] == []
+    assert folders == ["archive:ops"] and emptied == []  # a folder whose every file is removed is gone
+    assert (rewritten["changed"], rewritten["removed"]) == (True, False)  # a removed file may be written again
+
+
+def test_removing_a_missing_memory_file_or_without_manager_of_the_whole_project_is_refused_and_nothing_written(
+        server, tmp_path):
+    project = str(tmp_path / "repo")
+    archive = Archive(server.home, project)
+
+    async def scenario():
+        async with server.client() as lead:
+            await lead_and_peer(lead, project)
+            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
+                       scope=["manager@src/api"])
+            memory = {"project_key": project, "agent_name": "Lead", "folder": "ops"}
+            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", remove=True)
+            before = archive.tip()
+            refusals = {
+                "never written": await fail(lead, "write_memory", **memory, file="skills/x/SKILL.md", remove=True),
+                "removed already": await fail(lead, "write_memory", **memory, file="CLAUDE.md", remove=True),
+                "no such folder": await fail(lead, "write_memory", **memory | {"folder": "nowhere"},
+                                             file="AGENTS.md", remove=True),
+                "not a manager of the whole": await fail(lead, "write_memory", **memory, acting_as="ApiLead",
+                                                         file="AGENTS.md", remove=True),
+                "text and remove": await fail(lead, "write_memory", **memory, file="AGENTS.md", text="x",
+                                              remove=True),
+                "neither": await fail(lead, "write_memory", **memory, file="AGENTS.md"),
+            }
+            return before, archive.tip(), refusals
+
+    before, after, refusals = run(scenario())
+    assert after == before
+    assert {what: body["code"] for what, body in refusals.items()} == {
+        "never written": "NOT_FOUND", "removed already": "NOT_FOUND", "no such folder": "NOT_FOUND",
+        "not a manager of the whole": "SCOPE_DENIED", "text and remove": "INVALID_ARGUMENT",
+        "neither": "INVALID_ARGUMENT"}
+    assert refusals["removed already"]["data"] == {"folder": "archive:ops", "file": "CLAUDE.md"}
+    assert "holds no file CLAUDE.md to remove" in refusals["removed already"]["message"]
+    assert "remove=true" in refusals["neither"]["message"]

@@ -708,11 +708,12 @@ class Mail:
         """The project's defaults and its archive's memory folders with their files, for the operator's view."""
         return orgcontext.overview(self.ctx, project_key)
 
-    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
-                     seat: str | None = None, reason: str | None = None) -> MemoryWritten:
-        """Write a memory file or skill of an archive memory folder, as an agent holding manager@*."""
+    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str | None = None,
+                     remove: bool = False, seat: str | None = None, reason: str | None = None) -> MemoryWritten:
+        """Write (or, with ``remove``, remove) a memory file or skill of an archive memory folder, as an agent holding
+        manager@*."""
         return orgcontext.write_memory(self.ctx, project_key, agent_name, folder=folder, file=file, text=text,
-                                       seat=seat, reason=reason)
+                                       remove=remove, seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""

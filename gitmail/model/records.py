@@ -559,6 +559,12 @@ class MemoryDoc(Record):
     identities that load the folder (``archive:<folder>``) as data. Written
     by an agent holding ``manager@*`` (``written_by``, the last to change
     it); two versions written apart merge to the later writer's (by clock).
+
+    A removed file stays as a version of its own (``removed: true``, no
+    text), written and signed by the manager who removed it like any other
+    version, so every door judges a removal as it judges a write; loaders
+    pass over it. A removal made apart from a write of the same file gives
+    way to the write (:mod:`gitmail.sync.merge`): nothing written is lost.
     """
 
     KIND: ClassVar[str] = "memory"
@@ -569,6 +575,7 @@ class MemoryDoc(Record):
     written_by: str = _spec("agent")
     updated_at: str = _spec("ts")
     hlc: HLC = _spec("hlc")
+    removed: bool = _spec("bool", default=False, omit_default=True)
     body: str = field(default="", metadata={"kind": "body"})
 
     def path(self) -> str:
@@ -578,6 +585,8 @@ class MemoryDoc(Record):
         super()._check_body()
         if len(self.body.encode("utf-8")) > MAX_MEMORY_DOC_BYTES:
             raise FieldError("body", f"larger than {MAX_MEMORY_DOC_BYTES} bytes")
+        if self.removed and self.body.strip():
+            raise FieldError("body", "a removed memory file keeps no text (its last text is in the history)")
         if not MEMORY_DOC_RE.match(self.file):
             raise FieldError("file", f"must be AGENTS.md, CLAUDE.md or skills/<name>/SKILL.md; got {self.file!r}")
 
