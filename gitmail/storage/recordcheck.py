@@ -161,6 +161,9 @@ _CHANNEL = "; to say more about a channel, post to it (post_channel)"
 _ORG = "set the project's defaults through gitmail (org_context), as an agent holding manager@*"
 _MEMORY = ("write or remove the project's memory files through gitmail (write_memory, gitmail memory), or by hand "
            "naming in written_by an agent holding manager@*")
+_UNWRITE = (_RESTORE + "; a memory file is removed by a version that says so, in a manager's name: write_memory with "
+            "remove=true (gitmail memory rm), or by hand keep the file with no text, removed: true and written_by "
+            "an agent holding manager@*")
 _POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
@@ -692,6 +695,8 @@ class Checker:
                 return None
         if old is not None and _repaired(repairs, path, old, None):
             return None
+        if role == "memory":
+            return "a memory file deleted outright, which says neither that nor who removed it", _UNWRITE
         parts = path.split("/")
         if removed_agents:
             if parts[0] == AGENTS and parts[1] in removed_agents:
