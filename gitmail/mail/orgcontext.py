@@ -114,14 +114,32 @@ def read(ctx: Context, project_key: str, agent_name: str) -> OrgContextView:
 def overview(ctx: Context, project_key: str) -> MemoryOverview:
     """The project's defaults and every memory folder of its archive with its files, as the operator reads them."""
     snap = ctx.archive(project_key).snapshot()
-    folders = []
-    for name in loads.archive_folders(snap):
-        files = [MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at,
-                               size=len(doc.body.encode("utf-8")),
-                               sha256=hashlib.sha256(doc.body.encode("utf-8")).hexdigest(), text=doc.body)
-                 for doc in loads.archive_docs(snap, name)]
-        folders.append(MemoryFolderView(folder=f"{loads.ARCHIVE}{name}", files=files))
+    folders = [MemoryFolderView(folder=f"{loads.ARCHIVE}{name}",
+                                files=[_doc_view(doc) for doc in loads.archive_docs(snap, name)])
+               for name in loads.archive_folders(snap)]
     return MemoryOverview(defaults=_view(project_key, loads.org_context(snap), False, snap), folders=folders)
+
+
+def _doc_view(doc: MemoryDoc) -> MemoryDocView:
+    data = doc.body.encode("utf-8")
+    return MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at, size=len(data),
+                         sha256=hashlib.sha256(data).hexdigest(), text=doc.body)
+
+
+def read_memory(ctx: Context, project_key: str, *, folder: str, file: str) -> MemoryDocView:
+    """One file of an archive memory folder as the operator reads it; NOT_FOUND when the folder does not hold it
+    (never written, or removed)."""
+    name = _folder_name(folder, file)
+    doc = ctx.archive(project_key).snapshot().load(memory_path(name, file), MemoryDoc)
+    if doc is None or doc.removed:
+        raise _missing(f"{loads.ARCHIVE}{name}", file, "to show")
+    return _doc_view(doc)
+
+
+def _missing(where: str, file: str, purpose: str) -> GitmailError:
+    return GitmailError(NOT_FOUND, f"the memory folder {where} holds no file {file} {purpose}: list its files "
+                        "(org_context names the folders; gitmail memory list shows their files)",
+                        {"folder": where, "file": file})
 
 
 def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
@@ -216,9 +234,7 @@ def write_memory(ctx: Context, project_key: str, agent_name: str, *, folder: str
         me = _manager(ctx, snap, agent_name, seat, "write the project's memory folders")
         old = snap.load(memory_path(name, file), MemoryDoc)
         if remove and (old is None or old.removed):
-            raise GitmailError(NOT_FOUND, f"the memory folder {where} holds no file {file} to remove: list its files "
-                               "(org_context names the folders; gitmail memory list shows their files)",
-                               {"folder": where, "file": file})
+            raise _missing(where, file, "to remove")
         if old is not None and not remove and not old.removed and old.body == text:
             return Change("no change", result=_written(where, old, changed=False))
         verb = "removed" if remove else "wrote"
