@@ -247,6 +247,45 @@ def test_a_stdio_client_hears_of_new_mail_on_its_listen_stream(tmp_path):
     assert initialized is None or initialized.capabilities.resources.subscribe is True
 
 
+def test_a_fresh_stdio_session_pauses_its_subscriptions_until_it_proves_its_agent_and_subscribes_again(tmp_path):
+    """The same over stdio, where the process is the one session: the witness is a second subscription to Bob's
+    inbox (another URI) admitted under the fresh proof. Within one look at the project, notices go out in the
+    order the subscriptions were made, so had the paused one been delivered, its notice would precede the
+    witness's; the session hears the witness first, then only the thread it subscribed to again."""
+    project = fresh_project()
+    mine = Notices()
+
+    async def scenario():
+        async with stdio_client(str(tmp_path), tools="default,coordination", mode="legacy",
+                                message_handler=mine) as client:
+            tokens = await _team(client, project, "Ann", "Bob")
+            first = await call(client, "send_message", project_key=project, sender_name="Ann", to=["Ann"],
+                               subject="kickoff", body_md="a")
+            thread = first["deliveries"][0]["payload"]["thread_id"]
+            inbox, topic = f"resource://inbox/Bob?project={project}", f"resource://thread/{thread}?project={project}"
+            await client.session.subscribe_resource(inbox)
+            await client.session.subscribe_resource(topic)
+            started = await call(client, "new_session", project_key=project, agent_name="Ann")
+            refused = await _refused(client, topic)  # no proof yet: it stays paused
+            await call(client, "fetch_inbox", project_key=project, agent_name="Bob", agent_token=tokens["Bob"])
+            witness = f"{inbox}&limit=1"
+            await client.session.subscribe_resource(witness)  # Bob proved afresh: this one is delivered
+            await call(client, "send_message", project_key=project, sender_name="Bob", to=["Bob"], subject="self",
+                       body_md="to Bob's inbox")
+            witnessed = await mine.next(1)
+            await call(client, "fetch_inbox", project_key=project, agent_name="Ann", agent_token=tokens["Ann"])
+            await client.session.subscribe_resource(topic)  # proved again: the thread is delivered again
+            await call(client, "reply_message", project_key=project, message_id=first["deliveries"][0]["payload"]["id"],
+                       sender_name="Ann", body_md="in the thread")
+            return inbox, topic, witness, started, refused, witnessed, await mine.next(2), list(mine.uris)
+
+    inbox, topic, witness, started, refused, witnessed, heard, everything = run(scenario())
+    assert sorted(started["paused_subscriptions"]) == sorted([inbox, topic]) and "subscribe" in started["note"]
+    assert refused["code"] == "UNAUTHORIZED"
+    assert witnessed == [witness]  # the change to Bob's inbox was notified, not to the paused subscription...
+    assert heard == everything == [witness, topic]  # ...which never speaks: only the thread's notice follows
+
+
 MCP1_SUBSCRIBE = """
 import asyncio, json, sys
 from mcp import ClientSession
