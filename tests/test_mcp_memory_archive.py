@@ -62,8 +62,9 @@ def test_a_managers_archive_folder_is_handed_to_agents_that_load_it_and_named_by
     assert default["source"] == "project" and [m["text"] for m in default["memory"]] == [MEMORY]
 
 
-def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_are_refused_and_nothing_written(
-        server, tmp_path):
+def test_bad_memory_writes_and_removals_are_refused_with_codes_and_nothing_written(server, tmp_path):
+    """Bad folders and files, writers without manager@* of the whole project, and removals of files the folder
+    does not hold."""
     project = str(tmp_path / "repo")
     archive = Archive(server.home, project)
 
@@ -72,9 +73,13 @@ def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_ar
             await lead_and_peer(lead, project)
             await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
                        scope=["manager@src/api"])
+            memory = {"project_key": project, "agent_name": "Lead", "folder": "ops"}
+            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", remove=True)
             before = archive.tip()
             write = {"project_key": project, "agent_name": "Lead", "text": MEMORY}
-            refusals = {
+            refusals = await _removals_refused(lead, memory) | {
                 "not a manager of the whole": await fail(lead, "write_memory", **write, acting_as="ApiLead",
                                                          folder="ops", file="AGENTS.md"),
                 "bad folder": await fail(lead, "write_memory", **write, folder="Ops/x", file="AGENTS.md"),
@@ -96,9 +101,28 @@ def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_ar
     assert {what: body["code"] for what, body in refusals.items()} == {
         "not a manager of the whole": "SCOPE_DENIED", "bad folder": "INVALID_ARGUMENT",
         "bad file": "INVALID_ARGUMENT", "empty": "INVALID_ARGUMENT", "too large": "INVALID_ARGUMENT",
-        "missing folder": "NOT_FOUND", "bad name": "INVALID_ARGUMENT"}
+        "missing folder": "NOT_FOUND", "bad name": "INVALID_ARGUMENT",
+        "remove: never written": "NOT_FOUND", "remove: removed already": "NOT_FOUND",
+        "remove: no such folder": "NOT_FOUND", "remove: not a manager of the whole": "SCOPE_DENIED",
+        "remove: and text": "INVALID_ARGUMENT"}
     assert "write_memory" in refusals["missing folder"]["message"]
     assert "skills/<name>/SKILL.md" in refusals["bad file"]["message"]
+    assert refusals["remove: removed already"]["data"] == {"folder": "archive:ops", "file": "CLAUDE.md"}
+    assert "holds no file CLAUDE.md to remove" in refusals["remove: removed already"]["message"]
+    assert "to remove the file pass remove=true" in refusals["empty"]["message"]
+
+
+async def _removals_refused(lead, memory: dict[str, str]) -> dict[str, dict]:
+    """The error bodies of removals that must fail: ops holds AGENTS.md, and held CLAUDE.md until it was removed."""
+    return {
+        "remove: never written": await fail(lead, "write_memory", **memory, file="skills/x/SKILL.md", remove=True),
+        "remove: removed already": await fail(lead, "write_memory", **memory, file="CLAUDE.md", remove=True),
+        "remove: no such folder": await fail(lead, "write_memory", **memory | {"folder": "nowhere"},
+                                             file="AGENTS.md", remove=True),
+        "remove: not a manager of the whole": await fail(lead, "write_memory", **memory, acting_as="ApiLead",
+                                                         file="AGENTS.md", remove=True),
+        "remove: and text": await fail(lead, "write_memory", **memory, file="AGENTS.md", text="x", remove=True),
+    }
 
 
 def test_a_manager_removes_a_memory_file_and_loaders_stop_handing_it_while_the_rest_of_the_folder_stays(
@@ -135,41 +159,3 @@ def test_a_manager_removes_a_memory_file_and_loaders_stop_handing_it_while_the_r
     assert folders == ["archive:ops"] and emptied == []  # a folder whose every file is removed is gone
     assert (rewritten["changed"], rewritten["removed"]) == (True, False)  # a removed file may be written again
 
-
-def test_removing_a_missing_memory_file_or_without_manager_of_the_whole_project_is_refused_and_nothing_written(
-        server, tmp_path):
-    project = str(tmp_path / "repo")
-    archive = Archive(server.home, project)
-
-    async def scenario():
-        async with server.client() as lead:
-            await lead_and_peer(lead, project)
-            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
-                       scope=["manager@src/api"])
-            memory = {"project_key": project, "agent_name": "Lead", "folder": "ops"}
-            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
-            await call(lead, "write_memory", **memory, file="CLAUDE.md", text=MEMORY)
-            await call(lead, "write_memory", **memory, file="CLAUDE.md", remove=True)
-            before = archive.tip()
-            refusals = {
-                "never written": await fail(lead, "write_memory", **memory, file="skills/x/SKILL.md", remove=True),
-                "removed already": await fail(lead, "write_memory", **memory, file="CLAUDE.md", remove=True),
-                "no such folder": await fail(lead, "write_memory", **memory | {"folder": "nowhere"},
-                                             file="AGENTS.md", remove=True),
-                "not a manager of the whole": await fail(lead, "write_memory", **memory, acting_as="ApiLead",
-                                                         file="AGENTS.md", remove=True),
-                "text and remove": await fail(lead, "write_memory", **memory, file="AGENTS.md", text="x",
-                                              remove=True),
-                "neither": await fail(lead, "write_memory", **memory, file="AGENTS.md"),
-            }
-            return before, archive.tip(), refusals
-
-    before, after, refusals = run(scenario())
-    assert after == before
-    assert {what: body["code"] for what, body in refusals.items()} == {
-        "never written": "NOT_FOUND", "removed already": "NOT_FOUND", "no such folder": "NOT_FOUND",
-        "not a manager of the whole": "SCOPE_DENIED", "text and remove": "INVALID_ARGUMENT",
-        "neither": "INVALID_ARGUMENT"}
-    assert refusals["removed already"]["data"] == {"folder": "archive:ops", "file": "CLAUDE.md"}
-    assert "holds no file CLAUDE.md to remove" in refusals["removed already"]["message"]
-    assert "remove=true" in refusals["neither"]["message"]
