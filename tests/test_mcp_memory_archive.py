@@ -13,7 +13,7 @@ import hashlib
 import pytest
 
 from .mcp_harness import call, fail, run
-from .test_mcp_hierarchy import Archive, lead_and_peer
+from .test_mcp_hierarchy import Archive, lead_and_peer, lead_peer_and_api_lead
 
 SHARES_SERVER = True  # each test makes a project of its own
 
@@ -70,9 +70,7 @@ def test_bad_memory_writes_and_removals_are_refused_with_codes_and_nothing_writt
 
     async def scenario():
         async with server.client() as lead:
-            await lead_and_peer(lead, project)
-            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
-                       scope=["manager@src/api"])
+            await lead_peer_and_api_lead(lead, project)
             memory = {"project_key": project, "agent_name": "Lead", "folder": "ops"}
             await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
             await call(lead, "write_memory", **memory, file="CLAUDE.md", text=MEMORY)
