@@ -98,12 +98,13 @@ def stop_process(proc: subprocess.Popen, how: int = signal.SIGTERM, grace: float
             proc.wait(10)
 
 
-def stdio_client(home: str, *, tools: str | None = None) -> Client:
-    """A client that spawns ``gitmail serve --stdio`` on ``home`` (with ``--tools tools`` when given)."""
+def stdio_client(home: str, *, tools: str | None = None, **options: Any) -> Client:
+    """A client that spawns ``gitmail serve --stdio`` on ``home`` (with ``--tools tools`` when given); ``options``
+    go to the client (``mode``, ``message_handler``)."""
     profile = ["--tools", tools] if tools else []
     transport = StdioTransport(command=sys.executable, args=["-m", "gitmail", "serve", "--stdio", *profile],
                                env=child_env(home), cwd=ROOT)
-    return Client(transport, timeout=60)
+    return Client(transport, timeout=60, **options)
 
 
 def run(coro: Any) -> Any:

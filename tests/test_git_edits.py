@@ -207,7 +207,16 @@ def test_a_person_writes_and_edits_the_projects_memory_folders_by_hand_naming_a_
     loads = mail.take_seat(PROJECT, "Loader")["loads"]
     assert [m["text"] for m in loads["memory"]] == ["Page the lead, then the on-call.\n"]
     assert [(s["name"], s["description"]) for s in loads["skills"]] == [("rollback", "Roll a release back")]
+    # The skill removed by hand: kept as a version with no text that says so, in a manager's name.
     git("pull", "-q", "--ff-only", cwd=clone)
+    _edit(clone, skill.path(), "---\n\n# Roll a release back\n", "removed: true\n---\n")
+    assert _push(clone, "the rollback skill is retired").returncode == 0
+    assert mail.take_seat(PROJECT, "Loader", take_over=True)["loads"]["skills"] == []
+    git("pull", "-q", "--ff-only", cwd=clone)
+    git("rm", "-q", memory_path("ops", "AGENTS.md"), cwd=clone)
+    _refused(archive, clone, _push(clone, "drop the rule"),
+             f"gitmail: refused {memory_path('ops', 'AGENTS.md')}: a memory file deleted outright", "removed: true")
+    git("reset", "-q", "--hard", "origin/main", cwd=clone)
     _edit(clone, memory_path("ops", "AGENTS.md"), "written_by: BlueLake", "written_by: Reader")
     _refused(archive, clone, _push(clone, "the reader's rule"),
              f"gitmail: refused {memory_path('ops', 'AGENTS.md')}: written by Reader, who is no agent of this "

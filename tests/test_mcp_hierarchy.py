@@ -47,6 +47,14 @@ async def lead_and_peer(client, project: str) -> dict[str, str]:
     return tokens
 
 
+async def lead_peer_and_api_lead(client, project: str) -> dict[str, str]:
+    """:func:`lead_and_peer`, and ApiLead below Lead, a manager of src/api only (not of the whole project)."""
+    tokens = await lead_and_peer(client, project)
+    await call(client, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
+               scope=["manager@src/api"])
+    return tokens
+
+
 def test_scopes_refuse_what_they_do_not_grant_and_acting_as_narrows_a_call(server):
     project = fresh_project()
     archive = Archive(server.home, project)

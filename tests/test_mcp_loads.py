@@ -13,7 +13,7 @@ import os
 import pytest
 
 from .mcp_harness import call, fail, run
-from .test_mcp_hierarchy import Archive, lead_and_peer
+from .test_mcp_hierarchy import Archive, lead_and_peer, lead_peer_and_api_lead
 
 SHARES_SERVER = True  # each test makes a project of its own
 
@@ -83,9 +83,7 @@ def test_folders_an_agent_may_not_name_are_refused_with_codes_and_nothing_writte
 
     async def scenario():
         async with server.client() as lead:
-            await lead_and_peer(lead, project)
-            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
-                       scope=["manager@src/api"])
+            await lead_peer_and_api_lead(lead, project)
             before = archive.tip()
             spawn = {"project_key": project, "scope": ["viewer@src/api"]}
             refusals = {
@@ -127,10 +125,8 @@ def test_the_project_default_is_set_by_a_manager_of_the_whole_project_and_loaded
 
     async def scenario():
         async with server.client() as lead:
-            await lead_and_peer(lead, project)
+            await lead_peer_and_api_lead(lead, project)
             unset = await call(lead, "org_context", project_key=project, agent_name="Peer")
-            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
-                       scope=["manager@src/api"])
             before = archive.tip()
             denied = await fail(lead, "org_context", project_key=project, agent_name="Lead", acting_as="ApiLead",
                                 load_memory_and_skills=[f"{project}/src/api"])

@@ -13,7 +13,7 @@ import hashlib
 import pytest
 
 from .mcp_harness import call, fail, run
-from .test_mcp_hierarchy import Archive, lead_and_peer
+from .test_mcp_hierarchy import Archive, lead_and_peer, lead_peer_and_api_lead
 
 SHARES_SERVER = True  # each test makes a project of its own
 
@@ -62,19 +62,22 @@ def test_a_managers_archive_folder_is_handed_to_agents_that_load_it_and_named_by
     assert default["source"] == "project" and [m["text"] for m in default["memory"]] == [MEMORY]
 
 
-def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_are_refused_and_nothing_written(
-        server, tmp_path):
+def test_bad_memory_writes_and_removals_are_refused_with_codes_and_nothing_written(server, tmp_path):
+    """Bad folders and files, writers without manager@* of the whole project, and removals of files the folder
+    does not hold."""
     project = str(tmp_path / "repo")
     archive = Archive(server.home, project)
 
     async def scenario():
         async with server.client() as lead:
-            await lead_and_peer(lead, project)
-            await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="ApiLead",
-                       scope=["manager@src/api"])
+            await lead_peer_and_api_lead(lead, project)
+            memory = {"project_key": project, "agent_name": "Lead", "folder": "ops"}
+            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="CLAUDE.md", remove=True)
             before = archive.tip()
             write = {"project_key": project, "agent_name": "Lead", "text": MEMORY}
-            refusals = {
+            refusals = await _removals_refused(lead, memory) | {
                 "not a manager of the whole": await fail(lead, "write_memory", **write, acting_as="ApiLead",
                                                          folder="ops", file="AGENTS.md"),
                 "bad folder": await fail(lead, "write_memory", **write, folder="Ops/x", file="AGENTS.md"),
@@ -96,6 +99,61 @@ def test_bad_archive_folders_and_writers_without_manager_of_the_whole_project_ar
     assert {what: body["code"] for what, body in refusals.items()} == {
         "not a manager of the whole": "SCOPE_DENIED", "bad folder": "INVALID_ARGUMENT",
         "bad file": "INVALID_ARGUMENT", "empty": "INVALID_ARGUMENT", "too large": "INVALID_ARGUMENT",
-        "missing folder": "NOT_FOUND", "bad name": "INVALID_ARGUMENT"}
+        "missing folder": "NOT_FOUND", "bad name": "INVALID_ARGUMENT",
+        "remove: never written": "NOT_FOUND", "remove: removed already": "NOT_FOUND",
+        "remove: no such folder": "NOT_FOUND", "remove: not a manager of the whole": "SCOPE_DENIED",
+        "remove: and text": "INVALID_ARGUMENT"}
     assert "write_memory" in refusals["missing folder"]["message"]
     assert "skills/<name>/SKILL.md" in refusals["bad file"]["message"]
+    assert refusals["remove: removed already"]["data"] == {"folder": "archive:ops", "file": "CLAUDE.md"}
+    assert "holds no file CLAUDE.md to remove" in refusals["remove: removed already"]["message"]
+    assert "to remove the file pass remove=true" in refusals["empty"]["message"]
+
+
+async def _removals_refused(lead, memory: dict[str, str]) -> dict[str, dict]:
+    """The error bodies of removals that must fail: ops holds AGENTS.md, and held CLAUDE.md until it was removed."""
+    return {
+        "remove: never written": await fail(lead, "write_memory", **memory, file="skills/x/SKILL.md", remove=True),
+        "remove: removed already": await fail(lead, "write_memory", **memory, file="CLAUDE.md", remove=True),
+        "remove: no such folder": await fail(lead, "write_memory", **memory | {"folder": "nowhere"},
+                                             file="AGENTS.md", remove=True),
+        "remove: not a manager of the whole": await fail(lead, "write_memory", **memory, acting_as="ApiLead",
+                                                         file="AGENTS.md", remove=True),
+        "remove: and text": await fail(lead, "write_memory", **memory, file="AGENTS.md", text="x", remove=True),
+    }
+
+
+def test_a_manager_removes_a_memory_file_and_loaders_stop_handing_it_while_the_rest_of_the_folder_stays(
+        server, tmp_path):
+    project = str(tmp_path / "repo")
+    archive = Archive(server.home, project)
+
+    async def scenario():
+        async with server.client() as lead:
+            await lead_and_peer(lead, project)
+            memory = {"project_key": project, "agent_name": "Lead", "folder": "archive:ops"}
+            await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            await call(lead, "write_memory", **memory, file="skills/rollback/SKILL.md", text=SKILL)
+            made = await call(lead, "spawn_agent", project_key=project, agent_name="Lead", name="Helper",
+                              scope=["viewer@*"], load_memory_and_skills=["archive:ops"])
+            removed = await call(lead, "write_memory", **memory, file="AGENTS.md", remove=True,
+                                 reason="the rule moved to the runbook")
+            message = archive.last_message()
+            seat = await call(lead, "take_seat", project_key=project, agent_name="Helper",
+                              agent_token=made["registration_token"])
+            folders = (await call(lead, "org_context", project_key=project, agent_name="Peer"))["archive_folders"]
+            await call(lead, "write_memory", **memory | {"agent_name": "Peer"}, file="skills/rollback/SKILL.md",
+                       remove=True)
+            emptied = (await call(lead, "org_context", project_key=project, agent_name="Peer"))["archive_folders"]
+            rewritten = await call(lead, "write_memory", **memory, file="AGENTS.md", text=MEMORY)
+            return removed, message, seat["loads"], folders, emptied, rewritten
+
+    removed, message, loads, folders, emptied, rewritten = run(scenario())
+    assert (removed["removed"], removed["changed"], removed["written_by"]) == (True, True, "Lead")
+    assert removed["sha256"] == hashlib.sha256(MEMORY.encode()).hexdigest()  # what was removed
+    assert "removed AGENTS.md of the memory folder archive:ops" in message and "runbook" in message
+    assert loads["memory"] == [] and [s["name"] for s in loads["skills"]] == ["rollback"]
+    assert loads["unavailable"] == []
+    assert folders == ["archive:ops"] and emptied == []  # a folder whose every file is removed is gone
+    assert (rewritten["changed"], rewritten["removed"]) == (True, False)  # a removed file may be written again
+

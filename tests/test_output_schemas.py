@@ -120,6 +120,7 @@ def walk_arguments(world: World) -> dict[str, dict[str, Any]]:
         "force_release_file_reservation": {"file_reservation_id": world.released_reservation},
         "force_release_build_slot": {"slot": "stale-slot"},
         "update_agent": {"purpose": "walks every tool"},
+        "write_memory": {"text": "# Walk\nevery tool\n"},
     }
 
 

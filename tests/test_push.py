@@ -247,6 +247,36 @@ def test_a_stdio_client_hears_of_new_mail_on_its_listen_stream(tmp_path):
     assert initialized is None or initialized.capabilities.resources.subscribe is True
 
 
+def test_a_fresh_stdio_session_pauses_its_subscriptions_until_it_proves_its_agent_and_subscribes_again(tmp_path):
+    """The same over stdio, where the process is the one session: the witness is a second subscription to Bob's
+    inbox (another URI) admitted under the fresh proof. Within one look at the project, notices go out in the
+    order the subscriptions were made, so had the paused one been delivered, its notice would precede the
+    witness's; the session hears the witness first, then only the thread it subscribed to again."""
+    project = fresh_project()
+    mine = Notices()
+
+    async def scenario():
+        async with stdio_client(str(tmp_path), tools="default,coordination", mode="legacy",
+                                message_handler=mine) as client:
+            tokens, first, inbox, topic = await _subscribed_pair(client, project)
+            started = await call(client, "new_session", project_key=project, agent_name="Ann")
+            refused = await _refused(client, topic)  # no proof yet: it stays paused
+            await call(client, "fetch_inbox", project_key=project, agent_name="Bob", agent_token=tokens["Bob"])
+            witness = f"{inbox}&limit=1"
+            await client.session.subscribe_resource(witness)  # Bob proved afresh: this one is delivered
+            await call(client, "send_message", project_key=project, sender_name="Bob", to=["Bob"], subject="self",
+                       body_md="to Bob's inbox")
+            witnessed = await mine.next(1)
+            await _resubscribe_and_reply(client, project, tokens["Ann"], first, topic)
+            return inbox, topic, witness, started, refused, witnessed, await mine.next(2), list(mine.uris)
+
+    inbox, topic, witness, started, refused, witnessed, heard, everything = run(scenario())
+    assert sorted(started["paused_subscriptions"]) == sorted([inbox, topic]) and "subscribe" in started["note"]
+    assert refused["code"] == "UNAUTHORIZED"
+    assert witnessed == [witness]  # the change to Bob's inbox was notified, not to the paused subscription...
+    assert heard == everything == [witness, topic]  # ...which never speaks: only the thread's notice follows
+
+
 MCP1_SUBSCRIBE = """
 import asyncio, json, sys
 from mcp import ClientSession
@@ -297,6 +327,30 @@ def test_the_mcp1_client_subscribes_and_hears_of_new_mail(server):
 
 
 
+async def _subscribed_pair(client: Client, project: str) -> tuple[dict[str, str], str, str, str]:
+    """Ann and Bob; Ann's kickoff to herself; the session subscribed to Bob's inbox and the kickoff's thread.
+
+    Returns the tokens, the kickoff's ID and the two URIs.
+    """
+    tokens = await _team(client, project, "Ann", "Bob")
+    first = await call(client, "send_message", project_key=project, sender_name="Ann", to=["Ann"],
+                       subject="kickoff", body_md="a")
+    payload = first["deliveries"][0]["payload"]
+    inbox = f"resource://inbox/Bob?project={project}"
+    topic = f"resource://thread/{payload['thread_id']}?project={project}"
+    await client.session.subscribe_resource(inbox)
+    await client.session.subscribe_resource(topic)
+    return tokens, payload["id"], inbox, topic
+
+
+async def _resubscribe_and_reply(client: Client, project: str, token: str, first: str, topic: str) -> None:
+    """Ann proves herself again, subscribes to the thread again, and replies in it."""
+    await call(client, "fetch_inbox", project_key=project, agent_name="Ann", agent_token=token)
+    await client.session.subscribe_resource(topic)  # proved again: the thread is delivered again
+    await call(client, "reply_message", project_key=project, message_id=first, sender_name="Ann",
+               body_md="in the thread")
+
+
 def test_a_fresh_session_pauses_its_subscriptions_until_it_proves_its_agent_and_subscribes_again(server):
     """new_session forgets the proofs the subscriptions were admitted under, so they stop delivering; a witness
     session subscribed to the same inbox shows each change was notified, and the paused session's stream, ordered,
@@ -307,13 +361,7 @@ def test_a_fresh_session_pauses_its_subscriptions_until_it_proves_its_agent_and_
     async def scenario():
         async with Client(server.url, mode="legacy", timeout=60, message_handler=mine) as client, \
                 Client(server.url, mode="legacy", timeout=60, message_handler=witness) as other:
-            tokens = await _team(client, project, "Ann", "Bob")
-            first = await call(client, "send_message", project_key=project, sender_name="Ann", to=["Ann"],
-                               subject="kickoff", body_md="a")
-            thread = first["deliveries"][0]["payload"]["thread_id"]
-            inbox, topic = f"resource://inbox/Bob?project={project}", f"resource://thread/{thread}?project={project}"
-            await client.session.subscribe_resource(inbox)
-            await client.session.subscribe_resource(topic)
+            tokens, first, inbox, topic = await _subscribed_pair(client, project)
             await call(other, "fetch_inbox", project_key=project, agent_name="Bob", agent_token=tokens["Bob"])
             await other.session.subscribe_resource(inbox)
             started = await call(client, "new_session", project_key=project, agent_name="Ann")
@@ -321,10 +369,7 @@ def test_a_fresh_session_pauses_its_subscriptions_until_it_proves_its_agent_and_
             await call(other, "send_message", project_key=project, sender_name="Bob", to=["Bob"], subject="self",
                        body_md="to Bob's inbox")
             witnessed = await witness.next(1)
-            await call(client, "fetch_inbox", project_key=project, agent_name="Ann", agent_token=tokens["Ann"])
-            await client.session.subscribe_resource(topic)  # proved again: the thread is delivered again
-            await call(client, "reply_message", project_key=project, message_id=first["deliveries"][0]["payload"]["id"],
-                       sender_name="Ann", body_md="in the thread")
+            await _resubscribe_and_reply(client, project, tokens["Ann"], first, topic)
             return inbox, topic, started, refused, witnessed, await mine.next(1), list(mine.uris)
 
     inbox, topic, started, refused, witnessed, heard, everything = run(scenario())

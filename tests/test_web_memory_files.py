@@ -69,10 +69,14 @@ def test_the_memory_page_shows_the_defaults_and_the_archives_memory_folders_with
     mail.write_memory(PROJECT, "BlueLake", folder="ops", file="AGENTS.md", text=text)
     mail.write_memory(PROJECT, "BlueLake", folder="ops", file="skills/rollback/SKILL.md", text="# Roll back\n")
     mail.set_org_context(PROJECT, "BlueLake", load_memory_and_skills=["archive:ops"], folder_hints=False)
+    for folder, file in (("ops", "CLAUDE.md"), ("old", "AGENTS.md")):  # removed files are not shown
+        mail.write_memory(PROJECT, "BlueLake", folder=folder, file=file, text="gone soon\n")
+        mail.write_memory(PROJECT, "BlueLake", folder=folder, file=file, remove=True)
     slug = store.resolve(PROJECT)
     with InProcessServer(store, mail=mail) as server, httpx.Client(base_url=server.base, timeout=60) as tab:
         page = tab.get(f"/ui/p/{slug}/memory")
     assert page.status_code == 200
+    assert "CLAUDE.md" not in page.text and 'id="folder-old"' not in page.text and "gone soon" not in page.text
     assert re.search(r'id="default-folders"><code>archive:ops</code></dd>', page.text)
     assert 'id="folder-hints">off<' in page.text and 'id="folder-ops"' in page.text
     assert "<code>AGENTS.md</code>" in page.text and "<code>skills/rollback/SKILL.md</code>" in page.text

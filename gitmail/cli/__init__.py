@@ -14,6 +14,7 @@ from . import (
     import_cmds,  # noqa: F401
     index_cmds,  # noqa: F401
     mail_cmds,  # noqa: F401
+    memory_cmds,  # noqa: F401
     node_cmds,  # noqa: F401
     serve_cmds,  # noqa: F401
     slot_cmds,  # noqa: F401

@@ -123,6 +123,7 @@ SHELL_COMMANDS = {
     "take_seat": "`gitmail seat take`",
     "renew_seat": "`gitmail seat renew`",
     "release_seat": "`gitmail seat release`",
+    "write_memory": "`gitmail memory write`",
     "sleep_agent": "`gitmail sleep`",
     "wake_agent": "`gitmail wake`",
     "file_reservation_paths": "`gitmail reserve`",

@@ -31,10 +31,11 @@ def table(rows: Iterable[dict[str, Any]], columns: list[tuple[str, str]], empty:
     return "\n".join(lines)
 
 
-def body_text(body: str | None, body_file: str | None) -> str:
-    """The message body from --body, --body-file (``-`` for standard input), or standard input."""
+def body_text(body: str | None, body_file: str | None, *, what: str = "body") -> str:
+    """The message body (or other ``what``) from --body, --body-file (``-`` for standard input), or standard input;
+    the options are named ``--<what>`` and ``--<what>-file``."""
     if body is not None and body_file is not None:
-        raise click.UsageError("give --body or --body-file, not both")
+        raise click.UsageError(f"give --{what} or --{what}-file, not both")
     if body is not None:
         return body
     if body_file is not None and body_file != "-":
@@ -42,7 +43,7 @@ def body_text(body: str | None, body_file: str | None) -> str:
             return handle.read()
     if body_file == "-" or not sys.stdin.isatty():
         return sys.stdin.read()
-    raise click.UsageError("give the body with --body TEXT, --body-file FILE, or on standard input")
+    raise click.UsageError(f"give the {what} with --{what} TEXT, --{what}-file FILE, or on standard input")
 
 
 def render_message(message: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import field
 
 from gitmail.model.errors import NOT_FOUND, PATH_NOT_ALLOWED, SCOPE_DENIED, GitmailError, invalid
@@ -172,18 +173,36 @@ def archive_name(folder: str) -> str:
 
 
 def archive_docs(snap: Snapshot, name: str) -> list[MemoryDoc]:
-    """The files of the archive folder ``name``: its memory files, then its skills by name (at most MAX_SKILLS)."""
-    docs = [doc for file in MEMORY_DOC_NAMES if (doc := snap.load(memory_path(name, file), MemoryDoc)) is not None]
-    for skill in snap.listdir(memory_path(name, SKILLS))[:MAX_SKILLS]:
+    """The files of the archive folder ``name``: its memory files, then its skills by name (at most MAX_SKILLS).
+
+    A removed file (kept as a version marked ``removed``) is not one of them.
+    """
+    docs = [doc for file in MEMORY_DOC_NAMES
+            if (doc := snap.load(memory_path(name, file), MemoryDoc)) is not None and not doc.removed]
+    skills: list[MemoryDoc] = []
+    for skill in snap.listdir(memory_path(name, SKILLS)):
+        if len(skills) == MAX_SKILLS:
+            break
         doc = snap.load(memory_path(name, f"{SKILLS}/{skill}/{SKILL_FILE}"), MemoryDoc)
-        if doc is not None:
-            docs.append(doc)
-    return docs
+        if doc is not None and not doc.removed:
+            skills.append(doc)
+    return docs + skills
 
 
 def archive_folders(snap: Snapshot) -> list[str]:
-    """The names of the memory folders the archive holds (``memory/<name>/``), in name order."""
-    return [name for name in snap.listdir(MEMORY) if CHANNEL_NAME_RE.match(name)]
+    """The names of the memory folders the archive holds (``memory/<name>/``) with a file not removed, in name
+    order."""
+    return [name for name in snap.listdir(MEMORY) if CHANNEL_NAME_RE.match(name) and _holds_a_file(snap, name)]
+
+
+def _holds_a_file(snap: Snapshot, name: str) -> bool:
+    """Whether the archive folder ``name`` holds a file not removed (read until the first one is found)."""
+    def paths() -> Iterator[str]:
+        yield from (memory_path(name, file) for file in MEMORY_DOC_NAMES)
+        yield from (memory_path(name, f"{SKILLS}/{skill}/{SKILL_FILE}")
+                    for skill in snap.listdir(memory_path(name, SKILLS)))
+
+    return any((doc := snap.load(path, MemoryDoc)) is not None and not doc.removed for path in paths())
 
 
 def _require_in_archive(snap: Snapshot, folder: str) -> None:

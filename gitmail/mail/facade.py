@@ -117,7 +117,7 @@ from .mailbox import (
     ThreadPage,
     TopicMessage,
 )
-from .orgcontext import MemoryOverview, MemoryWritten, OrgContextView
+from .orgcontext import MemoryDocView, MemoryOverview, MemoryWritten, OrgContextView
 from .overdue import OverdueScan
 from .products import ProductHit, ProductInboxMessage, ProductLinked, ProductShown, ProductThread, ProductUnlinked
 from .projects import ProjectDeleted, ProjectView
@@ -143,7 +143,7 @@ __all__ += ["AttachmentContent", "ProductHit", "ProductInboxMessage", "ProductLi
 __all__ += ["CardSet", "WakeEvent"]
 
 # The typed results of agents, the hierarchy and build slots, and the acknowledgement settings health_check shows.
-__all__ += ["CardState", "Loaded", "MemoryOverview", "MemoryWritten", "OrgContextView", "guard_roots"]
+__all__ += ["CardState", "Loaded", "MemoryDocView", "MemoryOverview", "MemoryWritten", "OrgContextView", "guard_roots"]
 __all__ += ["AckSettings", "AgentDeleted", "AgentProfile", "AgentUpdated", "InactiveRetired", "Position",
             "Registration", "SleepState", "SlotAcquired", "SlotForceReleased", "SlotList", "SlotReleased",
             "SlotRenewed", "SlotView", "Spawned", "StatusChange", "TokenReset", "Whois"]
@@ -713,11 +713,16 @@ class Mail:
         """The project's defaults and its archive's memory folders with their files, for the operator's view."""
         return orgcontext.overview(self.ctx, project_key)
 
-    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
-                     seat: str | None = None, reason: str | None = None) -> MemoryWritten:
-        """Write a memory file or skill of an archive memory folder, as an agent holding manager@*."""
+    def read_memory(self, project_key: str, *, folder: str, file: str) -> MemoryDocView:
+        """One file of an archive memory folder (not removed), for the operator."""
+        return orgcontext.read_memory(self.ctx, project_key, folder=folder, file=file)
+
+    def write_memory(self, project_key: str, agent_name: str, *, folder: str, file: str, text: str | None = None,
+                     remove: bool = False, seat: str | None = None, reason: str | None = None) -> MemoryWritten:
+        """Write (or, with ``remove``, remove) a memory file or skill of an archive memory folder, as an agent holding
+        manager@*."""
         return orgcontext.write_memory(self.ctx, project_key, agent_name, folder=folder, file=file, text=text,
-                                       seat=seat, reason=reason)
+                                       remove=remove, seat=seat, reason=reason)
 
     def agent_position(self, project_key: str, agent_name: str) -> identities.Position:
         """An agent, the agents above it and its children."""

@@ -22,7 +22,7 @@ from dataclasses import field
 from gitmail.coord import acting, hierarchy, loads
 from gitmail.coord.context import Context
 from gitmail.coord.lookup import require_agent
-from gitmail.model.errors import SCOPE_DENIED, GitmailError, invalid
+from gitmail.model.errors import NOT_FOUND, SCOPE_DENIED, GitmailError, invalid
 from gitmail.model.names import CHANNEL_NAME_RE
 from gitmail.model.records import MEMORY_DOC_RE, Agent, MemoryDoc, OrgContext, memory_path
 from gitmail.model.results import OMIT_NONE, Result, result
@@ -52,7 +52,8 @@ class OrgContextView(Result):
 @result
 class MemoryWritten(Result):
     """A memory file or skill written to an archive folder: where (``archive:<name>`` and its file), its size and
-    SHA-256, and whether this call changed it."""
+    SHA-256, and whether this call changed it; ``removed``: this call removed it (size and SHA-256 are then the
+    removed text's)."""
 
     folder: str
     file: str
@@ -61,6 +62,7 @@ class MemoryWritten(Result):
     changed: bool
     written_by: str
     updated_at: str
+    removed: bool = False
 
 
 @result
@@ -112,14 +114,32 @@ def read(ctx: Context, project_key: str, agent_name: str) -> OrgContextView:
 def overview(ctx: Context, project_key: str) -> MemoryOverview:
     """The project's defaults and every memory folder of its archive with its files, as the operator reads them."""
     snap = ctx.archive(project_key).snapshot()
-    folders = []
-    for name in loads.archive_folders(snap):
-        files = [MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at,
-                               size=len(doc.body.encode("utf-8")),
-                               sha256=hashlib.sha256(doc.body.encode("utf-8")).hexdigest(), text=doc.body)
-                 for doc in loads.archive_docs(snap, name)]
-        folders.append(MemoryFolderView(folder=f"{loads.ARCHIVE}{name}", files=files))
+    folders = [MemoryFolderView(folder=f"{loads.ARCHIVE}{name}",
+                                files=[_doc_view(doc) for doc in loads.archive_docs(snap, name)])
+               for name in loads.archive_folders(snap)]
     return MemoryOverview(defaults=_view(project_key, loads.org_context(snap), False, snap), folders=folders)
+
+
+def _doc_view(doc: MemoryDoc) -> MemoryDocView:
+    data = doc.body.encode("utf-8")
+    return MemoryDocView(file=doc.file, written_by=doc.written_by, updated_at=doc.updated_at, size=len(data),
+                         sha256=hashlib.sha256(data).hexdigest(), text=doc.body)
+
+
+def read_memory(ctx: Context, project_key: str, *, folder: str, file: str) -> MemoryDocView:
+    """One file of an archive memory folder as the operator reads it; NOT_FOUND when the folder does not hold it
+    (never written, or removed)."""
+    name = _folder_name(folder, file)
+    doc = ctx.archive(project_key).snapshot().load(memory_path(name, file), MemoryDoc)
+    if doc is None or doc.removed:
+        raise _missing(f"{loads.ARCHIVE}{name}", file, "to show")
+    return _doc_view(doc)
+
+
+def _missing(where: str, file: str, purpose: str) -> GitmailError:
+    return GitmailError(NOT_FOUND, f"the memory folder {where} holds no file {file} {purpose}: list its files "
+                        "(org_context names the folders; gitmail memory list shows their files)",
+                        {"folder": where, "file": file})
 
 
 def set_defaults(ctx: Context, project_key: str, agent_name: str, *, load_memory_and_skills: list[str] | None = None,
@@ -164,41 +184,73 @@ def _manager(ctx: Context, snap: Snapshot, agent_name: str, seat: str | None, wh
     return me
 
 
-def write_memory(ctx: Context, project_key: str, agent_name: str, *, folder: str, file: str, text: str,
-                 seat: str | None = None, reason: str | None = None) -> MemoryWritten:
-    """Write a memory file or skill (``file``) of the archive folder ``folder`` (``archive:<name>`` or ``<name>``).
-
-    Needs manager@*. The same text again changes nothing (``changed: false``).
-    """
-    name = folder[len(loads.ARCHIVE):] if folder.startswith(loads.ARCHIVE) else folder
+def _folder_name(folder: str, file: str) -> str:
+    """The archive folder's name (``archive:<name>`` or ``<name>``), with ``file`` checked as a memory file or skill."""
+    name = folder[len(loads.ARCHIVE):] if isinstance(folder, str) and folder.startswith(loads.ARCHIVE) else folder
     if not isinstance(name, str) or not CHANNEL_NAME_RE.match(name):
         raise invalid(f"folder {folder!r} is no archive folder name: lower case letters, digits, '-' and '_' (at "
                       "most 64), optionally written archive:<name>", field="folder")
     if not isinstance(file, str) or not MEMORY_DOC_RE.match(file):
         raise invalid(f"file {file!r} is not a memory file or skill: write AGENTS.md, CLAUDE.md or "
                       "skills/<name>/SKILL.md", field="file")
+    return name
+
+
+def _check_text(text: str | None, remove: bool) -> str:
+    """The text to write: present and not blank for a write, absent for a removal."""
+    if not isinstance(remove, bool):
+        raise invalid("remove must be true or false", field="remove")
+    if remove:
+        if text:
+            raise invalid("give either text (to write the file) or remove=true (to remove it), not both",
+                          field="text")
+        return ""
     if not isinstance(text, str) or not text.strip():
-        raise invalid("text is the file's content and may not be empty", field="text")
+        raise invalid("text is the file's content and may not be empty; to remove the file pass remove=true",
+                      field="text")
+    return text
+
+
+def write_memory(ctx: Context, project_key: str, agent_name: str, *, folder: str, file: str,
+                 text: str | None = None, remove: bool = False, seat: str | None = None,
+                 reason: str | None = None) -> MemoryWritten:
+    """Write a memory file or skill (``file``) of the archive folder ``folder`` (``archive:<name>`` or ``<name>``),
+    or remove it (``remove``).
+
+    Needs manager@*. The same text again changes nothing (``changed: false``).
+    A removal writes a version of its own (``removed: true``, no text) in
+    the remover's name, which loaders pass over; removing a file the folder
+    does not hold (never written, or removed already) is NOT_FOUND.
+    """
+    name, body = _folder_name(folder, file), _check_text(text, remove)
     why = check_reason(reason)
     hlc, at = ctx.tick(), ctx.clock.now_ts()
-    record = MemoryDoc(folder=name, file=file, written_by=agent_name, updated_at=at, hlc=hlc, body=text)
+    record = MemoryDoc(folder=name, file=file, written_by=agent_name, updated_at=at, hlc=hlc, body=body,
+                       removed=remove)
     record.validate()  # a text over the limit is refused before the archive is touched
-    data = text.encode("utf-8")
-    done = MemoryWritten(folder=f"{loads.ARCHIVE}{name}", file=file, size=len(data),
-                         sha256=hashlib.sha256(data).hexdigest(), changed=True, written_by=agent_name,
-                         updated_at=at)
+    where = f"{loads.ARCHIVE}{name}"
 
     def fn(snap: Snapshot) -> Change:
         me = _manager(ctx, snap, agent_name, seat, "write the project's memory folders")
         old = snap.load(memory_path(name, file), MemoryDoc)
-        if old is not None and old.body == text:
-            return Change("no change", result=MemoryWritten(
-                folder=done.folder, file=file, size=done.size, sha256=done.sha256, changed=False,
-                written_by=old.written_by, updated_at=old.updated_at))
-        change = Change(with_reason(f"{me.name} wrote {file} of the memory folder {done.folder}", why),
-                        author=me.name, result=done)
+        if remove and (old is None or old.removed):
+            raise _missing(where, file, "to remove")
+        if old is not None and not remove and not old.removed and old.body == text:
+            return Change("no change", result=_written(where, old, changed=False))
+        verb = "removed" if remove else "wrote"
+        change = Change(with_reason(f"{me.name} {verb} {file} of the memory folder {where}", why),
+                        author=me.name, result=_written(where, old if remove and old else record, changed=True,
+                                                        by=record))
         return change.put_record(record)
 
     result: MemoryWritten = ctx.archive(project_key).transact(fn).result
     ctx.touch(project_key, agent_name)
     return result
+
+
+def _written(where: str, doc: MemoryDoc, *, changed: bool, by: MemoryDoc | None = None) -> MemoryWritten:
+    """The answer for ``doc``'s text (for a removal: the text removed), written by ``by`` (default: ``doc``'s)."""
+    data = doc.body.encode("utf-8")
+    by = by or doc
+    return MemoryWritten(folder=where, file=doc.file, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                         changed=changed, written_by=by.written_by, updated_at=by.updated_at, removed=by.removed)

@@ -204,6 +204,7 @@ class Record:
 
     KIND: ClassVar[str] = "record"
     MARKDOWN: ClassVar[bool] = False
+    MAX_BODY: ClassVar[int] = MAX_BODY_BYTES  # bytes a Markdown body may hold (kinds with a tighter purpose set less)
     LOCATED_BY: ClassVar[str] = "id"
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True, compare=True, repr=False,
                                   metadata={"kind": "extra"})
@@ -278,8 +279,8 @@ class Record:
             return
         if not isinstance(body, str):
             raise FieldError("body", "expected Markdown text")
-        if len(body.encode("utf-8")) > MAX_BODY_BYTES:
-            raise FieldError("body", f"larger than {MAX_BODY_BYTES} bytes")
+        if len(body.encode("utf-8")) > self.MAX_BODY:
+            raise FieldError("body", f"larger than {self.MAX_BODY} bytes")
 
     # -- encoding -----------------------------------------------------------
     def to_fields(self) -> dict[str, Any]:
@@ -559,16 +560,24 @@ class MemoryDoc(Record):
     identities that load the folder (``archive:<folder>``) as data. Written
     by an agent holding ``manager@*`` (``written_by``, the last to change
     it); two versions written apart merge to the later writer's (by clock).
+
+    A removed file stays as a version of its own (``removed: true``, no
+    text), written and signed by the manager who removed it like any other
+    version, so every door judges a removal as it judges a write; loaders
+    pass over it. A removal made apart from a write of the same file gives
+    way to the write (:mod:`gitmail.sync.merge`): nothing written is lost.
     """
 
     KIND: ClassVar[str] = "memory"
     MARKDOWN: ClassVar[bool] = True
+    MAX_BODY: ClassVar[int] = MAX_MEMORY_DOC_BYTES
     LOCATED_BY: ClassVar[str] = "file"
     folder: str = _spec("channel")
     file: str = _spec("str")
     written_by: str = _spec("agent")
     updated_at: str = _spec("ts")
     hlc: HLC = _spec("hlc")
+    removed: bool = _spec("bool", default=False, omit_default=True)
     body: str = field(default="", metadata={"kind": "body"})
 
     def path(self) -> str:
@@ -576,8 +585,8 @@ class MemoryDoc(Record):
 
     def _check_body(self) -> None:
         super()._check_body()
-        if len(self.body.encode("utf-8")) > MAX_MEMORY_DOC_BYTES:
-            raise FieldError("body", f"larger than {MAX_MEMORY_DOC_BYTES} bytes")
+        if self.removed and self.body.strip():
+            raise FieldError("body", "a removed memory file keeps no text (its last text is in the history)")
         if not MEMORY_DOC_RE.match(self.file):
             raise FieldError("file", f"must be AGENTS.md, CLAUDE.md or skills/<name>/SKILL.md; got {self.file!r}")
 
@@ -619,6 +628,7 @@ class ChannelPost(Record):
 
     KIND: ClassVar[str] = "post"
     MARKDOWN: ClassVar[bool] = True
+    MAX_BODY: ClassVar[int] = MAX_POST_BYTES
     id: str = _spec("id")
     channel: str = _spec("channel")
     sender: str = _spec("agent", key="from")
@@ -627,11 +637,6 @@ class ChannelPost(Record):
 
     def path(self) -> str:
         return post_path(self.channel, self.id)
-
-    def _check_body(self) -> None:
-        super()._check_body()
-        if len(self.body.encode("utf-8")) > MAX_POST_BYTES:
-            raise FieldError("body", f"larger than {MAX_POST_BYTES} bytes")
 
     def _check_consistency(self, path: str) -> None:
         if path == "<record>":

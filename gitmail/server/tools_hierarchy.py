@@ -160,15 +160,17 @@ def write_memory(
     folder: Annotated[str, Field(max_length=80, description=(
         "The archive folder, archive:<name> (lower case letters, digits, '-', '_'); made by its first file."))],
     file: Annotated[str, Field(max_length=100, description="AGENTS.md, CLAUDE.md or skills/<name>/SKILL.md.")],
-    text: Annotated[str, Field(description=(
-        "The file's whole text (at most 256 KiB); identities that load the folder are handed it as data."))],
+    text: Annotated[str | None, Field(description=(
+        "The file's whole text (at most 256 KiB); identities that load the folder are handed it as data."))] = None,
+    remove: Annotated[bool, Field(description="Remove the file instead (give no text).")] = False,
     agent_token: AgentToken = None,
     seat: Seat = None,
     reason: Reason = None,
 ) -> MemoryWritten:
-    """Write a memory file or skill to a memory folder of the project's archive (needs manager@*); it syncs."""
-    return rt.mail.write_memory(project_key, agent_name, folder=folder, file=file, text=text, seat=seat,
-                                reason=reason)
+    """Write or remove a memory file or skill of a memory folder of the project's archive (needs manager@*); it
+    syncs."""
+    return rt.mail.write_memory(project_key, agent_name, folder=folder, file=file, text=text, remove=remove,
+                                seat=seat, reason=reason)
 
 
 @tools.tool(WRITE, access=ITSELF)

@@ -25,7 +25,8 @@ the same :func:`file_problem`, so one set of rules holds at every door:
   does: the earlier upload replaces the later (:func:`file_refusal`);
 - the project's defaults (``org_context.yaml``) and its memory folders
   (``memory/<name>/``) name as their writer an agent whose profile grants
-  ``manager@*``; by hand a memory file changes only its text and writer;
+  ``manager@*``; by hand a memory file changes only its text and writer,
+  or is marked removed (``removed: true``, no text) by one;
 - an agent profile never changes hands: a profile whose ``id`` (its
   registration) changes is another registration taking the name, accepted
   only with the old one parked under ``conflicts/`` and the new one the
@@ -158,8 +159,11 @@ _PURGE = (_RESTORE + "; records leave the archive only by a purge, which leaves 
           "removed it, revert only the files you meant to change")
 _CHANNEL = "; to say more about a channel, post to it (post_channel)"
 _ORG = "set the project's defaults through gitmail (org_context), as an agent holding manager@*"
-_MEMORY = ("write the project's memory folders through gitmail (write_memory), or by hand naming in written_by an "
-           "agent holding manager@*")
+_MEMORY = ("write or remove the project's memory files through gitmail (write_memory, gitmail memory), or by hand "
+           "naming in written_by an agent holding manager@*")
+_UNWRITE = (_RESTORE + "; a memory file is removed by a version that says so, in a manager's name: write_memory with "
+            "remove=true (gitmail memory rm), or by hand keep the file with no text, removed: true and written_by "
+            "an agent holding manager@*")
 _POST = "make the channel first (create_channel) and post through gitmail (post_channel), as a registered agent"
 _STRAY = "keep notes outside the archive, or remove the file from the commit"
 _ATTRIBUTES = ("keep only gitmail's lines (" + "; ".join(_OWN_ATTRIBUTES) + ") and comments, or " + _RESTORE
@@ -180,7 +184,7 @@ _HAND_EDITABLE: dict[type[Record], frozenset[str]] = {
     Agent: frozenset({"task_description", "contact_policy", "attachments_policy", "capabilities", "program", "model"}),
     Contact: frozenset({"status", "reason", "expires_at", "responded_at"}),
     Reservation: frozenset({"released_ts"}),
-    MemoryDoc: frozenset({"body", "written_by", "updated_at"}),  # its text, by a person naming a manager
+    MemoryDoc: frozenset({"body", "written_by", "updated_at", "removed"}),  # its text, by a person naming a manager
 }
 _ALWAYS_EDITABLE = frozenset({"extra", "hlc"})
 _THROUGH_GITMAIL = {
@@ -691,6 +695,8 @@ class Checker:
                 return None
         if old is not None and _repaired(repairs, path, old, None):
             return None
+        if role == "memory":
+            return "a memory file deleted outright, which says neither that nor who removed it", _UNWRITE
         parts = path.split("/")
         if removed_agents:
             if parts[0] == AGENTS and parts[1] in removed_agents:

@@ -397,6 +397,20 @@ def _org_context(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> b
     return dataclasses.replace(later, hlc=max(mine.hlc, other.hlc), **values).to_bytes()
 
 
+def _memory(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """A text merges whole, the later writer's (by clock); a removal made apart from a write gives way to the write.
+
+    Whoever removed the file had not seen the text written meanwhile, which
+    is newer guidance someone chose to give: keeping it loses nothing (a
+    removal is easily made again once seen), where the removal winning
+    would drop a text its writer never saw go.
+    """
+    mine, other = _parse(MemoryDoc, path, ours, theirs)
+    if mine.removed != other.removed:
+        return theirs if mine.removed else ours
+    return ours if _later(mine, ours, other, theirs) else theirs
+
+
 def _channel(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
     """One channel made on both sides apart: the earlier definition (by creation time, then id) is the channel.
 
@@ -433,7 +447,7 @@ _RESOLVERS: dict[str, Callable[[str, bytes | None, bytes, bytes], bytes | None]]
     "held": _held,
     "idempotency": _idempotency,
     "channel": _channel,
-    "memory": _last_writer(MemoryDoc),  # a text merges whole: the later writer's version (by clock)
+    "memory": _memory,
 }
 
 
