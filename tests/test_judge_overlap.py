@@ -17,6 +17,7 @@ from gitmail import Mail
 from gitmail.model import sshsig
 from gitmail.storage import authorship
 from gitmail.storage.authorship import BAD, SIGNED, UNSIGNED, Trust, claimed_verdict, judge_range, signature_verdict
+from gitmail.storage.handles import tree_entry
 from gitmail.storage.nodes import Keyring, trusted_keyring
 from gitmail.storage.objects import COMMIT, PackBuffer
 
@@ -107,3 +108,55 @@ def test_when_every_signature_checks_the_early_judging_stands_with_what_it_learn
     alone = judge_range(archive.repo, tip, [], alone_trust, workers=1)
     assert (alone.order, alone.refusals, alone.checked) == (pooled.order, pooled.refusals, pooled.checked)
     assert alone_trust.learned == trust.learned
+
+
+def _tree(repo: pygit2.Repository, base: pygit2.Tree, *, put: dict[str, bytes] | None = None,
+          drop: tuple[str, ...] = ()) -> pygit2.Tree:
+    """``base`` with files put and dropped (names kept exactly as given, in whatever case)."""
+    oid = base.id
+    for path, data in [*(put or {}).items(), *((path, None) for path in drop)]:
+        oid = _edit(repo, repo[oid], path.split("/"), None if data is None else repo.create_blob(data))
+    return repo[oid]
+
+
+def _edit(repo: pygit2.Repository, tree: pygit2.Tree | None, parts: list[str], blob: pygit2.Oid | None) -> pygit2.Oid:
+    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    if len(parts) == 1:
+        if blob is None:
+            builder.remove(parts[0])
+        else:
+            builder.insert(parts[0], blob, pygit2.enums.FileMode.BLOB)
+    else:
+        sub = tree_entry(tree, parts[0]) if tree is not None else None
+        builder.insert(parts[0], _edit(repo, sub, parts[1:], blob), pygit2.enums.FileMode.TREE)
+    return builder.write()
+
+
+def test_bindings_carried_along_a_chain_are_those_each_tree_names(mail, store):
+    """A commit that changes no profile and no folder of agents/ keeps its parent's bindings; any other looks again."""
+    archive = store.archive(PROJECT)
+    repo = archive.repo
+    start = repo[archive.tip()].peel(pygit2.Tree)
+    profile = "agents/GreenCastle/profile.yaml"
+    green = start[profile].read_raw()
+    chain = [start]
+    chain.append(_tree(repo, chain[-1], put={"agents/BlueLake/inbox/zz.md": b"mail\n"}))  # carried
+    chain.append(_tree(repo, chain[-1], put={"agents/bluelake/inbox/zz.md": b"mail\n"}))  # a folder in another case
+    chain.append(_tree(repo, chain[-1], drop=(profile,)))  # a profile goes
+    chain.append(_tree(repo, chain[-1], put={profile: green.replace(store.node.encode(), b"elsewhere")}))
+    chain.append(_tree(repo, chain[-1], put={"agents/GreenCastle/inbox/zz.md": b"mail\n"}))  # carried
+    walked = authorship._Profiles(repo)
+    names = ("bluelake", "BlueLake", "greencastle", "GreenCastle", "Nobody")  # each remembered by its lower case
+    seen = []
+    for before, after in zip([None, *chain[:-1]], chain, strict=True):
+        if before is not None:
+            walked.changes(before, after)
+        fresh = authorship._Profiles(repo)
+        seen.append([walked.bound(name, None, after) for name in names])
+        assert seen[-1] == [fresh.bound(name, None, after) for name in names]
+    generations = [walked._generations[tree.id] for tree in chain]
+    assert generations[1] == generations[0] and generations[5] == generations[4]  # carried where nothing changed
+    assert len(set(generations[1:5])) == 4  # looked up again after each change to agents/ that could matter
+    assert seen[0][:4] == [("BlueLake", store.node)] * 2 + [("GreenCastle", store.node)] * 2
+    assert seen[1][0] == ("BlueLake", store.node) and seen[2][0] is None  # agents/bluelake/ now answers
+    assert seen[3][2] is None and seen[4][2] == ("GreenCastle", "elsewhere")

@@ -297,18 +297,22 @@ class Trust:
             return "revoked"
         return "known" if self.node_of(key) is not None else "unknown"
 
-    def first_use(self, repo: pygit2.Repository, commit: pygit2.Commit, key: bytes) -> None:
+    def first_use(self, repo: pygit2.Repository, commit: pygit2.Commit, key: bytes,
+                  profiles: _Profiles | None = None) -> None:
         """Trust ``key`` if ``commit`` adds the record of a node never seen before that names it."""
         if key not in self.ring.revoked:
-            self._learn(repo, commit, only=key)
+            self._learn(repo, commit, only=key, profiles=profiles)
 
-    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None) -> None:
+    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None,
+                   profiles: _Profiles | None = None) -> None:
         """Trust the keys of new nodes ``commit`` registers (``gitmail nodes add``), it being signed by a known key.
 
         So a person's key and the first commit it signs may arrive in one
         push or fetch; any node may register a key, so this trusts no one
         that a node could not have made a node of its own by first use.
-        ``listed``: the commit's changes as git listed them, when it did.
+        ``listed``: the commit's changes as git listed them, when it did;
+        ``profiles``: the judging's, which then compares the commit with its
+        parent once for this and for what it writes.
         """
         if listed is not None:
             changed = any(path.startswith(NODES + "/") for path in listed)
@@ -316,13 +320,21 @@ class Trust:
             changed = _subtree(commit.tree, NODES) != _subtree(commit.parents[0].tree if commit.parents else None,
                                                                NODES)
         if changed:
-            self._learn(repo, commit, only=None)
+            self._learn(repo, commit, only=None, profiles=profiles)
 
-    def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None) -> None:
-        """Learn the keys of node records ``commit`` adds for names never seen (only ``only``'s, when given)."""
+    def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None,
+               profiles: _Profiles | None) -> None:
+        """Learn the keys of node records ``commit`` adds for names never seen (only ``only``'s, when given).
+
+        A node's record sits at one path in every layout, so the changes as
+        ``profiles`` names them (at the newest layout), kept for judging the
+        commit's writes, list the same node records.
+        """
         parent = commit.parents[0].tree if commit.parents else None
         names = set(self.ring.keys.values()) | set(self.learned.values())
-        for path, blob in changed_records(parent, commit.tree).items():
+        changes = (profiles.kept_changes(parent, commit.tree, profiles.listed.get(commit.id.raw))
+                   if profiles is not None else changed_records(parent, commit.tree))
+        for path, blob in changes.items():
             if blob is None or role_of(path) != "node" or blob_in(parent, path) is not None:
                 continue
             data = _blob_bytes(repo, blob)
@@ -432,9 +444,9 @@ def _judge_found(repo: pygit2.Repository, tip: str, hidden: list[str], commits: 
         verdict = found[commit.id.raw]
         state = trust.state(verdict[1]) if verdict[0] == SIGNED else None
         if state == "unknown":
-            trust.first_use(repo, commit, verdict[1])
+            trust.first_use(repo, commit, verdict[1], profiles)
         elif state == "known":
-            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
+            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None, profiles)
     _revocations_arriving(repo, tip, hidden, commits, found, trust)
     _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
     codes = {refusal.code for refusal in judged.refusals}
@@ -922,6 +934,8 @@ class _Profiles:
         self._tree_layout: dict[pygit2.Oid, int] = {}
         self._generations: dict[pygit2.Oid, int] = {}
         self._bound: dict[tuple[int, str], tuple[str, str] | None] = {}  # by generation, name in lower case
+        # The changes between two trees a commit's node records were read from, until its writes are judged.
+        self._kept: dict[tuple[pygit2.Oid | None, pygit2.Oid], Changes] = {}
         self._parsed: dict[pygit2.Oid, tuple[str, str] | None] = {}  # by profile blob
         # Each message file's sender as its plain front matter names it, by blob: a message and its inbox and
         # outbox copies are one blob, read once.
@@ -953,6 +967,9 @@ class _Profiles:
         When both trees are at it, git's listing is taken as it is, or only
         the folders whose ids differ are read.
         """
+        kept = self._kept.pop((before.id if before is not None else None, after.id), None)
+        if kept is not None:
+            return kept
         if before is not None and listed is not None:
             self._carry(before, after, listed)
         if before is None or self.layout(before) != LAYOUT or self.layout(after) != LAYOUT:
@@ -961,6 +978,12 @@ class _Profiles:
             listed = _walk(self.repo, before, after, "", {})
             self._carry(before, after, listed)
         return listed
+
+    def kept_changes(self, before: pygit2.Tree | None, after: pygit2.Tree, listed: Changes | None) -> Changes:
+        """:meth:`changes`, kept for the one later call that asks for the same two trees (a commit's writes)."""
+        changes = self.changes(before, after, listed)
+        self._kept[(before.id if before is not None else None, after.id)] = changes
+        return changes
 
     def _carry(self, before: pygit2.Tree, after: pygit2.Tree, listed: Changes) -> None:
         """Know ``after``'s layout and generation of agents to be ``before``'s when ``listed`` (every file that
