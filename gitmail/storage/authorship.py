@@ -189,21 +189,13 @@ def _verdicts(raws: list[bytes]) -> list[Verdict]:
     return [signature_verdict(raw) for raw in raws]
 
 
-def check_signatures(raws: list[bytes], *, workers: int = 2, parallel_from: int = PARALLEL_FROM) -> list[Verdict]:
-    """The verdict of each commit's bytes, in order; ``parallel_from`` of them or more in ``workers`` processes.
-
-    A signature costs some 90 microseconds to check, nearly all of it the
-    ed25519 verification, so a long range is split between processes.
-    """
-    with _SignatureChecks(raws, workers=workers, parallel_from=parallel_from) as checks:
-        return checks.result()
-
-
 class _SignatureChecks:
     """Signatures being checked: in a pool of processes from ``parallel_from`` of them, else here when asked.
 
-    While the pool works (``pending``), the caller's own process is free to
-    judge by the keys the signatures name (:func:`claimed_verdict`).
+    A signature costs some 100 microseconds to check, nearly all of it the
+    ed25519 verification, so a long range is split between processes; while
+    they work (``pending``), the caller's own process is free to judge by
+    the keys the signatures name (:func:`claimed_verdict`).
     """
 
     def __init__(self, raws: list[bytes], *, workers: int, parallel_from: int):
