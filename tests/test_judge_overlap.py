@@ -160,3 +160,21 @@ def test_bindings_carried_along_a_chain_are_those_each_tree_names(mail, store):
     assert seen[0][:4] == [("BlueLake", store.node)] * 2 + [("GreenCastle", store.node)] * 2
     assert seen[1][0] == ("BlueLake", store.node) and seen[2][0] is None  # agents/bluelake/ now answers
     assert seen[3][2] is None and seen[4][2] == ("GreenCastle", "elsewhere")
+
+
+@pytest.mark.parametrize("batch_from", [1, 10**9], ids=["git-listing", "tree-walk"])
+def test_judging_a_chain_of_messages_looks_each_sender_up_once(mail, store, monkeypatch, batch_from):
+    """Messages change no profile: the judging carries the bindings along the chain instead of reading each tree's."""
+    monkeypatch.setattr(authorship, "BATCH_FROM", batch_from)
+    archive = store.archive(PROJECT)
+    start = archive.tip()
+    for n in range(12):
+        mail.send_message(PROJECT, ("BlueLake", "GreenCastle")[n % 2], [("GreenCastle", "BlueLake")[n % 2]],
+                          f"s {n}", "body")
+    looked: list[str] = []
+    lookup = authorship._Profiles._lookup
+    monkeypatch.setattr(authorship._Profiles, "_lookup",
+                        lambda self, tree, agent, names: looked.append(agent) or lookup(self, tree, agent, names))
+    judged = judge_range(archive.repo, archive.tip(), [start], Trust(trusted_keyring(archive)), workers=1)
+    assert len(judged.order) == 12 and judged.refusals == []
+    assert sorted(looked) == ["BlueLake", "GreenCastle"], looked

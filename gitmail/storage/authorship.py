@@ -959,7 +959,7 @@ class _Profiles:
         When both trees are at it, git's listing is taken as it is, or only
         the folders whose ids differ are read.
         """
-        kept = self._kept.pop((before.id if before is not None else None, after.id), None)
+        kept = self._kept.pop((before.id if before is not None else None, after.id), None) if self._kept else None
         if kept is not None:
             return kept
         if before is not None and listed is not None:
@@ -980,11 +980,13 @@ class _Profiles:
     def _carry(self, before: pygit2.Tree, after: pygit2.Tree, listed: Changes) -> None:
         """Know ``after``'s layout and generation of agents to be ``before``'s when ``listed`` (every file that
         differs between them as the trees name it) leaves them alone (see :meth:`_same_agents`)."""
-        if before.id in self._tree_layout and after.id not in self._tree_layout and PROJECT_PATH not in listed:
-            self._tree_layout[after.id] = self._tree_layout[before.id]
-        generation = self._generations.get(before.id)
-        if generation is not None and after.id not in self._generations and self._same_agents(generation, listed):
-            self._generations[after.id] = generation
+        old, new = before.id, after.id
+        if old in self._tree_layout and new not in self._tree_layout and PROJECT_PATH not in listed:
+            self._tree_layout[new] = self._tree_layout[old]
+        if new not in self._generations:
+            generation = self._generation(before)  # the parent's, known or found: the chain starts here
+            if self._same_agents(generation, listed):
+                self._generations[new] = generation
 
     def _same_agents(self, generation: int, listed: Changes) -> bool:
         """Whether changing ``listed`` keeps every profile and every folder of ``agents/`` (the folders' names
