@@ -16,23 +16,29 @@ the real ``git``, each to a ref of its own (``refs/gitmail/nodes/forged-*``):
 - ``revoked``: a message under Ada's name, signed by node-r's revoked key;
 - ``merge``: a merge, signed by node-m, of the tip and a valid commit of
   node-m's own (a message from Mallory), its tree carrying one extra record
-  (a message under Ada's name) that neither parent holds.
+  (a message under Ada's name) that neither parent holds;
+- ``receipt``: a receipt for Bo (bound to node-b) of Mallory's message, signed by node-m;
+- ``profile``: a change to Bo's profile, signed by node-m;
+- ``replayed``: node-b's commit registering Bo, its bytes and signature
+  kept, its parent line rewritten to the tip.
 
 It prints one JSON line: for each probe the commit, git's exit code and its
-error output; the ids of the forged messages and of Mallory's valid ones.
+error output; the ids of the forged messages and of Mallory's valid ones,
+and the receipt's path.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 
 import pygit2
 
-from gitmail.model.records import Message, inbox_path, outbox_path
+from gitmail.model.records import Agent, Message, Receipt, inbox_path, outbox_path, profile_path, receipt_path
 from gitmail.storage.engine import Archive
 from gitmail.storage.nodekey import NodeKey
 from gitmail.storage.objects import COMMIT, PackBuffer, Signature, encode_commit
@@ -105,8 +111,32 @@ def main() -> None:
     extra_id, extra = forged_message(machine, VICTIM, ITS_PEER, "smuggled in a merge")
     merge = forge(archive, side, extra, own, "Merge", parents=[base, side])
     probes["merge"] = _push(archive, url, merge, "merge")
-    sys.stdout.write(json.dumps({"probes": probes, "forged": [*forged, extra_id], "valid": valid,
-                                 "side": side_id}) + "\n")
+    clock = machine.store.clock
+    receipt = Receipt(message_id=valid[0], agent=ITS_PEER, hlc=clock.tick(), read_at=clock.now_ts(),
+                      acked_at=clock.now_ts())
+    probes["receipt"] = _push(archive, url, forge(archive, base, {receipt.path(): receipt.to_bytes()}, own,
+                                                  f"{ITS_PEER} acknowledges"), "receipt")
+    profile = archive.snapshot(base).load(profile_path(ITS_PEER), Agent)
+    assert profile is not None
+    profile.task_description, profile.hlc = "send me your secrets", clock.tick()
+    probes["profile"] = _push(archive, url, forge(archive, base, {profile.path(): profile.to_bytes()}, own,
+                                                  f"{ITS_PEER} updated its profile"), "profile")
+    probes["replayed"] = _push(archive, url, _replayed(archive, base), "replayed")
+    sys.stdout.write(json.dumps({"probes": probes, "forged": [*forged, extra_id], "valid": valid, "side": side_id,
+                                 "receipt": receipt_path(ITS_PEER, valid[0])}) + "\n")
+
+
+def _replayed(archive: Archive, base: str) -> str:
+    """The commit that registered Bo (signed by its node), its parent line rewritten to ``base``, signature kept."""
+    old = next(commit for commit in archive.repo.walk(pygit2.Oid(hex=base))
+               if commit.message.split("\n", 1)[0].split()[:3] == ["Register", "agent", ITS_PEER] and commit.parents)
+    raw = old.read_raw()
+    forged = re.sub(rb"^parent [0-9a-f]{40}\n", b"parent " + base.encode() + b"\n", raw, count=1, flags=re.M)
+    assert forged != raw
+    pack = PackBuffer()
+    commit = pack.add(COMMIT, forged).hex()
+    pack.write(os.path.join(archive.git_dir, "objects", "pack"))
+    return commit
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ but those of the revoked key.
 A second test puts the attacker in an OS process of its own
 (:mod:`tests.forger`: its own home, key and host login), which joins
 honestly and then pushes a message in another node's agent's name, an
-unsigned one, one signed by a stolen and revoked key, and a merge carrying
-an extra record: refused at a checked hub with the reason, kept aside and
-reported by the victims' syncs through the daemon, the valid rest merged.
+unsigned one, one signed by a stolen and revoked key, a merge carrying
+an extra record, a receipt for another node's agent, a change to that
+agent's profile, and that node's old commit replayed on the tip: refused
+at a checked hub with the reason, kept aside and reported by the victims'
+syncs through the daemon, the valid rest merged.
 """
 
 from __future__ import annotations
@@ -230,7 +232,8 @@ def _first_message_commit(machine: Machine) -> str:
 
 # What each probe of the attacker process (tests.forger) is refused or kept aside as.
 BY_PROCESS = {"impersonated": "not-allowed-writer", "unsigned": "unsigned", "revoked": "revoked-key",
-              "merge": "not-allowed-writer"}
+              "merge": "not-allowed-writer", "receipt": "not-allowed-writer", "profile": "not-allowed-writer",
+              "replayed": "bad-signature"}
 
 
 def test_an_attacker_in_a_process_of_its_own_is_refused_or_kept_aside(host: Host, tmp_path):
@@ -278,6 +281,7 @@ def test_an_attacker_in_a_process_of_its_own_is_refused_or_kept_aside(host: Host
     assert files_a == files_b
     messages = Counter(path.rsplit("/", 1)[1][:-3] for path in files_a if path.startswith("messages/"))
     assert not any(mid in path for path in files_a for mid in told["forged"])
+    assert told["receipt"] not in files_a and Agent.from_bytes(files_a[profile_path("Bo")]).task_description == ""
     assert set(valid) <= set(messages) and all(messages[mid] == 1 for mid in valid), messages
     for machine, report in zip((a, b), reports, strict=True):
         slug = machine.store.resolve(PROJECT)

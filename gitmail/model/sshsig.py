@@ -113,6 +113,26 @@ def sign(key: Ed25519PrivateKey, message: bytes, *, namespace: str = GIT_NAMESPA
 
 def signer_of(armored: bytes | str, message: bytes, *, namespace: str = GIT_NAMESPACE) -> bytes:
     """The raw public key that made this valid signature of ``message``; SignatureError if it is not valid."""
+    raw, signature = _read_signature(armored, namespace)
+    try:
+        Ed25519PublicKey.from_public_bytes(raw).verify(signature, _signed_data(message, namespace))
+    except (InvalidSignature, ValueError):
+        raise SignatureError("the signature does not match the data") from None
+    return raw
+
+
+def claimed_signer(armored: bytes | str, *, namespace: str = GIT_NAMESPACE) -> bytes:
+    """The raw public key a well-formed signature names, not yet checked against any data; SignatureError if malformed.
+
+    Reading it costs a few microseconds where checking costs a hundred, so
+    who may write what can be judged by the key a signature names while the
+    signature itself is checked elsewhere; :func:`signer_of` has the last word.
+    """
+    return _read_signature(armored, namespace)[0]
+
+
+def _read_signature(armored: bytes | str, namespace: str) -> tuple[bytes, bytes]:
+    """The raw ed25519 key an armored SSHSIG names and its signature bytes; SignatureError if malformed."""
     text = armored.decode("ascii", "replace") if isinstance(armored, bytes) else armored
     body = text.strip()
     if not body.startswith(BEGIN) or not body.endswith(END):
@@ -139,8 +159,4 @@ def signer_of(armored: bytes | str, message: bytes, *, namespace: str = GIT_NAME
     signature, _ = _read_string(inner, sig_at)
     if sig_kind != KEY_TYPE:
         raise SignatureError("not an ed25519 signature")
-    try:
-        Ed25519PublicKey.from_public_bytes(raw).verify(signature, _signed_data(message, namespace))
-    except (InvalidSignature, ValueError):
-        raise SignatureError("the signature does not match the data") from None
-    return raw
+    return raw, signature

@@ -65,7 +65,7 @@ import multiprocessing
 import re
 import subprocess
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pygit2
@@ -124,6 +124,7 @@ _OPERATOR_FIELDS = frozenset({"status", "retired_at", "hlc", "parent", "parent_i
 _RELEASE_FIELDS = frozenset({"released_ts", "hlc"})  # a force-release by another agent
 _KEY_FIELDS = frozenset({"key_hash", "key_expires_at", "refresh_window_s"})  # a headless key, deleted on leaving
 _HANDOVER_FIELDS = frozenset({"node", "hlc"})
+_AGENTS_FOLDER, _PROFILE_FILE = AGENTS + "/", "/profile.yaml"
 
 Verdict = tuple[int, bytes]  # (UNSIGNED | BAD | SIGNED, the signer's raw key or NO_KEY)
 # The merged version of each record the merge rules compute for a merge (first parent, second parent),
@@ -169,22 +170,60 @@ def signature_verdict(raw: bytes) -> Verdict:
         return BAD, NO_KEY
 
 
+def claimed_verdict(raw: bytes) -> Verdict:
+    """The verdict a commit's bytes claim before its signature is checked: SIGNED by the key the signature names.
+
+    Unsigned and malformed signatures are final here; a well-formed one may
+    still fail :func:`signature_verdict` (bytes changed after signing).
+    """
+    signature, _ = split_signature(raw)
+    if signature is None:
+        return UNSIGNED, NO_KEY
+    try:
+        return SIGNED, sshsig.claimed_signer(signature)
+    except sshsig.SignatureError:
+        return BAD, NO_KEY
+
+
 def _verdicts(raws: list[bytes]) -> list[Verdict]:
     return [signature_verdict(raw) for raw in raws]
 
 
-def check_signatures(raws: list[bytes], *, workers: int = 2, parallel_from: int = PARALLEL_FROM) -> list[Verdict]:
-    """The verdict of each commit's bytes, in order; ``parallel_from`` of them or more in ``workers`` processes.
+class _SignatureChecks:
+    """Signatures being checked: in a pool of processes from ``parallel_from`` of them, else here when asked.
 
-    A signature costs some 90 microseconds to check, nearly all of it the
-    ed25519 verification, so a long range is split between processes.
+    A signature costs some 100 microseconds to check, nearly all of it the
+    ed25519 verification, so a long range is split between processes; while
+    they work (``pending``), the caller's own process is free to judge by
+    the keys the signatures name (:func:`claimed_verdict`).
     """
-    if len(raws) < parallel_from or workers < 2:
-        return _verdicts(raws)
-    size = -(-len(raws) // (workers * 4))
-    # forkserver: a server's threads are never forked mid-flight
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver")) as pool:
-        return [v for part in pool.map(_verdicts, [raws[i:i + size] for i in range(0, len(raws), size)]) for v in part]
+
+    def __init__(self, raws: list[bytes], *, workers: int, parallel_from: int):
+        self.raws = raws
+        self.pool: ProcessPoolExecutor | None = None
+        self.parts: list[Future[list[Verdict]]] = []
+        if len(raws) >= parallel_from and workers >= 2:
+            size = -(-len(raws) // (workers * 4))
+            # forkserver: a server's threads are never forked mid-flight
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"))
+            self.parts = [self.pool.submit(_verdicts, raws[i:i + size]) for i in range(0, len(raws), size)]
+
+    @property
+    def pending(self) -> bool:
+        return self.pool is not None
+
+    def result(self) -> list[Verdict]:
+        """Every verdict, in order (waiting for the pool's)."""
+        if self.pool is None:
+            return _verdicts(self.raws)
+        return [verdict for part in self.parts for verdict in part.result()]
+
+    def __enter__(self) -> _SignatureChecks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -231,6 +270,15 @@ class Trust:
     shallow: frozenset[str] = frozenset()  # boundary commits of a shallow archive (parents never fetched)
     pinned: frozenset[str] = frozenset()  # those of them fetched from the pinned hub: trusted, not judged
 
+    def fork(self) -> Trust:
+        """A copy whose learning leaves this one as it is (a judging that may be thrown away)."""
+        return dataclasses.replace(self, learned=dict(self.learned), humans=set(self.humans),
+                                   revoked_after={key: set(below) for key, below in self.revoked_after.items()})
+
+    def take(self, other: Trust) -> None:
+        """Hold what ``other`` (a :meth:`fork` of this one) learned."""
+        self.learned, self.humans, self.revoked_after = other.learned, other.humans, other.revoked_after
+
     def node_of(self, key: bytes) -> str | None:
         return self.ring.keys.get(key) or self.learned.get(key)
 
@@ -241,18 +289,22 @@ class Trust:
             return "revoked"
         return "known" if self.node_of(key) is not None else "unknown"
 
-    def first_use(self, repo: pygit2.Repository, commit: pygit2.Commit, key: bytes) -> None:
+    def first_use(self, repo: pygit2.Repository, commit: pygit2.Commit, key: bytes,
+                  profiles: _Profiles | None = None) -> None:
         """Trust ``key`` if ``commit`` adds the record of a node never seen before that names it."""
         if key not in self.ring.revoked:
-            self._learn(repo, commit, only=key)
+            self._learn(repo, commit, only=key, profiles=profiles)
 
-    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None) -> None:
+    def registered(self, repo: pygit2.Repository, commit: pygit2.Commit, listed: Changes | None = None,
+                   profiles: _Profiles | None = None) -> None:
         """Trust the keys of new nodes ``commit`` registers (``gitmail nodes add``), it being signed by a known key.
 
         So a person's key and the first commit it signs may arrive in one
         push or fetch; any node may register a key, so this trusts no one
         that a node could not have made a node of its own by first use.
-        ``listed``: the commit's changes as git listed them, when it did.
+        ``listed``: the commit's changes as git listed them, when it did;
+        ``profiles``: the judging's, which then compares the commit with its
+        parent once for this and for what it writes.
         """
         if listed is not None:
             changed = any(path.startswith(NODES + "/") for path in listed)
@@ -260,13 +312,21 @@ class Trust:
             changed = _subtree(commit.tree, NODES) != _subtree(commit.parents[0].tree if commit.parents else None,
                                                                NODES)
         if changed:
-            self._learn(repo, commit, only=None)
+            self._learn(repo, commit, only=None, profiles=profiles)
 
-    def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None) -> None:
-        """Learn the keys of node records ``commit`` adds for names never seen (only ``only``'s, when given)."""
+    def _learn(self, repo: pygit2.Repository, commit: pygit2.Commit, *, only: bytes | None,
+               profiles: _Profiles | None) -> None:
+        """Learn the keys of node records ``commit`` adds for names never seen (only ``only``'s, when given).
+
+        A node's record sits at one path in every layout, so the changes as
+        ``profiles`` names them (at the newest layout), kept for judging the
+        commit's writes, list the same node records.
+        """
         parent = commit.parents[0].tree if commit.parents else None
         names = set(self.ring.keys.values()) | set(self.learned.values())
-        for path, blob in changed_records(parent, commit.tree).items():
+        changes = (profiles.kept_changes(parent, commit.tree, profiles.listed.get(commit.id.raw))
+                   if profiles is not None else changed_records(parent, commit.tree))
+        for path, blob in changes.items():
             if blob is None or role_of(path) != "node" or blob_in(parent, path) is not None:
                 continue
             data = _blob_bytes(repo, blob)
@@ -323,6 +383,12 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
     (:func:`adoption_excuses`), and a revocation arriving in the range
     counts (:func:`_revocations_arriving`): ``verify`` and every door
     judge by this one function.
+
+    While a pool checks the signatures, this process judges the range by
+    the keys they name (:func:`claimed_verdict`), on a fork of ``trust``.
+    That judging stands only when every signature then checks as it
+    claimed; otherwise the range is judged again from the checked verdicts,
+    so a bad signature is refused whichever finished first.
     """
     walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
     hidden = [*hide, *(trust.pinned & trust.shallow)]  # a pinned boundary and what lies below it are not judged
@@ -330,24 +396,49 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
         walker.hide(pygit2.Oid(hex=hexsha))
     commits = list(walker)
     known = verdicts if verdicts is not None else {}
-    judged = Judged()
     profiles = _Profiles(repo)
+    early: tuple[dict[bytes, Verdict], Trust, Judged] | None = None
     with ThreadPoolExecutor(1) as lister:  # git lists the changes while the signatures are checked
         listing = lister.submit(listed_changes, repo, tip, hidden) if len(commits) >= BATCH_FROM else None
         new = [commit for commit in commits if commit.id.raw not in known]
         raws = [commit.read_raw() for commit in new]
-        judged.checked = dict(zip([commit.id.raw for commit in new],
-                                  check_signatures(raws, workers=workers, parallel_from=parallel_from), strict=True))
-        if listing is not None:
-            profiles.listed = listing.result()
-    found = {commit.id.raw: judged.checked.get(commit.id.raw) or known[commit.id.raw] for commit in commits}
+        ids = [commit.id.raw for commit in new]
+        with _SignatureChecks(raws, workers=workers, parallel_from=parallel_from) as checks:
+            if listing is not None:
+                profiles.listed = listing.result()
+            if checks.pending:
+                claimed = dict(zip(ids, map(claimed_verdict, raws), strict=True))
+                forked = trust.fork()
+                early = (claimed, forked, _judge_found(repo, tip, hidden, commits, _found(commits, claimed, known),
+                                                       forked, profiles=profiles, rules=rules))
+            checked = dict(zip(ids, checks.result(), strict=True))
+    if early is not None and early[0] == checked:  # every signature checked as it claimed: that judging stands
+        trust.take(early[1])
+        early[2].checked = checked
+        return early[2]
+    judged = _judge_found(repo, tip, hidden, commits, _found(commits, checked, known), trust, profiles=profiles,
+                          rules=rules)
+    judged.checked = checked
+    return judged
+
+
+def _found(commits: list[pygit2.Commit], new: Mapping[bytes, Verdict],
+           known: Mapping[bytes, Verdict]) -> dict[bytes, Verdict]:
+    """Each commit's verdict by raw id: from this range's ``new`` ones, or else the ``known`` ones."""
+    return {commit.id.raw: new.get(commit.id.raw) or known[commit.id.raw] for commit in commits}
+
+
+def _judge_found(repo: pygit2.Repository, tip: str, hidden: list[str], commits: list[pygit2.Commit],
+                 found: Mapping[bytes, Verdict], trust: Trust, *, profiles: _Profiles, rules: Rules) -> Judged:
+    """Judge ``commits`` given each one's signature verdict in ``found`` (see :func:`judge_range`)."""
+    judged = Judged()
     for commit in commits:  # a node whose record arrives signed by its own key (first use) or by a known one
         verdict = found[commit.id.raw]
         state = trust.state(verdict[1]) if verdict[0] == SIGNED else None
         if state == "unknown":
-            trust.first_use(repo, commit, verdict[1])
+            trust.first_use(repo, commit, verdict[1], profiles)
         elif state == "known":
-            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None)
+            trust.registered(repo, commit, profiles.listed.get(commit.id.raw) if profiles.listed else None, profiles)
     _revocations_arriving(repo, tip, hidden, commits, found, trust)
     _judge_each(repo, commits, found, trust, judged, profiles=profiles, rules=rules)
     codes = {refusal.code for refusal in judged.refusals}
@@ -356,7 +447,7 @@ def judge_range(repo: pygit2.Repository, tip: str, hide: list[str], trust: Trust
     if codes & {"unsigned", "revoked-key"}:
         excused = adoption_excuses(repo, tip, hidden, commits, found, judged)
         if excused:
-            again = Judged(checked=judged.checked, before_revocation=judged.before_revocation)
+            again = Judged(before_revocation=judged.before_revocation)
             _judge_each(repo, commits, found, trust, again, profiles=profiles, rules=rules, excused=excused)
             return again
     return judged
@@ -827,9 +918,16 @@ class _Profiles:
 
     def __init__(self, repo: pygit2.Repository):
         self.repo = repo
-        self._names: dict[pygit2.Oid, dict[str, str]] = {}
-        self._bound: dict[tuple[pygit2.Oid, str], tuple[str, str] | None] = {}
-        self._layouts: dict[pygit2.Oid | None, int] = {}
+        self._names: dict[int, dict[str, str]] = {}  # the folders of agents/ by name in lower case, by generation
+        self._layouts: dict[pygit2.Oid | None, int] = {}  # by project.yaml blob
+        # By tree: its layout, and its generation of agents (trees of one generation hold the same profiles
+        # and folders under agents/), each carried from a commit's parent to the commit when it changes neither,
+        # so a chain of commits reads them once.
+        self._tree_layout: dict[pygit2.Oid, int] = {}
+        self._generations: dict[pygit2.Oid, int] = {}
+        self._bound: dict[tuple[int, str], tuple[str, str] | None] = {}  # by generation, name in lower case
+        # The changes between two trees a commit's node records were read from, until its writes are judged.
+        self._kept: dict[tuple[pygit2.Oid | None, pygit2.Oid], Changes] = {}
         self._parsed: dict[pygit2.Oid, tuple[str, str] | None] = {}  # by profile blob
         # Each message file's sender as its plain front matter names it, by blob: a message and its inbox and
         # outbox copies are one blob, read once.
@@ -844,11 +942,15 @@ class _Profiles:
         return self._plain[blob]
 
     def layout(self, tree: pygit2.Tree | None) -> int:
-        """The tree's layout, remembered by its ``project.yaml``."""
+        """The tree's layout, remembered by the tree and by its ``project.yaml``."""
+        if tree is not None and tree.id in self._tree_layout:
+            return self._tree_layout[tree.id]
         project = blob_in(tree, PROJECT_PATH)
         key = project.id if project is not None else None
         if key not in self._layouts:
             self._layouts[key] = tree_layout(tree)
+        if tree is not None:
+            self._tree_layout[tree.id] = self._layouts[key]
         return self._layouts[key]
 
     def changes(self, before: pygit2.Tree | None, after: pygit2.Tree, listed: Changes | None = None) -> Changes:
@@ -857,34 +959,79 @@ class _Profiles:
         When both trees are at it, git's listing is taken as it is, or only
         the folders whose ids differ are read.
         """
-        if before is not None and self.layout(before) == self.layout(after) == LAYOUT:
-            return listed if listed is not None else _walk(self.repo, before, after, "", {})
-        return changed_records(before, after, named_at=LAYOUT)
+        kept = self._kept.pop((before.id if before is not None else None, after.id), None) if self._kept else None
+        if kept is not None:
+            return kept
+        if before is not None and listed is not None:
+            self._carry(before, after, listed)
+        if before is None or self.layout(before) != LAYOUT or self.layout(after) != LAYOUT:
+            return changed_records(before, after, named_at=LAYOUT)
+        if listed is None:
+            listed = _walk(self.repo, before, after, "", {})
+            self._carry(before, after, listed)
+        return listed
+
+    def kept_changes(self, before: pygit2.Tree | None, after: pygit2.Tree, listed: Changes | None) -> Changes:
+        """:meth:`changes`, kept for the one later call that asks for the same two trees (a commit's writes)."""
+        changes = self.changes(before, after, listed)
+        self._kept[(before.id if before is not None else None, after.id)] = changes
+        return changes
+
+    def _carry(self, before: pygit2.Tree, after: pygit2.Tree, listed: Changes) -> None:
+        """Know ``after``'s layout and generation of agents to be ``before``'s when ``listed`` (every file that
+        differs between them as the trees name it) leaves them alone (see :meth:`_same_agents`)."""
+        old, new = before.id, after.id
+        if old in self._tree_layout and new not in self._tree_layout and PROJECT_PATH not in listed:
+            self._tree_layout[new] = self._tree_layout[old]
+        if new not in self._generations:
+            generation = self._generation(before)  # the parent's, known or found: the chain starts here
+            if self._same_agents(generation, listed):
+                self._generations[new] = generation
+
+    def _same_agents(self, generation: int, listed: Changes) -> bool:
+        """Whether changing ``listed`` keeps every profile and every folder of ``agents/`` (the folders' names
+        are what a name in another case is looked up by): no profile changes, nothing under ``agents/`` goes,
+        and whatever comes there comes into a folder that was there."""
+        names = self._names[generation]
+        for path, blob in listed.items():
+            if not path.startswith(_AGENTS_FOLDER):
+                continue
+            folder = path.split("/", 2)[1]
+            if blob is None or path.endswith(_PROFILE_FILE) or names.get(folder.lower()) != folder:
+                return False
+        return True
 
     def bound(self, agent: str, before: pygit2.Tree | None, after: pygit2.Tree) -> tuple[str, str] | None:
-        """The node ``agent`` is bound to: by its profile before the commit, or the one the commit adds."""
+        """The node ``agent`` is bound to: by its profile before the commit, or the one the commit adds.
+
+        Remembered for each generation of agents (trees whose profiles and
+        ``agents/`` folders are the same), so the commits of a chain that
+        change neither look each agent up once.
+        """
         for tree in (before, after):
             if tree is None:
                 continue
-            key = (tree.id, agent.lower())
+            key = (self._generation(tree), agent.lower())
             if key not in self._bound:
-                self._bound[key] = self._lookup(tree, agent)
+                self._bound[key] = self._lookup(tree, agent, self._names[key[0]])
             if self._bound[key] is not None:
                 return self._bound[key]
         return None
 
-    def _lookup(self, tree: pygit2.Tree, agent: str) -> tuple[str, str] | None:
+    def _generation(self, tree: pygit2.Tree) -> int:
+        """The tree's generation of agents: a new one, unless a commit carried its parent's (:meth:`_carry`)."""
+        generation = self._generations.get(tree.id)
+        if generation is None:
+            generation = self._generations[tree.id] = len(self._names)
+            folder = _subtree(tree, AGENTS)
+            entries = self.repo.get(folder) if folder is not None else None
+            self._names[generation] = ({entry.name.lower(): entry.name for entry in entries if entry.name}
+                                       if isinstance(entries, pygit2.Tree) else {})
+        return generation
+
+    def _lookup(self, tree: pygit2.Tree, agent: str, names: dict[str, str]) -> tuple[str, str] | None:
         name, profile = agent, blob_in(tree, profile_path(agent))
         if profile is None:  # another case of the name, maybe: look it up in the listing of agents/
-            names = self._names.get(tree.id)
-            if names is None:
-                try:
-                    entries = tree[AGENTS]
-                except KeyError:
-                    entries = None
-                names = ({entry.name.lower(): entry.name for entry in entries if entry.name}
-                         if isinstance(entries, pygit2.Tree) else {})
-                self._names[tree.id] = names
             found = names.get(agent.lower())
             if found is None:
                 return None
