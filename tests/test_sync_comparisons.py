@@ -29,7 +29,7 @@ from gitmail.index.indexer import indexer_for
 from gitmail.mail.facade import Mail
 from gitmail.mail.sending import SendOptions
 from gitmail.model import codec
-from gitmail.model.ids import new_id
+from gitmail.model.ids import derived_id
 from gitmail.model.records import IMPORTED_ID, Message, message_path
 from gitmail.storage import layout
 from gitmail.storage.layout import Comparisons, changed_records
@@ -264,7 +264,7 @@ def test_a_sync_parses_each_message_it_brings_once_and_the_index_is_as_a_reindex
     {"importance": "", "human": True},
 ])
 def test_the_index_reads_a_parsed_message_as_it_reads_its_file(extra):
-    message = Message(id=new_id(1_767_323_045_123), thread_id="t-1", sender="Nova", subject="hello",
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova", subject="hello",
                       created_ts="2026-01-02T03:04:05.123456Z", to=["Orbit"], body="line one\n\nline two\n",
                       **extra)
     if not extra:
@@ -282,7 +282,7 @@ def test_parsed_parses_a_blob_once_per_record_type():
         calls.append(data)
         return record_type.from_bytes(data)
 
-    message = Message(id=new_id(1_767_323_045_123), thread_id="t-1", sender="Nova", subject="hello",
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova", subject="hello",
                       created_ts="2026-01-02T03:04:05Z", to=["Orbit"], body="text\n")
     data = message.to_bytes()
     blob = b"\x01" * 20
