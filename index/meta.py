@@ -173,8 +173,11 @@ def _restore_secondary_indexes(db: sqlite3.Connection) -> None:
 
 
 def _message_fields(repo: pygit2.Repository, blob: str, mid: str, parsed: Parsed | None) -> dict[str, Any]:
-    """What the index keeps of message ``mid`` in ``blob``: from its record if ``parsed`` holds it, else its file."""
-    known = parsed.known(Message, bytes.fromhex(blob)) if parsed is not None else None
+    """What the index keeps of message ``mid`` in ``blob``: from its record if ``parsed`` holds it, else its file.
+
+    The index is the last step to read a parsed message: it takes it out of ``parsed``.
+    """
+    known = parsed.take(Message, bytes.fromhex(blob)) if parsed is not None else None
     if isinstance(known, Message) and known.id == mid:
         return parse.fields_of(known)
     return parse.message_fields(blob_data(repo, blob), mid)

@@ -30,10 +30,11 @@ from gitmail.mail.facade import Mail
 from gitmail.mail.sending import SendOptions
 from gitmail.model import codec
 from gitmail.model.ids import derived_id
-from gitmail.model.records import IMPORTED_ID, Message, message_path
+from gitmail.model.records import IMPORTED_ID, Agent, Message, message_path
 from gitmail.storage import layout
 from gitmail.storage.layout import Comparisons, changed_records
 from gitmail.storage.parsed import Parsed
+from gitmail.sync import syncer
 from gitmail.sync.merge import merge_commits
 from gitmail.sync.remotes import add_remote, list_remotes
 from gitmail.sync.syncer import fetch_remote, sync_project
@@ -291,3 +292,82 @@ def test_parsed_parses_a_blob_once_per_record_type():
     assert parsed.outcome(Message, blob, lambda: data, parser) is first
     assert parsed.known(Message, blob) is first
     assert calls == [data] and parsed.parses == Counter({blob: 1}) and parsed.reused == 2 and len(parsed) == 1
+
+
+def _watch_sync_values(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Comparisons], list[Parsed]]:
+    """The Comparisons and Parsed each sync from now on makes, as it makes them (real ones, only listed)."""
+    comparisons: list[Comparisons] = []
+    parsed: list[Parsed] = []
+
+    class ListedComparisons(Comparisons):
+        def __init__(self, git_dir: str | None) -> None:
+            super().__init__(git_dir)
+            comparisons.append(self)
+
+    class ListedParsed(Parsed):
+        def __init__(self) -> None:
+            super().__init__()
+            parsed.append(self)
+
+    monkeypatch.setattr(syncer, "Comparisons", ListedComparisons)
+    monkeypatch.setattr(syncer, "Parsed", ListedParsed)
+    return comparisons, parsed
+
+
+def test_a_sync_keeps_only_what_its_later_steps_read_and_nothing_once_the_index_took_it(tmp_path, monkeypatch):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", "body").deliveries[0].payload.id
+            for n in range(3)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
+    b = _restarted(b)
+    archive = b.store.archive(PROJECT)
+    before = archive.tip()
+    comparisons, parsed_values = _watch_sync_values(monkeypatch)
+    held: dict[str, tuple[int, int, set[type]]] = {}
+
+    def progress(remote: str, step: str) -> None:
+        (compared,), (parsed,) = comparisons, parsed_values  # the sync's own, made before its first step
+        held[step] = (compared.held(), len(parsed), {type(parsed.known(Message, blob)) for blob in parsed.parses})
+
+    report = sync_project(b.store, PROJECT, progress=progress)
+
+    assert report.results[0].merges == 1 and report.index["caught_up"]
+    repo = archive.repo
+    entered = changed_records(repo[before].peel(pygit2.Tree), repo[archive.tip()].peel(pygit2.Tree))
+    assert len(entered) >= 3 * 3  # each message, its inbox and its outbox copy
+    # From the push on, only what entered main is kept (the findings and the index read it), and only messages.
+    assert held["push"][0] == held["index"][0] == len(entered)
+    assert held["push"][2] == {Message} and held["push"][1] == len(sent)
+    (compared,), (parsed,) = comparisons, parsed_values
+    assert compared.held() == 0 and len(parsed) == 0  # the index read both last, and took them
+
+
+def test_comparisons_keep_a_pair_only_while_a_later_step_reads_it(tmp_path):
+    a, _ = _machines(tmp_path)
+    archive = a.store.archive(PROJECT)
+    old = archive.tip()
+    a.send_message(PROJECT, "Nova", ["Orbit"], "one", "body")
+    repo = archive.repo
+    trees = [repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+    compared = Comparisons(archive.git_dir)
+    once = compared.files(*trees, keep=False)
+    assert compared.known(*trees) is None and compared.held() == 0 and compared.computed == 1
+    kept = compared.files(*trees)
+    assert kept == once and compared.held() == len(kept) and compared.computed == 2
+    compared.files(trees[1], trees[0])
+    compared.retain(*trees)
+    assert compared.known(trees[1], trees[0]) is None and compared.known(*trees) is kept
+    assert compared.take(*trees) is kept and compared.take(*trees) is None and compared.held() == 0
+
+
+def test_parsed_keeps_what_is_retained_until_taken():
+    parsed = Parsed()
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova",
+                      subject="hello", created_ts="2026-01-02T03:04:05Z", to=["Orbit"], body="text\n")
+    parsed.outcome(Message, b"\x01" * 20, message.to_bytes, lambda record_type, data: record_type.from_bytes(data))
+    parsed.outcome(Agent, b"\x02" * 20, lambda: b"not: [an agent", lambda record_type, data: "does not parse")
+    parsed.retain(Message)
+    assert parsed.known(Agent, b"\x02" * 20) is None and len(parsed) == 1
+    assert parsed.take(Message, b"\x01" * 20) == message and parsed.take(Message, b"\x01" * 20) is None
+    assert len(parsed) == 0

@@ -5,7 +5,8 @@ checks, :class:`~.recordcheck.Checker`); the index's catch-up then needs
 the same messages' fields. The sync hands one :class:`Parsed` from the
 check to the catch-up, so a message that came in is parsed once per sync,
 not once per step. It is a value of the operation, never a cache of the
-process: it goes when the operation ends.
+process: it goes when the operation ends, and what no later step reads goes
+before (:meth:`Parsed.retain`, :meth:`Parsed.take`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ class Parsed:
         if found is not None:
             self.reused += 1
         return found
+
+    def take(self, record_type: type[Record], blob: bytes) -> Outcome | None:
+        """As :meth:`known`, for the last step that reads the outcome: it is not kept after."""
+        found = self._outcomes.pop((record_type, blob), None)
+        if found is not None:
+            self.reused += 1
+        return found
+
+    def retain(self, record_type: type[Record]) -> None:
+        """Drop every outcome but those of ``record_type``: the steps still to come read only those."""
+        self._outcomes = {key: outcome for key, outcome in self._outcomes.items() if key[0] is record_type}
 
     def __len__(self) -> int:
         return len(self._outcomes)

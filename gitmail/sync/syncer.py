@@ -59,7 +59,7 @@ from gitmail.index import indexer_for
 from gitmail.mail import relay
 from gitmail.mail.relay import RelayOutcome
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
-from gitmail.model.records import role_of
+from gitmail.model.records import Message, role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
 from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
@@ -520,6 +520,12 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         step("merge")
         for item in checked:
             integrate(store, archive, item.merge, item.label, result, compared=compared)
+        # What the checks compared and parsed was read last by the merge; the findings and the index read
+        # what entered main, and the index the messages that came: nothing else is kept for them.
+        after = archive.tip()
+        start = before if before is not None or after is None else joined_from(archive, after)  # as _findings
+        compared.retain(_commit_tree(archive.repo, start), _commit_tree(archive.repo, after))
+        parsed.retain(Message)
         result.quarantine_ref = keep_aside(archive, remote, checked)
         result.quarantined = refused + [{**rejection.to_dict(), "source": item.label}
                                         for item in checked for rejection in item.rejected]
@@ -537,7 +543,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
                 time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
-        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), compared=compared)
+        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), compared=compared, keep=False)
         result.records_out, result.messages_out = _count(changes)
         result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
         return
