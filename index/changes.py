@@ -185,8 +185,10 @@ def _records(files: Iterable[tuple[str, str | None]]) -> list[RecordChange]:
         folder = path.rpartition("/")[0]
         role = relevant_role(path) if not folder or _worth_entering(folder) else None
         if role is not None:
-            found.append((path.split("/"), RecordChange(path, role, blob)))
-    found.sort(key=lambda item: item[0])  # a folder's entries by name, depth first: the tree walk's order
+            found.append((path.replace("/", "\0"), RecordChange(path, role, blob)))
+    # A folder's entries by name, depth first: the tree walk's order. A path with each "/" as NUL (which
+    # sorts before any character a name holds) orders as its list of names does, in one string a path.
+    found.sort(key=lambda item: item[0])
     return fold_moves(change for _, change in found)
 
 
@@ -225,11 +227,12 @@ def compared_changes(compared: Comparisons | None, repo: pygit2.Repository, old:
 
     A sync knows what entered ``main`` (its merge's record, or its
     findings' comparison), the very pair its catch-up needs; comparing it
-    again would double the cost of the widest diff of the sync.
+    again would double the cost of the widest diff of the sync. The
+    catch-up is the last step to read it: the pair goes from ``compared``.
     """
     if compared is None:
         return None
-    listed = compared.known(repo[old].peel(pygit2.Tree), repo[new].peel(pygit2.Tree))
+    listed = compared.take(repo[old].peel(pygit2.Tree), repo[new].peel(pygit2.Tree))  # no step reads it after
     if listed is None:
         return None
     return _records((path, None if blob is None else str(blob)) for path, (blob, _) in listed.items())

@@ -47,7 +47,8 @@ from typing import Any
 import pygit2
 
 from gitmail.model.errors import INDEX_UNAVAILABLE, GitmailError
-from gitmail.model.records import LAYOUT, Channel, ChannelPost, placed
+from gitmail.model.records import LAYOUT, Channel, ChannelPost, Message, placed
+from gitmail.storage.parsed import Parsed
 from gitmail.storage.snapshot import blob_data
 
 from . import parse
@@ -169,6 +170,17 @@ def _restore_secondary_indexes(db: sqlite3.Connection) -> None:
     """The indexes :func:`_drop_secondary_indexes` dropped, built from the loaded rows."""
     for statement in _SECONDARY_INDEXES:
         db.execute(statement)
+
+
+def _message_fields(repo: pygit2.Repository, blob: str, mid: str, parsed: Parsed | None) -> dict[str, Any]:
+    """What the index keeps of message ``mid`` in ``blob``: from its record if ``parsed`` holds it, else its file.
+
+    The index is the last step to read a parsed message: it takes it out of ``parsed``.
+    """
+    known = parsed.take(Message, bytes.fromhex(blob)) if parsed is not None else None
+    if isinstance(known, Message) and known.id == mid:
+        return parse.fields_of(known)
+    return parse.message_fields(blob_data(repo, blob), mid)
 
 
 class MetaCorrupt(Exception):
@@ -352,13 +364,14 @@ class Meta:
     def apply(self, repo: pygit2.Repository, expected: str | None, new: str | None,
               changes: Iterable[RecordChange], *, seen_ts: str, full: bool = False,
               extra_state: dict[str, str] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> bool:
+              progress: Callable[[int, int], None] | None = None, parsed: Parsed | None = None) -> bool:
         """Apply ``changes`` and move the watermark from ``expected`` to ``new``.
 
         Returns False (and writes nothing) if another writer moved the
         watermark first. With ``full``, ``changes`` lists every record at
         ``new`` and anything the store holds beyond it is removed. Records
-        seen for the first time are stamped ``seen_ts``.
+        seen for the first time are stamped ``seen_ts``. ``parsed``: records
+        parsed already (a sync's checks), whose messages are not parsed again.
         """
         db = self.db
         try:
@@ -378,7 +391,7 @@ class Meta:
                 # numbered in the order of their IDs, which is the order they were written.
                 todo.sort(key=lambda change: (_ORDER[change.role], placed(change.path, 1)))
                 for done, change in enumerate(todo, 1):
-                    self._apply_one(db, repo, change, seen_ts)
+                    self._apply_one(db, repo, change, seen_ts, parsed)
                     if progress and (done % 1000 == 0 or done == len(todo)):
                         progress(done, len(todo))
                 if bulk:
@@ -428,7 +441,8 @@ class Meta:
                           "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob RETURNING seq",
                           (change.path, change.blob, stamp)).fetchone()[0]
 
-    def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str) -> None:
+    def _apply_one(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, stamp: str,
+                   parsed: Parsed | None = None) -> None:
         parts = change.path.split("/")
         name = parts[-1].rsplit(".", 1)[0]
         role = change.role
@@ -443,12 +457,13 @@ class Meta:
             return
         try:
             if role in ("inbox", "outbox"):  # read only if it differs from the canonical file (a bcc)
-                self._put_copy(db, repo, change, change.blob, parts[1], name, stamp)
+                self._put_copy(db, repo, change, change.blob, parts[1], name, stamp, parsed)
+                return
+            if role == "message":
+                self._put_message(db, change, name, _message_fields(repo, change.blob, name, parsed), stamp)
                 return
             data = blob_data(repo, change.blob)
-            if role == "message":
-                self._put_message(db, change, name, parse.message_fields(data, name), stamp)
-            elif role == "receipt":
+            if role == "receipt":
                 fields = parse.yaml_fields(data)
                 db.execute("INSERT OR REPLACE INTO receipts VALUES (?, ?, ?, ?)",
                            (parts[1], name, fields.get("read_at"), fields.get("acked_at")))
@@ -510,13 +525,13 @@ class Meta:
                    (record.channel, record.id, position, record.sender, record.created_ts))
 
     def _put_copy(self, db: sqlite3.Connection, repo: pygit2.Repository, change: RecordChange, blob: str,
-                  agent: str, mid: str, stamp: str) -> None:
+                  agent: str, mid: str, stamp: str, parsed: Parsed | None) -> None:
         box = change.role
         canonical = db.execute("SELECT blob, created_ts FROM messages WHERE id = ?", (mid,)).fetchone()
         created = canonical[1] if canonical else parse.id_ts(mid)
         bcc = None
         if box == "outbox" and (canonical is None or canonical[0] != blob):
-            fields = parse.message_fields(blob_data(repo, blob), mid)
+            fields = _message_fields(repo, blob, mid, parsed)
             bcc = json.dumps(fields["bcc"]) if fields["bcc"] else None
             created = created if canonical else fields["created_ts"]
         seq = self._seq(db, change, stamp)

@@ -33,6 +33,7 @@ from gitmail.model.records import Agent, Record, Reservation
 from gitmail.storage.background import Debounced
 from gitmail.storage.engine import Archive
 from gitmail.storage.layout import Comparisons
+from gitmail.storage.parsed import Parsed
 from gitmail.storage.snapshot import Snapshot, blob_data
 
 from . import oversight, parse, reads
@@ -188,16 +189,19 @@ class ProjectIndex:
         """Wait until background catch-up and segment merging are idle (for tests and shutdown)."""
         return all(job.wait_idle(timeout) for job in (self.worker, self.drainer, self.merger))
 
-    def catch_up(self, tip: str | None = None, *, compared: Comparisons | None = None) -> str | None:
+    def catch_up(self, tip: str | None = None, *, compared: Comparisons | None = None,
+                 parsed: Parsed | None = None) -> str | None:
         """Bring all derived state up to ``tip`` (default: the archive's tip), now.
 
         Applies the tree diff from the watermark (or resynchronizes and
         rebuilds when history was rewritten), then has the search index take
         in everything queued. Waits for another writer of this process if one
         is busy. ``compared``: trees the caller compared already (a sync's
-        findings read what entered ``main``), taken instead of a diff.
+        findings read what entered ``main``), taken instead of a diff;
+        ``parsed``: records the caller parsed already (a sync's checks), whose
+        messages are taken instead of parsing their files again.
         """
-        current = self._sync(tip, compared=compared)
+        current = self._sync(tip, compared=compared, parsed=parsed)
         self._ensure_search()
         if self.meta.get_state("search_rebuild") == "1" or self._bulk_arrival():
             self._rebuild_search()
@@ -213,7 +217,8 @@ class ProjectIndex:
         pending = self.meta.pending_count()
         return pending >= BULK_REBUILD_MIN and pending >= BULK_REBUILD_SHARE * self.meta.message_count()
 
-    def _sync(self, tip: str | None = None, *, compared: Comparisons | None = None) -> str | None:
+    def _sync(self, tip: str | None = None, *, compared: Comparisons | None = None,
+              parsed: Parsed | None = None) -> str | None:
         target = tip or self.archive.tip()
         generation = self.meta.generation_now()
         if target == self._known_tip and generation == self._known_generation:
@@ -223,7 +228,7 @@ class ProjectIndex:
                 self._known_tip, self._known_generation = None, generation
                 self._memo, self._memo_tip = {}, None
             try:
-                reached = self._sync_locked(target, compared)
+                reached = self._sync_locked(target, compared, parsed)
             except MetaCorrupt as exc:
                 reached = self._recover(exc, target)
             moved, self._known_tip = reached != self._known_tip, reached
@@ -248,7 +253,8 @@ class ProjectIndex:
         self.meta.set_state("search_rebuild", "1")
         return reached
 
-    def _sync_locked(self, target: str | None, compared: Comparisons | None = None) -> str | None:
+    def _sync_locked(self, target: str | None, compared: Comparisons | None = None,
+                     parsed: Parsed | None = None) -> str | None:
         repo = self.archive.repo
         for _ in range(8):
             watermark = self.meta.watermark()
@@ -268,7 +274,8 @@ class ProjectIndex:
                 changes, full = listing(repo, target), True
                 if watermark:
                     extra = {"search_rebuild": "1"}
-            if self.meta.apply(repo, watermark, target, changes, seen_ts=self._now_ts(), full=full, extra_state=extra):
+            if self.meta.apply(repo, watermark, target, changes, seen_ts=self._now_ts(), full=full, extra_state=extra,
+                               parsed=parsed):
                 return target
         raise MetaCorrupt("the watermark kept moving under us")
 
@@ -585,18 +592,18 @@ class ProjectIndex:
         return self._cached(("reservations",), lambda: [
             entry[1].record for fields in reads.reservations(self.meta) if (entry := record_entry(fields)) is not None])
 
-    def active_reservations(self, snapshot: Snapshot, at: dt.datetime, *,
-                            compared: Comparisons | None = None) -> list[Reservation]:
+    def active_reservations(self, snapshot: Snapshot, at: dt.datetime, *, compared: Comparisons | None = None,
+                            parsed: Parsed | None = None) -> list[Reservation]:
         """The reservations in force at ``at`` in exactly what ``snapshot`` sees (its queued edits included).
 
         Served from :class:`.reservations.ActiveReservations`, which moves from
         commit to commit by the diff of the reservations subtree, so a
         transaction can ask at no cost that grows with the history.
-        ``compared``: trees the caller compared already (see :meth:`catch_up`).
+        ``compared``, ``parsed``: what the caller compared and parsed already (see :meth:`catch_up`).
         """
         if not self.open_reservations.loaded:
             # Once per process: start from a current watermark, however long nobody followed.
-            self._sync(compared=compared)
+            self._sync(compared=compared, parsed=parsed)
         moment = at.timestamp()
         return [e.record for e in self.open_reservations.at(snapshot, moment).values() if e.active_at(moment)]
 

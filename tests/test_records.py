@@ -16,7 +16,40 @@ from gitmail import HLC, Agent, Contact, HybridClock, JournalEntry, Message, Pro
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.errors import CORRUPT_RECORD, INVALID_ARGUMENT, GitmailError
 from gitmail.model.ids import ID_LENGTH, derived_id, id_time, is_id
-from gitmail.model.records import MAX_BODY_BYTES, MAX_SUBJECT, classify, day_shard, parse_path
+from gitmail.model.records import (
+    MAX_BODY_BYTES,
+    MAX_SUBJECT,
+    ORG_CONTEXT_PATH,
+    PATH_TYPES,
+    PROJECT_PATH,
+    adoption_path,
+    build_slot_path,
+    channel_path,
+    classify,
+    conflict_path,
+    contact_path,
+    day_shard,
+    escalation_path,
+    file_path,
+    held_path,
+    inbox_path,
+    journal_path,
+    memory_path,
+    message_path,
+    node_path,
+    outbox_path,
+    parse_path,
+    post_path,
+    product_path,
+    profile_path,
+    receipt_path,
+    repair_path,
+    reservation_path,
+    revocation_path,
+    seat_path,
+    summary_path,
+    tombstone_path,
+)
 
 names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 line = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80)
@@ -316,3 +349,32 @@ def test_what_is_no_flat_mapping_fails_as_the_parser_makes_it_fail(text):
     assert codec.flat_mapping(text) is None
     with pytest.raises(codec.DecodeError):
         codec.load_yaml(text.encode())
+
+
+def _first_match(path: str):
+    """What the first of PATH_TYPES that matches ``path`` says it holds: classify's answer by definition."""
+    return next(((role, record_type) for pattern, record_type, role in PATH_TYPES if pattern.match(path)), None)
+
+
+_SAMPLE_ID = derived_id(1_767_323_045_123, b"classify")
+_KNOWN_PATHS = [
+    PROJECT_PATH, ORG_CONTEXT_PATH, message_path(_SAMPLE_ID), inbox_path("Nova", _SAMPLE_ID),
+    outbox_path("Nova", _SAMPLE_ID), receipt_path("Nova", _SAMPLE_ID), profile_path("Nova"), seat_path("Nova"),
+    journal_path("Nova", _SAMPLE_ID), held_path("Nova", _SAMPLE_ID), contact_path("Nova", "Orbit"),
+    reservation_path(_SAMPLE_ID), tombstone_path(_SAMPLE_ID), summary_path(_SAMPLE_ID), repair_path(_SAMPLE_ID),
+    node_path("node-a"), build_slot_path("ci"), product_path("shop"), channel_path("deploys"),
+    post_path("deploys", _SAMPLE_ID), memory_path("team", "AGENTS.md"), escalation_path(_SAMPLE_ID, "Nova"),
+    adoption_path("ab" * 20), revocation_path("cd" * 32), file_path("ef" * 32), conflict_path("x/y.yaml", "01" * 20),
+]
+
+
+@pytest.mark.parametrize("path", _KNOWN_PATHS)
+def test_classify_answers_as_the_first_matching_path_type(path):
+    assert classify(path) == _first_match(path) is not None
+    for near in (path + "x", "x" + path, path.upper(), "_" + path, path.replace("/", "//", 1)):
+        assert classify(near) == _first_match(near)
+
+
+@given(st.text(alphabet="agentsmpro_jc.yaml/0123456789ABZ-", max_size=40))
+def test_classify_matches_the_path_types_for_any_text(path):
+    assert classify(path) == _first_match(path)

@@ -1,4 +1,4 @@
-"""One sync compares each pair of trees once: the check, the merge, the findings and the index share the diffs.
+"""One sync compares each pair of trees once and parses each file once: its steps share the diffs and the records.
 
 The steps of a sync read the same changes: the fetch door's record checks
 and the merge both read what a fetched tip adds over the merge base; the
@@ -7,7 +7,10 @@ reservation findings and the index's catch-up both read what entered
 to step. These tests watch every tree comparison a sync asks for (the
 record-level one of :mod:`gitmail.storage.layout` and the index's own) and
 check that no pair is compared twice, while what the sync does (the records
-merged, the findings, the index) stays what it was.
+merged, the findings, the index) stays what it was. Likewise the messages
+a sync brings in: the record checks parse each one, and the index's
+catch-up takes their records (a :class:`~gitmail.storage.parsed.Parsed`)
+instead of parsing the files again.
 """
 
 from __future__ import annotations
@@ -20,12 +23,18 @@ import pygit2
 import pytest
 
 from gitmail import Store
+from gitmail.index import parse
 from gitmail.index import project as index_project
 from gitmail.index.indexer import indexer_for
 from gitmail.mail.facade import Mail
-from gitmail.model.records import message_path
+from gitmail.mail.sending import SendOptions
+from gitmail.model import codec
+from gitmail.model.ids import derived_id
+from gitmail.model.records import IMPORTED_ID, Agent, Message, message_path
 from gitmail.storage import layout
 from gitmail.storage.layout import Comparisons, changed_records
+from gitmail.storage.parsed import Parsed
+from gitmail.sync import syncer
 from gitmail.sync.merge import merge_commits
 from gitmail.sync.remotes import add_remote, list_remotes
 from gitmail.sync.syncer import fetch_remote, sync_project
@@ -201,3 +210,164 @@ def test_a_merge_takes_the_files_only_the_other_side_changed_as_they_are(tmp_pat
     assert all(their_tree[path].id == blob for path, blob in merged.taken.items())  # their versions, by id
     assert not set(merged.taken) & set(merged.edits) and merged.conflicts == []
     assert merged.incoming["message"] == 2
+
+
+def _watch_parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each message's front matter is parsed from now on (by id), by any step, each parse delegating."""
+    seen: Counter[str] = Counter()
+    load = codec.load_text
+
+    def load_text(text: str) -> dict:
+        fields = load(text)
+        if "thread_id" in fields:
+            seen[str(fields.get("id"))] += 1
+        return fields
+
+    monkeypatch.setattr(codec, "load_text", load_text)
+    return seen
+
+
+def _index_rows(mail: Mail) -> list[tuple]:
+    """The index's row of every message, without the number this machine gave it."""
+    meta = indexer_for(mail.store).project(mail.store.resolve(PROJECT)).meta
+    return [row[:1] + row[2:] for row in meta.read("SELECT * FROM messages ORDER BY id")]
+
+
+def test_a_sync_parses_each_message_it_brings_once_and_the_index_is_as_a_reindex_makes_it(tmp_path, monkeypatch):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", f"body {n}",
+                           SendOptions(cc=["Orbit"] if n else None, bcc=["Orbit"] if n == 2 else None,
+                                       importance="high" if n == 1 else None)).deliveries[0].payload.id
+            for n in range(3)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
+    b = _restarted(b)
+
+    parses = _watch_parses(monkeypatch)
+    report = sync_project(b.store, PROJECT)
+
+    (result,) = report.results
+    assert result.error is None and result.merges == 1 and result.messages_in == 3
+    assert report.index["caught_up"]
+    assert {message_id: parses[message_id] for message_id in sent} == {message_id: 1 for message_id in sent}
+    synced = _index_rows(b)
+    assert {row[0] for row in synced} >= set(sent)
+    monkeypatch.undo()
+    indexer_for(b.store).project(b.store.resolve(PROJECT)).reindex()  # every file parsed by the index itself
+    assert _index_rows(b) == synced
+    assert {hit["id"] for hit in b.search_messages(PROJECT, "arrival")} == set(sent)
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"cc": ["Orbit", "Mira@other-project-0123456789ab"], "bcc": ["Kite"], "importance": "urgent", "ack_required": True,
+     "topic": "release", "attachments": [{"name": "a.txt", "sha256": "ab" * 32, "bytes": 3}]},
+    {"importance": "", "human": True},
+])
+def test_the_index_reads_a_parsed_message_as_it_reads_its_file(extra):
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova", subject="hello",
+                      created_ts="2026-01-02T03:04:05.123456Z", to=["Orbit"], body="line one\n\nline two\n",
+                      **extra)
+    if not extra:
+        message.extra = {IMPORTED_ID: 1234}
+    data = message.to_bytes()
+    record = Message.from_bytes(data)
+    assert parse.fields_of(record) == parse.message_fields(data, message.id)
+
+
+def test_parsed_parses_a_blob_once_per_record_type():
+    parsed = Parsed()
+    calls = []
+
+    def parser(record_type, data):
+        calls.append(data)
+        return record_type.from_bytes(data)
+
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova", subject="hello",
+                      created_ts="2026-01-02T03:04:05Z", to=["Orbit"], body="text\n")
+    data = message.to_bytes()
+    blob = b"\x01" * 20
+    assert parsed.known(Message, blob) is None
+    first = parsed.outcome(Message, blob, lambda: data, parser)
+    assert parsed.outcome(Message, blob, lambda: data, parser) is first
+    assert parsed.known(Message, blob) is first
+    assert calls == [data] and parsed.parses == Counter({blob: 1}) and parsed.reused == 2 and len(parsed) == 1
+
+
+def _watch_sync_values(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Comparisons], list[Parsed]]:
+    """The Comparisons and Parsed each sync from now on makes, as it makes them (real ones, only listed)."""
+    comparisons: list[Comparisons] = []
+    parsed: list[Parsed] = []
+
+    class ListedComparisons(Comparisons):
+        def __init__(self, git_dir: str | None) -> None:
+            super().__init__(git_dir)
+            comparisons.append(self)
+
+    class ListedParsed(Parsed):
+        def __init__(self) -> None:
+            super().__init__()
+            parsed.append(self)
+
+    monkeypatch.setattr(syncer, "Comparisons", ListedComparisons)
+    monkeypatch.setattr(syncer, "Parsed", ListedParsed)
+    return comparisons, parsed
+
+
+def test_a_sync_keeps_only_what_its_later_steps_read_and_nothing_once_the_index_took_it(tmp_path, monkeypatch):
+    a, b = _machines(tmp_path)
+    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", "body").deliveries[0].payload.id
+            for n in range(3)]
+    sync_project(a.store, PROJECT)
+    b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
+    b = _restarted(b)
+    archive = b.store.archive(PROJECT)
+    before = archive.tip()
+    comparisons, parsed_values = _watch_sync_values(monkeypatch)
+    held: dict[str, tuple[int, int, set[type]]] = {}
+
+    def progress(remote: str, step: str) -> None:
+        (compared,), (parsed,) = comparisons, parsed_values  # the sync's own, made before its first step
+        held[step] = (compared.held(), len(parsed), {type(parsed.known(Message, blob)) for blob in parsed.parses})
+
+    report = sync_project(b.store, PROJECT, progress=progress)
+
+    assert report.results[0].merges == 1 and report.index["caught_up"]
+    repo = archive.repo
+    entered = changed_records(repo[before].peel(pygit2.Tree), repo[archive.tip()].peel(pygit2.Tree))
+    assert len(entered) >= 3 * 3  # each message, its inbox and its outbox copy
+    # From the push on, only what entered main is kept (the findings and the index read it), and only messages.
+    assert held["push"][0] == held["index"][0] == len(entered)
+    assert held["push"][2] == {Message} and held["push"][1] == len(sent)
+    (compared,), (parsed,) = comparisons, parsed_values
+    assert compared.held() == 0 and len(parsed) == 0  # the index read both last, and took them
+
+
+def test_comparisons_keep_a_pair_only_while_a_later_step_reads_it(tmp_path):
+    a, _ = _machines(tmp_path)
+    archive = a.store.archive(PROJECT)
+    old = archive.tip()
+    a.send_message(PROJECT, "Nova", ["Orbit"], "one", "body")
+    repo = archive.repo
+    trees = [repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+    compared = Comparisons(archive.git_dir)
+    once = compared.files(*trees, keep=False)
+    assert compared.known(*trees) is None and compared.held() == 0 and compared.computed == 1
+    kept = compared.files(*trees)
+    assert kept == once and compared.held() == len(kept) and compared.computed == 2
+    compared.files(trees[1], trees[0])
+    compared.retain(*trees)
+    assert compared.known(trees[1], trees[0]) is None and compared.known(*trees) is kept
+    assert compared.take(*trees) is kept and compared.take(*trees) is None and compared.held() == 0
+
+
+def test_parsed_keeps_what_is_retained_until_taken():
+    parsed = Parsed()
+    message = Message(id=derived_id(1_767_323_045_123, b"message"), thread_id="t-1", sender="Nova",
+                      subject="hello", created_ts="2026-01-02T03:04:05Z", to=["Orbit"], body="text\n")
+    parsed.outcome(Message, b"\x01" * 20, message.to_bytes, lambda record_type, data: record_type.from_bytes(data))
+    parsed.outcome(Agent, b"\x02" * 20, lambda: b"not: [an agent", lambda record_type, data: "does not parse")
+    parsed.retain(Message)
+    assert parsed.known(Agent, b"\x02" * 20) is None and len(parsed) == 1
+    assert parsed.take(Message, b"\x01" * 20) == message and parsed.take(Message, b"\x01" * 20) is None
+    assert len(parsed) == 0

@@ -1539,9 +1539,25 @@ def layout_of(project_yaml: bytes | None) -> int:
         return int(match.group(1)) if match else 1
 
 
+# PATH_TYPES by the name each pattern starts with (``agents``, ``project``): a path is tried only against
+# the patterns of its own first name, which is the run of lower-case letters and ``_`` it starts with (every
+# pattern's first name is followed by ``/`` or ``.``, so a path it matches starts with exactly that run).
+_FIRST_NAME = re.compile(r"[a-z_]+")
+
+
+def _first_name(text: str, start: int = 0) -> str:
+    found = _FIRST_NAME.match(text, start)
+    return found.group() if found is not None else ""
+
+
+_TYPES_BY_FIRST: dict[str, list[tuple[re.Pattern[str], type[Record] | None, str]]] = {}
+for _entry in PATH_TYPES:
+    _TYPES_BY_FIRST.setdefault(_first_name(_entry[0].pattern, 1), []).append(_entry)  # after the pattern's "^"
+
+
 def classify(path: str) -> tuple[str, type[Record] | None] | None:
-    """The role and record type of a path in the archive, or None if unknown."""
-    for pattern, record_type, role in PATH_TYPES:
+    """The role and record type of a path in the archive, or None if unknown (the first of PATH_TYPES to match)."""
+    for pattern, record_type, role in _TYPES_BY_FIRST.get(_first_name(path), ()):
         if pattern.match(path):
             return role, record_type
     return None

@@ -176,6 +176,12 @@ class Comparisons:
     ask of a pair runs the diff. Pairs are named by tree ids, so a commit
     and another with the same tree share theirs. ``computed`` counts the
     diffs run, for a caller (or a test) to see that none ran twice.
+
+    A pair of a large sync lists every file it brought, so pairs go as soon
+    as no later step reads them: a step that reads a pair last takes it
+    (:meth:`take`), one whose comparison nobody reads again does not keep it
+    (``keep=False``), and the sync drops what its merge was the last to read
+    (:meth:`retain`).
     """
 
     def __init__(self, git_dir: str | None) -> None:
@@ -187,13 +193,18 @@ class Comparisons:
     def _key(base: pygit2.Tree | None, new: pygit2.Tree | None) -> tuple[bytes | None, bytes | None]:
         return (base.id.raw if base is not None else None, new.id.raw if new is not None else None)
 
-    def files(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> Delta:
-        """The files that differ from ``base`` to ``new`` (as :func:`~.snapshot.tree_delta`); read-only."""
+    def files(self, base: pygit2.Tree | None, new: pygit2.Tree | None, *, keep: bool = True) -> Delta:
+        """The files that differ from ``base`` to ``new`` (as :func:`~.snapshot.tree_delta`); read-only.
+
+        ``keep``: keep the pair for later steps (False: no later step reads it).
+        """
         key = self._key(base, new)
         found = self._pairs.get(key)
         if found is None:
-            found = self._pairs[key] = tree_delta(base, new, git_dir=self.git_dir)
+            found = tree_delta(base, new, git_dir=self.git_dir)
             self.computed += 1
+            if keep:
+                self._pairs[key] = found
         return found
 
     def learn(self, base: pygit2.Tree | None, new: pygit2.Tree | None, files: Delta) -> None:
@@ -219,9 +230,23 @@ class Comparisons:
         """The files that differ from ``base`` to ``new`` if a step compared them already, else None."""
         return self._pairs.get(self._key(base, new))
 
+    def take(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> Delta | None:
+        """As :meth:`known`, for the last step that reads the pair: it is not kept after."""
+        return self._pairs.pop(self._key(base, new), None)
+
+    def retain(self, base: pygit2.Tree | None, new: pygit2.Tree | None) -> None:
+        """Drop every pair but ``base`` to ``new``: the steps still to come read only that one."""
+        key = self._key(base, new)
+        self._pairs = {key: self._pairs[key]} if key in self._pairs else {}
+
+    def held(self) -> int:
+        """How many files the kept pairs list, all pairs together (what this value costs in memory)."""
+        return sum(len(files) for files in self._pairs.values())
+
 
 def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
-                    git_dir: str | None = None, compared: Comparisons | None = None) -> dict[str, pygit2.Oid | None]:
+                    git_dir: str | None = None, compared: Comparisons | None = None,
+                    keep: bool = True) -> dict[str, pygit2.Oid | None]:
     """Records that differ from tree ``base`` to tree ``new``: path -> blob in ``new`` (None: gone).
 
     Each path is where the record sits at layout ``named_at`` (default:
@@ -232,16 +257,17 @@ def changed_records(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_
     layout-1 path in a layout-2 tree) is listed at its own path, for the
     record checker to refuse. ``git_dir``: let git compare the trees (see
     :func:`~.snapshot.tree_delta`); ``compared``: take the files that differ
-    from it, which compares each pair once (its own ``git_dir`` applies).
+    from it, which compares each pair once (its own ``git_dir`` applies);
+    ``keep``: whether ``compared`` keeps the pair for later steps.
     """
-    delta = record_delta(base, new, named_at=named_at, git_dir=git_dir, compared=compared)
+    delta = record_delta(base, new, named_at=named_at, git_dir=git_dir, compared=compared, keep=keep)
     return {path: blob for path, (blob, _) in delta.items()}
 
 
 def record_delta(base: pygit2.Tree | None, new: pygit2.Tree | None, *, named_at: int | None = None,
-                 git_dir: str | None = None, compared: Comparisons | None = None) -> Delta:
+                 git_dir: str | None = None, compared: Comparisons | None = None, keep: bool = True) -> Delta:
     """As :func:`changed_records`, with each entry's git file mode (see :func:`~.snapshot.tree_delta`)."""
-    raw = compared.files(base, new) if compared is not None else tree_delta(base, new, git_dir=git_dir)
+    raw = compared.files(base, new, keep=keep) if compared is not None else tree_delta(base, new, git_dir=git_dir)
     before, after = tree_layout(base), tree_layout(new)
     at = after if named_at is None else named_at
     if before == after == at:

@@ -115,6 +115,7 @@ from gitmail.model.records import (
 
 from .handles import tree_entry
 from .layout import Comparisons, record_delta
+from .parsed import Parsed
 from .snapshot import blob_data, blob_in, tree_layout
 
 DOORS = ("hub", "archive", "fetch")  # a shared hub's push, a push into an archive, a sync's fetch
@@ -320,6 +321,11 @@ def _parse(record_type: type[Record], data: bytes, path: str) -> Record | str:
     return record if where is None else f"{where} contains a NUL character (\\0), which no record may hold"
 
 
+def _parse_record(record_type: type[Record], data: bytes) -> Record | str:
+    """As :func:`_parse`, for a file not yet placed (its place is checked apart)."""
+    return _parse(record_type, data, "<record>")
+
+
 def _attachment_problem(path: str, size: int, data: Callable[[], bytes]) -> str | None:
     """Why the ``size`` bytes ``data()`` returns cannot be the attachment at ``path`` (read only if in bounds)."""
     match = ATTACHMENT_RE.match(path)
@@ -456,14 +462,19 @@ class Checker:
     messages parses each message once, not once per copy.
     """
 
-    def __init__(self, repo: pygit2.Repository, door: str, *, boundaries: frozenset[str] = frozenset()):
-        """``boundaries``: the pinned shallow boundaries of a partial archive (:mod:`.boundary`)."""
+    def __init__(self, repo: pygit2.Repository, door: str, *, boundaries: frozenset[str] = frozenset(),
+                 parsed: Parsed | None = None):
+        """``boundaries``: the pinned shallow boundaries of a partial archive (:mod:`.boundary`).
+
+        ``parsed``: where the records read are kept, for the operation's later
+        steps to read them without parsing again (a sync's index catch-up).
+        """
         if door not in DOORS:
             raise ValueError(f"unknown door {door!r}")
         self.repo = repo
         self.door = door
         self.boundaries = boundaries
-        self._parsed: dict[tuple[type[Record], bytes], Record | str] = {}
+        self.parsed = parsed if parsed is not None else Parsed()
 
     # -- whole commits -----------------------------------------------------------
     def base_of(self, new: str, main: str | None) -> str | None:
@@ -676,10 +687,7 @@ class Checker:
         kind = classify(path)
         if kind is None or kind[1] is None:
             return "not a path where gitmail keeps records"
-        key = (kind[1], blob.raw)
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            parsed = self._parsed[key] = _parse(kind[1], blob_data(self.repo, blob), "<record>")
+        parsed = self.parsed.outcome(kind[1], blob.raw, lambda: blob_data(self.repo, blob), _parse_record)
         if isinstance(parsed, str):
             return parsed
         return parsed.misplaced(path) or parsed

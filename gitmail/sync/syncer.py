@@ -59,7 +59,7 @@ from gitmail.index import indexer_for
 from gitmail.mail import relay
 from gitmail.mail.relay import RelayOutcome
 from gitmail.model.errors import NOT_FOUND, RETRY_EXHAUSTED, SYNC_FAILED, SYNC_REJECTED, GitmailError, coded
-from gitmail.model.records import role_of
+from gitmail.model.records import Message, role_of
 from gitmail.model.results import OMIT_NONE, Result, result
 from gitmail.storage.authorship import Trust, file_rejections, judge_range
 from gitmail.storage.boundary import is_partial, pinned_boundaries, shallow_commits
@@ -67,6 +67,7 @@ from gitmail.storage.engine import MAIN, Archive, Change
 from gitmail.storage.handles import reference
 from gitmail.storage.layout import Comparisons, changed_records, migrate
 from gitmail.storage.nodes import read_pins, trusted_keyring
+from gitmail.storage.parsed import Parsed
 from gitmail.storage.recordcheck import Checker, Rejection
 from gitmail.storage.snapshot import Snapshot, blob_data, tree_layout
 from gitmail.storage.store import Store
@@ -433,7 +434,9 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
     ensure_gitattributes(archive)
     slug = store.resolve(project)
     compared = Comparisons(archive.git_dir)  # every step of this sync compares each pair of trees once
-    results = [_sync_recorded(store, archive, slug, name, max_rounds, progress, compared=compared) for name in names]
+    parsed = Parsed()  # and parses each file that comes in once: the check's records feed the index
+    results = [_sync_recorded(store, archive, slug, name, max_rounds, progress, compared=compared, parsed=parsed)
+               for name in names]
     report = SyncReport(slug, results)
     # What came in may hold relays still owed (a send cut short here or elsewhere), or bring a project they
     # were waiting for: complete them now, by their message ids, so nothing is lost or doubled.
@@ -441,18 +444,20 @@ def sync_project(store: Store, project: str, remote: str | None = None, *, max_r
     if catch_up_index and any(result.records_in for result in results):
         if progress is not None:
             progress("", "index")
-        report.index = catch_up(store, slug, compared=compared)
+        report.index = catch_up(store, slug, compared=compared, parsed=parsed)
     return report
 
 
-def catch_up(store: Store, project: str, *, compared: Comparisons | None = None) -> dict[str, Any]:
+def catch_up(store: Store, project: str, *, compared: Comparisons | None = None,
+             parsed: Parsed | None = None) -> dict[str, Any]:
     """Have the project's index take in the tip now; how long it took, and what search still lacks.
 
     ``compared``: the trees the sync compared; what entered ``main`` is read from there, not compared again.
+    ``parsed``: the records the sync's checks parsed; the messages among them are not parsed again.
     """
     started = time.monotonic()
     index = indexer_for(store).project(project)
-    tip = index.catch_up(compared=compared)
+    tip = index.catch_up(compared=compared, parsed=parsed)
     behind = index.meta.pending_count()
     out: dict[str, Any] = {"tip": tip, "caught_up": behind == 0, "seconds": round(time.monotonic() - started, 4)}
     if behind:
@@ -461,13 +466,13 @@ def catch_up(store: Store, project: str, *, compared: Comparisons | None = None)
 
 
 def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_rounds: int,
-                   progress: Progress | None, *, compared: Comparisons) -> SyncResult:
+                   progress: Progress | None, *, compared: Comparisons, parsed: Parsed) -> SyncResult:
     """Sync with one remote, keeping its sync state; a failure becomes the result's error."""
     result = SyncResult(project=slug, remote=remote)
     started = time.monotonic()
     record_attempt(archive, remote, store.clock.now_ts())
     try:
-        _sync_one(store, archive, remote, max_rounds, result, progress, compared=compared)
+        _sync_one(store, archive, remote, max_rounds, result, progress, compared=compared, parsed=parsed)
     except GitmailError as exc:
         result.error = exc.to_dict()
     except (OSError, subprocess.SubprocessError) as exc:
@@ -485,7 +490,7 @@ def _sync_recorded(store: Store, archive: Archive, slug: str, remote: str, max_r
 
 
 def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, result: SyncResult,
-              progress: Progress | None, *, compared: Comparisons) -> None:
+              progress: Progress | None, *, compared: Comparisons, parsed: Parsed) -> None:
     repo = archive.repo
     before = archive.tip()
 
@@ -506,7 +511,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         prepare(archive, remote, list(commits.values()))
         repo = archive.repo  # a fetch into a shallow archive may have moved its boundary: a fresh handle
         pinned = pinned_boundaries(archive.git_dir)
-        checker = Checker(repo, "fetch", boundaries=pinned)
+        checker = Checker(repo, "fetch", boundaries=pinned, parsed=parsed)
         trust = Trust(trusted_keyring(archive), read_pins(store.home), shallow=shallow_commits(archive.git_dir),
                       pinned=pinned)
         verdicts = VerdictCache(store.paths(result.project).derived)  # shared with `gitmail verify`
@@ -515,10 +520,16 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         step("merge")
         for item in checked:
             integrate(store, archive, item.merge, item.label, result, compared=compared)
+        # What the checks compared and parsed was read last by the merge; the findings and the index read
+        # what entered main, and the index the messages that came: nothing else is kept for them.
+        after = archive.tip()
+        start = before if before is not None or after is None else joined_from(archive, after)  # as _findings
+        compared.retain(_commit_tree(archive.repo, start), _commit_tree(archive.repo, after))
+        parsed.retain(Message)
         result.quarantine_ref = keep_aside(archive, remote, checked)
         result.quarantined = refused + [{**rejection.to_dict(), "source": item.label}
                                         for item in checked for rejection in item.rejected]
-        _findings(store, archive, before, result, compared=compared)
+        _findings(store, archive, before, result, compared=compared, parsed=parsed)
         ours = archive.tip()
         result.tip = ours
         if ours is None or ours == theirs:
@@ -532,7 +543,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
                 # Our own ref moved on the remote: another store uses this node name. Merge it and go again.
                 time.sleep(_jitter.uniform(0, MAX_PAUSE))
                 continue
-        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), compared=compared)
+        changes = changed_records(_commit_tree(repo, theirs), _commit_tree(repo, ours), compared=compared, keep=False)
         result.records_out, result.messages_out = _count(changes)
         result.pushed, result.pushed_to = True, "main" if target == MAIN else "node"
         return
@@ -593,7 +604,7 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
 
 
 def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult, *,
-              compared: Comparisons) -> None:
+              compared: Comparisons, parsed: Parsed) -> None:
     """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
     repo = archive.repo
     after = archive.tip()
@@ -606,7 +617,8 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     if not arrived:
         return
     in_force = indexer_for(store).project(result.project).active_reservations(archive.snapshot(after),
-                                                                              store.clock.now(), compared=compared)
+                                                                              store.clock.now(), compared=compared,
+                                                                              parsed=parsed)
     pairs = overlapping_reservations(in_force, arrived)
     result.overlaps = [overlap_view(pair) for pair in pairs]
     send_notices(archive, pairs)
