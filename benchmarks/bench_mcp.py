@@ -37,7 +37,8 @@ server CPU ≤ 2× the floor's; send p50 ≤ 1.6× the floor's; 8 senders ≥ 12
 msg/s realistic and ≥ 200 light with no errors; 16 senders not slower than 8;
 a page of 200 messages within 128,000 bytes (``read_messages`` and its compact
 form ``read_compact``; the server lists the compact family for this) ≤ 1.3×
-the floor's p50 at 100k. Prints one table per size, the load average before
+the floor's p50 at 100k; ``bench_text``, a bare call answering a text of
+that size, shows what carrying those bytes costs by itself. Prints one table per size, the load average before
 and after, then one JSON line with every figure.
 """
 
@@ -382,6 +383,7 @@ class Calls:
             "catch_up": lambda i: self.me(),
             "read_messages": lambda i: {**self.me(), "limit": 200, "max_output_bytes": 128_000},
             "read_compact": lambda i: {**self.me(), "limit": 200, "max_output_bytes": 128_000},
+            "bench_text": lambda i: {"size": 121_000},  # a bare call answering as many bytes as those pages
             "list_agents": lambda i: {"project_key": PROJECT},
             "file_reservation_paths": lambda i: {**self.me(sender), "paths": [f"src/bench/{i}.py"],
                                                  "ttl_seconds": 600},

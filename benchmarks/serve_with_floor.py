@@ -5,17 +5,22 @@ The server is the one ``gitmail serve`` runs (same parts, middleware, access
 checks and background services); the extra ``bench_noop`` tool is declared and
 installed as every tool is, with the open rule, and returns an empty
 object, so its cost is the floor every call pays: HTTP, the MCP session,
-FastMCP's validation and serialization, the access check.
+FastMCP's validation and serialization, the access check. ``bench_text``
+does nothing either but answer a text of the size asked for: beside a
+cursor page's cost it shows what carrying that many bytes costs alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fastmcp.tools.base import ToolResult
 
 from gitmail.server import app
 from gitmail.server.registry import ANYONE, Toolbox
@@ -31,6 +36,12 @@ floor = Toolbox("admin")
 def bench_noop(rt: Runtime) -> dict[str, Any]:
     """Do nothing (the benchmark's floor)."""
     return {}
+
+
+@floor.tool(READ, access=ANYONE)
+def bench_text(rt: Runtime, size: int) -> ToolResult:
+    """Answer a JSON text of ``size`` bytes and do nothing else (the floor of a large page)."""
+    return ToolResult(content=json.dumps({"text": "x" * max(0, size - 12)}))
 
 
 def main() -> None:
