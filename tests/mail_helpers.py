@@ -38,3 +38,14 @@ def send(mail: Mail, sender: str, to: list[str], subject: str = "Hello", body: s
     """Send (``options`` as :class:`SendOptions` takes them) and return the delivered payload."""
     result = mail.send_message(PROJECT, sender, to, subject, body, SendOptions(**options))
     return result["deliveries"][0]["payload"]
+
+
+def two_agents_one_message(store: Store, project: str) -> Mail:
+    """``project`` with BlueLake and GreenCastle (open to mail) and one message between them: a signed history."""
+    mail = Mail(store)
+    mail.ensure_project(project)
+    mail.register_agent(project, "codex", "gpt", name="BlueLake")
+    mail.register_agent(project, "codex", "gpt", name="GreenCastle")
+    mail.set_contact_policy(project, "GreenCastle", "open")
+    mail.send_message(project, "BlueLake", ["GreenCastle"], "Hi", "hello")
+    return mail

@@ -13,7 +13,6 @@ import os
 import pygit2
 import pytest
 
-from gitmail import Mail
 from gitmail.model import sshsig
 from gitmail.storage import authorship
 from gitmail.storage.authorship import BAD, SIGNED, UNSIGNED, Trust, claimed_verdict, judge_range, signature_verdict
@@ -21,18 +20,14 @@ from gitmail.storage.handles import tree_entry
 from gitmail.storage.nodes import Keyring, trusted_keyring
 from gitmail.storage.objects import COMMIT, PackBuffer
 
+from .mail_helpers import two_agents_one_message
+
 PROJECT = "/work/overlap/project"
 
 
 @pytest.fixture
 def mail(store):
-    mail = Mail(store)
-    mail.ensure_project(PROJECT)
-    mail.register_agent(PROJECT, "codex", "gpt", name="BlueLake")
-    mail.register_agent(PROJECT, "codex", "gpt", name="GreenCastle")
-    mail.set_contact_policy(PROJECT, "GreenCastle", "open")
-    mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "Hi", "hello")
-    return mail
+    return two_agents_one_message(store, PROJECT)
 
 
 def _tamper_tip(archive) -> str:

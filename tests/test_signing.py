@@ -18,19 +18,14 @@ from gitmail.storage.nodekey import NodeKey
 from gitmail.storage.objects import COMMIT, PackBuffer, split_signature
 
 from .conftest import git, git_run
+from .mail_helpers import two_agents_one_message
 
 PROJECT = "/work/signing/project"
 
 
 @pytest.fixture
 def mail(store):
-    mail = Mail(store)
-    mail.ensure_project(PROJECT)
-    mail.register_agent(PROJECT, "codex", "gpt", name="BlueLake")
-    mail.register_agent(PROJECT, "codex", "gpt", name="GreenCastle")
-    mail.set_contact_policy(PROJECT, "GreenCastle", "open")
-    mail.send_message(PROJECT, "BlueLake", ["GreenCastle"], "Hi", "hello")
-    return mail
+    return two_agents_one_message(store, PROJECT)
 
 
 @pytest.fixture(params=["git-listing", "tree-walk"])

@@ -22,7 +22,7 @@ from collections import Counter
 import pygit2
 import pytest
 
-from gitmail import Store
+from gitmail import Archive, Store
 from gitmail.index import parse
 from gitmail.index import project as index_project
 from gitmail.index.indexer import indexer_for
@@ -103,13 +103,19 @@ def _restarted(mail: Mail) -> Mail:
     return Mail(Store(mail.store.home, background=False, durable=False))
 
 
-def test_a_merging_sync_compares_each_pair_once_and_the_index_reads_what_entered(tmp_path, monkeypatch):
+def _merging(tmp_path) -> tuple[Mail, list[str]]:
+    """Machine b, restarted, about to sync three messages machine a sent to the hub over one b wrote meanwhile
+    (so its sync merges), and the three messages' IDs."""
     a, b = _machines(tmp_path)
     sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", "body").deliveries[0].payload.id
             for n in range(3)]
     sync_project(a.store, PROJECT)
     b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
-    b = _restarted(b)
+    return _restarted(b), sent
+
+
+def test_a_merging_sync_compares_each_pair_once_and_the_index_reads_what_entered(tmp_path, monkeypatch):
+    b, sent = _merging(tmp_path)
     archive = b.store.archive(PROJECT)
     before = archive.tip()
 
@@ -175,13 +181,17 @@ def test_a_fresh_machine_compares_what_it_joins_once(tmp_path, monkeypatch):
     assert fresh.store.archive(PROJECT).tip() == a.store.archive(PROJECT).tip()
 
 
-def test_comparisons_compare_a_pair_once_and_know_only_what_was_compared(tmp_path):
+def _one_send(tmp_path) -> tuple[Archive, list[pygit2.Tree]]:
+    """Machine a's archive and its trees before and after one message."""
     a, _ = _machines(tmp_path)
     archive = a.store.archive(PROJECT)
     old = archive.tip()
     a.send_message(PROJECT, "Nova", ["Orbit"], "one", "body")
-    repo = archive.repo
-    trees = [repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+    return archive, [archive.repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+
+
+def test_comparisons_compare_a_pair_once_and_know_only_what_was_compared(tmp_path):
+    archive, trees = _one_send(tmp_path)
     compared = Comparisons(archive.git_dir)
     assert compared.known(*trees) is None
     first = compared.files(*trees)
@@ -315,12 +325,7 @@ def _watch_sync_values(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Comparison
 
 
 def test_a_sync_keeps_only_what_its_later_steps_read_and_nothing_once_the_index_took_it(tmp_path, monkeypatch):
-    a, b = _machines(tmp_path)
-    sent = [a.send_message(PROJECT, "Nova", ["Orbit"], f"arrival {n}", "body").deliveries[0].payload.id
-            for n in range(3)]
-    sync_project(a.store, PROJECT)
-    b.send_message(PROJECT, "Orbit", ["Nova"], "written here meanwhile", "body")
-    b = _restarted(b)
+    b, sent = _merging(tmp_path)
     archive = b.store.archive(PROJECT)
     before = archive.tip()
     comparisons, parsed_values = _watch_sync_values(monkeypatch)
@@ -344,12 +349,7 @@ def test_a_sync_keeps_only_what_its_later_steps_read_and_nothing_once_the_index_
 
 
 def test_comparisons_keep_a_pair_only_while_a_later_step_reads_it(tmp_path):
-    a, _ = _machines(tmp_path)
-    archive = a.store.archive(PROJECT)
-    old = archive.tip()
-    a.send_message(PROJECT, "Nova", ["Orbit"], "one", "body")
-    repo = archive.repo
-    trees = [repo[commit].peel(pygit2.Tree) for commit in (old, archive.tip())]
+    archive, trees = _one_send(tmp_path)
     compared = Comparisons(archive.git_dir)
     once = compared.files(*trees, keep=False)
     assert compared.known(*trees) is None and compared.held() == 0 and compared.computed == 1
