@@ -359,10 +359,10 @@ def _fit(page: Callable[[int, int, bool], dict[str, Any]], texts: list[str], ext
     count = len(entries)
     if entries and size(count) > max_output_bytes:
         total, count = size(0), 0
-        for text_size, more in zip(sums[1:], extra, strict=True):
-            if total + text_size - sums[count] + 1 + more > max_output_bytes:
+        for step in (sums[i + 1] - sums[i] + 1 + more for i, more in enumerate(extra)):  # an item's text, a comma
+            if total + step > max_output_bytes:
                 break
-            total += text_size - sums[count] + 1 + more
+            total += step
             count += 1
         while count and size(count) > max_output_bytes:  # the estimate was short: fewer
             count -= 1
