@@ -303,7 +303,7 @@ def integrate(store: Store, archive: Archive, theirs: str | None, label: str, re
         if ours == theirs or (ours is not None and repo.descendant_of(ours, theirs)):
             return
         if ours is None or repo.descendant_of(theirs, ours):
-            start = ours if ours is not None else joined_from(archive, theirs)  # a window join: from its boundary
+            start = _entered_from(archive, ours, theirs)
             changes = changed_records(_commit_tree(repo, start), _commit_tree(repo, theirs), compared=compared)
             _observe(store, repo, changes)
             if archive.advance(ours, theirs):
@@ -523,7 +523,7 @@ def _sync_one(store: Store, archive: Archive, remote: str, max_rounds: int, resu
         # What the checks compared and parsed was read last by the merge; the findings and the index read
         # what entered main, and the index the messages that came: nothing else is kept for them.
         after = archive.tip()
-        start = before if before is not None or after is None else joined_from(archive, after)  # as _findings
+        start = _entered_from(archive, before, after)
         compared.retain(_commit_tree(archive.repo, start), _commit_tree(archive.repo, after))
         parsed.retain(Message)
         result.quarantine_ref = keep_aside(archive, remote, checked)
@@ -603,6 +603,12 @@ def _check(archive: Archive, checker: Checker, trust: Trust, tip: str, label: st
     return out
 
 
+def _entered_from(archive: Archive, before: str | None, after: str | None) -> str | None:
+    """The commit what entered main between ``before`` and ``after`` is counted from: ``before``, or, in an
+    archive that had nothing before (a window join), the boundary it joined at."""
+    return before if before is not None or after is None else joined_from(archive, after)
+
+
 def _findings(store: Store, archive: Archive, before: str | None, result: SyncResult, *,
               compared: Comparisons, parsed: Parsed) -> None:
     """Conflicts and overlapping reservations among what entered main since ``before``; notices for the latter."""
@@ -610,7 +616,7 @@ def _findings(store: Store, archive: Archive, before: str | None, result: SyncRe
     after = archive.tip()
     if after == before or after is None:
         return
-    start = before if before is not None else joined_from(archive, after)  # a window join: from its boundary
+    start = _entered_from(archive, before, after)
     entered = changed_records(_commit_tree(repo, start), _commit_tree(repo, after), compared=compared)
     result.conflicts = conflicts_entered(repo, entered)
     arrived = arrived_reservations(entered)
