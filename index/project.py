@@ -592,20 +592,28 @@ class ProjectIndex:
         return self._cached(("reservations",), lambda: [
             entry[1].record for fields in reads.reservations(self.meta) if (entry := record_entry(fields)) is not None])
 
-    def active_reservations(self, snapshot: Snapshot, at: dt.datetime, *, compared: Comparisons | None = None,
+    def active_reservations(self, snapshot: Snapshot, at: dt.datetime, *, held_by: str | None = None,
+                            blocking: str | None = None, compared: Comparisons | None = None,
                             parsed: Parsed | None = None) -> list[Reservation]:
         """The reservations in force at ``at`` in exactly what ``snapshot`` sees (its queued edits included).
 
-        Served from :class:`.reservations.ActiveReservations`, which moves from
-        commit to commit by the diff of the reservations subtree, so a
-        transaction can ask at no cost that grows with the history.
+        ``held_by``: only that agent's. ``blocking``: only the exclusive ones
+        of every other agent (what that agent's new reservations must not
+        overlap). Served from :class:`.reservations.ActiveReservations`, which
+        moves from commit to commit by the diff of the reservations subtree
+        and keeps each holder's reservations (and the exclusive ones) apart,
+        so a transaction asks at a cost that grows with neither the history
+        nor the reservations of others.
         ``compared``, ``parsed``: what the caller compared and parsed already (see :meth:`catch_up`).
         """
         if not self.open_reservations.loaded:
             # Once per process: start from a current watermark, however long nobody followed.
             self._sync(compared=compared, parsed=parsed)
         moment = at.timestamp()
-        return [e.record for e in self.open_reservations.at(snapshot, moment).values() if e.active_at(moment)]
+        held = self.open_reservations.at(snapshot, moment)
+        entries = (held.held_by(held_by) if held_by is not None
+                   else held.blocking(blocking) if blocking is not None else held.entries())
+        return [e.record for e in entries if e.active_at(moment)]
 
     # -- cursors --------------------------------------------------------------
     def messages_after(self, agent: str, after_seq: int = 0, limit: int = 100, *,

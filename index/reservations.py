@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,8 @@ def _subtree(repo: pygit2.Repository, commit: str | None) -> pygit2.Tree | None:
     return sub if isinstance(sub, pygit2.Tree) else None
 
 
-def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: float, out: dict[str, Entry]) -> None:
+def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: float,
+          out: list[tuple[str, Entry | None]]) -> None:
     for item in tree:
         path = f"{prefix}/{item.name}"
         obj = repo[item.id]
@@ -81,7 +83,92 @@ def _scan(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, horizon: floa
         elif isinstance(obj, pygit2.Blob):
             entry = _entry(path, obj.data, horizon)
             if entry is not None:
-                out[placed(path, LAYOUT)] = entry
+                out.append((placed(path, LAYOUT), entry))
+
+
+Shelves = Mapping[str, Mapping[str, Entry]]  # agent (lower case) -> path -> entry
+
+
+@dataclass(frozen=True)
+class Held:
+    """The open reservations at one commit, by holder, with the exclusive ones also kept apart.
+
+    Never changed once made: :meth:`edited` makes a new one that shares every
+    holder's shelf it did not touch, so moving by a commit's few changed files
+    costs the holders it touches, not every reservation in force, and a
+    reader keeps the one it was handed while the set moves on. Entries may
+    have expired since they were shelved: readers test :meth:`Entry.active_at`.
+    """
+
+    shelves: Shelves
+    exclusive: Shelves
+
+    @classmethod
+    def of(cls, entries: Iterable[tuple[str, Entry | None]]) -> Held:
+        return EMPTY.edited(entries, horizon=float("-inf"))
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry, holder by holder."""
+        for shelf in self.shelves.values():
+            yield from shelf.values()
+
+    def held_by(self, agent: str) -> Iterator[Entry]:
+        """The entries of one holder."""
+        yield from self.shelves.get(agent.lower(), {}).values()
+
+    def blocking(self, agent: str) -> Iterator[Entry]:
+        """The exclusive entries of every holder but ``agent``: what ``agent``'s new reservations must not overlap."""
+        me = agent.lower()
+        for holder, shelf in self.exclusive.items():
+            if holder != me:
+                yield from shelf.values()
+
+    def edited(self, changes: Iterable[tuple[str, Entry | None]], *, horizon: float) -> Held:
+        """This set with each path's entry replaced (None: removed).
+
+        A shelf it copies drops what expired by ``horizon`` on the way.
+        """
+        shelves, exclusive = _Shelving(self.shelves, horizon), _Shelving(self.exclusive, horizon)
+        for path, entry in changes:
+            shelves.drop(path)
+            exclusive.drop(path)
+            if entry is not None:
+                shelves.put(path, entry)
+                if entry.record.exclusive:
+                    exclusive.put(path, entry)
+        return Held(shelves.done(), exclusive.done())
+
+
+class _Shelving:
+    """A copy-on-write edit of one holder -> shelf mapping: a shelf is copied the first time it changes."""
+
+    def __init__(self, base: Shelves, horizon: float):
+        self.out: dict[str, Mapping[str, Entry]] = dict(base)
+        self.copies: dict[str, dict[str, Entry]] = {}
+        self.horizon = horizon
+
+    def _shelf(self, holder: str) -> dict[str, Entry]:
+        shelf = self.copies.get(holder)
+        if shelf is None:
+            shelf = {p: e for p, e in self.out.get(holder, {}).items() if e.expires > self.horizon}
+            self.copies[holder] = self.out[holder] = shelf
+        return shelf
+
+    def drop(self, path: str) -> None:
+        for holder in [h for h, shelf in self.out.items() if path in shelf]:
+            self._shelf(holder).pop(path, None)  # the copy may have dropped it as expired
+
+    def put(self, path: str, entry: Entry) -> None:
+        self._shelf(entry.record.agent.lower())[path] = entry
+
+    def done(self) -> Shelves:
+        for holder, shelf in self.copies.items():
+            if not shelf:
+                del self.out[holder]
+        return self.out
+
+
+EMPTY = Held({}, {})
 
 
 class ActiveReservations:
@@ -93,16 +180,14 @@ class ActiveReservations:
         self.loaded = False  # whether the set was started (from the metadata store, or empty)
         self._commit: str | None = None
         self._tree_id: str | None = None
-        self._entries: dict[str, Entry] = {}
+        self._held = EMPTY
 
-    def at(self, snapshot: Snapshot, now: float) -> dict[str, Entry]:
-        """Path -> entry for every unreleased reservation ``snapshot`` sees, less those expired by ``now``.
+    def at(self, snapshot: Snapshot, now: float) -> Held:
+        """Every unreleased reservation ``snapshot`` sees (its queued edits included), by path in the newest layout.
 
-        Paths are the newest layout's, whatever the archive's layout.
-
-        ``now`` (POSIX seconds, from the caller's clock) only prunes what
-        expired before it; callers test :meth:`Entry.active_at` for the
-        instant they care about.
+        ``now`` (POSIX seconds, from the caller's clock) only lets shelves
+        that are copied anyway drop what expired before it; callers test
+        :meth:`Entry.active_at` for the instant they care about.
         """
         horizon = now - 1.0
         with self._lock:
@@ -110,18 +195,12 @@ class ActiveReservations:
                 self._load(snapshot.repo, horizon)
             if self._commit != snapshot.commit:
                 self._advance(snapshot.repo, snapshot.commit, horizon)
-            entries = self._entries
+            held = self._held
         pending = snapshot.pending_edits(RESERVATIONS)
         if not pending:
-            return entries
-        entries = dict(entries)
-        for path, data in pending.items():
-            entry = _entry(path, data, horizon)
-            if entry is None:
-                entries.pop(placed(path, LAYOUT), None)
-            else:
-                entries[placed(path, LAYOUT)] = entry
-        return entries
+            return held
+        return held.edited(((placed(path, LAYOUT), _entry(path, data, horizon)) for path, data in pending.items()),
+                           horizon=horizon)
 
     def _load(self, repo: pygit2.Repository, horizon: float) -> None:
         """Start from the metadata store's open reservations at its watermark (call with the lock held)."""
@@ -132,7 +211,7 @@ class ActiveReservations:
         if watermark is not None and watermark in repo:
             tree = _subtree(repo, watermark)
             self._commit, self._tree_id = watermark, str(tree.id) if tree is not None else None
-            self._entries = dict(entry for fields in rows if (entry := record_entry(fields)) is not None)
+            self._held = Held.of(entry for fields in rows if (entry := record_entry(fields)) is not None)
         self.loaded = True
 
     def _advance(self, repo: pygit2.Repository, commit: str | None, horizon: float) -> None:
@@ -142,27 +221,30 @@ class ActiveReservations:
         if tree_id == self._tree_id:
             self._commit = commit
             return
-        entries: dict[str, Entry] = {}
         old_tree = None
         if tree is not None and self._tree_id is not None:
             try:
                 old_tree = repo[self._tree_id].peel(pygit2.Tree)
             except (KeyError, ValueError):  # the tree we had is gone (history rewritten and pruned)
                 old_tree = None
+        held = EMPTY
         if tree is not None and old_tree is None:
-            _scan(repo, tree, RESERVATIONS, horizon, entries)
+            scanned: list[tuple[str, Entry | None]] = []
+            _scan(repo, tree, RESERVATIONS, horizon, scanned)
+            held = Held.of(scanned)
         elif tree is not None and old_tree is not None:
-            entries = {path: e for path, e in self._entries.items() if e.expires > horizon}
-            # Deletions first: a reservation a migration moved leaves one path and arrives at another.
-            deltas = sorted(old_tree.diff_to_tree(tree).deltas, key=lambda d: d.status != pygit2.GIT_DELTA_DELETED)
-            for delta in deltas:
-                if delta.status == pygit2.GIT_DELTA_DELETED:
-                    entries.pop(placed(f"{RESERVATIONS}/{delta.old_file.path}", LAYOUT), None)
-                    continue
-                path = f"{RESERVATIONS}/{delta.new_file.path}"
-                entry = _entry(path, blob_data(repo, delta.new_file.id), horizon)
-                if entry is None:
-                    entries.pop(placed(path, LAYOUT), None)
-                else:
-                    entries[placed(path, LAYOUT)] = entry
-        self._commit, self._tree_id, self._entries = commit, tree_id, entries
+            held = self._held.edited(_changes(repo, old_tree, tree, horizon), horizon=horizon)
+        self._commit, self._tree_id, self._held = commit, tree_id, held
+
+
+def _changes(repo: pygit2.Repository, old_tree: pygit2.Tree, tree: pygit2.Tree,
+             horizon: float) -> Iterator[tuple[str, Entry | None]]:
+    """Each path the diff between two reservations subtrees touches, with its new entry (None: gone or closed)."""
+    # Deletions first: a reservation a migration moved leaves one path and arrives at another.
+    deltas = sorted(old_tree.diff_to_tree(tree).deltas, key=lambda d: d.status != pygit2.GIT_DELTA_DELETED)
+    for delta in deltas:
+        if delta.status == pygit2.GIT_DELTA_DELETED:
+            yield placed(f"{RESERVATIONS}/{delta.old_file.path}", LAYOUT), None
+            continue
+        path = f"{RESERVATIONS}/{delta.new_file.path}"
+        yield placed(path, LAYOUT), _entry(path, blob_data(repo, delta.new_file.id), horizon)

@@ -218,13 +218,18 @@ def _ids(ids: object) -> list[str]:
     return list(ids)
 
 
-def active(ctx: Context, project_key: str, snapshot: Snapshot, at: dt.datetime) -> list[Reservation]:
+def active(ctx: Context, project_key: str, snapshot: Snapshot, at: dt.datetime, *, held_by: str | None = None,
+           blocking: str | None = None) -> list[Reservation]:
     """The reservations in force at ``at`` in what ``snapshot`` sees, queued group-commit edits included.
 
-    Served by the project's index (:meth:`gitmail.index.ProjectIndex.active_reservations`),
-    so the cost does not grow with the reservation history.
+    ``held_by``: only that agent's; ``blocking``: only the exclusive ones of
+    the other agents. Served by the project's index
+    (:meth:`gitmail.index.ProjectIndex.active_reservations`), so the cost
+    grows with neither the reservation history nor, for those two, the
+    reservations the caller does not ask about.
     """
-    return indexer_for(ctx.store).project(project_key).active_reservations(snapshot, at)
+    return indexer_for(ctx.store).project(project_key).active_reservations(snapshot, at, held_by=held_by,
+                                                                          blocking=blocking)
 
 
 def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl_seconds: int = DEFAULT_TTL,
@@ -247,7 +252,7 @@ def reserve(ctx: Context, project_key: str, agent: str, paths: list[str], *, ttl
         actor = require_actor(snap, agent, seat, at=at)
         require_paths(snap, actor, patterns, "reserve")  # a viewer reserves nothing; a location limits the paths
         me = actor.name
-        blocking = [r for r in active(ctx, project_key, snap, at) if r.exclusive and r.agent != me]
+        blocking = active(ctx, project_key, snap, at, blocking=me)
         granted: list[Grant] = []
         conflicts: list[Conflict] = []
         change = Change("", author=me)
@@ -302,7 +307,7 @@ def release(ctx: Context, project_key: str, agent: str, *, file_reservation_ids:
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
-        chosen = _select(active(ctx, project_key, snap, at), me, ids, patterns)
+        chosen = _select(active(ctx, project_key, snap, at, held_by=me), me, ids, patterns)
         change = Change(f"{me} released {_listing(r.path_pattern for r in chosen)}", author=me)
         for record in chosen:
             change.put_record(dataclasses.replace(record, released_ts=released_at, hlc=hlc))
@@ -329,7 +334,7 @@ def renew(ctx: Context, project_key: str, agent: str, *, extend_seconds: int = 1
 
     def fn(snap: Snapshot) -> Change:
         me = require_actor(snap, agent, seat, at=at).name
-        chosen = _select(active(ctx, project_key, snap, at), me, ids, patterns)
+        chosen = _select(active(ctx, project_key, snap, at, held_by=me), me, ids, patterns)
         change = Change(f"{me} renewed {_listing(r.path_pattern for r in chosen)} by {extend}s", author=me)
         out = []
         for record in chosen:
@@ -365,7 +370,7 @@ def conflicts_for_paths(ctx: Context, project_key: str, paths: list[str], *,
     """For the files ``paths``, the active exclusive reservations of agents other than ``agent`` covering them."""
     snap = ctx.archive(project_key).snapshot()
     me = (agent or "").lower()
-    blocking = [r for r in active(ctx, project_key, snap, ctx.clock.now()) if r.exclusive and r.agent.lower() != me]
+    blocking = active(ctx, project_key, snap, ctx.clock.now(), blocking=me)
     out = []
     for path in paths:
         holders = [r for r in blocking if covers(r.path_pattern, path)]
@@ -390,7 +395,7 @@ def archive_activity(ctx: Context, project_key: str, snapshot: Snapshot, agent: 
     seat = snapshot.load(seat_path(agent), Seat)
     if seat is not None and seat.released_at is None:
         signals.append(("seat taken or renewed", dt.datetime.fromtimestamp(seat.hlc.wall_ms / 1000, dt.UTC)))
-    for record in active(ctx, project_key, snapshot, at):
+    for record in active(ctx, project_key, snapshot, at, held_by=agent):
         if record.agent == agent:
             wall = dt.datetime.fromtimestamp(record.hlc.wall_ms / 1000, dt.UTC)
             signals.append(("reservation made or renewed", wall))

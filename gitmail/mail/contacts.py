@@ -112,9 +112,8 @@ def _share_thread(snap: Snapshot, sender: str, recipient: str, thread_id: str) -
 
 def _reservations_overlap(ctx: Context, project_key: str, snap: Snapshot, sender: str, recipient: str,
                           at: dt.datetime) -> bool:
-    active = reservations.active(ctx, project_key, snap, at)
-    mine = [r.path_pattern for r in active if r.agent == sender]
-    theirs = [r.path_pattern for r in active if r.agent == recipient]
+    mine = [r.path_pattern for r in reservations.active(ctx, project_key, snap, at, held_by=sender)]
+    theirs = [r.path_pattern for r in reservations.active(ctx, project_key, snap, at, held_by=recipient)]
     return any(overlaps(a, b) for a in mine for b in theirs)
 
 
