@@ -31,7 +31,7 @@ import pygit2
 from gitmail.model.clock import format_ts, parse_ts
 from gitmail.model.records import LAYOUT, RESERVATIONS, Reservation, placed, reservation_path
 from gitmail.storage.handles import tree_entry
-from gitmail.storage.snapshot import Snapshot, blob_data
+from gitmail.storage.snapshot import Snapshot, blob_data, tree_delta
 
 from .meta import Meta, MetaCorrupt
 from .parse import record_from_fields
@@ -233,18 +233,15 @@ class ActiveReservations:
             _scan(repo, tree, RESERVATIONS, horizon, scanned)
             held = Held.of(scanned)
         elif tree is not None and old_tree is not None:
-            held = self._held.edited(_changes(repo, old_tree, tree, horizon), horizon=horizon)
+            held = self._held.edited(_changes(old_tree, tree, repo, horizon), horizon=horizon)
         self._commit, self._tree_id, self._held = commit, tree_id, held
 
 
-def _changes(repo: pygit2.Repository, old_tree: pygit2.Tree, tree: pygit2.Tree,
+def _changes(old_tree: pygit2.Tree, tree: pygit2.Tree, repo: pygit2.Repository,
              horizon: float) -> Iterator[tuple[str, Entry | None]]:
     """Each path the diff between two reservations subtrees touches, with its new entry (None: gone or closed)."""
+    delta = tree_delta(old_tree, tree)
     # Deletions first: a reservation a migration moved leaves one path and arrives at another.
-    deltas = sorted(old_tree.diff_to_tree(tree).deltas, key=lambda d: d.status != pygit2.GIT_DELTA_DELETED)
-    for delta in deltas:
-        if delta.status == pygit2.GIT_DELTA_DELETED:
-            yield placed(f"{RESERVATIONS}/{delta.old_file.path}", LAYOUT), None
-            continue
-        path = f"{RESERVATIONS}/{delta.new_file.path}"
-        yield placed(path, LAYOUT), _entry(path, blob_data(repo, delta.new_file.id), horizon)
+    for name in sorted(delta, key=lambda name: delta[name][0] is not None):
+        path, blob = f"{RESERVATIONS}/{name}", delta[name][0]
+        yield placed(path, LAYOUT), None if blob is None else _entry(path, blob_data(repo, blob), horizon)
