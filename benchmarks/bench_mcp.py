@@ -307,14 +307,15 @@ async def close(clients: list[Client]) -> None:
 
 
 async def throughput(url: str, tokens: dict[str, str], total: int, clients: int, pid: int, body: Callable[[int], str],
-                     tag: str) -> dict:
+                     tag: str, *, after_sends: Callable[[], None] | None = None) -> dict:
     """Messages per second with ``clients`` sessions sending at once, each as its own agent with its own token.
 
     Connecting is not timed. Server CPU per message counts the burst and the
     background work it left behind (until the server is idle again); the
     floor's is measured the same way right after, with as many sessions
     calling the no-op tool as often, and the ratio of the two is the send's
-    cost in units of a bare call at that concurrency.
+    cost in units of a bare call at that concurrency. ``after_sends`` is
+    called between the two bursts (to take a reading of the sends alone).
     """
     def send(k: int, i: int) -> tuple[str, dict]:
         return "send_message", {"project_key": PROJECT, "sender_name": SENDERS[k], "to": [RECIPIENT],
@@ -322,6 +323,8 @@ async def throughput(url: str, tokens: dict[str, str], total: int, clients: int,
 
     per = max(1, total // clients)
     sent = await burst(url, clients, per, send, pid)
+    if after_sends is not None:
+        after_sends()
     floor = await burst(url, clients, per, lambda k, i: (FLOOR, {}), pid)
     return {"clients": clients, "messages": per * clients, "seconds": sent["seconds"],
             "msg_per_s": round(per * clients / sent["seconds"], 1), "errors": sent["errors"],

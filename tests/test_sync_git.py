@@ -15,7 +15,7 @@ from gitmail.model.records import Agent, Reservation, inbox_path, message_path, 
 from gitmail.sync.hookinstall import GITATTRIBUTES, install_hub
 from gitmail.sync.remotes import add_remote
 from gitmail.sync.syncer import sync_project
-from gitmail.sync.watch import Watcher
+from gitmail.sync.watch import Watcher, ref_folders
 
 from .conftest import git_run
 from .sync_helpers import PROJECT, Machine, person_key, signed_clone, tree_files
@@ -165,6 +165,34 @@ def test_watcher_wakes_the_index_for_a_human_push(tmp_path):
     indexer.close()
     assert seen[0] == store.resolve(PROJECT)
     assert [hit["id"] for hit in hits] == [message_id]
+
+
+def test_watcher_follows_refs_in_folders_made_after_it_started_and_not_the_object_store(tmp_path):
+    machine = Machine(str(tmp_path / "m"), "node-n")
+    machine.create_project()
+    git_dir = machine.archive.git_dir
+    folders = ref_folders(git_dir)
+    assert folders[0] == git_dir and os.path.join(git_dir, "refs", "heads") in folders
+    assert not [folder for folder in folders if folder.startswith(os.path.join(git_dir, "objects"))]
+    hub_ref = os.path.join(git_dir, "refs", "remotes", "hub", "main")
+    tip = machine.archive.tip()
+    # A commit that main never points to: only the new ref moves to it.
+    other = git_run("--git-dir", git_dir, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", "elsewhere").stdout.strip()
+    wanted: list[str] = []
+    seen = threading.Event()
+
+    def on_change(slug: str) -> None:  # the callback's view: the ref already where it was moved
+        with open(hub_ref) as handle:
+            if wanted and handle.read().strip() == wanted[-1]:
+                seen.set()
+
+    with Watcher(machine.store, on_change):
+        for target in (tip, other):  # into folders that did not exist when watching began, then once more
+            seen.clear()
+            wanted.append(target)
+            assert git_run("--git-dir", git_dir, "update-ref", "refs/remotes/hub/main", target).returncode == 0
+            assert seen.wait(60), f"the watcher never called back after the ref moved to {target}"
+    assert os.path.join(git_dir, "refs", "remotes", "hub") in ref_folders(git_dir)
 
 
 @pytest.mark.slow  # a gitmail watch process

@@ -205,8 +205,9 @@ def _refresh(archive_dir: str, checkout_dir: str) -> str:
     if any(_edited(checkout_dir, path, old, new) for path, old, new in changes):
         return "held"  # an update would overwrite the human's edits: leave them be
     changes.sort(key=lambda change: change[2] is not None)  # deletions first: a file may give way to a folder
+    made: set[str] = set()
     for path, _, new in changes:
-        _apply(repo, checkout_dir, path, new)
+        _apply(repo, checkout_dir, path, new, made)
     if _update_index(checkout_dir, changes) == "busy":
         return "busy"  # a git command took the index meanwhile; the files written are resumed next time
     try:
@@ -320,16 +321,25 @@ def _edited(checkout_dir: str, path: str, old: Entry | None, new: Entry | None) 
     return found is None or found not in {entry[1] for entry in (old, new) if entry is not None}
 
 
-def _apply(repo: pygit2.Repository, checkout_dir: str, path: str, new: Entry | None) -> None:
+def _apply(repo: pygit2.Repository, checkout_dir: str, path: str, new: Entry | None, made: set[str]) -> None:
+    """Write (or remove) one changed file; ``made`` holds the folders this refresh already made sure of.
+
+    A burst's messages land in a few folders (the day's, each agent's inbox
+    and outbox): making sure of each folder once per refresh, not once per
+    file, spares a failing ``mkdir`` for nearly every file written.
+    """
     full = os.path.join(checkout_dir, path)
+    folder = os.path.dirname(full)
     if new is None:
         try:
             os.unlink(full)
         except FileNotFoundError:
             pass
-        _prune(checkout_dir, os.path.dirname(full))
+        _prune(checkout_dir, folder)
         return
-    os.makedirs(os.path.dirname(full), exist_ok=True)
+    if folder not in made:
+        os.makedirs(folder, exist_ok=True)
+        made.add(folder)
     with open(full, "wb") as handle:  # in place, as git does: creating a file is what a refresh mostly costs
         handle.write(repo.odb.read(pygit2.Oid(raw=new[1]))[1])
     if new[0] == _MODE_EXEC:
