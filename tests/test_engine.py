@@ -441,3 +441,39 @@ def test_loaded_records_are_parsed_once_and_each_caller_gets_its_own_copy(archiv
     # An edit queued ahead in a group commit is read as queued, not from the remembered parse.
     queued = Snapshot(archive.repo, archive.tip(), {profile.path(): dataclasses.replace(profile, model="o").to_bytes()})
     assert queued.load(profile.path(), Agent).model == "o"
+
+
+def test_the_folders_a_busy_day_writes_into_stay_decoded_for_the_next_commits(archive, monkeypatch):
+    """A day spreads its files over thousands of fan-out folders: the next writes must not decode them again."""
+    from gitmail.storage import objects
+
+    folders = [f"{a}{b}" for a in "0123456789abcdefghjkmnpqrstvwxyz" for b in "0123456789abcdefghjkmnpqrstvwxyz"]
+    folders = folders * 2  # 2,048 leaf folders under 64 middle ones: four times what the cache used to hold
+
+    def fill(snap):
+        change = Change("a busy day")
+        for n, name in enumerate(folders):
+            change.put(f"day/{n // 1024}/{name[0]}/{name[1]}/first.md", b"%d\n" % n)  # each folder its own
+        return change
+
+    archive.transact(fill)
+    decoded = []
+    real = objects.Tree.decode.__func__
+
+    def counting(cls, data):
+        decoded.append(len(data))
+        return real(cls, data)
+
+    monkeypatch.setattr(objects.Tree, "decode", classmethod(counting))
+    for start in range(0, len(folders), 256):
+        def more(snap, start=start):
+            change = Change("more of the day")
+            for n in range(start, start + 256):
+                name = folders[n]
+                change.put(f"day/{n // 1024}/{name[0]}/{name[1]}/second.md", b"y\n")
+            return change
+
+        archive.transact(more)
+    assert decoded == []
+    tip = archive.snapshot()
+    assert {tip.read(f"day/{n // 1024}/{f[0]}/{f[1]}/second.md") for n, f in enumerate(folders)} == {b"y\n"}

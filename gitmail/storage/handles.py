@@ -55,8 +55,8 @@ from pygit2.submodules import SubmoduleCollection
 
 _HELPERS = ("branches", "references", "remotes", "submodules")
 PACK_FILES_OPEN = 48  # pack files kept open at once, in the whole process (consolidation keeps ~32)
-PACK_BYTES_MAPPED = 64 << 20  # bytes of pack files mapped at once, in the whole process...
-PACK_WINDOW = 16 << 20  # ...in windows of at most this size
+PACK_BYTES_MAPPED = 32 << 20  # bytes of pack files mapped at once, in the whole process...
+PACK_WINDOW = 8 << 20  # ...in windows of at most this size
 OBJECT_CACHE_BYTES = 16 << 20  # libgit2's cache of parsed commits and trees, all handles of the process together
 MALLOC_ARENAS = 2  # glibc malloc arenas for the whole process (its default: eight per core)
 MMAP_FROM = 256 << 10  # blocks from this size get a mapping of their own, given back when freed...

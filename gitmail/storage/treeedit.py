@@ -25,8 +25,8 @@ from gitmail.model.errors import invalid
 
 from .objects import BLOB, MODE_BLOB, MODE_TREE, TREE, PackBuffer, Tree
 
-_CACHE_SIZE = 512  # trees at most...
-_CACHE_ENTRIES = 100_000  # ...holding this many entries in all (a 30k-entry day folder is about 10 MB decoded)
+_CACHE_SIZE = 8192  # trees at most (a busy day writes into thousands of fan-out folders)...
+_CACHE_ENTRIES = 60_000  # ...holding this many entries in all (about 20 MB decoded)
 _cache: OrderedDict[bytes, Tree] = OrderedDict()
 _cache_entries = 0
 _superseded: dict[bytes, bytes] = {}  # a written tree -> the version of its folder it replaced
