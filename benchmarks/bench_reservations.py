@@ -127,6 +127,7 @@ def main() -> None:
             found = naive_scan(store)
             scans.append((time.perf_counter() - t0) * 1000)
         active_now = len(rs.list_reservations(ctx, KEY)["file_reservations"])
+        indexer_for(store).close()  # its followers stop before the folder is removed
 
     rows = [("reserve", reserve_ms), ("release", release_ms), ("reserve + release", total_ms)]
     print(f"{args.active} active reservations ({active_now} at the end), {args.rounds} rounds, "
