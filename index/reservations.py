@@ -105,6 +105,7 @@ class Held:
 
     @classmethod
     def of(cls, entries: Iterable[tuple[str, Entry | None]]) -> Held:
+        """The set holding ``entries`` (path, entry), as loaded or scanned; nothing is pruned by time here."""
         return EMPTY.edited(entries, horizon=float("-inf"))
 
     def entries(self) -> Iterator[Entry]:
